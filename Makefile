@@ -1,0 +1,46 @@
+# Thin wrapper over CMake. `make run` and `make test` install missing packages first.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+MODEL ?= ../shared/models/aidreams260K/model.gguf
+PROMPT ?= The dream
+
+.PHONY: setup configure build run test bench asan fuzz clean
+
+setup:
+	@scripts/setup
+
+configure:
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: setup build
+	@if [ ! -f "$(MODEL)" ]; then \
+	  echo "make run: demo model $(MODEL) not found; get ../shared or run: make run MODEL=/path/to/model.gguf"; exit 1; fi
+	$(BUILD)/tandem run -m $(MODEL) -p "$(PROMPT)" -n 96 --temp 0
+
+test: setup build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: setup build
+	@if [ -x bench/run ]; then bench/run; else echo "make bench: no benchmarks yet"; fi
+
+# AddressSanitizer + UBSan build of everything, tests run under it.
+asan: setup
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
+
+# libFuzzer targets (clang), each run briefly.
+fuzz: setup
+	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	@for target in build-fuzz/fuzz_*; do \
+	  [ -x "$$target" ] || continue; echo "fuzz: $$target"; \
+	  mkdir -p build-fuzz/corpus-$$(basename $$target); \
+	  $$target -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 build-fuzz/corpus-$$(basename $$target) fuzz/seeds/$$(basename $$target) || exit 1; \
+	done
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,119 @@
+// Reference quantizers follow the GGUF block layouts in base/dtype.h:
+//   Q8_0: d = max|x| / 127, q = round(x / d).
+//   Q4_0: d = m / -8 where m is the element of largest magnitude (sign kept), so m maps to
+//         nibble 0 exactly; q = clamp(trunc(x / d + 8.5), 0, 15).
+#include "base/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/half.h"
+
+namespace tandem {
+
+bool dtype_is_computable(DType type) {
+  return type == DType::F32 || type == DType::F16 || type == DType::BF16 ||
+         type == DType::Q8_0 || type == DType::Q4_0;
+}
+
+namespace {
+
+void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+    const float* x = src + b * kQ8_0BlockSize;
+    float amax = 0.0f;
+    for (int i = 0; i < kQ8_0BlockSize; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].scale_f16 = f32_to_f16(d);
+    for (int i = 0; i < kQ8_0BlockSize; ++i)
+      dst[b].quants[i] = static_cast<int8_t>(std::lround(x[i] * inverse));
+  }
+}
+
+void quantize_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+    const float* x = src + b * kQ4_0BlockSize;
+    float amax = 0.0f, extreme = 0.0f;
+    for (int i = 0; i < kQ4_0BlockSize; ++i) {
+      if (std::fabs(x[i]) > amax) {
+        amax = std::fabs(x[i]);
+        extreme = x[i];
+      }
+    }
+    const float d = extreme / -8.0f;
+    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].scale_f16 = f32_to_f16(d);
+    auto nibble = [&](float v) {
+      return static_cast<uint8_t>(std::min(15, static_cast<int>(v * inverse + 8.5f)));
+    };
+    for (int i = 0; i < kQ4_0BlockSize / 2; ++i)
+      dst[b].nibbles[i] = static_cast<uint8_t>(nibble(x[i]) | (nibble(x[i + 16]) << 4));
+  }
+}
+
+}  // namespace
+
+void quantize_row(DType type, const float* src, void* dst, int64_t n) {
+  switch (type) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
+      return;
+    case DType::Q8_0:
+      TANDEM_ASSERT(n % kQ8_0BlockSize == 0);
+      quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+      return;
+    case DType::Q4_0:
+      TANDEM_ASSERT(n % kQ4_0BlockSize == 0);
+      quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
+      return;
+    default:
+      TANDEM_ASSERT(false && "quantize_row: unsupported type");
+  }
+}
+
+void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
+  switch (type) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return;
+    case DType::Q8_0: {
+      const auto* blocks = static_cast<const BlockQ8_0*>(src);
+      for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+        const float d = f16_to_f32(blocks[b].scale_f16);
+        for (int i = 0; i < kQ8_0BlockSize; ++i) dst[b * kQ8_0BlockSize + i] = d * blocks[b].quants[i];
+      }
+      return;
+    }
+    case DType::Q4_0: {
+      const auto* blocks = static_cast<const BlockQ4_0*>(src);
+      for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+        const float d = f16_to_f32(blocks[b].scale_f16);
+        float* out = dst + b * kQ4_0BlockSize;
+        for (int i = 0; i < kQ4_0BlockSize / 2; ++i) {
+          out[i] = d * (static_cast<int>(blocks[b].nibbles[i] & 0x0f) - 8);
+          out[i + 16] = d * (static_cast<int>(blocks[b].nibbles[i] >> 4) - 8);
+        }
+      }
+      return;
+    }
+    default:
+      TANDEM_ASSERT(false && "dequantize_row: unsupported type");
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,29 @@
+// tandem: the command-line front end. A thin layer over the tandem_core library: parse
+// flags, call the library, print. Bad input ends with one line on stderr and exit code 1.
+#include <cstdio>
+#include <exception>
+
+#include "base/error.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tandem: an LLM inference engine for Llama-family models"};
+  app.require_subcommand(1);
+  tandem::cli::add_run_command(app);
+  tandem::cli::add_tokenize_command(app);
+  tandem::cli::add_perplexity_command(app);
+  tandem::cli::add_info_command(app);
+  tandem::cli::add_gen_model_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  } catch (const tandem::InputError& error) {
+    std::fprintf(stderr, "tandem: error: %s\n", error.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tandem: error: out of memory\n");
+    return 1;
+  }
+  return 0;
+}

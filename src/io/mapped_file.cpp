@@ -1,0 +1,40 @@
+// MappedFile over POSIX mmap. An empty file maps to an empty span (mmap rejects length 0).
+#include "io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace tandem {
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  TANDEM_CHECK_INPUT(fd >= 0, "cannot open '{}': {}", path, std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw InputError(fmt::format("'{}' is not a regular file", path));
+  }
+  size_ = static_cast<size_t>(info.st_size);
+  if (size_ > 0) {
+    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int map_errno = errno;
+    ::close(fd);
+    TANDEM_CHECK_INPUT(map != MAP_FAILED, "cannot map '{}': {}", path, std::strerror(map_errno));
+    data_ = static_cast<const uint8_t*>(map);
+  } else {
+    ::close(fd);
+  }
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace tandem

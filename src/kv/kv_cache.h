@@ -1,0 +1,57 @@
+// KvCache: per-layer K (after RoPE) and V for every cached token, in a pool of slots.
+// Each sequence has a slot table (position -> slot), and attention reads K/V through it, so
+// the storage can be paged without touching the attention code. This class owns storage and
+// slot bookkeeping only; it does no arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace tandem {
+
+class KvCache {
+ public:
+  // n_slots: tokens the pool can hold (all sequences together); max_seqs: sequence ids 0..max_seqs-1.
+  KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs);
+
+  int64_t n_slots() const { return n_slots_; }
+  int32_t max_seqs() const { return static_cast<int32_t>(tables_.size()); }
+  int64_t kv_width() const { return kv_width_; }
+  int64_t n_free_slots() const { return static_cast<int64_t>(free_slots_.size()); }
+  int64_t n_used_slots() const { return n_slots_ - n_free_slots(); }
+
+  // Cached positions of a sequence (positions 0..length-1 have slots).
+  int64_t length(int32_t seq) const;
+  // Gives `seq` slots for positions up to new_length-1. Returns false (and changes nothing)
+  // when the pool has too few free slots: a capacity outcome, not an error.
+  bool reserve(int32_t seq, int64_t new_length);
+  // Drops positions >= new_length of `seq`, returning their slots to the pool.
+  void truncate(int32_t seq, int64_t new_length);
+  void release(int32_t seq) { truncate(seq, 0); }
+
+  const std::vector<int32_t>& slot_table(int32_t seq) const;  // [length] position -> slot
+
+  // K/V rows of one layer: [n_slots, n_kv_heads * head_dim] floats.
+  float* keys(int64_t layer) { return keys_.data() + layer * n_slots_ * kv_width_; }
+  float* values(int64_t layer) { return values_.data() + layer * n_slots_ * kv_width_; }
+  const float* keys(int64_t layer) const { return keys_.data() + layer * n_slots_ * kv_width_; }
+  const float* values(int64_t layer) const { return values_.data() + layer * n_slots_ * kv_width_; }
+
+  // 2 (K and V) x layers x kv_heads x head_dim x bytes per element.
+  int64_t bytes_per_token() const;
+  int64_t bytes_in_use() const { return n_used_slots() * bytes_per_token(); }
+  int64_t bytes_total() const { return n_slots_ * bytes_per_token(); }
+
+ private:
+  int64_t n_layers_;
+  int64_t kv_width_;
+  int64_t n_slots_;
+  std::vector<float> keys_;
+  std::vector<float> values_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> free_slots_;  // a stack; lowest slot on top
+};
+
+}  // namespace tandem

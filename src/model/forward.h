@@ -1,0 +1,60 @@
+// Forward: runs a Batch through the model, writing K/V into the cache and returning logits
+// for the rows that asked for them. One code path for prefill and decode: per layer the
+// projections are matrix products over all tokens of the batch; attention reads each
+// token's sequence history through the KV cache's slot table, with the causal mask.
+// Scratch buffers are allocated once for `max_batch_tokens` and reused.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+#include "model/model.h"
+
+namespace tandem {
+
+class Forward {
+ public:
+  Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool);
+
+  // Runs the batch. Before calling, the cache must have slots for every (seq, position) in
+  // the batch (KvCache::reserve). Returns [n_logit_rows, vocab_size] row-major, rows in
+  // batch order of tokens with wants_logits; valid until the next run().
+  // Throws InputError for out-of-range tokens/positions or a batch larger than max.
+  std::span<const float> run(const Batch& batch, KvCache& cache);
+
+  // Test hook: called after each layer (and with layer == n_layers after the final norm)
+  // with the hidden states [n_tokens, d_model].
+  using LayerObserver = std::function<void(int64_t layer, std::span<const float> hidden)>;
+  void set_layer_observer(LayerObserver observer) { observer_ = std::move(observer); }
+
+  const Model& model() const { return *model_; }
+  int64_t max_batch_tokens() const { return max_batch_tokens_; }
+
+ private:
+  void attention(const Batch& batch, KvCache& cache, int64_t layer);
+
+  std::shared_ptr<const Model> model_;
+  int64_t max_batch_tokens_;
+  ThreadPool& pool_;
+  LayerObserver observer_;
+  // Scratch, sized for max_batch_tokens.
+  std::vector<float> hidden_;      // [n_tokens, d_model] residual stream
+  std::vector<float> normed_;      // [n_tokens, d_model]
+  std::vector<float> q_;           // [n_tokens, n_heads * head_dim]
+  std::vector<float> k_;           // [n_tokens, kv_width]
+  std::vector<float> v_;           // [n_tokens, kv_width]
+  std::vector<float> attn_out_;    // [n_tokens, n_heads * head_dim]
+  std::vector<float> gate_;        // [n_tokens, d_ff]
+  std::vector<float> up_;          // [n_tokens, d_ff]
+  std::vector<float> proj_;        // [n_tokens, d_model]
+  std::vector<float> scores_;      // [threads, context] attention scores
+  std::vector<float> logits_;      // [n_logit_rows, vocab_size]
+  std::vector<float> logit_rows_;  // [n_logit_rows, d_model] gathered hidden states
+};
+
+}  // namespace tandem

@@ -1,0 +1,54 @@
+// Model: an immutable Llama-family model — config plus weight views — and the storage that
+// backs the views (a memory map, or buffers for converted/loaded-in-memory weights).
+// State (KV cache, scratch, RNG) is never kept here; it is passed to the forward pass.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/tensor_view.h"
+#include "model/model_config.h"
+
+namespace tandem {
+
+struct LayerWeights {
+  TensorView attn_norm;  // [d_model] f32
+  TensorView wq;         // [n_heads * head_dim, d_model]
+  TensorView wk;         // [n_kv_heads * head_dim, d_model]
+  TensorView wv;         // [n_kv_heads * head_dim, d_model]
+  TensorView wo;         // [d_model, n_heads * head_dim]
+  TensorView ffn_norm;   // [d_model] f32
+  TensorView w_gate;     // [d_ff, d_model]
+  TensorView w_up;       // [d_ff, d_model]
+  TensorView w_down;     // [d_model, d_ff]
+};
+
+struct ModelWeights {
+  TensorView token_embedding;  // [vocab_size, d_model]
+  std::vector<LayerWeights> layers;
+  TensorView output_norm;      // [d_model] f32
+  TensorView output;           // [vocab_size, d_model]; aliases token_embedding when tied
+};
+
+struct Model {
+  ModelConfig config;
+  ModelWeights weights;
+  std::string source_path;
+  std::string format;  // "gguf" or "llama2.c"
+  // Keeps whatever backs the views alive (a MappedFile, owned float buffers, ...).
+  std::vector<std::shared_ptr<const void>> storage;
+
+  // Bytes read from weights per decoded token (every matrix once; embeddings one row).
+  int64_t weight_bytes_per_token() const;
+  // Total bytes of all weight tensors (tied output counted once).
+  int64_t weight_bytes_total() const;
+};
+
+// Loads a GGUF (`.gguf`) or llama2.c checkpoint (anything else) into a Model.
+// Throws InputError with one line naming the file and the problem.
+std::shared_ptr<const Model> load_model(const std::string& path);
+std::shared_ptr<const Model> load_gguf_model(const std::string& path);
+std::shared_ptr<const Model> load_llama2c_model(const std::string& path);
+
+}  // namespace tandem

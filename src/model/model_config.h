@@ -1,0 +1,29 @@
+// ModelConfig: the hyperparameters of a Llama-family decoder, whatever file they came from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+struct ModelConfig {
+  std::string architecture = "llama";
+  int64_t d_model = 0;         // embedding width
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;         // query heads
+  int64_t n_kv_heads = 0;      // key/value heads (< n_heads: grouped-query attention)
+  int64_t head_dim = 0;        // d_model / n_heads
+  int64_t d_ff = 0;            // SwiGLU hidden width
+  int64_t vocab_size = 0;
+  int64_t context_length = 0;  // positions the model was trained for
+  float rms_norm_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  int64_t rope_dims = 0;       // rotary dimensions per head (<= head_dim), pairs (2i, 2i+1)
+
+  int64_t q_width() const { return n_heads * head_dim; }
+  int64_t kv_width() const { return n_kv_heads * head_dim; }
+  // Throws InputError naming the first inconsistent value.
+  void validate() const;
+};
+
+}  // namespace tandem
