@@ -1,6 +1,9 @@
 // A persistent pool of worker threads for data-parallel loops. Threads are created once;
 // each parallel_for wakes them, splits [0, n) into contiguous ranges, and waits at a
 // barrier. The calling thread takes part as worker 0, so a pool of 1 runs inline.
+// A forward pass issues dozens of parallel loops per token, so idle workers spin briefly on
+// an atomic generation counter before sleeping: waking a sleeping thread costs far more
+// than a small loop.
 #pragma once
 
 #include <atomic>
@@ -37,8 +40,8 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
   bool stopping_ = false;
   // The job of the current generation.
   const RangeFn* job_ = nullptr;

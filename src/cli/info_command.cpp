@@ -1,13 +1,82 @@
-// tandem info: placeholder until implemented.
-#include "base/error.h"
+// tandem info: what a model file holds — architecture, hyperparameters, weight types and
+// bytes, KV cache cost per token and at full context, and the decode floor (bytes of
+// weights read per generated token).
+#include <cstdio>
+#include <map>
+
 #include "cli/commands.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
 
 namespace tandem::cli {
+namespace {
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{:.2f} {}", value, units[unit]);
+}
+
+void print_info(const std::string& path) {
+  std::shared_ptr<const Model> model = load_model(path);
+  const ModelConfig& c = model->config;
+  fmt::print("file:            {}\n", path);
+  fmt::print("format:          {}\n", model->format);
+  fmt::print("architecture:    {}\n", c.architecture);
+  fmt::print("d_model:         {}\n", c.d_model);
+  fmt::print("n_layers:        {}\n", c.n_layers);
+  fmt::print("n_heads:         {}\n", c.n_heads);
+  fmt::print("n_kv_heads:      {}{}\n", c.n_kv_heads, c.n_kv_heads < c.n_heads ? " (grouped-query attention)" : "");
+  fmt::print("head_dim:        {}\n", c.head_dim);
+  fmt::print("d_ff:            {}\n", c.d_ff);
+  fmt::print("vocab_size:      {}\n", c.vocab_size);
+  fmt::print("context_length:  {}\n", c.context_length);
+  fmt::print("rms_norm_eps:    {}\n", c.rms_norm_eps);
+  fmt::print("rope_freq_base:  {}\n", c.rope_freq_base);
+  fmt::print("rope_dims:       {}\n", c.rope_dims);
+  fmt::print("output head:     {}\n", model->weights.output.data == model->weights.token_embedding.data
+                                          ? "tied to token embeddings" : "separate");
+
+  // Tensor types: count and bytes per type (a tied output head counted once).
+  std::map<std::string, std::pair<int64_t, int64_t>> by_type;
+  auto count = [&](const TensorView& view) {
+    auto& [tensors, bytes] = by_type[std::string(dtype_name(view.dtype))];
+    ++tensors;
+    bytes += view.n_bytes();
+  };
+  const ModelWeights& w = model->weights;
+  count(w.token_embedding);
+  count(w.output_norm);
+  if (w.output.data != w.token_embedding.data) count(w.output);
+  for (const LayerWeights& layer : w.layers)
+    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
+                                   &layer.w_gate, &layer.w_up, &layer.w_down})
+      count(*view);
+  for (const auto& [type, totals] : by_type)
+    fmt::print("tensors {:<8} {} tensors, {} ({} bytes)\n", type + ":", totals.first, human_bytes(totals.second),
+               totals.second);
+  fmt::print("weights total:   {} ({} bytes)\n", human_bytes(model->weight_bytes_total()), model->weight_bytes_total());
+  const int64_t kv_per_token = 2 * c.n_layers * c.kv_width() * static_cast<int64_t>(sizeof(float));
+  fmt::print("KV cache:        {} bytes/token (2 x {} layers x {} kv heads x {} head dim x 4 bytes f32), {} at full "
+             "context ({} tokens)\n",
+             kv_per_token, c.n_layers, c.n_kv_heads, c.head_dim, human_bytes(kv_per_token * c.context_length),
+             c.context_length);
+  fmt::print("decode floor:    {} of weights read per token ({} bytes); tokens/s <= bandwidth / this\n",
+             human_bytes(model->weight_bytes_per_token()), model->weight_bytes_per_token());
+}
+
+}  // namespace
 
 void add_info_command(CLI::App& app) {
-  CLI::App* command = app.add_subcommand("info", "(not implemented yet)");
-  command->allow_extras();
-  command->callback([] { throw InputError("'info' is not implemented yet"); });
+  auto path = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand("info", "Describe a model: shape, weight types and bytes, KV cost");
+  command->add_option("-m,--model", *path, "Model file (.gguf or llama2.c model.bin)")->required();
+  command->callback([path] { print_info(*path); });
 }
 
 }  // namespace tandem::cli

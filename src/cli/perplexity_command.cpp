@@ -1,13 +1,60 @@
-// tandem perplexity: placeholder until implemented.
+// tandem perplexity: teacher-forced scoring of a text file (see engine/perplexity.h).
+#include <fstream>
+#include <sstream>
+
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "engine/perplexity.h"
+#include "model/model.h"
+#include "tokenizer/load_tokenizer.h"
 
 namespace tandem::cli {
+namespace {
+
+struct PerplexityOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  std::string text_path;
+  int64_t ctx = 0;
+  int64_t batch = 0;
+  int threads = 0;
+};
+
+void run_perplexity(const PerplexityOptions& options) {
+  std::ifstream file(options.text_path, std::ios::binary);
+  TANDEM_CHECK_INPUT(file.good(), "cannot open text file '{}'", options.text_path);
+  std::stringstream text;
+  text << file.rdbuf();
+
+  std::shared_ptr<const Model> model = load_model(options.model_path);
+  const Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model->config.vocab_size);
+  const std::vector<int32_t> tokens = tokenizer.encode(text.str(), /*add_bos=*/true);
+  const int64_t ctx = options.ctx > 0 ? options.ctx : std::min<int64_t>(512, model->config.context_length);
+  const int64_t batch = options.batch > 0 ? std::min(options.batch, ctx) : ctx;
+  ThreadPool pool(options.threads);
+  Forward forward(model, batch, pool);
+  fmt::print(stderr, "perplexity: {} tokens, {} chunks of {} (batch {})\n", tokens.size(),
+             static_cast<int64_t>(tokens.size()) / std::max<int64_t>(ctx, 1), ctx, batch);
+  const PerplexityResult result =
+      compute_perplexity(forward, tokens, ctx, batch, tokenizer.vocab().bos_id, [](int64_t chunk, double ppl) {
+        fmt::print(stderr, "[{}] {:.4f}\n", chunk + 1, ppl);
+      });
+  fmt::print("PPL = {:.4f} +/- {:.4f}\n", result.perplexity, result.uncertainty);
+}
+
+}  // namespace
 
 void add_perplexity_command(CLI::App& app) {
-  CLI::App* command = app.add_subcommand("perplexity", "(not implemented yet)");
-  command->allow_extras();
-  command->callback([] { throw InputError("'perplexity' is not implemented yet"); });
+  auto options = std::make_shared<PerplexityOptions>();
+  CLI::App* command = app.add_subcommand("perplexity", "Score a text file: perplexity as llama.cpp computes it");
+  command->add_option("-m,--model", options->model_path, "Model file")->required();
+  command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models");
+  command->add_option("-f,--file", options->text_path, "Text file to score")->required();
+  command->add_option("-c,--ctx", options->ctx, "Tokens per chunk (default: min(512, model context))");
+  command->add_option("-b,--batch", options->batch, "Tokens per forward call (default: the whole chunk)");
+  command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
+  command->callback([options] { run_perplexity(*options); });
 }
 
 }  // namespace tandem::cli

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
 #include "model/model.h"
@@ -27,8 +28,7 @@ class Forward {
   // Throws InputError for out-of-range tokens/positions or a batch larger than max.
   std::span<const float> run(const Batch& batch, KvCache& cache);
 
-  // Test hook: called after each layer (and with layer == n_layers after the final norm)
-  // with the hidden states [n_tokens, d_model].
+  // Test hook: called after each layer with the residual stream [n_tokens, d_model].
   using LayerObserver = std::function<void(int64_t layer, std::span<const float> hidden)>;
   void set_layer_observer(LayerObserver observer) { observer_ = std::move(observer); }
 
@@ -52,7 +52,10 @@ class Forward {
   std::vector<float> gate_;        // [n_tokens, d_ff]
   std::vector<float> up_;          // [n_tokens, d_ff]
   std::vector<float> proj_;        // [n_tokens, d_model]
-  std::vector<float> scores_;      // [threads, context] attention scores
+  std::vector<float> scores_;      // [threads, context_length] attention scores
+  std::vector<float> rope_cos_;    // [n_tokens, rope_dims / 2]
+  std::vector<float> rope_sin_;    // [n_tokens, rope_dims / 2]
+  MatmulScratch matmul_scratch_;
   std::vector<float> logits_;      // [n_logit_rows, vocab_size]
   std::vector<float> logit_rows_;  // [n_logit_rows, d_model] gathered hidden states
 };

@@ -1,0 +1,51 @@
+// matmul over a thread pool: quantize the activations once (when the weight type wants
+// 8-bit activations), then each thread walks its tiles of weight rows and, per tile, every
+// token — so a tile stays in cache across tokens, the reuse that makes prefill cheap.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace tandem {
+
+namespace {
+constexpr int64_t kRowTile = 16;
+}
+
+void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* out,
+            ThreadPool& pool, MatmulScratch& scratch) {
+  const int64_t n_out = weight.n_rows();
+  const int64_t n_in = weight.row_length();
+  TANDEM_ASSERT(weight.n_dims == 2);
+  const bool quantized = uses_q8_activations(weight.dtype);
+  if (quantized) {
+    TANDEM_ASSERT(n_in % 32 == 0);
+    const int64_t blocks_per_row = n_in / 32;
+    const size_t needed = static_cast<size_t>(n_tokens * blocks_per_row);
+    if (scratch.quantized.size() < needed) scratch.quantized.resize(needed);
+    pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t)
+        quantize_activations_q8(x + t * n_in, n_in, scratch.quantized.data() + t * blocks_per_row);
+    });
+  }
+  const ActivationBlockQ8* qx = scratch.quantized.data();
+  pool.parallel_for(
+      n_out,
+      [&](int64_t row_begin, int64_t row_end, int) {
+        for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
+          const int64_t tile_end = std::min(row_end, tile + kRowTile);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            float* out_row = out + t * n_out;
+            for (int64_t r = tile; r < tile_end; ++r) {
+              out_row[r] = quantized
+                               ? dot_q8_activations(weight.dtype, weight.row(r), qx + t * (n_in / 32), n_in)
+                               : dot_float_activations(weight.dtype, weight.row(r), x + t * n_in, n_in);
+            }
+          }
+        }
+      },
+      kRowTile);
+}
+
+}  // namespace tandem

@@ -1,0 +1,53 @@
+// KvCache bookkeeping: a free-slot stack and per-sequence slot tables. Slots are handed out
+// lowest first so a lone sequence's K/V end up contiguous (friendly to the cache lines).
+#include "kv/kv_cache.h"
+
+#include "base/error.h"
+
+namespace tandem {
+
+KvCache::KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs)
+    : n_layers_(config.n_layers), kv_width_(config.kv_width()), n_slots_(n_slots) {
+  TANDEM_ASSERT(n_slots > 0 && max_seqs > 0);
+  const size_t floats = static_cast<size_t>(n_layers_ * n_slots_ * kv_width_);
+  keys_.assign(floats, 0.0f);
+  values_.assign(floats, 0.0f);
+  tables_.resize(static_cast<size_t>(max_seqs));
+  free_slots_.reserve(static_cast<size_t>(n_slots));
+  for (int64_t slot = n_slots - 1; slot >= 0; --slot) free_slots_.push_back(static_cast<int32_t>(slot));
+}
+
+int64_t KvCache::length(int32_t seq) const { return static_cast<int64_t>(slot_table(seq).size()); }
+
+const std::vector<int32_t>& KvCache::slot_table(int32_t seq) const {
+  TANDEM_ASSERT(seq >= 0 && seq < max_seqs());
+  return tables_[static_cast<size_t>(seq)];
+}
+
+bool KvCache::reserve(int32_t seq, int64_t new_length) {
+  TANDEM_ASSERT(seq >= 0 && seq < max_seqs());
+  std::vector<int32_t>& table = tables_[static_cast<size_t>(seq)];
+  const int64_t needed = new_length - static_cast<int64_t>(table.size());
+  if (needed <= 0) return true;
+  if (needed > n_free_slots()) return false;
+  for (int64_t i = 0; i < needed; ++i) {
+    table.push_back(free_slots_.back());
+    free_slots_.pop_back();
+  }
+  return true;
+}
+
+void KvCache::truncate(int32_t seq, int64_t new_length) {
+  TANDEM_ASSERT(seq >= 0 && seq < max_seqs() && new_length >= 0);
+  std::vector<int32_t>& table = tables_[static_cast<size_t>(seq)];
+  while (static_cast<int64_t>(table.size()) > new_length) {
+    free_slots_.push_back(table.back());
+    table.pop_back();
+  }
+}
+
+int64_t KvCache::bytes_per_token() const {
+  return 2 * n_layers_ * kv_width_ * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace tandem

@@ -1,0 +1,137 @@
+// The forward pass of a Llama block stack over a ragged batch (see forward.h):
+//   x = embed(tokens)
+//   per layer: x += Wo · attention(rope(Wq·n), rope(Wk·n) -> cache, Wv·n -> cache), n = rmsnorm(x)
+//              x += Wdown · (silu(Wgate·n) ⊙ Wup·n),                                n = rmsnorm(x)
+//   logits = Wout · rmsnorm(x) for the rows that asked for them.
+#include "model/forward.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/quant.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+
+namespace tandem {
+
+Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool)
+    : model_(std::move(model)), max_batch_tokens_(max_batch_tokens), pool_(pool) {
+  TANDEM_ASSERT(max_batch_tokens_ > 0);
+  const ModelConfig& c = model_->config;
+  const auto n = static_cast<size_t>(max_batch_tokens_);
+  hidden_.resize(n * c.d_model);
+  normed_.resize(n * c.d_model);
+  q_.resize(n * c.q_width());
+  k_.resize(n * c.kv_width());
+  v_.resize(n * c.kv_width());
+  attn_out_.resize(n * c.q_width());
+  gate_.resize(n * c.d_ff);
+  up_.resize(n * c.d_ff);
+  proj_.resize(n * c.d_model);
+  scores_.resize(static_cast<size_t>(pool_.size() * c.context_length));
+  rope_cos_.resize(n * c.rope_dims / 2);
+  rope_sin_.resize(n * c.rope_dims / 2);
+  logits_.resize(n * c.vocab_size);
+  logit_rows_.resize(n * c.d_model);
+}
+
+std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
+  const ModelConfig& c = model_->config;
+  const ModelWeights& w = model_->weights;
+  const int64_t n_tokens = batch.n_tokens();
+  TANDEM_CHECK_INPUT(n_tokens > 0 && n_tokens <= max_batch_tokens_, "batch of {} tokens (allowed 1..{})",
+                     n_tokens, max_batch_tokens_);
+  TANDEM_ASSERT(static_cast<int64_t>(batch.positions.size()) == n_tokens &&
+                static_cast<int64_t>(batch.seq_ids.size()) == n_tokens &&
+                static_cast<int64_t>(batch.wants_logits.size()) == n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    TANDEM_CHECK_INPUT(batch.tokens[t] >= 0 && batch.tokens[t] < c.vocab_size, "token id {} is outside the vocabulary (0..{})",
+                       batch.tokens[t], c.vocab_size - 1);
+    TANDEM_CHECK_INPUT(batch.positions[t] >= 0 && batch.positions[t] < c.context_length,
+                       "position {} is outside the context (0..{})", batch.positions[t], c.context_length - 1);
+    TANDEM_CHECK_INPUT(batch.seq_ids[t] >= 0 && batch.seq_ids[t] < cache.max_seqs(), "sequence id {} is out of range",
+                       batch.seq_ids[t]);
+    TANDEM_ASSERT(cache.length(batch.seq_ids[t]) > batch.positions[t]);  // caller reserved the slots
+  }
+
+  const int64_t d = c.d_model;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    dequantize_row(w.token_embedding.dtype, w.token_embedding.row(batch.tokens[t]), hidden_.data() + t * d, d);
+  const int64_t half_rope = c.rope_dims / 2;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base, rope_cos_.data() + t * half_rope,
+                rope_sin_.data() + t * half_rope);
+
+  auto norm_rows = [&](const float* weight, const float* in, float* out, int64_t rows) {
+    pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) rmsnorm_row(in + t * d, weight, d, c.rms_norm_eps, out + t * d);
+    });
+  };
+  auto add_into_hidden = [&](const float* delta) {
+    for (int64_t i = 0; i < n_tokens * d; ++i) hidden_[i] += delta[i];
+  };
+
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
+    norm_rows(layer.attn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
+    matmul(layer.wq, normed_.data(), n_tokens, q_.data(), pool_, matmul_scratch_);
+    matmul(layer.wk, normed_.data(), n_tokens, k_.data(), pool_, matmul_scratch_);
+    matmul(layer.wv, normed_.data(), n_tokens, v_.data(), pool_, matmul_scratch_);
+    attention(batch, cache, l);
+    matmul(layer.wo, attn_out_.data(), n_tokens, proj_.data(), pool_, matmul_scratch_);
+    add_into_hidden(proj_.data());
+
+    norm_rows(layer.ffn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
+    matmul(layer.w_gate, normed_.data(), n_tokens, gate_.data(), pool_, matmul_scratch_);
+    matmul(layer.w_up, normed_.data(), n_tokens, up_.data(), pool_, matmul_scratch_);
+    pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t)
+        swiglu_row(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
+    });
+    matmul(layer.w_down, gate_.data(), n_tokens, proj_.data(), pool_, matmul_scratch_);
+    add_into_hidden(proj_.data());
+    if (observer_) observer_(l, std::span<const float>(hidden_.data(), static_cast<size_t>(n_tokens * d)));
+  }
+
+  // Only the rows that want logits go through the final norm and the output head.
+  int64_t n_rows = 0;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    if (batch.wants_logits[t]) std::copy_n(hidden_.data() + t * d, d, logit_rows_.data() + (n_rows++) * d);
+  if (n_rows == 0) return {};
+  norm_rows(w.output_norm.f32(), logit_rows_.data(), logit_rows_.data(), n_rows);
+  matmul(w.output, logit_rows_.data(), n_rows, logits_.data(), pool_, matmul_scratch_);
+  return {logits_.data(), static_cast<size_t>(n_rows * c.vocab_size)};
+}
+
+void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
+  const ModelConfig& c = model_->config;
+  const int64_t n_tokens = batch.n_tokens();
+  const int64_t kv_width = c.kv_width(), head_dim = c.head_dim, half_rope = c.rope_dims / 2;
+  float* keys = cache.keys(layer);
+  float* values = cache.values(layer);
+
+  // RoPE on Q and K, then every token's K/V into its cache slot, before any token attends:
+  // a prefill token must see the K/V of the earlier tokens of the same batch.
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* cos_table = rope_cos_.data() + t * half_rope;
+    const float* sin_table = rope_sin_.data() + t * half_rope;
+    rope_apply(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
+    rope_apply(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
+    const int32_t slot = cache.slot_table(batch.seq_ids[t])[static_cast<size_t>(batch.positions[t])];
+    std::copy_n(k_.data() + t * kv_width, kv_width, keys + slot * kv_width);
+    std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_width);
+  }
+
+  const int64_t group = c.n_heads / c.n_kv_heads;  // query heads per KV head
+  pool_.parallel_for(n_tokens * c.n_heads, [&](int64_t begin, int64_t end, int thread) {
+    float* scores = scores_.data() + thread * c.context_length;
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / c.n_heads, h = item % c.n_heads;
+      const std::vector<int32_t>& slots = cache.slot_table(batch.seq_ids[t]);
+      attention_head(q_.data() + t * c.q_width() + h * head_dim, keys, values, kv_width, (h / group) * head_dim,
+                     slots.data(), batch.positions[t] + 1, head_dim, scores, attn_out_.data() + t * c.q_width() + h * head_dim);
+    }
+  });
+}
+
+}  // namespace tandem

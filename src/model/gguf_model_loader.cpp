@@ -1,0 +1,123 @@
+// Loads a GGUF file of architecture `llama` into a Model: hyperparameters from the llama.*
+// keys, tensors by llama.cpp's names, every shape and type checked against the config.
+// Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
+// f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
+#include <memory>
+#include <vector>
+
+#include "base/error.h"
+#include "base/quant.h"
+#include "io/gguf_file.h"
+#include "model/model.h"
+
+namespace tandem {
+namespace {
+
+class GgufModelBuilder {
+ public:
+  GgufModelBuilder(const GgufFile& file, Model& model) : file_(file), model_(model) {}
+
+  void read_config() {
+    const std::string arch = file_.get_string("general.architecture").value_or("");
+    TANDEM_CHECK_INPUT(arch == "llama", "unsupported architecture '{}' (Tandem runs 'llama')", arch);
+    ModelConfig& config = model_.config;
+    config.architecture = arch;
+    config.d_model = required_int("llama.embedding_length");
+    config.n_layers = required_int("llama.block_count");
+    config.d_ff = required_int("llama.feed_forward_length");
+    config.n_heads = required_int("llama.attention.head_count");
+    config.n_kv_heads = file_.get_int("llama.attention.head_count_kv").value_or(config.n_heads);
+    config.context_length = file_.get_int("llama.context_length").value_or(2048);
+    config.rms_norm_eps = static_cast<float>(file_.get_float("llama.attention.layer_norm_rms_epsilon").value_or(1e-5));
+    config.rope_freq_base = static_cast<float>(file_.get_float("llama.rope.freq_base").value_or(10000.0));
+    config.head_dim = config.n_heads > 0 ? config.d_model / config.n_heads : 0;
+    config.rope_dims = file_.get_int("llama.rope.dimension_count").value_or(config.head_dim);
+    const GgufTensorInfo* embedding = file_.find_tensor("token_embd.weight");
+    TANDEM_CHECK_INPUT(embedding != nullptr, "missing tensor 'token_embd.weight'");
+    TANDEM_CHECK_INPUT(embedding->view.n_dims == 2, "'token_embd.weight' must be 2-D, is {}",
+                       embedding->view.shape_string());
+    config.vocab_size = embedding->view.dim(0);
+    config.validate();
+  }
+
+  void read_weights() {
+    const ModelConfig& c = model_.config;
+    ModelWeights& w = model_.weights;
+    w.token_embedding = matrix("token_embd.weight", c.vocab_size, c.d_model);
+    w.output_norm = vector("output_norm.weight", c.d_model);
+    w.output = file_.find_tensor("output.weight") != nullptr ? matrix("output.weight", c.vocab_size, c.d_model)
+                                                            : w.token_embedding;
+    w.layers.resize(static_cast<size_t>(c.n_layers));
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const std::string prefix = fmt::format("blk.{}.", l);
+      LayerWeights& layer = w.layers[static_cast<size_t>(l)];
+      layer.attn_norm = vector(prefix + "attn_norm.weight", c.d_model);
+      layer.wq = matrix(prefix + "attn_q.weight", c.q_width(), c.d_model);
+      layer.wk = matrix(prefix + "attn_k.weight", c.kv_width(), c.d_model);
+      layer.wv = matrix(prefix + "attn_v.weight", c.kv_width(), c.d_model);
+      layer.wo = matrix(prefix + "attn_output.weight", c.d_model, c.q_width());
+      layer.ffn_norm = vector(prefix + "ffn_norm.weight", c.d_model);
+      layer.w_gate = matrix(prefix + "ffn_gate.weight", c.d_ff, c.d_model);
+      layer.w_up = matrix(prefix + "ffn_up.weight", c.d_ff, c.d_model);
+      layer.w_down = matrix(prefix + "ffn_down.weight", c.d_model, c.d_ff);
+    }
+  }
+
+ private:
+  int64_t required_int(const std::string& key) {
+    const std::optional<int64_t> value = file_.get_int(key);
+    TANDEM_CHECK_INPUT(value.has_value(), "missing metadata key '{}'", key);
+    return *value;
+  }
+
+  const GgufTensorInfo& tensor(const std::string& name) {
+    const GgufTensorInfo* info = file_.find_tensor(name);
+    TANDEM_CHECK_INPUT(info != nullptr, "missing tensor '{}'", name);
+    TANDEM_CHECK_INPUT(dtype_is_computable(info->view.dtype),
+                       "tensor '{}' has type {}, which Tandem cannot run yet (supported: F32, F16, BF16, Q8_0, Q4_0)",
+                       name, dtype_name(info->view.dtype));
+    return *info;
+  }
+
+  TensorView matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo& info = tensor(name);
+    TANDEM_CHECK_INPUT(info.view.n_dims == 2 && info.view.dim(0) == rows && info.view.dim(1) == cols,
+                       "tensor '{}' has shape {}, expected [{}, {}]", name, info.view.shape_string(), rows, cols);
+    return info.view;
+  }
+
+  // Norm weights are used as f32 by the kernels; convert (once, at load) if stored otherwise.
+  TensorView vector(const std::string& name, int64_t length) {
+    const GgufTensorInfo& info = tensor(name);
+    TANDEM_CHECK_INPUT(info.view.n_elements() == length && info.view.row_length() == length,
+                       "tensor '{}' has shape {}, expected [{}]", name, info.view.shape_string(), length);
+    if (info.view.dtype == DType::F32) return make_view(info.view.data, DType::F32, {length});
+    auto converted = std::make_shared<std::vector<float>>(static_cast<size_t>(length));
+    dequantize_row(info.view.dtype, info.view.data, converted->data(), length);
+    model_.storage.push_back(converted);
+    return make_view(converted->data(), DType::F32, {length});
+  }
+
+  const GgufFile& file_;
+  Model& model_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Model> load_gguf_model(const std::string& path) {
+  GgufFile file = GgufFile::open(path);
+  auto model = std::make_shared<Model>();
+  model->source_path = path;
+  model->format = "gguf";
+  try {
+    GgufModelBuilder builder(file, *model);
+    builder.read_config();
+    builder.read_weights();
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", path, error.what()));
+  }
+  model->storage.push_back(file.mapping());
+  return model;
+}
+
+}  // namespace tandem

@@ -1,0 +1,62 @@
+// Model-wide helpers: config validation, weight byte accounting, and picking the loader by
+// file format (GGUF magic, else a llama2.c checkpoint).
+#include "model/model.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace tandem {
+
+void ModelConfig::validate() const {
+  auto positive = [](int64_t value, const char* name) {
+    TANDEM_CHECK_INPUT(value > 0 && value <= (int64_t{1} << 24), "model {} is {}, expected 1..16M", name, value);
+  };
+  positive(d_model, "embedding width");
+  positive(n_layers, "layer count");
+  positive(n_heads, "head count");
+  positive(n_kv_heads, "KV head count");
+  positive(d_ff, "feed-forward width");
+  positive(vocab_size, "vocabulary size");
+  positive(context_length, "context length");
+  TANDEM_CHECK_INPUT(d_model % n_heads == 0, "embedding width {} is not a multiple of the head count {}",
+                     d_model, n_heads);
+  TANDEM_CHECK_INPUT(n_heads % n_kv_heads == 0, "head count {} is not a multiple of the KV head count {}",
+                     n_heads, n_kv_heads);
+  TANDEM_CHECK_INPUT(head_dim == d_model / n_heads, "head size {} does not match {} / {}", head_dim,
+                     d_model, n_heads);
+  TANDEM_CHECK_INPUT(rope_dims > 0 && rope_dims <= head_dim && rope_dims % 2 == 0,
+                     "RoPE dimension count {} must be even and at most the head size {}", rope_dims, head_dim);
+  TANDEM_CHECK_INPUT(rms_norm_eps > 0.0f && rms_norm_eps < 1.0f, "RMSNorm epsilon {} is out of range", rms_norm_eps);
+  TANDEM_CHECK_INPUT(rope_freq_base > 1.0f, "RoPE frequency base {} is out of range", rope_freq_base);
+}
+
+int64_t Model::weight_bytes_total() const {
+  int64_t total = weights.token_embedding.n_bytes() + weights.output_norm.n_bytes();
+  if (weights.output.data != weights.token_embedding.data) total += weights.output.n_bytes();
+  for (const LayerWeights& layer : weights.layers)
+    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo,
+                                   &layer.ffn_norm, &layer.w_gate, &layer.w_up, &layer.w_down})
+      total += view->n_bytes();
+  return total;
+}
+
+int64_t Model::weight_bytes_per_token() const {
+  // Every matrix is read once per decode step; of the embedding table only one row.
+  int64_t total = weight_bytes_total() - weights.token_embedding.n_bytes() + weights.token_embedding.row_bytes();
+  if (weights.output.data == weights.token_embedding.data) total += weights.output.n_bytes();
+  return total;
+}
+
+std::shared_ptr<const Model> load_model(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  TANDEM_CHECK_INPUT(file != nullptr, "cannot open model '{}': {}", path, std::strerror(errno));
+  char magic[4] = {};
+  const size_t got = std::fread(magic, 1, 4, file);
+  std::fclose(file);
+  if (got == 4 && std::memcmp(magic, "GGUF", 4) == 0) return load_gguf_model(path);
+  return load_llama2c_model(path);
+}
+
+}  // namespace tandem
