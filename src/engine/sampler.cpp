@@ -1,0 +1,204 @@
+// Sampler implementation: penalties, temperature softmax, top-k / top-p / min-p filtering
+// and the seeded draw. Works on one logits row at a time in scratch allocated once; the
+// only full sort is top-p with neither top-k nor min-p to shrink the candidate set first.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/error.h"
+
+namespace tandem {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Top-p compares a float-accumulated cumulative mass against p; without some slack, a set
+// whose mass is exactly p on paper (0.5 + 0.25 at p = 0.75) would flip on rounding.
+constexpr double kTopPSlack = 1e-6;
+
+void validate(const SamplingParams& p, int64_t vocab_size) {
+  TANDEM_CHECK_INPUT(vocab_size > 0 && vocab_size <= std::numeric_limits<int32_t>::max(),
+                     "sampler: vocab_size {} out of range", vocab_size);
+  TANDEM_CHECK_INPUT(!std::isnan(p.temperature), "sampler: temperature is NaN");
+  TANDEM_CHECK_INPUT(!std::isnan(p.top_p), "sampler: top_p is NaN");
+  TANDEM_CHECK_INPUT(!std::isnan(p.min_p), "sampler: min_p is NaN");
+  TANDEM_CHECK_INPUT(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f,
+                     "sampler: repetition_penalty must be a positive number, got {}",
+                     p.repetition_penalty);
+  TANDEM_CHECK_INPUT(std::isfinite(p.presence_penalty), "sampler: presence_penalty not finite");
+  TANDEM_CHECK_INPUT(std::isfinite(p.frequency_penalty),
+                     "sampler: frequency_penalty not finite");
+}
+
+}  // namespace
+
+Sampler::Sampler(SamplingParams params, int64_t vocab_size)
+    : params_(params), vocab_size_(vocab_size), rng_(params.seed) {
+  validate(params_, vocab_size_);
+  work_.resize(vocab_size_);
+  ids_.resize(vocab_size_);
+  probs_.resize(vocab_size_);
+  counts_.assign(vocab_size_, 0);
+}
+
+void Sampler::reseed(uint64_t seed) {
+  params_.seed = seed;
+  rng_.seed(seed);
+}
+
+void Sampler::penalise(std::span<const float> logits, std::span<const int32_t> history) {
+  TANDEM_ASSERT(static_cast<int64_t>(logits.size()) == vocab_size_);
+  for (int64_t i = 0; i < vocab_size_; ++i) {
+    work_[i] = std::isnan(logits[i]) ? -kInf : logits[i];
+  }
+
+  const bool any_penalty = params_.repetition_penalty != 1.0f ||
+                           params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  if (!any_penalty || params_.repeat_last_n == 0 || history.empty()) return;
+
+  std::span<const int32_t> window = history;
+  if (params_.repeat_last_n > 0 && window.size() > static_cast<size_t>(params_.repeat_last_n)) {
+    window = window.last(params_.repeat_last_n);
+  }
+  // Check every id before touching counts_, so a bad one leaves the scratch all zero.
+  for (int32_t id : window) {
+    TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size_,
+                       "sampler: history token {} outside vocabulary of {}", id, vocab_size_);
+  }
+  for (int32_t id : window) ++counts_[id];
+  // Each distinct token is penalised once; zeroing its count marks it done and restores the
+  // all-zero invariant for the next call without a vocab-sized clear.
+  for (int32_t id : window) {
+    const int32_t count = counts_[id];
+    if (count == 0) continue;
+    counts_[id] = 0;
+    float& l = work_[id];
+    if (params_.repetition_penalty != 1.0f) {
+      l = l > 0.0f ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    }
+    l -= params_.presence_penalty + static_cast<float>(count) * params_.frequency_penalty;
+  }
+}
+
+int32_t Sampler::argmax() const {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab_size_; ++i) {
+    if (work_[i] > work_[best]) best = i;  // strict: ties keep the lower id
+  }
+  return static_cast<int32_t>(best);
+}
+
+int64_t Sampler::build_distribution() {
+  float max_logit = -kInf;
+  for (int64_t i = 0; i < vocab_size_; ++i) max_logit = std::max(max_logit, work_[i]);
+  // Limits of the softmax where (l - max) is undefined: +inf tokens share all the mass, and
+  // an all -inf row is the limit of all-equal logits, i.e. uniform.
+  if (max_logit == kInf) {
+    for (int64_t i = 0; i < vocab_size_; ++i) work_[i] = work_[i] == kInf ? 0.0f : -kInf;
+    max_logit = 0.0f;
+  } else if (max_logit == -kInf) {
+    std::fill(work_.begin(), work_.end(), 0.0f);
+    max_logit = 0.0f;
+  }
+
+  // Unnormalised weights exp((l - max) / T): the max token weighs exactly 1, so min-p can
+  // compare weights against min_p directly. Subtracting before dividing keeps a tiny T from
+  // overflowing. Zero weights can never be drawn, so they are not candidates.
+  const float t = params_.temperature;
+  int64_t n = 0;
+  for (int64_t i = 0; i < vocab_size_; ++i) {
+    const float d = work_[i] - max_logit;
+    // d == 0 is spelt out so a subnormal or infinite T cannot turn the max into 0/0 or
+    // inf/inf; any other NaN (-inf logit at T = inf) is a zero weight.
+    float w = d == 0.0f ? 1.0f : std::exp(d / t);
+    if (!(w > 0.0f)) w = 0.0f;
+    work_[i] = w;
+    if (w > 0.0f) ids_[n++] = static_cast<int32_t>(i);
+  }
+  TANDEM_ASSERT(n >= 1);
+
+  const std::vector<float>& w = work_;
+  auto more_probable = [&w](int32_t a, int32_t b) {
+    return w[a] > w[b] || (w[a] == w[b] && a < b);
+  };
+  auto first = ids_.begin();
+
+  // Every filter keeps a prefix of the candidates in (probability desc, id asc) order, so
+  // they can run in whichever order is cheapest as long as each sees the right numbers.
+  if (params_.top_k > 0 && params_.top_k < n) {
+    std::nth_element(first, first + params_.top_k, first + n, more_probable);
+    n = params_.top_k;
+  }
+  // Top-p measures mass relative to what top-k left (as if renormalised after top-k).
+  double mass = 0.0;
+  for (int64_t i = 0; i < n; ++i) mass += w[ids_[i]];
+
+  // Min-p is a threshold on the weight (p / p_max), known before sorting: partitioning
+  // first means only the survivors, usually a handful of a 128k vocab, get sorted.
+  int64_t n_sorted = n;
+  if (params_.min_p > 0.0f) {
+    const float threshold = std::min(params_.min_p, 1.0f);
+    n_sorted = std::partition(first, first + n, [&w, threshold](int32_t id) {
+                 return w[id] >= threshold;
+               }) - first;
+  }
+  std::sort(first, first + n_sorted, more_probable);
+
+  int64_t n_keep = n_sorted;
+  if (params_.top_p < 1.0f) {
+    // Smallest prefix whose mass reaches p; if min-p cut first, the prefix is min-p's.
+    const double target = static_cast<double>(params_.top_p) * mass * (1.0 - kTopPSlack);
+    double cumulative = 0.0;
+    for (int64_t i = 0; i < n_sorted; ++i) {
+      cumulative += w[ids_[i]];
+      if (cumulative >= target) {
+        n_keep = i + 1;
+        break;
+      }
+    }
+  }
+
+  double kept = 0.0;
+  for (int64_t i = 0; i < n_keep; ++i) kept += w[ids_[i]];
+  for (int64_t i = 0; i < n_keep; ++i) {
+    probs_[i] = static_cast<float>(w[ids_[i]] / kept);
+  }
+  return n_keep;
+}
+
+double Sampler::next_uniform() {
+  // std::uniform_real_distribution differs between standard libraries; taking the top 53
+  // bits of the mt19937_64 output ourselves keeps a seed's draws identical everywhere.
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  penalise(logits, history);
+  if (params_.temperature <= 0.0f) return argmax();
+
+  const int64_t n = build_distribution();
+  const double u = next_uniform();
+  double cumulative = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    cumulative += probs_[i];
+    if (u < cumulative) return ids_[i];
+  }
+  // The float probabilities may sum to a hair under 1 and u landed in that gap.
+  return ids_[n - 1];
+}
+
+std::vector<std::pair<int32_t, float>> Sampler::distribution(std::span<const float> logits,
+                                                             std::span<const int32_t> history) {
+  penalise(logits, history);
+  if (params_.temperature <= 0.0f) return {{argmax(), 1.0f}};
+
+  const int64_t n = build_distribution();
+  std::vector<std::pair<int32_t, float>> result;
+  result.reserve(n);
+  for (int64_t i = 0; i < n; ++i) result.emplace_back(ids_[i], probs_[i]);
+  return result;
+}
+
+}  // namespace tandem

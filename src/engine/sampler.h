@@ -1,0 +1,70 @@
+// Sampler: turns one row of logits into the next token id for one sequence. It owns the
+// sampling chain (penalties, temperature, softmax, top-k, top-p, min-p), its scratch and
+// its seeded RNG. It knows nothing about batches, requests or the tokenizer; one Sampler
+// per sequence, so draws are reproducible per request whatever else is in the batch.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace tandem {
+
+struct SamplingParams {
+  float temperature = 0.8f;  // <= 0: greedy (argmax; ties -> lowest id)
+  int32_t top_k = 40;        // <= 0 or >= vocab_size: off
+  float top_p = 0.95f;       // >= 1: off; <= 0 keeps only the most probable token
+  float min_p = 0.05f;       // <= 0: off; keep tokens with p >= min_p * p_max
+  // 1: off. Logits of tokens seen in the history window: positive / penalty, negative * penalty.
+  float repetition_penalty = 1.0f;
+  // History window the penalties look at: the last repeat_last_n tokens; 0: no penalties;
+  // < 0: the whole history.
+  int32_t repeat_last_n = 64;
+  float presence_penalty = 0.0f;   // subtracted once from each token present in the window
+  float frequency_penalty = 0.0f;  // subtracted count-in-window times
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  // Allocates all scratch for vocab_size here, so sample() never allocates.
+  // Throws InputError for unusable params (NaN values, repetition_penalty <= 0).
+  Sampler(SamplingParams params, int64_t vocab_size);
+
+  // Picks the next token from logits [vocab_size] given the sequence so far (token ids,
+  // prompt included; only the last repeat_last_n matter). NaN logits count as -inf.
+  // Throws InputError for a history id outside [0, vocab_size).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  // The distribution sample() draws from (after penalties, temperature, top-k, top-p,
+  // min-p, renormalise) as (token, probability) pairs, most probable first, ties by lower
+  // id. Greedy gives one pair with probability 1. Allocates: for tests and logprobs.
+  std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits,
+                                                      std::span<const int32_t> history);
+
+  void reseed(uint64_t seed);
+  const SamplingParams& params() const { return params_; }
+  int64_t vocab_size() const { return vocab_size_; }
+
+ private:
+  // Applies NaN -> -inf and the penalties into work_ [vocab_size].
+  void penalise(std::span<const float> logits, std::span<const int32_t> history);
+  // Greedy pick over work_: argmax, ties -> lowest id.
+  int32_t argmax() const;
+  // Fills ids_[0, n) / probs_[0, n) with the final distribution, sorted; returns n >= 1.
+  int64_t build_distribution();
+  // Uniform double in [0, 1) from the raw 64-bit stream (see sample()).
+  double next_uniform();
+
+  SamplingParams params_;
+  int64_t vocab_size_;
+  std::mt19937_64 rng_;
+  std::vector<float> work_;     // [vocab_size] penalised logits, then exp weights
+  std::vector<int32_t> ids_;    // [vocab_size] candidate token ids
+  std::vector<float> probs_;    // [vocab_size] final probabilities, parallel to ids_
+  std::vector<int32_t> counts_; // [vocab_size] occurrences in the window; all zero between calls
+};
+
+}  // namespace tandem
