@@ -50,6 +50,8 @@ int64_t Model::weight_bytes_per_token() const {
 }
 
 std::shared_ptr<const Model> load_model(const std::string& path) {
+  // A .gguf name is a promise of the format: let the GGUF reader say what is wrong with it.
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return load_gguf_model(path);
   std::FILE* file = std::fopen(path.c_str(), "rb");
   TANDEM_CHECK_INPUT(file != nullptr, "cannot open model '{}': {}", path, std::strerror(errno));
   char magic[4] = {};

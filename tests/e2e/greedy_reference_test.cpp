@@ -1,0 +1,94 @@
+// Evidence that Tandem is correct to the token: `tandem run --ids --temp 0` reproduces every
+// line of llama2.c's greedy reference, on the GGUF conversion and on the original checkpoint.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "run_binary.h"
+
+namespace tandem::testing {
+namespace {
+
+struct ReferenceRun {
+  std::string prompt;
+  std::vector<int32_t> ids;
+};
+
+std::vector<ReferenceRun> read_reference() {
+  std::vector<ReferenceRun> runs;
+  std::istringstream lines(read_text_file(shared_path("models/aidreams260K/greedy-reference.jsonl")));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json entry = nlohmann::json::parse(line);
+    runs.push_back({entry.at("prompt").get<std::string>(), entry.at("ids").get<std::vector<int32_t>>()});
+  }
+  return runs;
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::istringstream stream(text);
+  for (int32_t id; stream >> id;) ids.push_back(id);
+  return ids;
+}
+
+void expect_reference(const std::string& model_arguments) {
+  const std::vector<ReferenceRun> runs = read_reference();
+  ASSERT_FALSE(runs.empty());
+  for (const ReferenceRun& run : runs) {
+    // run.c stops after `steps` positions (the context, 128); a large -n lets Tandem's own
+    // context limit end generation at the same place.
+    const CommandResult result =
+        run_tandem("run " + model_arguments + " --ids --temp 0 -n 1000 -t 2 -p " + shell_quote(run.prompt));
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(parse_ids(result.out), run.ids) << "prompt: '" << run.prompt << "'";
+  }
+}
+
+TEST(GreedyReference, GgufModelMatchesRunC) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  expect_reference("-m " + shell_quote(shared_path("models/aidreams260K/model.gguf")));
+}
+
+TEST(GreedyReference, Llama2cCheckpointMatchesRunC) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.bin");
+  expect_reference("-m " + shell_quote(shared_path("models/aidreams260K/model.bin")) + " -z " +
+                   shell_quote(shared_path("models/aidreams260K/tok512.bin")));
+}
+
+TEST(GreedyReference, StreamedTextIsThePromptThenTheReferenceText) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  const std::string text =
+      "The dream align, as I seep into the void. Classification whispers secrets, a gentle hum of probability "
+      "unfolding.";
+  const CommandResult result = run_tandem("run -m " + shell_quote(shared_path("models/aidreams260K/model.gguf")) +
+                                          " -p 'The dream' -n 96 --temp 0");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.substr(0, text.size()), text);
+  for (const char* field : {"load:", "prefill:", "TTFT:", "decode:", "TPOT:", "KV cache:"})
+    EXPECT_NE(result.err.find(field), std::string::npos) << "timing summary lacks " << field << "\n" << result.err;
+}
+
+TEST(GreedyReference, StoriesGqaCheckpointRuns) {
+  TANDEM_REQUIRE_SHARED("models/stories260K/model.bin");
+  const CommandResult result = run_tandem("run -m " + shell_quote(shared_path("models/stories260K/model.bin")) +
+                                          " -z " + shell_quote(shared_path("models/aidreams260K/tok512.bin")) +
+                                          " -p 'Once upon a time' -n 50 --temp 0 --ids");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_GE(parse_ids(result.out).size(), 50u);
+}
+
+TEST(GreedyReference, SameSeedSameText) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  const std::string command = "run -m " + shell_quote(shared_path("models/aidreams260K/model.gguf")) +
+                              " -p 'I see' -n 60 --temp 0.9 --top-k 20 --seed 42";
+  const CommandResult first = run_tandem(command);
+  const CommandResult second = run_tandem(command);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, second.out);
+}
+
+}  // namespace
+}  // namespace tandem::testing
