@@ -1,0 +1,159 @@
+// Test helper: small random-weight Llama models written as GGUF files (odd shapes, any
+// computable weight type, tied or untied head), plus the float weights the file actually
+// holds (after the round trip through the stored type) so a reference can use them without
+// going through the loader under test.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/quant.h"
+#include "io/gguf_file.h"
+
+namespace tandem::test_support {
+
+struct RandomModelSpec {
+  int64_t d_model = 48;
+  int64_t n_layers = 2;
+  int64_t n_heads = 3;
+  int64_t n_kv_heads = 3;
+  int64_t d_ff = 37;
+  int64_t vocab_size = 67;
+  int64_t context_length = 64;
+  int64_t rope_dims = 0;  // 0: the whole head
+  bool tied_output = false;
+  DType dtype = DType::F32;  // matrices and token_embd; norms stay f32
+  float rms_norm_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  uint32_t seed = 1;
+
+  int64_t head_dim() const { return d_model / n_heads; }
+  int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_dim(); }
+};
+
+// A weight matrix [rows, cols] as the model file holds it, dequantized to float.
+struct RandomMatrix {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> values;  // [rows, cols]
+  float at(int64_t r, int64_t c) const { return values[static_cast<size_t>(r * cols + c)]; }
+};
+
+struct RandomLayer {
+  std::vector<float> attn_norm, ffn_norm;  // [d_model]
+  RandomMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+struct RandomWeights {
+  RandomMatrix token_embedding;  // [vocab_size, d_model]
+  std::vector<RandomLayer> layers;
+  std::vector<float> output_norm;  // [d_model]
+  RandomMatrix output;             // [vocab_size, d_model]; a copy of the embedding when tied
+};
+
+namespace detail {
+
+// Uniform values scaled by 1/sqrt(cols) so every projection keeps activations near unit size.
+inline RandomMatrix random_matrix(std::mt19937& rng, int64_t rows, int64_t cols, DType dtype, float scale,
+                                  std::vector<uint8_t>& bytes) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  RandomMatrix m{rows, cols, std::vector<float>(static_cast<size_t>(rows * cols))};
+  for (float& v : m.values) v = uniform(rng) * scale;
+  const int64_t row_bytes = dtype_row_bytes(dtype, cols);
+  bytes.assign(static_cast<size_t>(rows * row_bytes), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(dtype, m.values.data() + r * cols, bytes.data() + r * row_bytes, cols);
+    // The reference must see exactly what the file holds.
+    dequantize_row(dtype, bytes.data() + r * row_bytes, m.values.data() + r * cols, cols);
+  }
+  return m;
+}
+
+inline std::vector<float> random_norm(std::mt19937& rng, int64_t n, std::vector<uint8_t>& bytes) {
+  std::uniform_real_distribution<float> uniform(0.7f, 1.3f);
+  std::vector<float> values(static_cast<size_t>(n));
+  for (float& v : values) v = uniform(rng);
+  bytes.resize(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return values;
+}
+
+}  // namespace detail
+
+// Writes the model to `path` (a .gguf file) and returns its weights as floats.
+inline RandomWeights write_random_model(const RandomModelSpec& s, const std::string& path) {
+  std::mt19937 rng(s.seed);
+  GgufWriter writer;
+  writer.set("general.architecture", GgufValue::string("llama"));
+  writer.set("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(s.d_model)));
+  writer.set("llama.block_count", GgufValue::u32(static_cast<uint32_t>(s.n_layers)));
+  writer.set("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.d_ff)));
+  writer.set("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_heads)));
+  writer.set("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_kv_heads)));
+  writer.set("llama.context_length", GgufValue::u32(static_cast<uint32_t>(s.context_length)));
+  writer.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_norm_eps));
+  writer.set("llama.rope.freq_base", GgufValue::f32(s.rope_freq_base));
+  writer.set("llama.rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.rotary_dims())));
+
+  const int64_t d = s.d_model, q_width = s.n_heads * s.head_dim(), kv_width = s.n_kv_heads * s.head_dim();
+  RandomWeights w;
+  std::vector<uint8_t> bytes;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
+    RandomMatrix m = detail::random_matrix(rng, rows, cols, s.dtype, scale, bytes);
+    writer.add_tensor(name, s.dtype, {rows, cols}, std::move(bytes));
+    return m;
+  };
+  auto norm = [&](const std::string& name) {
+    std::vector<float> values = detail::random_norm(rng, d, bytes);
+    writer.add_tensor(name, DType::F32, {d}, std::move(bytes));
+    return values;
+  };
+  auto fan_in = [](int64_t n) { return 1.7f / std::sqrt(static_cast<float>(n)); };
+
+  w.token_embedding = matrix("token_embd.weight", s.vocab_size, d, 1.0f);
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    RandomLayer layer;
+    layer.attn_norm = norm(p + "attn_norm.weight");
+    layer.wq = matrix(p + "attn_q.weight", q_width, d, fan_in(d));
+    layer.wk = matrix(p + "attn_k.weight", kv_width, d, fan_in(d));
+    layer.wv = matrix(p + "attn_v.weight", kv_width, d, fan_in(d));
+    layer.wo = matrix(p + "attn_output.weight", d, q_width, fan_in(q_width));
+    layer.ffn_norm = norm(p + "ffn_norm.weight");
+    layer.w_gate = matrix(p + "ffn_gate.weight", s.d_ff, d, fan_in(d));
+    layer.w_up = matrix(p + "ffn_up.weight", s.d_ff, d, fan_in(d));
+    layer.w_down = matrix(p + "ffn_down.weight", d, s.d_ff, fan_in(s.d_ff));
+    w.layers.push_back(std::move(layer));
+  }
+  w.output_norm = norm("output_norm.weight");
+  w.output = s.tied_output ? w.token_embedding : matrix("output.weight", s.vocab_size, d, fan_in(d));
+  writer.write(path);
+  return w;
+}
+
+// A fresh directory under the system temp dir, removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device device;
+    path_ = std::filesystem::temp_directory_path() / ("tandem-test-" + std::to_string(device()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace tandem::test_support
