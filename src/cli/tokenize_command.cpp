@@ -1,13 +1,81 @@
-// tandem tokenize: placeholder until implemented.
+// tandem tokenize: prints the ids of a text (from -p, else stdin verbatim) on one line.
+// Loads only the vocabulary, so vocabulary-only GGUFs work; no weights are read.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
 #include "base/error.h"
 #include "cli/commands.h"
+#include "io/gguf_file.h"
+#include "tokenizer/load_tokenizer.h"
 
 namespace tandem::cli {
+namespace {
+
+struct TokenizeOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  std::string prompt;
+  bool has_prompt = false;
+  bool no_bos = false;
+};
+
+// Binary-safe: every byte of stdin, nothing trimmed.
+std::string read_all_stdin() {
+  std::string text;
+  char buffer[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, stdin)) > 0) text.append(buffer, n);
+  TANDEM_CHECK_INPUT(!std::ferror(stdin), "cannot read stdin");
+  return text;
+}
+
+// A llama2.c tokenizer file given as -m (no model): its name says so and the vocab size is
+// whatever the file holds.
+bool names_llama2c_tokenizer(const std::string& path) {
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  return name.starts_with("tok") && name.ends_with(".bin");
+}
+
+Tokenizer open_tokenizer(const TokenizeOptions& options) {
+  if (options.tokenizer_path.empty()) {
+    if (is_gguf_path(options.model_path)) {
+      return Tokenizer(vocab_from_gguf(GgufFile::open(options.model_path)));
+    }
+    if (names_llama2c_tokenizer(options.model_path)) {
+      return Tokenizer(vocab_from_llama2c(options.model_path, 0));
+    }
+  }
+  return load_tokenizer(options.model_path, options.tokenizer_path, 0);
+}
+
+void run_tokenize(const TokenizeOptions& options) {
+  const Tokenizer tokenizer = open_tokenizer(options);
+  const std::string text = options.has_prompt ? options.prompt : read_all_stdin();
+  const std::vector<int32_t> ids =
+      tokenizer.encode(text, tokenizer.vocab().add_bos && !options.no_bos);
+  fmt::print("{}\n", fmt::join(ids, " "));
+}
+
+}  // namespace
 
 void add_tokenize_command(CLI::App& app) {
-  CLI::App* command = app.add_subcommand("tokenize", "(not implemented yet)");
-  command->allow_extras();
-  command->callback([] { throw InputError("'tokenize' is not implemented yet"); });
+  auto options = std::make_shared<TokenizeOptions>();
+  CLI::App* command = app.add_subcommand("tokenize", "Print the token ids of a text");
+  command->add_option("-m,--model", options->model_path,
+                      "Model or vocabulary: .gguf (vocab-only is fine), llama2.c model.bin, or a "
+                      "llama2.c tokenizer.bin")
+      ->required();
+  command->add_option("-z,--tokenizer", options->tokenizer_path,
+                      "llama2.c tokenizer.bin (default: tokenizer.bin or tok*.bin next to the model)");
+  command->add_option("-p,--prompt", options->prompt, "Text to tokenize (default: all of stdin)");
+  command->add_flag("--no-bos", options->no_bos, "Do not prepend BOS");
+  command->callback([options, command] {
+    options->has_prompt = command->count("--prompt") > 0;
+    run_tokenize(*options);
+  });
 }
 
 }  // namespace tandem::cli
