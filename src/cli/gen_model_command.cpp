@@ -1,13 +1,62 @@
-// tandem gen-model: placeholder until implemented.
+// tandem gen-model: writes a random-weight Llama GGUF of a known shape, with the tokenizer
+// copied from a vocabulary GGUF. Flag parsing and progress only; the work is in
+// model/model_generator.
+#include <cstdio>
+
 #include "base/error.h"
 #include "cli/commands.h"
+#include "model/model_generator.h"
 
 namespace tandem::cli {
 
+namespace {
+
+struct GenModelFlags {
+  std::string shape;
+  std::string type = "Q8_0";
+  std::string vocab_path;
+  uint64_t seed = 1234;
+  std::string out_path;
+};
+
+void run_gen_model(const GenModelFlags& flags) {
+  GeneratorOptions options;
+  options.shape = flags.shape;
+  const auto type = dtype_from_name(flags.type);
+  TANDEM_CHECK_INPUT(type.has_value(), "unknown --type '{}' (use F32, F16, BF16, Q8_0 or Q4_0)",
+                     flags.type);
+  options.type = *type;
+  options.vocab_path = flags.vocab_path;
+  options.seed = flags.seed;
+  options.out_path = flags.out_path;
+  options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done,
+                        int64_t bytes_total) {
+    std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB",
+                 static_cast<long long>(tensors_done), static_cast<long long>(n_tensors),
+                 bytes_done / 1048576.0, bytes_total / 1048576.0);
+    if (tensors_done == n_tensors) std::fputc('\n', stderr);
+  };
+  generate_random_gguf(options);
+  std::fprintf(stderr, "gen-model: wrote %s\n", flags.out_path.c_str());
+}
+
+}  // namespace
+
 void add_gen_model_command(CLI::App& app) {
-  CLI::App* command = app.add_subcommand("gen-model", "(not implemented yet)");
-  command->allow_extras();
-  command->callback([] { throw InputError("'gen-model' is not implemented yet"); });
+  auto flags = std::make_shared<GenModelFlags>();
+  std::string shapes;
+  for (const std::string& name : generated_shape_names()) shapes += (shapes.empty() ? "" : ", ") + name;
+  CLI::App* command =
+      app.add_subcommand("gen-model", "Write a random-weight Llama GGUF of a known shape");
+  command->add_option("--shape", flags->shape, "Model shape: " + shapes)->required();
+  command->add_option("--type", flags->type, "Weight type: F32, F16, BF16, Q8_0 or Q4_0")
+      ->capture_default_str();
+  command->add_option("--vocab-from", flags->vocab_path,
+                      "GGUF whose tokenizer.ggml.* metadata is copied")
+      ->required();
+  command->add_option("--seed", flags->seed, "Random seed")->capture_default_str();
+  command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
+  command->callback([flags] { run_gen_model(*flags); });
 }
 
 }  // namespace tandem::cli
