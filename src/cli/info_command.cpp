@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <map>
 
+#include "base/error.h"
 #include "cli/commands.h"
+#include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
@@ -74,9 +76,15 @@ void print_info(const std::string& path) {
 
 void add_info_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
-  CLI::App* command = app.add_subcommand("info", "Describe a model: shape, weight types and bytes, KV cost");
-  command->add_option("-m,--model", *path, "Model file (.gguf or llama2.c model.bin)")->required();
-  command->callback([path] { print_info(*path); });
+  auto cpu = std::make_shared<bool>(false);
+  CLI::App* command = app.add_subcommand("info", "Describe a model (shape, weight types and bytes, KV cost) or the CPU");
+  command->add_option("-m,--model", *path, "Model file (.gguf or llama2.c model.bin)");
+  command->add_flag("--cpu", *cpu, "Print the kernels chosen for this CPU and its features");
+  command->callback([path, cpu] {
+    if (*cpu) fmt::print("{}\n", cpu_feature_summary());
+    if (!path->empty()) print_info(*path);
+    if (!*cpu && path->empty()) throw InputError("info needs -m MODEL or --cpu");
+  });
 }
 
 }  // namespace tandem::cli

@@ -34,12 +34,12 @@ float dot_f32_impl(const float* a, const float* b, int64_t n) {
 }
 
 TANDEM_MULTIVERSION
-float dot_f16_impl(const _Float16* w, const float* x, int64_t n) {
+float dot_f16_impl(const uint16_t* w, const float* x, int64_t n) {
   float lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<float>(w[i + l]) * x[i + l];
-  for (int l = 0; i < n; ++i, ++l) lanes[l] += static_cast<float>(w[i]) * x[i];
+    for (int l = 0; l < kLanes; ++l) lanes[l] += f16_to_f32(w[i + l]) * x[i + l];
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += f16_to_f32(w[i]) * x[i];
   return reduce_lanes(lanes);
 }
 
@@ -100,7 +100,7 @@ void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out) 
 float dot_float_activations(DType type, const void* weight_row, const float* x, int64_t n) {
   switch (type) {
     case DType::F32: return dot_f32_impl(static_cast<const float*>(weight_row), x, n);
-    case DType::F16: return dot_f16_impl(static_cast<const _Float16*>(weight_row), x, n);
+    case DType::F16: return dot_f16_impl(static_cast<const uint16_t*>(weight_row), x, n);
     case DType::BF16: return dot_bf16_impl(static_cast<const uint16_t*>(weight_row), x, n);
     default: TANDEM_ASSERT(false && "dot_float_activations: unsupported type");
   }

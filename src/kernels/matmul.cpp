@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem {
 
@@ -30,19 +31,17 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
     });
   }
   const ActivationBlockQ8* qx = scratch.quantized.data();
+  const KernelTable& kernels = kernel_table();
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {
+        // Row tiles keep one tile of weights in cache while every token passes over it.
         for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
           const int64_t tile_end = std::min(row_end, tile + kRowTile);
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            float* out_row = out + t * n_out;
-            for (int64_t r = tile; r < tile_end; ++r) {
-              out_row[r] = quantized
-                               ? dot_q8_activations(weight.dtype, weight.row(r), qx + t * (n_in / 32), n_in)
-                               : dot_float_activations(weight.dtype, weight.row(r), x + t * n_in, n_in);
-            }
-          }
+          if (quantized)
+            kernels.gemm_q8(weight, tile, tile_end, qx, n_tokens, out, n_out);
+          else
+            kernels.gemm_float(weight, tile, tile_end, x, n_tokens, out, n_out);
         }
       },
       kRowTile);
