@@ -2,6 +2,7 @@
 //   Q8_0: d = max|x| / 127, q = round(x / d).
 //   Q4_0: d = m / -8 where m is the element of largest magnitude (sign kept), so m maps to
 //         nibble 0 exactly; q = clamp(trunc(x / d + 8.5), 0, 15).
+//   K-quants (Q4_K, Q5_K, Q6_K, Q8_K) live in base/kquants.cpp; this file only routes to them.
 #include "base/quant.h"
 
 #include <algorithm>
@@ -10,12 +11,14 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "base/kquants.h"
 
 namespace tandem {
 
 bool dtype_is_computable(DType type) {
   return type == DType::F32 || type == DType::F16 || type == DType::BF16 ||
-         type == DType::Q8_0 || type == DType::Q4_0;
+         type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K ||
+         type == DType::Q5_K || type == DType::Q6_K || type == DType::Q8_K;
 }
 
 namespace {
@@ -75,6 +78,18 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       TANDEM_ASSERT(n % kQ4_0BlockSize == 0);
       quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
       return;
+    case DType::Q4_K:
+      quantize_row_q4k(src, static_cast<BlockQ4K*>(dst), n);
+      return;
+    case DType::Q5_K:
+      quantize_row_q5k(src, static_cast<BlockQ5K*>(dst), n);
+      return;
+    case DType::Q6_K:
+      quantize_row_q6k(src, static_cast<BlockQ6K*>(dst), n);
+      return;
+    case DType::Q8_K:
+      quantize_row_q8k(src, static_cast<BlockQ8K*>(dst), n);
+      return;
     default:
       TANDEM_ASSERT(false && "quantize_row: unsupported type");
   }
@@ -111,6 +126,18 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::Q4_K:
+      dequantize_row_q4k(static_cast<const BlockQ4K*>(src), dst, n);
+      return;
+    case DType::Q5_K:
+      dequantize_row_q5k(static_cast<const BlockQ5K*>(src), dst, n);
+      return;
+    case DType::Q6_K:
+      dequantize_row_q6k(static_cast<const BlockQ6K*>(src), dst, n);
+      return;
+    case DType::Q8_K:
+      dequantize_row_q8k(static_cast<const BlockQ8K*>(src), dst, n);
+      return;
     default:
       TANDEM_ASSERT(false && "dequantize_row: unsupported type");
   }

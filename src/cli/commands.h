@@ -11,5 +11,6 @@ void add_tokenize_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_gen_model_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tandem::cli::add_perplexity_command(app);
   tandem::cli::add_info_command(app);
   tandem::cli::add_gen_model_command(app);
+  tandem::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

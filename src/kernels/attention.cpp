@@ -1,24 +1,75 @@
-// attention_head: scores in position order, softmax, then values accumulated in position
-// order — the same order whether the token came in a prefill batch or alone in decode.
+// attention_group: per tile, scores for every (query, position), then each query's running
+// max/sum/accumulator is rescaled and the tile's values added in position order. The
+// sequence of operations for one query is the same whoever else is in its group or batch.
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "base/error.h"
 #include "kernels/dot.h"
-#include "kernels/elementwise.h"
 
 namespace tandem {
 
-void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
-                    int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                    float* scores, float* out_head) {
+namespace {
+constexpr int64_t kMaxGroup = 64;  // query heads per KV head we support
+}
+
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
+                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                     float* scratch, float* out) {
+  TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  for (int64_t p = 0; p < n_ctx; ++p)
-    scores[p] = dot_f32(q_head, keys + slots[p] * kv_width + kv_offset, head_dim) * scale;
-  softmax_row(scores, n_ctx);
-  for (int64_t d = 0; d < head_dim; ++d) out_head[d] = 0.0f;
-  for (int64_t p = 0; p < n_ctx; ++p)
-    axpy_f32(scores[p], values + slots[p] * kv_width + kv_offset, out_head, head_dim);
+  float running_max[kMaxGroup];
+  double running_sum[kMaxGroup];
+  for (int64_t g = 0; g < n_queries; ++g) {
+    running_max[g] = -INFINITY;
+    running_sum[g] = 0.0;
+    std::fill_n(out + g * head_dim, head_dim, 0.0f);
+  }
+  for (int64_t tile = 0; tile < n_ctx; tile += kAttentionTile) {
+    const int64_t tile_len = std::min(kAttentionTile, n_ctx - tile);
+    // Scores: each key row is loaded once for the whole group.
+    for (int64_t p = 0; p < tile_len; ++p) {
+      const float* k = keys + static_cast<int64_t>(slots[tile + p]) * kv_width + kv_offset;
+      for (int64_t g = 0; g < n_queries; ++g)
+        scratch[g * kAttentionTile + p] = dot_f32(queries + g * head_dim, k, head_dim) * scale;
+    }
+    // Online softmax: rescale what came before to the new maximum, then add this tile.
+    for (int64_t g = 0; g < n_queries; ++g) {
+      float* scores = scratch + g * kAttentionTile;
+      float tile_max = -INFINITY;
+      for (int64_t p = 0; p < tile_len; ++p) tile_max = std::fmax(tile_max, scores[p]);
+      const float new_max = std::fmax(running_max[g], tile_max);
+      const float correction = std::exp(running_max[g] - new_max);  // exp(-inf) = 0 on the first tile
+      running_max[g] = new_max;
+      double tile_sum = 0.0;
+      for (int64_t p = 0; p < tile_len; ++p) {
+        scores[p] = std::exp(scores[p] - new_max);
+        tile_sum += scores[p];
+      }
+      running_sum[g] = running_sum[g] * correction + tile_sum;
+      if (correction != 1.0f) {
+        float* acc = out + g * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) acc[d] *= correction;
+      }
+    }
+    for (int64_t p = 0; p < tile_len; ++p) {
+      const float* v = values + static_cast<int64_t>(slots[tile + p]) * kv_width + kv_offset;
+      for (int64_t g = 0; g < n_queries; ++g) axpy_f32(scratch[g * kAttentionTile + p], v, out + g * head_dim, head_dim);
+    }
+  }
+  for (int64_t g = 0; g < n_queries; ++g) {
+    const float inverse = static_cast<float>(1.0 / running_sum[g]);
+    float* acc = out + g * head_dim;
+    for (int64_t d = 0; d < head_dim; ++d) acc[d] *= inverse;
+  }
+}
+
+void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
+                    int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                    float* out_head) {
+  attention_group(q_head, 1, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch, out_head);
 }
 
 }  // namespace tandem

@@ -1,16 +1,31 @@
-// Attention for one query head of one token: scores against the cached keys of its
-// sequence (read through the slot table), softmax, weighted sum of cached values.
-// The causal mask is the caller's choice of n_ctx (positions 0..n_ctx-1 are visible).
+// Attention over a sequence's cached K/V, read through its slot table (position -> slot).
+// The keys are visited in tiles of kAttentionTile positions starting at position 0, with an
+// online softmax (running max and sum), so no score matrix is materialised and the tile
+// boundaries — hence the arithmetic — never depend on how a prompt was chunked or batched.
+// The query heads that share one KV head (GQA) are processed together: each K/V row is read
+// once for the whole group.
 #pragma once
 
 #include <cstdint>
 
 namespace tandem {
 
-// q_head: [head_dim]; keys/values: [n_slots, kv_width], this head's K/V start at column
-// kv_offset; slots: [n_ctx] position -> slot; scores: scratch [n_ctx]; out_head: [head_dim].
+constexpr int64_t kAttentionTile = 64;
+
+// Scratch floats attention_group needs for a group of n_queries heads.
+constexpr int64_t attention_scratch_floats(int64_t n_queries) { return n_queries * kAttentionTile; }
+
+// queries: [n_queries, head_dim] (the group's query heads, contiguous); keys/values:
+// [n_slots, kv_width], this KV head's columns start at kv_offset; slots: [n_ctx];
+// scratch: attention_scratch_floats(n_queries); out: [n_queries, head_dim].
+// Positions 0..n_ctx-1 are visible (the caller's causal mask).
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
+                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                     float* scratch, float* out);
+
+// One query head (a group of one); scratch: attention_scratch_floats(1).
 void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
-                    int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                    float* scores, float* out_head);
+                    int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                    float* out_head);
 
 }  // namespace tandem

@@ -12,7 +12,34 @@ namespace tandem {
 
 namespace {
 constexpr int64_t kRowTile = 16;
+
+// K-quant weights: activations in 256-element blocks, one row dot product per output.
+void matmul_kquant(const TensorView& weight, const float* x, int64_t n_tokens, float* out, ThreadPool& pool,
+                   MatmulScratch& scratch) {
+  const int64_t n_out = weight.n_rows();
+  const int64_t n_in = weight.row_length();
+  TANDEM_ASSERT(n_in % 256 == 0);
+  const int64_t blocks_per_row = n_in / 256;
+  const size_t needed = static_cast<size_t>(n_tokens * blocks_per_row);
+  if (scratch.quantized_k.size() < needed) scratch.quantized_k.resize(needed);
+  ActivationBlockQ8K* qx = scratch.quantized_k.data();
+  pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) quantize_activations_q8k(x + t * n_in, n_in, qx + t * blocks_per_row);
+  });
+  pool.parallel_for(
+      n_out,
+      [&](int64_t row_begin, int64_t row_end, int) {
+        for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
+          const int64_t tile_end = std::min(row_end, tile + kRowTile);
+          for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t r = tile; r < tile_end; ++r)
+              out[t * n_out + r] = dot_q8k_activations(weight.dtype, weight.row(r), qx + t * blocks_per_row, n_in);
+        }
+      },
+      kRowTile);
 }
+
+}  // namespace
 
 void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* out,
             ThreadPool& pool, MatmulScratch& scratch) {
@@ -29,6 +56,10 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
       for (int64_t t = begin; t < end; ++t)
         quantize_activations_q8(x + t * n_in, n_in, scratch.quantized.data() + t * blocks_per_row);
     });
+  }
+  if (uses_q8k_activations(weight.dtype)) {
+    matmul_kquant(weight, x, n_tokens, out, pool, scratch);
+    return;
   }
   const ActivationBlockQ8* qx = scratch.quantized.data();
   const KernelTable& kernels = kernel_table();

@@ -28,7 +28,7 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   gate_.resize(n * c.d_ff);
   up_.resize(n * c.d_ff);
   proj_.resize(n * c.d_model);
-  scores_.resize(static_cast<size_t>(pool_.size() * c.context_length));
+  scores_.resize(static_cast<size_t>(pool_.size() * attention_scratch_floats(c.n_heads / c.n_kv_heads)));
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
   logits_.resize(n * c.vocab_size);
@@ -122,14 +122,16 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_width);
   }
 
-  const int64_t group = c.n_heads / c.n_kv_heads;  // query heads per KV head
-  pool_.parallel_for(n_tokens * c.n_heads, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = scores_.data() + thread * c.context_length;
+  // One work item per (token, KV head): the query heads sharing that KV head go together.
+  const int64_t group = c.n_heads / c.n_kv_heads;
+  pool_.parallel_for(n_tokens * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
+    float* scratch = scores_.data() + thread * attention_scratch_floats(group);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / c.n_heads, h = item % c.n_heads;
+      const int64_t t = item / c.n_kv_heads, kv_head = item % c.n_kv_heads;
       const std::vector<int32_t>& slots = cache.slot_table(batch.seq_ids[t]);
-      attention_head(q_.data() + t * c.q_width() + h * head_dim, keys, values, kv_width, (h / group) * head_dim,
-                     slots.data(), batch.positions[t] + 1, head_dim, scores, attn_out_.data() + t * c.q_width() + h * head_dim);
+      const int64_t first_query = t * c.q_width() + kv_head * group * head_dim;
+      attention_group(q_.data() + first_query, group, keys, values, kv_width, kv_head * head_dim, slots.data(),
+                      batch.positions[t] + 1, head_dim, scratch, attn_out_.data() + first_query);
     }
   });
 }

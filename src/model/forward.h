@@ -52,7 +52,7 @@ class Forward {
   std::vector<float> gate_;        // [n_tokens, d_ff]
   std::vector<float> up_;          // [n_tokens, d_ff]
   std::vector<float> proj_;        // [n_tokens, d_model]
-  std::vector<float> scores_;      // [threads, context_length] attention scores
+  std::vector<float> scores_;      // [threads, attention scratch] attention score tiles
   std::vector<float> rope_cos_;    // [n_tokens, rope_dims / 2]
   std::vector<float> rope_sin_;    // [n_tokens, rope_dims / 2]
   MatmulScratch matmul_scratch_;

@@ -59,17 +59,34 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
   }
 }
 
-uint32_t file_type_code(DType type) {
+uint32_t file_type_code(DType type, bool q4_k_m) {
+  if (q4_k_m) return 15;
   switch (type) {
     case DType::F32: return 0;
     case DType::F16: return 1;
     case DType::Q4_0: return 2;
     case DType::Q8_0: return 7;
     case DType::BF16: return 32;
+    case DType::Q4_K: return 14;  // llama.cpp's MOSTLY_Q4_K_S: every matrix Q4_K
+    case DType::Q5_K: return 16;  // MOSTLY_Q5_K_S
+    case DType::Q6_K: return 18;  // MOSTLY_Q6_K
     default: break;
   }
-  throw InputError(fmt::format("gen-model cannot write type {} (use F32, F16, BF16, Q8_0 or Q4_0)",
+  throw InputError(fmt::format("gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)",
                                dtype_name(type)));
+}
+
+// llama.cpp's Q4_K_M gives attn_v and ffn_down more bits in the first and last eighth of the
+// layers and in every third layer between.
+bool favoured_layer(int64_t layer, int64_t n_layers) {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+// A matrix whose rows are not whole blocks of `type` falls back to Q8_0 (32-element blocks),
+// or F16 when even that does not fit.
+DType fitting_type(DType type, int64_t row_length) {
+  if (row_length % dtype_traits(type).block_size == 0) return type;
+  return row_length % 32 == 0 ? DType::Q8_0 : DType::F16;
 }
 
 struct PlannedTensor {
@@ -79,15 +96,16 @@ struct PlannedTensor {
   bool ones;                   // norm weight (all 1) rather than random
 };
 
-std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
+std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m,
                                         int64_t vocab_size) {
+  if (q4_k_m) type = DType::Q4_K;
   const int64_t head_dim = shape.d_model / shape.n_heads;
   const int64_t q_width = shape.n_heads * head_dim;
   const int64_t kv_width = shape.n_kv_heads * head_dim;
   std::vector<PlannedTensor> plan = {
       {"token_embd.weight", type, {vocab_size, shape.d_model}, false},
       {"output_norm.weight", DType::F32, {shape.d_model}, true},
-      {"output.weight", type, {vocab_size, shape.d_model}, false},
+      {"output.weight", q4_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false},
   };
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
@@ -97,13 +115,15 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
     add("attn_q.weight", type, {q_width, shape.d_model}, false);
     add("attn_k.weight", type, {kv_width, shape.d_model}, false);
-    add("attn_v.weight", type, {kv_width, shape.d_model}, false);
+    const DType favoured = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
+    add("attn_v.weight", favoured, {kv_width, shape.d_model}, false);
     add("attn_output.weight", type, {shape.d_model, q_width}, false);
     add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
     add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
-    add("ffn_down.weight", type, {shape.d_model, shape.d_ff}, false);
+    add("ffn_down.weight", favoured, {shape.d_model, shape.d_ff}, false);
   }
+  for (PlannedTensor& tensor : plan) tensor.dtype = fitting_type(tensor.dtype, tensor.shape.back());
   return plan;
 }
 
@@ -128,7 +148,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
     for (const std::string& name : generated_shape_names()) known += (known.empty() ? "" : ", ") + name;
     throw InputError(fmt::format("unknown model shape '{}' (known: {})", options.shape, known));
   }
-  const uint32_t file_type = file_type_code(options.type);
+  const uint32_t file_type = file_type_code(options.type, options.q4_k_m);
 
   const GgufFile vocab = GgufFile::open(options.vocab_path);
   const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
@@ -144,7 +164,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
   writer.set("general.name", GgufValue::string(fmt::format("{} (random weights, seed {})",
                                                             shape->name, options.seed)));
   writer.set("general.file_type", GgufValue::u32(file_type));
-  if (options.type == DType::Q8_0 || options.type == DType::Q4_0)
+  if (options.q4_k_m || (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
     writer.set("general.quantization_version", GgufValue::u32(2));
   writer.set("llama.context_length", u32(shape->context_length));
   writer.set("llama.embedding_length", u32(shape->d_model));
@@ -159,7 +179,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
 
-  const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, vocab_size);
+  const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, options.q4_k_m, vocab_size);
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 

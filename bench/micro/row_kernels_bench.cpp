@@ -1,0 +1,115 @@
+// Google Benchmark of the per-row kernels (src/kernels/elementwise.h) and of decode attention
+// (src/kernels/attention.h) at tinyllama-1.1b's sizes (d_model 2048, d_ff 5632, 32 heads
+// of 64, 4 KV heads). Counters: bytes/s (read + written) and flops/s, so each can
+// be held against the machine's bandwidth and arithmetic rate. Single-threaded: these run
+// inside one worker's share of a parallel loop.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+
+namespace tandem {
+namespace {
+
+constexpr int64_t kDModel = 2048, kDff = 5632, kHeads = 32, kKvHeads = 4, kHeadDim = 64;
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(n);
+  for (float& v : values) v = uniform(rng);
+  return values;
+}
+
+void set_rates(benchmark::State& state, double bytes, double flops) {
+  // Shown as e.g. "bytes=19.5G/s flops=6.5G/s" (powers of 1000). Rates use CPU time here
+  // (single-threaded kernels), which is steadier than wall time on a shared machine.
+  state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                               benchmark::Counter::OneK::kIs1000);
+  state.counters["flops"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
+                                               benchmark::Counter::OneK::kIs1000);
+}
+
+void BM_rmsnorm(benchmark::State& state) {
+  const std::vector<float> x = random_floats(kDModel, 1), weight = random_floats(kDModel, 2);
+  std::vector<float> out(kDModel);
+  for (auto _ : state) {
+    rmsnorm_row(x.data(), weight.data(), kDModel, 1e-5f, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, 3.0 * kDModel * sizeof(float), 4.0 * kDModel);  // x², sum; scale, weight
+}
+BENCHMARK(BM_rmsnorm);
+
+void BM_rope(benchmark::State& state) {
+  std::vector<float> q = random_floats(kHeads * kHeadDim, 3);  // [n_heads, head_dim]
+  std::vector<float> cos_table(kHeadDim / 2), sin_table(kHeadDim / 2);
+  rope_angles(100, kHeadDim, 10000.0f, cos_table.data(), sin_table.data());
+  for (auto _ : state) {
+    rope_apply(q.data(), kHeads, kHeadDim, kHeadDim, cos_table.data(), sin_table.data());
+    benchmark::DoNotOptimize(q.data());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, 2.0 * kHeads * kHeadDim * sizeof(float), 3.0 * kHeads * kHeadDim);  // 6 flops per pair
+}
+BENCHMARK(BM_rope);
+
+void BM_swiglu(benchmark::State& state) {
+  const std::vector<float> gate = random_floats(kDff, 4), up = random_floats(kDff, 5);
+  std::vector<float> out(kDff);
+  for (auto _ : state) {
+    swiglu_row(gate.data(), up.data(), kDff, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, 3.0 * kDff * sizeof(float), 5.0 * kDff);  // exp counted as one
+}
+BENCHMARK(BM_swiglu);
+
+void BM_softmax(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> source = random_floats(static_cast<size_t>(n), 6);
+  std::vector<float> x(source);
+  for (auto _ : state) {
+    state.PauseTiming();  // softmax is in place: restore the input so every call sees the same
+    x = source;
+    state.ResumeTiming();
+    softmax_row(x.data(), n);
+    benchmark::DoNotOptimize(x.data());
+  }
+  set_rates(state, 2.0 * n * sizeof(float), 4.0 * n);
+}
+BENCHMARK(BM_softmax)->Arg(512)->Arg(32000);
+
+// One token's attention over n_ctx cached positions (decode) for the n_queries query heads
+// that share one KV head: 1 (plain multi-head) or 8 (tinyllama's 32 query / 4 KV heads).
+void BM_attention_group(benchmark::State& state) {
+  const int64_t n_ctx = state.range(0), n_queries = state.range(1);
+  const int64_t kv_width = kKvHeads * kHeadDim;
+  const std::vector<float> q = random_floats(static_cast<size_t>(n_queries * kHeadDim), 7);  // [n_queries, head_dim]
+  const std::vector<float> keys = random_floats(static_cast<size_t>(n_ctx * kv_width), 8);    // [n_slots, kv_width]
+  const std::vector<float> values = random_floats(static_cast<size_t>(n_ctx * kv_width), 9);  // [n_slots, kv_width]
+  std::vector<int32_t> slots(static_cast<size_t>(n_ctx));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
+  std::vector<float> out(static_cast<size_t>(n_queries * kHeadDim));
+  for (auto _ : state) {
+    attention_group(q.data(), n_queries, keys.data(), values.data(), kv_width, /*kv_offset=*/kHeadDim, slots.data(),
+                    n_ctx, kHeadDim, scratch.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  // The KV head's K and V rows are read once for the whole group; q·k and the weighted sum
+  // are 2 flops per element per query head.
+  set_rates(state, 2.0 * n_ctx * kHeadDim * sizeof(float), 4.0 * n_ctx * kHeadDim * n_queries);
+}
+BENCHMARK(BM_attention_group)->ArgNames({"n_ctx", "n_queries"})->ArgsProduct({{128, 512, 2048}, {1, 8}});
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,222 @@
+// Benchmark: times Forward::run for prefill and greedy decode, as llama-bench does. Every
+// buffer (batch, KV cache slots) is prepared before the clock starts, so a sample is the
+// forward passes (and, in decode, the argmax that picks the next token) and nothing else.
+#include "engine/benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "base/error.h"
+#include "kv/kv_cache.h"
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int32_t argmax(const float* logits, int64_t n) {
+  return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
+}
+
+// Forward's scratch is sized once for the largest batch any test runs; checks the context
+// first so a too-long prompt fails with a clear message before anything is allocated.
+int64_t checked_max_batch(const Model& model, const BenchOptions& options) {
+  const int64_t context = model.config.context_length;
+  TANDEM_CHECK_INPUT(options.repetitions >= 1, "repetitions must be at least 1 (got {})", options.repetitions);
+  TANDEM_CHECK_INPUT(options.threads >= 1, "threads must be at least 1 (got {})", options.threads);
+  int64_t max_batch = 1;
+  for (int64_t n : options.prompt_lengths) {
+    TANDEM_CHECK_INPUT(n >= 0, "prompt length {} is negative", n);
+    TANDEM_CHECK_INPUT(n <= context, "prompt length {} exceeds the model's context of {} tokens", n, context);
+    max_batch = std::max(max_batch, n);
+  }
+  TANDEM_CHECK_INPUT(options.n_gen >= 0, "generation length {} is negative", options.n_gen);
+  if (options.n_gen > 0) {
+    TANDEM_CHECK_INPUT(options.decode_prefill >= 1, "the decode prefill must be at least 1 token");
+    TANDEM_CHECK_INPUT(options.decode_prefill + options.n_gen <= context,
+                       "decode test needs {} + {} positions but the model's context is {} tokens",
+                       options.decode_prefill, options.n_gen, context);
+    max_batch = std::max(max_batch, options.decode_prefill);
+  }
+  return max_batch;
+}
+
+}  // namespace
+
+double BenchResult::median() const {
+  if (samples.empty()) return 0.0;
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t mid = sorted.size() / 2;
+  return sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2.0;
+}
+
+double BenchResult::stddev() const {
+  if (samples.size() < 2) return 0.0;
+  double mean = 0.0;
+  for (double x : samples) mean += x;
+  mean /= static_cast<double>(samples.size());
+  double sum_squares = 0.0;
+  for (double x : samples) sum_squares += (x - mean) * (x - mean);
+  return std::sqrt(sum_squares / static_cast<double>(samples.size() - 1));
+}
+
+BenchModelInfo describe_model(const Model& model) {
+  BenchModelInfo info;
+  info.path = model.source_path;
+  std::error_code error;
+  const auto size = std::filesystem::file_size(model.source_path, error);
+  info.file_bytes = error ? 0 : static_cast<int64_t>(size);
+  info.weight_bytes_per_token = model.weight_bytes_per_token();
+
+  std::map<DType, int64_t> bytes_by_type;
+  auto count = [&](const TensorView& view) {
+    info.n_params += view.n_elements();
+    bytes_by_type[view.dtype] += view.n_bytes();
+  };
+  const ModelWeights& w = model.weights;
+  count(w.token_embedding);
+  count(w.output_norm);
+  if (w.output.data != w.token_embedding.data) count(w.output);
+  for (const LayerWeights& layer : w.layers)
+    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
+                                   &layer.w_gate, &layer.w_up, &layer.w_down})
+      count(*view);
+  const auto largest = std::max_element(bytes_by_type.begin(), bytes_by_type.end(),
+                                        [](const auto& a, const auto& b) { return a.second < b.second; });
+  info.type = largest == bytes_by_type.end() ? "?" : std::string(dtype_name(largest->first));
+  return info;
+}
+
+int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    int64_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+std::vector<int32_t> bench_prompt(int64_t n_tokens, int64_t vocab_size, uint64_t seed) {
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(n_tokens));
+  // Ids 0..2 are unk/BOS/EOS in Llama vocabularies; the rest are ordinary tokens.
+  const int32_t first = vocab_size > 3 ? 3 : 0;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(first, static_cast<int32_t>(vocab_size - 1));
+  for (int64_t i = 0; i < n_tokens; ++i) tokens.push_back(i == 0 && vocab_size > 1 ? 1 : pick(rng));
+  return tokens;
+}
+
+Benchmark::Benchmark(std::shared_ptr<const Model> model, const BenchOptions& options)
+    : model_(model),
+      options_(options),
+      pool_(options.threads),
+      forward_(model, checked_max_batch(*model, options), pool_) {}
+
+BenchResult Benchmark::run_prefill(int64_t n_prompt) {
+  const ModelConfig& config = model_->config;
+  BenchResult result;
+  result.test = "pp" + std::to_string(n_prompt);
+  result.n_prompt = n_prompt;
+  result.threads = options_.threads;
+
+  const std::vector<int32_t> prompt = bench_prompt(n_prompt, config.vocab_size, options_.seed);
+  Batch batch;
+  for (int64_t i = 0; i < n_prompt; ++i)
+    batch.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prompt - 1);
+  // Sized to the test, so peak RSS reflects what this test needs, not the full context.
+  KvCache cache(config, n_prompt, 1);
+  for (int rep = 0; rep <= options_.repetitions; ++rep) {  // rep 0 is the warm-up
+    cache.release(0);
+    TANDEM_ASSERT(cache.reserve(0, n_prompt));
+    const Clock::time_point start = Clock::now();
+    forward_.run(batch, cache);
+    const double elapsed = seconds_since(start);
+    if (rep > 0) result.samples.push_back(static_cast<double>(n_prompt) / elapsed);
+  }
+  result.kv_bytes = cache.bytes_in_use();
+  result.peak_rss_bytes = peak_rss_bytes();
+  return result;
+}
+
+BenchResult Benchmark::run_decode(int64_t n_gen) {
+  const ModelConfig& config = model_->config;
+  const int64_t n_prefill = options_.decode_prefill;
+  BenchResult result;
+  result.test = "tg" + std::to_string(n_gen);
+  result.n_prompt = n_prefill;
+  result.n_gen = n_gen;
+  result.threads = options_.threads;
+
+  const std::vector<int32_t> prompt = bench_prompt(n_prefill, config.vocab_size, options_.seed);
+  Batch prefill;
+  for (int64_t i = 0; i < n_prefill; ++i)
+    prefill.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prefill - 1);
+  KvCache cache(config, n_prefill + n_gen, 1);
+  Batch step;
+  step.add(0, 0, 0, true);
+  for (int rep = 0; rep <= options_.repetitions; ++rep) {
+    // The warm-up only needs to page the weights in and warm the caches: a few steps do.
+    const int64_t steps = rep == 0 ? std::min<int64_t>(n_gen, 8) : n_gen;
+    cache.release(0);
+    TANDEM_ASSERT(cache.reserve(0, n_prefill + steps));
+    int32_t token = argmax(forward_.run(prefill, cache).data(), config.vocab_size);
+    const Clock::time_point start = Clock::now();
+    for (int64_t i = 0; i < steps; ++i) {
+      step.tokens[0] = token;
+      step.positions[0] = static_cast<int32_t>(n_prefill + i);
+      token = argmax(forward_.run(step, cache).data(), config.vocab_size);
+    }
+    const double elapsed = seconds_since(start);
+    if (rep > 0) result.samples.push_back(static_cast<double>(steps) / elapsed);
+  }
+  result.kv_bytes = cache.bytes_in_use();
+  result.peak_rss_bytes = peak_rss_bytes();
+  return result;
+}
+
+std::vector<BenchResult> Benchmark::run_all(const std::function<void(const BenchResult&)>& on_result) {
+  std::vector<BenchResult> results;
+  auto record = [&](BenchResult result) {
+    if (on_result) on_result(result);
+    results.push_back(std::move(result));
+  };
+  for (int64_t n : options_.prompt_lengths)
+    if (n > 0) record(run_prefill(n));
+  if (options_.n_gen > 0) record(run_decode(options_.n_gen));
+  return results;
+}
+
+nlohmann::ordered_json bench_result_json(const BenchResult& result, const BenchModelInfo& info) {
+  return nlohmann::ordered_json{{"test", result.test},
+                        {"n_prompt", result.n_prompt},
+                        {"n_gen", result.n_gen},
+                        {"threads", result.threads},
+                        {"tokens_per_s", result.median()},
+                        {"stddev", result.stddev()},
+                        {"samples", result.samples},
+                        {"peak_rss_bytes", result.peak_rss_bytes},
+                        {"kv_bytes", result.kv_bytes},
+                        {"model", info.path},
+                        {"type", info.type},
+                        {"model_size_bytes", info.file_bytes},
+                        {"n_params", info.n_params},
+                        {"weight_bytes_per_token", info.weight_bytes_per_token}};
+}
+
+}  // namespace tandem
