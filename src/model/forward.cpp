@@ -31,8 +31,8 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   scores_.resize(static_cast<size_t>(pool_.size() * attention_scratch_floats(c.n_heads / c.n_kv_heads)));
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
-  logits_.resize(n * c.vocab_size);
-  logit_rows_.resize(n * c.d_model);
+  // Logit buffers grow to the most rows ever requested (usually 1 per sequence), not to
+  // max_batch_tokens x vocab_size: that would be most of the memory for a big prefill.
 }
 
 std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
@@ -94,6 +94,12 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   }
 
   // Only the rows that want logits go through the final norm and the output head.
+  int64_t n_wanted = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) n_wanted += batch.wants_logits[t] ? 1 : 0;
+  if (static_cast<int64_t>(logit_rows_.size()) < n_wanted * d) {
+    logit_rows_.resize(static_cast<size_t>(n_wanted * d));
+    logits_.resize(static_cast<size_t>(n_wanted * c.vocab_size));
+  }
   int64_t n_rows = 0;
   for (int64_t t = 0; t < n_tokens; ++t)
     if (batch.wants_logits[t]) std::copy_n(hidden_.data() + t * d, d, logit_rows_.data() + (n_rows++) * d);
