@@ -54,10 +54,5 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-int64_t dtype_row_bytes(DType type, int64_t n_elements) {
-  DTypeTraits traits = dtype_traits(type);
-  TANDEM_ASSERT(n_elements % traits.block_size == 0);
-  return n_elements / traits.block_size * traits.block_bytes;
-}
 
 }  // namespace tandem

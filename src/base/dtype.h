@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace tandem {
 
@@ -47,8 +48,35 @@ std::string_view dtype_name(DType type);
 // Parses "F32", "q8_0", ... (case-insensitive); nullopt when unknown.
 std::optional<DType> dtype_from_name(std::string_view name);
 
+// Elements per block and bytes per block of a type, inline: kernels ask for row sizes in
+// their inner loops. {0, 0} for an unknown type.
+constexpr std::pair<int64_t, int64_t> dtype_block_geometry(DType type) {
+  switch (type) {
+    case DType::F32: case DType::I32: return {1, 4};
+    case DType::F16: case DType::BF16: case DType::I16: return {1, 2};
+    case DType::I8: return {1, 1};
+    case DType::I64: case DType::F64: return {1, 8};
+    case DType::Q4_0: return {32, 18};
+    case DType::Q4_1: return {32, 20};
+    case DType::Q5_0: return {32, 22};
+    case DType::Q5_1: return {32, 24};
+    case DType::Q8_0: return {32, 34};
+    case DType::Q8_1: return {32, 36};
+    case DType::Q2_K: return {256, 84};
+    case DType::Q3_K: return {256, 110};
+    case DType::Q4_K: return {256, 144};
+    case DType::Q5_K: return {256, 176};
+    case DType::Q6_K: return {256, 210};
+    case DType::Q8_K: return {256, 292};
+  }
+  return {0, 0};
+}
+
 // Bytes of `n_elements` elements of `type`; n_elements must be a multiple of the block size.
-int64_t dtype_row_bytes(DType type, int64_t n_elements);
+inline int64_t dtype_row_bytes(DType type, int64_t n_elements) {
+  const auto [block_size, block_bytes] = dtype_block_geometry(type);
+  return block_size == 0 ? 0 : n_elements / block_size * block_bytes;
+}
 
 // Quantized block layouts (GGUF specification).
 constexpr int64_t kQ8_0BlockSize = 32;

@@ -20,6 +20,9 @@ struct TensorView {
   DType dtype = DType::F32;
   int n_dims = 0;
   std::array<int64_t, kMaxDims> shape{};  // outermost first
+  // Optional copy of the same matrix rearranged for the active kernels (e.g. AMX tiles);
+  // owned by the Model's storage. Kernels that know the layout use it, others ignore it.
+  const uint8_t* packed = nullptr;
 
   int64_t dim(int i) const { return shape[i]; }
   int64_t n_elements() const {

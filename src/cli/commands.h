@@ -12,5 +12,7 @@ void add_perplexity_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_gen_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -68,6 +68,11 @@ void print_info(const std::string& path) {
              "context ({} tokens)\n",
              kv_per_token, c.n_layers, c.n_kv_heads, c.head_dim, human_bytes(kv_per_token * c.context_length),
              c.context_length);
+  // The paged pool `tandem serve` builds: 16-token blocks (its --kv-block default).
+  const int64_t block_tokens = 16, blocks_per_context = (c.context_length + block_tokens - 1) / block_tokens;
+  fmt::print("KV blocks:       {} tokens/block, {} bytes/block, {} blocks per full context (tandem serve "
+             "allocates --parallel x this unless --kv-memory)\n",
+             block_tokens, kv_per_token * block_tokens, blocks_per_context);
   fmt::print("decode floor:    {} of weights read per token ({} bytes); tokens/s <= bandwidth / this\n",
              human_bytes(model->weight_bytes_per_token()), model->weight_bytes_per_token());
 }

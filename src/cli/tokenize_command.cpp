@@ -1,5 +1,6 @@
 // tandem tokenize: prints the ids of a text (from -p, else stdin verbatim) on one line.
-// Loads only the vocabulary, so vocabulary-only GGUFs work; no weights are read.
+// Loads only the vocabulary, so vocabulary-only GGUFs (SentencePiece or byte-level BPE),
+// tokenizer.json files and Hugging Face model folders work; no weights are read.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "io/gguf_file.h"
+#include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace tandem::cli {
@@ -20,6 +22,7 @@ struct TokenizeOptions {
   std::string prompt;
   bool has_prompt = false;
   bool no_bos = false;
+  bool parse_special = false;
 };
 
 // Binary-safe: every byte of stdin, nothing trimmed.
@@ -41,6 +44,9 @@ bool names_llama2c_tokenizer(const std::string& path) {
 
 Tokenizer open_tokenizer(const TokenizeOptions& options) {
   if (options.tokenizer_path.empty()) {
+    if (const std::string json = tokenizer_json_path(options.model_path); !json.empty()) {
+      return Tokenizer(vocab_from_tokenizer_json(json));
+    }
     if (is_gguf_path(options.model_path)) {
       return Tokenizer(vocab_from_gguf(GgufFile::open(options.model_path)));
     }
@@ -54,8 +60,9 @@ Tokenizer open_tokenizer(const TokenizeOptions& options) {
 void run_tokenize(const TokenizeOptions& options) {
   const Tokenizer tokenizer = open_tokenizer(options);
   const std::string text = options.has_prompt ? options.prompt : read_all_stdin();
+  // BOS only where the vocabulary asks for it (SentencePiece yes, GPT-2 no).
   const std::vector<int32_t> ids =
-      tokenizer.encode(text, tokenizer.vocab().add_bos && !options.no_bos);
+      tokenizer.encode(text, tokenizer.vocab().add_bos && !options.no_bos, options.parse_special);
   fmt::print("{}\n", fmt::join(ids, " "));
 }
 
@@ -65,13 +72,15 @@ void add_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   CLI::App* command = app.add_subcommand("tokenize", "Print the token ids of a text");
   command->add_option("-m,--model", options->model_path,
-                      "Model or vocabulary: .gguf (vocab-only is fine), llama2.c model.bin, or a "
-                      "llama2.c tokenizer.bin")
+                      "Model or vocabulary: .gguf (vocab-only is fine), tokenizer.json, a Hugging "
+                      "Face model folder, llama2.c model.bin, or a llama2.c tokenizer.bin")
       ->required();
   command->add_option("-z,--tokenizer", options->tokenizer_path,
                       "llama2.c tokenizer.bin (default: tokenizer.bin or tok*.bin next to the model)");
   command->add_option("-p,--prompt", options->prompt, "Text to tokenize (default: all of stdin)");
   command->add_flag("--no-bos", options->no_bos, "Do not prepend BOS");
+  command->add_flag("--special", options->parse_special,
+                    "Match control tokens written in the text (e.g. <|endoftext|>) as tokens");
   command->callback([options, command] {
     options->has_prompt = command->count("--prompt") > 0;
     run_tokenize(*options);

@@ -33,6 +33,14 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
 }
 
+void MappedFile::release_pages(const void* begin, size_t n_bytes) const {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<uintptr_t>(begin);
+  const uintptr_t first = (start + page - 1) / page * page;
+  const uintptr_t last = (start + n_bytes) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

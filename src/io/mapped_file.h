@@ -18,6 +18,9 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Tells the OS the pages wholly inside [begin, begin + n_bytes) are not needed now (they
+  // are read back from the file if touched again): used once weights have been repacked.
+  void release_pages(const void* begin, size_t n_bytes) const;
   const std::string& path() const { return path_; }
 
  private:

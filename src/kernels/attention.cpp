@@ -8,12 +8,15 @@
 
 #include "base/error.h"
 #include "kernels/dot.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem {
 
 namespace {
 constexpr int64_t kMaxGroup = 64;  // query heads per KV head we support
 }
+
+namespace portable {
 
 void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
@@ -64,6 +67,15 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
     float* acc = out + g * head_dim;
     for (int64_t d = 0; d < head_dim; ++d) acc[d] *= inverse;
   }
+}
+
+}  // namespace portable
+
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
+                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                     float* scratch, float* out) {
+  TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
+  kernel_table().attention(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch, out);
 }
 
 void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,

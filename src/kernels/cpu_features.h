@@ -8,7 +8,7 @@
 
 namespace tandem {
 
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Amx = 3 };
 
 std::string_view isa_name(Isa isa);
 // The best level this CPU supports.

@@ -446,6 +446,7 @@ const KQuantKernels& kernels_for(Isa isa) {
   static constexpr KQuantKernels kAvx2Kernels{dot_q4k_avx2, dot_q5k_avx2, dot_q6k_avx2, dot_q8k_avx2};
   static constexpr KQuantKernels kAvx512Kernels{dot_q4k_avx512, dot_q5k_avx512, dot_q6k_avx512, dot_q8k_avx512};
   switch (isa) {
+    case Isa::Amx:  // AMX machines have AVX-512; k-quants use its kernels
     case Isa::Avx512: return kAvx512Kernels;
     case Isa::Avx2: return kAvx2Kernels;
     case Isa::Scalar: break;

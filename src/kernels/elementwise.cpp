@@ -15,9 +15,15 @@ void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, floa
 }
 
 void rope_angles(int64_t position, int64_t rope_dims, float freq_base, float* cos_out, float* sin_out) {
+  rope_angles(position, rope_dims, freq_base, nullptr, cos_out, sin_out);
+}
+
+void rope_angles(int64_t position, int64_t rope_dims, float freq_base, const float* freq_factors, float* cos_out,
+                 float* sin_out) {
   for (int64_t i = 0; i < rope_dims / 2; ++i) {
-    const double angle = static_cast<double>(position) *
-                         std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / rope_dims);
+    double frequency = std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / rope_dims);
+    if (freq_factors != nullptr) frequency /= freq_factors[i];
+    const double angle = static_cast<double>(position) * frequency;
     cos_out[i] = static_cast<float>(std::cos(angle));
     sin_out[i] = static_cast<float>(std::sin(angle));
   }

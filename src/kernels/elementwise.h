@@ -11,6 +11,9 @@ void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, floa
 
 // Precomputed RoPE angles for one position: cos/sin of position * base^(-2i/rope_dims).
 void rope_angles(int64_t position, int64_t rope_dims, float freq_base, float* cos_out, float* sin_out);
+// Same, with pair i's frequency divided by freq_factors[i] (Llama 3 RoPE scaling); null: all 1.
+void rope_angles(int64_t position, int64_t rope_dims, float freq_base, const float* freq_factors, float* cos_out,
+                 float* sin_out);
 // Rotates pairs (2i, 2i+1), i < rope_dims/2, of each of n_heads heads of x [n_heads, head_dim].
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
                 const float* cos_table, const float* sin_table);

@@ -4,6 +4,7 @@
 #include "kernels/kernel_table.h"
 
 #include "base/error.h"
+#include "kernels/amx/amx_gemm.h"
 
 namespace tandem {
 
@@ -28,14 +29,18 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
 }  // namespace portable
 
 const KernelTable& kernel_table(Isa isa) {
-  static const KernelTable kScalar{Isa::Scalar, portable::gemm_float, portable::gemm_q8};
-  static const KernelTable kAvx2{Isa::Avx2, portable::gemm_float, portable::gemm_q8};
-  static const KernelTable kAvx512{Isa::Avx512, avx512::gemm_float, avx512::gemm_q8};
+  static const KernelTable kScalar{Isa::Scalar, portable::gemm_float, portable::gemm_q8,
+                                          portable::attention_group};
+  static const KernelTable kAvx2{Isa::Avx2, portable::gemm_float, portable::gemm_q8, portable::attention_group};
+  static const KernelTable kAvx512{Isa::Avx512, avx512::gemm_float, avx512::gemm_q8,
+                                          avx512::attention_group};
+  static const KernelTable kAmx{Isa::Amx, avx512::gemm_float, amx::gemm_q8, avx512::attention_group};
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
   switch (isa) {
     case Isa::Scalar: return kScalar;
     case Isa::Avx2: return kAvx2;
     case Isa::Avx512: return kAvx512;
+    case Isa::Amx: return kAmx;
   }
   return kScalar;
 }

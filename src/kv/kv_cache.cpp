@@ -6,13 +6,14 @@
 
 namespace tandem {
 
-KvCache::KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs)
-    : n_layers_(config.n_layers), kv_width_(config.kv_width()), n_slots_(n_slots) {
+KvCache::KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs, SlotOwner owner)
+    : n_layers_(config.n_layers), kv_width_(config.kv_width()), n_slots_(n_slots), owner_(owner) {
   TANDEM_ASSERT(n_slots > 0 && max_seqs > 0);
   const size_t floats = static_cast<size_t>(n_layers_ * n_slots_ * kv_width_);
   keys_.assign(floats, 0.0f);
   values_.assign(floats, 0.0f);
   tables_.resize(static_cast<size_t>(max_seqs));
+  if (owner_ == SlotOwner::External) return;
   free_slots_.reserve(static_cast<size_t>(n_slots));
   for (int64_t slot = n_slots - 1; slot >= 0; --slot) free_slots_.push_back(static_cast<int32_t>(slot));
 }
@@ -24,7 +25,15 @@ const std::vector<int32_t>& KvCache::slot_table(int32_t seq) const {
   return tables_[static_cast<size_t>(seq)];
 }
 
+int64_t KvCache::n_free_slots() const {
+  if (owner_ == SlotOwner::Cache) return static_cast<int64_t>(free_slots_.size());
+  int64_t mapped = 0;
+  for (const std::vector<int32_t>& table : tables_) mapped += static_cast<int64_t>(table.size());
+  return n_slots_ - mapped;
+}
+
 bool KvCache::reserve(int32_t seq, int64_t new_length) {
+  TANDEM_ASSERT(owner_ == SlotOwner::Cache);
   TANDEM_ASSERT(seq >= 0 && seq < max_seqs());
   std::vector<int32_t>& table = tables_[static_cast<size_t>(seq)];
   const int64_t needed = new_length - static_cast<int64_t>(table.size());
@@ -41,8 +50,21 @@ void KvCache::truncate(int32_t seq, int64_t new_length) {
   TANDEM_ASSERT(seq >= 0 && seq < max_seqs() && new_length >= 0);
   std::vector<int32_t>& table = tables_[static_cast<size_t>(seq)];
   while (static_cast<int64_t>(table.size()) > new_length) {
-    free_slots_.push_back(table.back());
+    if (owner_ == SlotOwner::Cache) free_slots_.push_back(table.back());
     table.pop_back();
+  }
+}
+
+void KvCache::map_blocks(int32_t seq, std::span<const int32_t> block_table, int32_t block_size, int64_t new_length) {
+  TANDEM_ASSERT(owner_ == SlotOwner::External);
+  TANDEM_ASSERT(seq >= 0 && seq < max_seqs() && block_size > 0);
+  TANDEM_ASSERT(new_length <= static_cast<int64_t>(block_table.size()) * block_size);
+  std::vector<int32_t>& table = tables_[static_cast<size_t>(seq)];
+  if (static_cast<int64_t>(table.size()) > new_length) table.resize(static_cast<size_t>(new_length));
+  for (auto position = static_cast<int64_t>(table.size()); position < new_length; ++position) {
+    const int64_t block = block_table[static_cast<size_t>(position / block_size)];
+    TANDEM_ASSERT(block >= 0 && (block + 1) * block_size <= n_slots_);
+    table.push_back(static_cast<int32_t>(block * block_size + position % block_size));
   }
 }
 

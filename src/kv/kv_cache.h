@@ -1,10 +1,12 @@
 // KvCache: per-layer K (after RoPE) and V for every cached token, in a pool of slots.
 // Each sequence has a slot table (position -> slot), and attention reads K/V through it, so
 // the storage can be paged without touching the attention code. This class owns storage and
-// slot bookkeeping only; it does no arithmetic.
+// slot bookkeeping only; it does no arithmetic. Paged use: a BlockAllocator owns the slots
+// and map_blocks() derives a sequence's slot table from its block table.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/model_config.h"
@@ -13,13 +15,18 @@ namespace tandem {
 
 class KvCache {
  public:
+  // Who hands out slots: this cache (reserve/truncate) or an outside block allocator
+  // (map_blocks; reserve is then unavailable and truncate only shortens the table).
+  enum class SlotOwner { Cache, External };
+
   // n_slots: tokens the pool can hold (all sequences together); max_seqs: sequence ids 0..max_seqs-1.
-  KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs);
+  KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs, SlotOwner owner = SlotOwner::Cache);
 
   int64_t n_slots() const { return n_slots_; }
   int32_t max_seqs() const { return static_cast<int32_t>(tables_.size()); }
   int64_t kv_width() const { return kv_width_; }
-  int64_t n_free_slots() const { return static_cast<int64_t>(free_slots_.size()); }
+  // With external slots these count mapped positions (slots shared by a prefix count per use).
+  int64_t n_free_slots() const;
   int64_t n_used_slots() const { return n_slots_ - n_free_slots(); }
 
   // Cached positions of a sequence (positions 0..length-1 have slots).
@@ -32,6 +39,12 @@ class KvCache {
   void release(int32_t seq) { truncate(seq, 0); }
 
   const std::vector<int32_t>& slot_table(int32_t seq) const;  // [length] position -> slot
+
+  // External slots only: makes `seq` cover positions 0..new_length-1 with
+  // slot = block_table[position / block_size] * block_size + position % block_size.
+  // Entries already in the table are kept (they were derived from the same blocks), so a
+  // decode step appends one entry; release() the sequence before giving it other blocks.
+  void map_blocks(int32_t seq, std::span<const int32_t> block_table, int32_t block_size, int64_t new_length);
 
   // K/V rows of one layer: [n_slots, n_kv_heads * head_dim] floats.
   float* keys(int64_t layer) { return keys_.data() + layer * n_slots_ * kv_width_; }
@@ -48,6 +61,7 @@ class KvCache {
   int64_t n_layers_;
   int64_t kv_width_;
   int64_t n_slots_;
+  SlotOwner owner_;
   std::vector<float> keys_;
   std::vector<float> values_;
   std::vector<std::vector<int32_t>> tables_;

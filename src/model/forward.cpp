@@ -59,13 +59,22 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     dequantize_row(w.token_embedding.dtype, w.token_embedding.row(batch.tokens[t]), hidden_.data() + t * d, d);
   const int64_t half_rope = c.rope_dims / 2;
   for (int64_t t = 0; t < n_tokens; ++t)
-    rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base, rope_cos_.data() + t * half_rope,
+    rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base,
+                c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(), rope_cos_.data() + t * half_rope,
                 rope_sin_.data() + t * half_rope);
 
   auto norm_rows = [&](const float* weight, const float* in, float* out, int64_t rows) {
     pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
       for (int64_t t = begin; t < end; ++t) rmsnorm_row(in + t * d, weight, d, c.rms_norm_eps, out + t * d);
     });
+  };
+  // rows [n_tokens, bias.n_elements()] += bias, when the model has that bias.
+  auto add_bias_rows = [&](const TensorView& bias, float* rows, int64_t n_rows) {
+    if (bias.data == nullptr) return;
+    const int64_t width = bias.n_elements();
+    const float* b = bias.f32();
+    for (int64_t t = 0; t < n_rows; ++t)
+      for (int64_t i = 0; i < width; ++i) rows[t * width + i] += b[i];
   };
   auto add_into_hidden = [&](const float* delta) {
     for (int64_t i = 0; i < n_tokens * d; ++i) hidden_[i] += delta[i];
@@ -77,6 +86,9 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     matmul(layer.wq, normed_.data(), n_tokens, q_.data(), pool_, matmul_scratch_);
     matmul(layer.wk, normed_.data(), n_tokens, k_.data(), pool_, matmul_scratch_);
     matmul(layer.wv, normed_.data(), n_tokens, v_.data(), pool_, matmul_scratch_);
+    add_bias_rows(layer.bq, q_.data(), n_tokens);  // Qwen2; no-op for Llama
+    add_bias_rows(layer.bk, k_.data(), n_tokens);
+    add_bias_rows(layer.bv, v_.data(), n_tokens);
     attention(batch, cache, l);
     matmul(layer.wo, attn_out_.data(), n_tokens, proj_.data(), pool_, matmul_scratch_);
     add_into_hidden(proj_.data());

@@ -1,5 +1,6 @@
-// Loads a GGUF file of architecture `llama` into a Model: hyperparameters from the llama.*
-// keys, tensors by llama.cpp's names, every shape and type checked against the config.
+// Loads a GGUF file of architecture `llama` or `qwen2` into a Model: hyperparameters from the
+// <arch>.* keys, tensors by llama.cpp's names (qwen2 adds attn_{q,k,v}.bias), every shape and
+// type checked against the config. Llama 3 RoPE scaling comes as rope_freqs.weight.
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
 // f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
 #include <memory>
@@ -9,6 +10,7 @@
 #include "base/quant.h"
 #include "io/gguf_file.h"
 #include "model/model.h"
+#include "model/weight_packing.h"
 
 namespace tandem {
 namespace {
@@ -19,19 +21,26 @@ class GgufModelBuilder {
 
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
-    TANDEM_CHECK_INPUT(arch == "llama", "unsupported architecture '{}' (Tandem runs 'llama')", arch);
+    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2", "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2')",
+                       arch);
+    // Both architectures name their keys alike, under their own prefix.
+    const std::string p = arch + ".";
     ModelConfig& config = model_.config;
     config.architecture = arch;
-    config.d_model = required_int("llama.embedding_length");
-    config.n_layers = required_int("llama.block_count");
-    config.d_ff = required_int("llama.feed_forward_length");
-    config.n_heads = required_int("llama.attention.head_count");
-    config.n_kv_heads = file_.get_int("llama.attention.head_count_kv").value_or(config.n_heads);
-    config.context_length = file_.get_int("llama.context_length").value_or(2048);
-    config.rms_norm_eps = static_cast<float>(file_.get_float("llama.attention.layer_norm_rms_epsilon").value_or(1e-5));
-    config.rope_freq_base = static_cast<float>(file_.get_float("llama.rope.freq_base").value_or(10000.0));
+    config.d_model = required_int(p + "embedding_length");
+    config.n_layers = required_int(p + "block_count");
+    config.d_ff = required_int(p + "feed_forward_length");
+    config.n_heads = required_int(p + "attention.head_count");
+    config.n_kv_heads = file_.get_int(p + "attention.head_count_kv").value_or(config.n_heads);
+    config.context_length = file_.get_int(p + "context_length").value_or(2048);
+    config.rms_norm_eps = static_cast<float>(file_.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+    config.rope_freq_base = static_cast<float>(file_.get_float(p + "rope.freq_base").value_or(10000.0));
     config.head_dim = config.n_heads > 0 ? config.d_model / config.n_heads : 0;
-    config.rope_dims = file_.get_int("llama.rope.dimension_count").value_or(config.head_dim);
+    config.rope_dims = file_.get_int(p + "rope.dimension_count").value_or(config.head_dim);
+    if (file_.find_tensor("rope_freqs.weight") != nullptr) {
+      const TensorView factors = vector("rope_freqs.weight", config.rope_dims / 2);
+      config.rope_freq_factors.assign(factors.f32(), factors.f32() + factors.n_elements());
+    }
     const GgufTensorInfo* embedding = file_.find_tensor("token_embd.weight");
     TANDEM_CHECK_INPUT(embedding != nullptr, "missing tensor 'token_embd.weight'");
     TANDEM_CHECK_INPUT(embedding->view.n_dims == 2, "'token_embd.weight' must be 2-D, is {}",
@@ -60,6 +69,11 @@ class GgufModelBuilder {
       layer.w_gate = matrix(prefix + "ffn_gate.weight", c.d_ff, c.d_model);
       layer.w_up = matrix(prefix + "ffn_up.weight", c.d_ff, c.d_model);
       layer.w_down = matrix(prefix + "ffn_down.weight", c.d_model, c.d_ff);
+      if (file_.find_tensor(prefix + "attn_q.bias") != nullptr || c.architecture == "qwen2") {
+        layer.bq = vector(prefix + "attn_q.bias", c.q_width());
+        layer.bk = vector(prefix + "attn_k.bias", c.kv_width());
+        layer.bv = vector(prefix + "attn_v.bias", c.kv_width());
+      }
     }
   }
 
@@ -116,6 +130,7 @@ std::shared_ptr<const Model> load_gguf_model(const std::string& path) {
   } catch (const InputError& error) {
     throw InputError(fmt::format("{}: {}", path, error.what()));
   }
+  pack_weights_for_kernels(*model, file.mapping().get());
   model->storage.push_back(file.mapping());
   return model;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "base/error.h"
 
@@ -29,6 +30,10 @@ void ModelConfig::validate() const {
   TANDEM_CHECK_INPUT(rope_dims > 0 && rope_dims <= head_dim && rope_dims % 2 == 0,
                      "RoPE dimension count {} must be even and at most the head size {}", rope_dims, head_dim);
   TANDEM_CHECK_INPUT(rms_norm_eps > 0.0f && rms_norm_eps < 1.0f, "RMSNorm epsilon {} is out of range", rms_norm_eps);
+  TANDEM_CHECK_INPUT(rope_freq_factors.empty() || static_cast<int64_t>(rope_freq_factors.size()) == rope_dims / 2,
+                     "{} RoPE frequency factors for {} rotary pairs", rope_freq_factors.size(), rope_dims / 2);
+  for (float factor : rope_freq_factors)
+    TANDEM_CHECK_INPUT(factor > 0.0f && factor < 1e30f, "RoPE frequency factor {} is out of range", factor);
   TANDEM_CHECK_INPUT(rope_freq_base > 1.0f, "RoPE frequency base {} is out of range", rope_freq_base);
 }
 
@@ -37,8 +42,9 @@ int64_t Model::weight_bytes_total() const {
   if (weights.output.data != weights.token_embedding.data) total += weights.output.n_bytes();
   for (const LayerWeights& layer : weights.layers)
     for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo,
-                                   &layer.ffn_norm, &layer.w_gate, &layer.w_up, &layer.w_down})
-      total += view->n_bytes();
+                                   &layer.ffn_norm, &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq,
+                                   &layer.bk, &layer.bv})
+      if (view->data != nullptr) total += view->n_bytes();
   return total;
 }
 
@@ -50,6 +56,7 @@ int64_t Model::weight_bytes_per_token() const {
 }
 
 std::shared_ptr<const Model> load_model(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return load_hf_model(path);
   // A .gguf name is a promise of the format: let the GGUF reader say what is wrong with it.
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return load_gguf_model(path);
   std::FILE* file = std::fopen(path.c_str(), "rb");

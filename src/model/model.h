@@ -22,6 +22,10 @@ struct LayerWeights {
   TensorView w_gate;     // [d_ff, d_model]
   TensorView w_up;       // [d_ff, d_model]
   TensorView w_down;     // [d_model, d_ff]
+  // Optional projection biases (Qwen2), f32; data is null when the model has none.
+  TensorView bq;         // [n_heads * head_dim]
+  TensorView bk;         // [n_kv_heads * head_dim]
+  TensorView bv;         // [n_kv_heads * head_dim]
 };
 
 struct ModelWeights {
@@ -35,7 +39,7 @@ struct Model {
   ModelConfig config;
   ModelWeights weights;
   std::string source_path;
-  std::string format;  // "gguf" or "llama2.c"
+  std::string format;  // "gguf", "llama2.c" or "safetensors"
   // Keeps whatever backs the views alive (a MappedFile, owned float buffers, ...).
   std::vector<std::shared_ptr<const void>> storage;
 
@@ -45,10 +49,13 @@ struct Model {
   int64_t weight_bytes_total() const;
 };
 
-// Loads a GGUF (`.gguf`) or llama2.c checkpoint (anything else) into a Model.
+// Loads a GGUF (`.gguf`), a Hugging Face model folder (a directory) or a llama2.c checkpoint
+// (anything else) into a Model.
 // Throws InputError with one line naming the file and the problem.
 std::shared_ptr<const Model> load_model(const std::string& path);
 std::shared_ptr<const Model> load_gguf_model(const std::string& path);
 std::shared_ptr<const Model> load_llama2c_model(const std::string& path);
+// `dir` holds config.json and model.safetensors (or model.safetensors.index.json + shards).
+std::shared_ptr<const Model> load_hf_model(const std::string& dir);
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem {
 
@@ -19,6 +20,9 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   int64_t rope_dims = 0;       // rotary dimensions per head (<= head_dim), pairs (2i, 2i+1)
+  // Per-pair frequency divisors [rope_dims / 2] (Llama 3 rope_scaling; GGUF rope_freqs.weight):
+  // pair i turns at base^(-2i/rope_dims) / factor[i]. Empty: all 1.
+  std::vector<float> rope_freq_factors;
 
   int64_t q_width() const { return n_heads * head_dim; }
   int64_t kv_width() const { return n_kv_heads * head_dim; }

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "io/gguf_file.h"
+#include "tokenizer/hf_tokenizer_json.h"
 
 namespace tandem {
 namespace {
@@ -38,7 +39,30 @@ std::string find_tokenizer_near(const std::string& model_path) {
   return candidates.front();
 }
 
+// A tokenizer.json often lists fewer tokens than the model's embedding has rows (Qwen2 pads
+// its vocabulary): the extra ids become unused tokens so the sizes agree.
+Tokenizer json_tokenizer(const std::string& path, int64_t vocab_size_hint) {
+  Vocab vocab = vocab_from_tokenizer_json(path);
+  if (vocab_size_hint > vocab.size()) {
+    const auto n = static_cast<size_t>(vocab_size_hint);
+    vocab.pieces.resize(n);
+    vocab.scores.resize(n, 0.0f);
+    vocab.types.resize(n, TokenType::Unused);
+  }
+  return Tokenizer(std::move(vocab));
+}
+
 }  // namespace
+
+std::string tokenizer_json_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    const fs::path inside = fs::path(path) / "tokenizer.json";
+    return fs::is_regular_file(inside, error) ? inside.string() : "";
+  }
+  return path.ends_with(".json") && fs::is_regular_file(path, error) ? path : "";
+}
 
 bool is_gguf_path(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -61,13 +85,24 @@ int64_t llama2c_header_vocab_size(const std::string& model_path) {
 
 Tokenizer load_tokenizer(const std::string& model_path, const std::string& tokenizer_path,
                          int64_t vocab_size_hint) {
+  if (std::filesystem::is_directory(model_path)) {
+    const std::string json = tokenizer_json_path(model_path);
+    TANDEM_CHECK_INPUT(!json.empty(), "{}: no tokenizer.json in this model folder", model_path);
+    return json_tokenizer(json, vocab_size_hint);
+  }
   if (is_gguf_path(model_path)) {
     return Tokenizer(vocab_from_gguf(GgufFile::open(model_path)));
   }
   TANDEM_CHECK_INPUT(std::filesystem::is_regular_file(model_path), "{}: no such model file",
                      model_path);
-  if (!tokenizer_path.empty() && is_gguf_path(tokenizer_path)) {
-    return Tokenizer(vocab_from_gguf(GgufFile::open(tokenizer_path)));
+  if (const std::string json = tokenizer_json_path(model_path); !json.empty()) {
+    return json_tokenizer(json, vocab_size_hint);
+  }
+  if (!tokenizer_path.empty()) {
+    if (const std::string json = tokenizer_json_path(tokenizer_path); !json.empty()) {
+      return json_tokenizer(json, vocab_size_hint);
+    }
+    if (is_gguf_path(tokenizer_path)) return Tokenizer(vocab_from_gguf(GgufFile::open(tokenizer_path)));
   }
   const std::string path = tokenizer_path.empty() ? find_tokenizer_near(model_path) : tokenizer_path;
   const int64_t vocab_size =

@@ -1,11 +1,14 @@
-// SentencePiece BPE encoding and whole-sequence decoding (see tokenizer.h).
-// encode keeps the symbols in a linked list and candidate merges in a priority queue, so a
-// prompt of n characters costs O(n log n); stale queue entries are skipped when popped.
+// Tokenizer (see tokenizer.h): splits text at special tokens, hands the plain runs to the
+// vocabulary's encoder, and keeps every token's decoded bytes in a table so decoding (whole
+// or streaming) is a lookup.
 #include "tokenizer/tokenizer.h"
 
-#include <queue>
+#include <algorithm>
 
 #include "base/error.h"
+#include "tokenizer/bpe_encoder.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/spm_encoder.h"
 #include "tokenizer/utf8.h"
 
 namespace tandem {
@@ -27,163 +30,107 @@ std::string markers_to_spaces(std::string_view piece) {
   return out;
 }
 
-// One symbol of the text being encoded: a byte range of the normalized text, linked to its
-// neighbours. A symbol merged into its left neighbour keeps length 0 and is skipped.
-struct Symbol {
-  int prev = -1;
-  int next = -1;
-  size_t start = 0;
-  size_t length = 0;
-};
-
-// A candidate merge of two adjacent symbols. `length` is their combined length when queued:
-// if either side has changed since, the entry is stale.
-struct Bigram {
-  int left = 0;
-  int right = 0;
-  float score = 0;
-  size_t length = 0;
-};
-
-// Highest score first; on equal scores the leftmost pair, as SentencePiece does.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    if (a.score != b.score) return a.score < b.score;
-    return a.left > b.left;
+// What a token decodes to. Byte-level pieces map back through GPT-2's character table;
+// user-defined tokens of byte-level vocabs are stored as plain text, so they stay as is.
+std::string bytes_of(const Vocab& vocab, int32_t id) {
+  const std::string& piece = vocab.pieces[id];
+  const bool spm = vocab.kind == VocabKind::Spm;
+  switch (vocab.types[id]) {
+    case TokenType::Normal:
+    case TokenType::Undefined:
+      return spm ? markers_to_spaces(piece) : byte_level_decode(piece);
+    case TokenType::UserDefined:
+      return spm ? markers_to_spaces(piece) : piece;
+    case TokenType::Byte:
+      if (int value = parse_byte_piece(piece); value >= 0) {
+        return std::string(1, static_cast<char>(value));
+      }
+      return spm ? markers_to_spaces(piece) : byte_level_decode(piece);
+    case TokenType::Unknown:
+      return spm ? " \xE2\x81\x87 " : piece;  // " ⁇ ", SentencePiece's surface for unknown
+    case TokenType::Control:
+    case TokenType::Unused:
+      break;  // no text: <s>, </s> and friends never show up in decoded output
   }
-};
+  return {};
+}
 
 }  // namespace
 
-Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
-  const int64_t n = vocab_.size();
+Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::make_shared<const Vocab>(std::move(vocab))) {
+  const Vocab& v = *vocab_;
+  const int64_t n = v.size();
   TANDEM_CHECK_INPUT(n > 0, "empty vocabulary");
-  TANDEM_CHECK_INPUT(static_cast<int64_t>(vocab_.scores.size()) == n &&
-                         static_cast<int64_t>(vocab_.types.size()) == n,
-                     "vocabulary has {} pieces, {} scores and {} types", n, vocab_.scores.size(),
-                     vocab_.types.size());
-  for (int32_t id : {vocab_.bos_id, vocab_.eos_id, vocab_.unk_id}) {
-    TANDEM_CHECK_INPUT(id >= 0 && id < n, "special token id {} is outside the vocabulary of {}",
+  TANDEM_CHECK_INPUT(static_cast<int64_t>(v.scores.size()) == n &&
+                         static_cast<int64_t>(v.types.size()) == n,
+                     "vocabulary has {} pieces, {} scores and {} types", n, v.scores.size(),
+                     v.types.size());
+  for (int32_t id : {v.bos_id, v.eos_id, v.unk_id}) {
+    TANDEM_CHECK_INPUT(id >= -1 && id < n, "special token id {} is outside the vocabulary of {}",
                        id, n);
   }
 
-  byte_token_.fill(-1);
   bytes_.resize(static_cast<size_t>(n));
   for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
-    const std::string& piece = vocab_.pieces[id];
-    switch (vocab_.types[id]) {
-      case TokenType::Normal:
-      case TokenType::UserDefined:
-      case TokenType::Undefined:
-        bytes_[id] = markers_to_spaces(piece);
-        break;
-      case TokenType::Byte:
-        if (int value = parse_byte_piece(piece); value >= 0) {
-          bytes_[id] = std::string(1, static_cast<char>(value));
-          if (byte_token_[value] < 0) byte_token_[value] = id;
-        } else {
-          bytes_[id] = markers_to_spaces(piece);
-        }
-        break;
-      case TokenType::Unknown:
-        bytes_[id] = " \xE2\x81\x87 ";  // " ⁇ ", SentencePiece's surface for unknown text
-        break;
-      case TokenType::Control:
-      case TokenType::Unused:
-        break;  // no text: <s>, </s> and friends never show up in decoded output
+    bytes_[id] = bytes_of(v, id);
+    const TokenType type = v.types[id];
+    if ((type == TokenType::Control || type == TokenType::UserDefined) && !v.pieces[id].empty()) {
+      specials_.push_back(id);
     }
-    if (vocab_.types[id] == TokenType::Normal || vocab_.types[id] == TokenType::UserDefined) {
-      mergeable_.emplace(piece, id);  // the first of duplicate pieces wins
-    }
+  }
+  // Longest first, so "<|end|>" cannot shadow "<|endoftext|>"; then by id for determinism.
+  std::sort(specials_.begin(), specials_.end(), [&](int32_t a, int32_t b) {
+    if (v.pieces[a].size() != v.pieces[b].size()) return v.pieces[a].size() > v.pieces[b].size();
+    return a < b;
+  });
+
+  if (v.kind == VocabKind::Spm) {
+    encoder_ = std::make_shared<const SpmEncoder>(v);
+  } else {
+    encoder_ = std::make_shared<const BpeEncoder>(v);
   }
 }
 
-int32_t Tokenizer::mergeable_id(std::string_view piece) const {
-  auto it = mergeable_.find(piece);
-  return it == mergeable_.end() ? -1 : it->second;
-}
-
-void Tokenizer::append_fallback(std::string_view symbol, std::vector<int32_t>& ids) const {
-  for (char c : symbol) {
-    const int32_t id = byte_token_[static_cast<uint8_t>(c)];
-    if (id < 0) {
-      // No byte tokens: the whole character is unknown (one UNK, not one per byte).
-      ids.push_back(vocab_.unk_id);
-      return;
-    }
-    ids.push_back(id);
+std::pair<int32_t, size_t> Tokenizer::find_special(std::string_view text, size_t from,
+                                                   bool parse_special) const {
+  std::pair<int32_t, size_t> best{-1, text.size()};
+  for (int32_t id : specials_) {
+    if (!parse_special && vocab_->types[id] == TokenType::Control) continue;
+    // Only a strictly earlier start beats the current best: at equal starts the longer
+    // piece, seen first, stays.
+    const std::string& piece = vocab_->pieces[id];
+    if (piece.size() > text.size() - from) continue;
+    const size_t at = text.substr(0, std::min(text.size(), best.second + piece.size()))
+                          .find(piece, from);
+    if (at != std::string_view::npos && (best.first < 0 || at < best.second)) best = {id, at};
   }
+  return best;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
   std::vector<int32_t> ids;
-  if (add_bos) ids.push_back(vocab_.bos_id);
-  if (text.empty()) return ids;
-
-  // Normalize as SentencePiece does for llama: spaces become "▁", plus one leading "▁".
-  std::string normalized;
-  normalized.reserve(text.size() + kSpaceMarker.size());
-  if (vocab_.add_space_prefix) normalized += kSpaceMarker;
-  for (char c : text) {
-    if (c == ' ') {
-      normalized += kSpaceMarker;
-    } else {
-      normalized += c;
+  if (add_bos && vocab_->bos_id >= 0) ids.push_back(vocab_->bos_id);
+  bool starts_sequence = true;  // SentencePiece adds its space prefix here and after specials
+  for (size_t pos = 0; pos < text.size();) {
+    const auto [special, at] =
+        specials_.empty() ? std::pair<int32_t, size_t>{-1, text.size()}
+                          : find_special(text, pos, parse_special);
+    if (at > pos) {
+      encoder_->encode(text.substr(pos, at - pos), starts_sequence, ids);
+      starts_sequence = false;
     }
-  }
-
-  std::vector<Symbol> symbols;
-  symbols.reserve(normalized.size());
-  for (size_t pos = 0; pos < normalized.size();) {
-    const size_t length = utf8_sequence_length(normalized, pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({index - 1, -1, pos, length});
-    if (index > 0) symbols[index - 1].next = index;
-    pos += length;
-  }
-
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    // Adjacent symbols are contiguous in `normalized`, so the pair is one substring.
-    const size_t length = symbols[left].length + symbols[right].length;
-    const int32_t id = mergeable_id(std::string_view(normalized).substr(symbols[left].start, length));
-    if (id >= 0) queue.push({left, right, vocab_.scores[id], length});
-  };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram top = queue.top();
-    queue.pop();
-    Symbol& left = symbols[top.left];
-    Symbol& right = symbols[top.right];
-    if (left.length == 0 || right.length == 0 || left.length + right.length != top.length) {
-      continue;  // one side was merged into something else since this entry was queued
-    }
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = top.left;
-    try_add(left.prev, top.left);
-    try_add(top.left, left.next);
-  }
-
-  // Every merged symbol is a piece by construction; only single characters can be missing.
-  for (int i = 0; i >= 0 && !symbols.empty(); i = symbols[i].next) {
-    const std::string_view symbol =
-        std::string_view(normalized).substr(symbols[i].start, symbols[i].length);
-    if (const int32_t id = mergeable_id(symbol); id >= 0) {
-      ids.push_back(id);
-    } else {
-      append_fallback(symbol, ids);
-    }
+    if (special < 0) break;
+    ids.push_back(special);
+    starts_sequence = true;
+    pos = at + vocab_->pieces[special].size();
   }
   return ids;
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
-  TANDEM_CHECK_INPUT(id >= 0 && id < vocab_.size(), "token id {} is outside the vocabulary of {}",
-                     id, vocab_.size());
+  TANDEM_CHECK_INPUT(id >= 0 && id < vocab_->size(), "token id {} is outside the vocabulary of {}",
+                     id, vocab_->size());
   return bytes_[id];
 }
 
@@ -192,8 +139,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   Utf8Sanitizer sanitizer;
   int32_t previous = -1;
   for (int32_t id : ids) {
-    TANDEM_CHECK_INPUT(id >= 0 && id < vocab_.size(),
-                       "token id {} is outside the vocabulary of {}", id, vocab_.size());
+    TANDEM_CHECK_INPUT(id >= 0 && id < vocab_->size(),
+                       "token id {} is outside the vocabulary of {}", id, vocab_->size());
     std::string_view bytes = bytes_[id];
     if (strips_space_after(previous) && !bytes.empty() && bytes[0] == ' ') bytes.remove_prefix(1);
     sanitizer.feed(bytes, out);

@@ -1,32 +1,40 @@
-// Tokenizer: SentencePiece-style BPE over a Vocab — text to ids (score-ordered merges with
-// byte fallback) and ids back to bytes/text. Immutable after construction, so one instance
-// serves every request from any thread. Streaming decode is streaming_detokenizer.h.
+// Tokenizer: text to ids and back over a Vocab of either kind — SentencePiece BPE or
+// byte-level BPE (the TextEncoder behind it) — plus BOS and atomic special-token matching.
+// Immutable after construction, so one instance serves every request from any thread;
+// copies share the vocabulary. Streaming decode is streaming_detokenizer.h.
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "tokenizer/text_encoder.h"
 #include "tokenizer/vocab.h"
 
 namespace tandem {
 
 class Tokenizer {
  public:
-  // Throws InputError when the vocab is inconsistent (sizes differ, special ids out of range).
+  // Throws InputError when the vocab is inconsistent (sizes differ, special ids out of range)
+  // or a byte-level pre-tokenizer regex does not compile.
   explicit Tokenizer(Vocab vocab);
 
-  // Text (any bytes; ill-formed UTF-8 falls back to byte tokens) -> ids, BOS first if asked.
-  // Special-token text such as "<s>" is encoded as plain text, never as the control token.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // Text (any bytes; ill-formed UTF-8 falls back to byte tokens) -> ids, BOS first if asked
+  // and the vocabulary has one. Control-token text such as "<s>" or "<|endoftext|>" is
+  // encoded as plain text; user-defined (added, non-special) tokens are always matched whole,
+  // as Hugging Face and llama.cpp match them.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const {
+    return encode(text, add_bos, /*parse_special=*/false);
+  }
+  // As above; with `parse_special`, control tokens written in the text are matched whole too
+  // (longest first), for chat templates whose markup is special tokens.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
 
-  // The raw bytes of one token: "▁" -> " ", "<0x0A>" -> "\n", control/unused -> "".
-  // May be part of a UTF-8 character (byte tokens). InputError when `id` is out of range.
+  // The raw bytes of one token: "▁" -> " ", "<0x0A>" -> "\n", "Ġ" -> " " (byte-level),
+  // control/unused -> "". May be part of a UTF-8 character. InputError when out of range.
   std::string token_bytes(int32_t id) const;
 
   // Joins token_bytes, dropping the one leading space the space-prefix rule added to the
@@ -36,26 +44,25 @@ class Tokenizer {
   // True when decode drops the leading space of the token that follows `previous_id`
   // (-1: the start of the sequence). Shared with the streaming detokenizer.
   bool strips_space_after(int32_t previous_id) const {
-    return vocab_.add_space_prefix && (previous_id < 0 || previous_id == vocab_.bos_id);
+    return vocab_->kind == VocabKind::Spm && vocab_->add_space_prefix &&
+           (previous_id < 0 || previous_id == vocab_->bos_id);
   }
 
-  const Vocab& vocab() const { return vocab_; }
+  const Vocab& vocab() const { return *vocab_; }
 
  private:
-  // Lets the piece map be searched with a string_view into the text being encoded.
-  struct PieceHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+  // Where the next special token in `text` starts at or after `from`: its id and position;
+  // id -1 when there is none.
+  std::pair<int32_t, size_t> find_special(std::string_view text, size_t from,
+                                          bool parse_special) const;
 
-  // The id of a piece that merging may produce (Normal or UserDefined), or -1.
-  int32_t mergeable_id(std::string_view piece) const;
-  void append_fallback(std::string_view symbol, std::vector<int32_t>& ids) const;
-
-  Vocab vocab_;
-  std::unordered_map<std::string, int32_t, PieceHash, std::equal_to<>> mergeable_;
-  std::vector<std::string> bytes_;          // [vocab_size] token_bytes
-  std::array<int32_t, 256> byte_token_{};   // byte value -> its <0xXX> token, -1 if none
+  // Heap-held so the encoder's reference to the vocab survives moves of the Tokenizer.
+  std::shared_ptr<const Vocab> vocab_;
+  std::shared_ptr<const TextEncoder> encoder_;
+  std::vector<std::string> bytes_;  // [vocab_size] token_bytes
+  // Tokens matched whole in text, longest piece first: UserDefined always, Control only
+  // with parse_special.
+  std::vector<int32_t> specials_;
 };
 
 }  // namespace tandem

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "io/gguf_file.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace tandem {
 namespace {
@@ -52,11 +53,14 @@ Vocab vocab_from_gguf(const GgufFile& file) {
   const std::string where = file.mapping() ? file.mapping()->path() : "GGUF vocabulary";
   std::optional<std::string> model = file.get_string("tokenizer.ggml.model");
   TANDEM_CHECK_INPUT(model.has_value(), "{}: tokenizer.ggml.model is missing", where);
-  TANDEM_CHECK_INPUT(*model == "llama",
-                     "{}: tokenizer model '{}' is not supported (only 'llama', SentencePiece BPE)",
+  TANDEM_CHECK_INPUT(*model == "llama" || *model == "gpt2",
+                     "{}: tokenizer model '{}' is not supported (only 'llama', SentencePiece BPE, "
+                     "and 'gpt2', byte-level BPE)",
                      where, *model);
+  const bool spm = *model == "llama";
 
   Vocab vocab;
+  vocab.kind = spm ? VocabKind::Spm : VocabKind::ByteLevelBpe;
   std::optional<std::vector<std::string>> tokens = file.get_string_array("tokenizer.ggml.tokens");
   TANDEM_CHECK_INPUT(tokens.has_value() && !tokens->empty(), "{}: tokenizer.ggml.tokens is missing",
                      where);
@@ -82,9 +86,12 @@ Vocab vocab_from_gguf(const GgufFile& file) {
     }
   }
 
-  // Checked as 64-bit values so a huge id cannot pass by wrapping in the int32 cast.
-  auto special_id = [&](const char* key, int64_t fallback, const char* what) {
-    const int64_t id = file.get_int(key).value_or(fallback);
+  // Checked as 64-bit values so a huge id cannot pass by wrapping in the int32 cast. Byte-level
+  // vocabularies often have no BOS or UNK: absent means -1 there.
+  auto special_id = [&](const char* key, int64_t spm_default, const char* what) {
+    const std::optional<int64_t> stored = file.get_int(key);
+    if (!stored && !spm) return int32_t{-1};
+    const int64_t id = stored.value_or(spm_default);
     check_special_id(vocab, id, what, where);
     return static_cast<int32_t>(id);
   };
@@ -95,15 +102,37 @@ Vocab vocab_from_gguf(const GgufFile& file) {
     // No token_type array: infer the types llama2.c implies, so byte pieces are byte tokens
     // and the specials are never formed by merging.
     vocab.types.assign(n, TokenType::Normal);
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; spm && i < n; ++i) {
       if (parse_byte_piece(vocab.pieces[i]) >= 0) vocab.types[i] = TokenType::Byte;
     }
-    vocab.types[vocab.unk_id] = TokenType::Unknown;
-    vocab.types[vocab.bos_id] = TokenType::Control;
-    vocab.types[vocab.eos_id] = TokenType::Control;
+    if (vocab.unk_id >= 0) vocab.types[vocab.unk_id] = TokenType::Unknown;
+    if (vocab.bos_id >= 0) vocab.types[vocab.bos_id] = TokenType::Control;
+    if (vocab.eos_id >= 0) vocab.types[vocab.eos_id] = TokenType::Control;
   }
-  vocab.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(true);
-  vocab.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+  // llama.cpp's defaults: SentencePiece adds BOS and the space prefix, byte-level BPE neither.
+  vocab.add_bos = file.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
+  vocab.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
+  if (spm) return vocab;
+
+  std::optional<std::vector<std::string>> merges = file.get_string_array("tokenizer.ggml.merges");
+  TANDEM_CHECK_INPUT(merges.has_value(), "{}: gpt2 vocabulary has no tokenizer.ggml.merges", where);
+  vocab.merges.reserve(merges->size());
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const std::string& merge = (*merges)[i];
+    // Searching from 1 lets a left side that is itself a space (non-byte-level vocabs) work.
+    const size_t space = merge.find(' ', 1);
+    TANDEM_CHECK_INPUT(space != std::string::npos && space + 1 < merge.size(),
+                       "{}: merge {} '{}' is not two pieces separated by a space", where, i, merge);
+    vocab.merges.emplace_back(merge.substr(0, space), merge.substr(space + 1));
+  }
+  const std::string pre = file.get_string("tokenizer.ggml.pre").value_or("default");
+  try {
+    vocab.pre_regexes = pre_tokenizer_regexes(pre);
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", where, error.what()));
+  }
+  // llama.cpp emits a pre-token that is already a token without merging for Llama 3.
+  vocab.ignore_merges = pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe";
   return vocab;
 }
 

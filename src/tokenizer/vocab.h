@@ -1,11 +1,13 @@
-// Vocab: the token table a tokenizer works from — pieces, merge scores and token types —
-// read from a GGUF's tokenizer.ggml.* keys or from a llama2.c tokenizer.bin. Both sources
-// end up in SentencePiece form (spaces stored as U+2581) so the encoder sees one shape.
-// Parsing only: encoding and decoding live in tokenizer.h.
+// Vocab: the token table a tokenizer works from — pieces, scores or merges, token types —
+// read from a GGUF's tokenizer.ggml.* keys, a llama2.c tokenizer.bin (both SentencePiece,
+// spaces stored as U+2581) or a GGUF of byte-level BPE (gpt2). tokenizer.json is
+// hf_tokenizer_json.h. Parsing only: encoding and decoding live in tokenizer.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tandem {
@@ -23,19 +25,36 @@ enum class TokenType : int32_t {
   Byte = 6
 };
 
+// Which encoder a vocabulary needs.
+enum class VocabKind {
+  Spm,           // SentencePiece BPE: merges by piece score, "<0xXX>" byte fallback
+  ByteLevelBpe,  // GPT-2 style: bytes mapped to printable characters, merges by rank
+};
+
 struct Vocab {
-  std::vector<std::string> pieces;  // [vocab_size] SentencePiece form: spaces stored as "▁"
-  std::vector<float> scores;        // [vocab_size] higher merges first
+  VocabKind kind = VocabKind::Spm;
+  std::vector<std::string> pieces;  // [vocab_size] Spm: spaces as "▁"; BPE: byte-level form
+  std::vector<float> scores;        // [vocab_size] Spm: higher merges first; BPE: unused (0)
   std::vector<TokenType> types;     // [vocab_size]
+  // Special ids; -1 means the vocabulary has none (byte-level vocabs often lack BOS/UNK).
   int32_t bos_id = 1, eos_id = 2, unk_id = 0;
   bool add_bos = true;           // tokenizer.ggml.add_bos_token (default true for llama)
-  bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix (default true)
+  bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix (default true; BPE: false)
+
+  // ByteLevelBpe only.
+  std::vector<std::pair<std::string, std::string>> merges;  // [n_merges] rank order
+  // The pre-tokenizer: each regex splits every piece the previous one produced, keeping
+  // both the matches and the text between them (HF's "Isolated" split behaviour).
+  std::vector<std::string> pre_regexes;
+  // A pre-token that is itself in the vocabulary is emitted whole, merges skipped (Llama 3).
+  bool ignore_merges = false;
 
   int64_t size() const { return static_cast<int64_t>(pieces.size()); }
 };
 
-// The vocab embedded in a GGUF. tokenizer.ggml.model must be "llama" (SentencePiece BPE);
-// anything else is an InputError naming the model kind.
+// The vocab embedded in a GGUF. tokenizer.ggml.model must be "llama" (SentencePiece BPE) or
+// "gpt2" (byte-level BPE, pre-tokenizer from tokenizer.ggml.pre); anything else is an
+// InputError naming the model kind.
 Vocab vocab_from_gguf(const GgufFile& file);
 
 // A llama2.c tokenizer.bin: int32 max_token_length, then per token float32 score, int32

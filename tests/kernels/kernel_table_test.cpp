@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/quant.h"
+#include "kernels/amx/amx_gemm.h"
 #include "kernels/kernel_table.h"
 #include "kernels/ref/reference_kernels.h"
 
@@ -16,7 +17,7 @@ namespace {
 
 std::vector<Isa> supported_levels() {
   std::vector<Isa> levels;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx})
     if (static_cast<int>(isa) <= static_cast<int>(detect_isa())) levels.push_back(isa);
   return levels;
 }
@@ -43,7 +44,7 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
   const std::vector<Case> cases = {
       {DType::F32, 9, 45, 5},   {DType::F32, 33, 64, 9},  {DType::F16, 7, 17, 6},  {DType::F16, 21, 96, 4},
       {DType::BF16, 5, 33, 7},  {DType::Q8_0, 13, 96, 9}, {DType::Q8_0, 8, 64, 4}, {DType::Q4_0, 11, 160, 6},
-      {DType::Q4_0, 4, 32, 5},
+      {DType::Q4_0, 4, 32, 5},   {DType::Q8_0, 37, 64, 35}, {DType::Q4_0, 17, 96, 16}, {DType::Q8_0, 16, 32, 1},
   };
   for (Isa isa : supported_levels()) {
     const KernelTable& table = kernel_table(isa);
@@ -56,7 +57,12 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       std::vector<uint8_t> stored(static_cast<size_t>(c.n_out * row_bytes));
       for (int64_t r = 0; r < c.n_out; ++r)
         quantize_row(c.dtype, weights.data() + r * c.n_in, stored.data() + r * row_bytes, c.n_in);
-      const TensorView w = make_view(stored.data(), c.dtype, {c.n_out, c.n_in});
+      TensorView w = make_view(stored.data(), c.dtype, {c.n_out, c.n_in});
+      std::vector<uint8_t> packed;  // the AMX level reads its own layout
+      if (isa == Isa::Amx && amx::packable(w)) {
+        packed = amx::pack(w);
+        w.packed = packed.data();
+      }
 
       std::vector<float> x(static_cast<size_t>(c.n_tokens * c.n_in));
       for (float& v : x) v = uniform(rng);

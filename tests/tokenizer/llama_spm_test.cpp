@@ -2,42 +2,15 @@
 // exactly), with both the vocabulary-only GGUF and llama2.c's tokenizer.bin of the same
 // vocab; round trips on UTF-8 samples; control tokens never produced; a random-bytes loop.
 #include <random>
-#include <sstream>
 
 #include "tokenizer_test_util.h"
 
 namespace tandem {
 namespace {
 
+using testing::load_vectors;
 using testing::shared_path;
-
-struct TestVector {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-// .inp: each input is followed by "\n__ggml_vocab_test__\n"; .out: one line of ids per input.
-std::vector<TestVector> load_vectors(const std::string& gguf_relative) {
-  const std::string inputs = testing::read_file(shared_path(gguf_relative) + ".inp");
-  const std::string outputs = testing::read_file(shared_path(gguf_relative) + ".out");
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::vector<TestVector> vectors;
-  for (size_t pos = 0; pos < inputs.size();) {
-    const size_t end = inputs.find(separator, pos);
-    EXPECT_NE(end, std::string::npos) << "input not terminated by the separator";
-    if (end == std::string::npos) break;
-    vectors.push_back({inputs.substr(pos, end - pos), {}});
-    pos = end + separator.size();
-  }
-  std::istringstream lines(outputs);
-  std::string line;
-  for (TestVector& vector : vectors) {
-    EXPECT_TRUE(std::getline(lines, line)) << "fewer output lines than inputs";
-    std::istringstream numbers(line);
-    for (int32_t id; numbers >> id;) vector.ids.push_back(id);
-  }
-  return vectors;
-}
+using testing::TestVector;
 
 void expect_vectors_pass(const Tokenizer& tokenizer, const std::vector<TestVector>& vectors) {
   for (const TestVector& vector : vectors) {

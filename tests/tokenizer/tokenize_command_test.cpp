@@ -1,8 +1,11 @@
 // End to end: runs the `tandem tokenize` binary and checks the ids it prints, with -p and
-// with the text on stdin (verbatim, binary-safe).
+// with the text on stdin (verbatim, binary-safe), on SentencePiece and GPT-2 GGUFs and on
+// tokenizer.json files and folders.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "tokenizer_test_util.h"
 
@@ -62,15 +65,56 @@ TEST(TokenizeCommand, Llama2cModelFindsItsTokenizer) {
   EXPECT_EQ(out, "1 368 430 281 269 435 447\n");
 }
 
-TEST(TokenizeCommand, BadVocabFailsWithOneLine) {
-  TANDEM_REQUIRE_SHARED("tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf");
+TEST(TokenizeCommand, Gpt2VocabWithoutBos) {
+  TANDEM_REQUIRE_SHARED(testing::kGpt2Gguf);
   int status = 0;
+  // gpt-2 has add_bos_token unset (false): no BOS unless the vocab asks for one.
   const std::string out = run_command(
-      fmt::format("'{}' tokenize -m '{}' -p hi 2>&1", TANDEM_BINARY,
-                  testing::shared_path("tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf")),
+      fmt::format("'{}' tokenize -m '{}' -p 'Hello world'", TANDEM_BINARY,
+                  testing::shared_path(testing::kGpt2Gguf)),
       status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out, "15496 995\n");
+  const std::string special = run_command(
+      fmt::format("'{}' tokenize -m '{}' --special -p 'Hello<|endoftext|>'", TANDEM_BINARY,
+                  testing::shared_path(testing::kGpt2Gguf)),
+      status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(special, "15496 50256\n");
+}
+
+TEST(TokenizeCommand, TokenizerJsonAndFolder) {
+  const std::string dir = ::testing::TempDir() + "tandem_tokenize_json";
+  std::filesystem::create_directories(dir);
+  // A three-letter byte-level vocabulary: "a", "b", "ab" and the merge that makes it.
+  {
+    std::ofstream(dir + "/tokenizer.json")
+        << R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3},
+               "merges": ["a b"]},
+               "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}})";
+  }
+  int status = 0;
+  for (const std::string& path : {dir, dir + "/tokenizer.json"}) {
+    const std::string out = run_command(
+        fmt::format("'{}' tokenize -m '{}' -p 'ab ab'", TANDEM_BINARY, path), status);
+    EXPECT_EQ(status, 0);
+    EXPECT_EQ(out, "2 3 2\n") << path;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TokenizeCommand, BadVocabFailsWithOneLine) {
+  const std::string path = ::testing::TempDir() + "tandem_bad_vocab.gguf";
+  GgufWriter writer;
+  writer.set("tokenizer.ggml.model", GgufValue::string("bert"));
+  writer.write(path);
+  int status = 0;
+  const std::string out =
+      run_command(fmt::format("'{}' tokenize -m '{}' -p hi 2>&1", TANDEM_BINARY, path), status);
   EXPECT_EQ(status, 1);
-  EXPECT_NE(out.find("gpt2"), std::string::npos) << out;
+  EXPECT_NE(out.find("bert"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // Shared helpers for the tokenizer tests: paths into ../shared (tests skip when it is absent),
-// loaders for the test vocabularies, and a UTF-8 validity check.
+// loaders for the test vocabularies and llama.cpp's .inp/.out vectors, a UTF-8 validity check.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -21,6 +23,7 @@ inline std::string shared_path(const std::string& relative) {
 }
 
 inline const char* kLlamaSpmGguf = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+inline const char* kGpt2Gguf = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 inline const char* kLlama2TokenizerBin = "tokenizers/llama2/tokenizer.bin";
 inline const char* kAidreamsDir = "models/aidreams260K";
 
@@ -39,6 +42,35 @@ inline std::string read_file(const std::string& path) {
 
 inline Tokenizer gguf_tokenizer(const std::string& relative) {
   return Tokenizer(vocab_from_gguf(GgufFile::open(shared_path(relative))));
+}
+
+struct TestVector {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+// llama.cpp's vectors beside a vocab GGUF. .inp: each input is followed by
+// "\n__ggml_vocab_test__\n"; .out: one line of ids per input.
+inline std::vector<TestVector> load_vectors(const std::string& gguf_relative) {
+  const std::string inputs = read_file(shared_path(gguf_relative) + ".inp");
+  const std::string outputs = read_file(shared_path(gguf_relative) + ".out");
+  const std::string separator = "\n__ggml_vocab_test__\n";
+  std::vector<TestVector> vectors;
+  for (size_t pos = 0; pos < inputs.size();) {
+    const size_t end = inputs.find(separator, pos);
+    EXPECT_NE(end, std::string::npos) << "input not terminated by the separator";
+    if (end == std::string::npos) break;
+    vectors.push_back({inputs.substr(pos, end - pos), {}});
+    pos = end + separator.size();
+  }
+  std::istringstream lines(outputs);
+  std::string line;
+  for (TestVector& vector : vectors) {
+    EXPECT_TRUE(std::getline(lines, line)) << "fewer output lines than inputs";
+    std::istringstream numbers(line);
+    for (int32_t id; numbers >> id;) vector.ids.push_back(id);
+  }
+  return vectors;
 }
 
 // Written independently of src/tokenizer/utf8.cpp (decode code points, then check ranges),

@@ -18,8 +18,13 @@
 #include "base/dtype.h"
 #include "kernels/kernel_table.h"
 
+// Everything below is compiled for the ISA; it only runs after the runtime check.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+#endif
 
 namespace tandem::avx512 {
 namespace {
@@ -231,4 +236,8 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
 
 }  // namespace tandem::avx512
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -1,0 +1,144 @@
+// tandem serve: an OpenAI-compatible HTTP server over the continuous-batching engine. Binds
+// first (so /health can say "loading"), loads the model, then serves until SIGINT/SIGTERM:
+// stop accepting, let in-flight requests finish for a few seconds, cancel the rest, exit 0.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "io/gguf_file.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "tokenizer/load_tokenizer.h"
+
+namespace tandem::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  server::ServerConfig http;
+  EngineConfig engine;
+  std::string chat_template;
+  int threads = 0;
+  double drain_seconds = 5.0;
+};
+
+server::ChatFormat choose_chat_format(const ServeOptions& options) {
+  if (!options.chat_template.empty()) {
+    const auto format = server::chat_format_from_name(options.chat_template);
+    TANDEM_CHECK_INPUT(format.has_value(), "unknown --chat-template '{}' (chatml, llama2, llama3, zephyr)",
+                       options.chat_template);
+    return *format;
+  }
+  if (!is_gguf_path(options.model_path)) return server::ChatFormat::ChatML;
+  const GgufFile file = GgufFile::open(options.model_path);
+  return server::detect_chat_format(file.get_string("tokenizer.chat_template").value_or(""));
+}
+
+// Waits for SIGINT or SIGTERM (blocked in every thread, so only this wait sees them).
+int wait_for_signal(const sigset_t& signals) {
+  for (;;) {
+    const int signal = sigwaitinfo(&signals, nullptr);
+    if (signal > 0) return signal;
+  }
+}
+
+void serve(const ServeOptions& options) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  // Before any thread starts, so all of them inherit the mask.
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a dead server
+
+  server::HttpServer http(options.http);
+  http.bind();
+  std::fprintf(stderr, "tandem serve: listening on http://%s:%d (loading %s)\n", options.http.host.c_str(),
+               http.port(), options.model_path.c_str());
+  std::thread http_thread([&http] { http.listen(); });
+  struct StopHttp {  // on a load error too: never leave the listener thread running
+    server::HttpServer& http;
+    std::thread& thread;
+    ~StopHttp() {
+      http.stop();
+      if (thread.joinable()) thread.join();
+    }
+  } stop_http{http, http_thread};
+
+  std::shared_ptr<const Model> model = load_model(options.model_path);
+  const Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model->config.vocab_size);
+  TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
+                     "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
+                     model->config.vocab_size);
+  const server::ChatFormat chat_format = choose_chat_format(options);
+  ThreadPool pool(options.threads);
+  Engine engine(model, tokenizer, options.engine, pool);
+  engine.start();
+  const std::string model_id = std::filesystem::path(options.model_path).filename().string();
+  http.attach(&engine, model_id, chat_format);
+  const EngineStats stats = engine.stats();
+  std::fprintf(stderr,
+               "tandem serve: ready — model %s, chat format %s, %d parallel, context %lld, %lld KV blocks of %lld "
+               "tokens (%lld bytes each), batch budget %lld tokens\n",
+               model_id.c_str(), std::string(server::chat_format_name(chat_format)).c_str(), engine.config().max_seqs,
+               static_cast<long long>(engine.context_length()), static_cast<long long>(stats.blocks.total),
+               static_cast<long long>(stats.block_size), static_cast<long long>(stats.bytes_per_block),
+               static_cast<long long>(engine.config().max_batch_tokens));
+
+  const int signal = wait_for_signal(signals);
+  std::fprintf(stderr, "tandem serve: %s received; no longer accepting, finishing in-flight requests\n",
+               signal == SIGINT ? "SIGINT" : "SIGTERM");
+  http.stop();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.drain_seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const EngineStats now = engine.stats();
+    if (now.running + now.waiting == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  engine.cancel_all();
+  http_thread.join();  // handlers are done once every request has its final event
+  engine.stop();
+  std::fprintf(stderr, "tandem serve: stopped\n");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto options = std::make_shared<ServeOptions>();
+  CLI::App* command = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  command->add_option("-m,--model", options->model_path, "Model file (.gguf or llama2.c model.bin)")->required();
+  command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models (tokenizer.bin)");
+  command->add_option("--host", options->http.host, "Address to bind")->capture_default_str();
+  command->add_option("--port", options->http.port, "Port (0: any free port)")->capture_default_str();
+  command->add_option("--api-key", options->http.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  command->add_option("--parallel", options->engine.max_seqs, "Sequences decoded together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  command->add_option("--ctx", options->engine.context_length, "Context per sequence (default: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--max-batch-tokens", options->engine.max_batch_tokens, "Tokens per engine step (prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command->add_option("--kv-memory", options->engine.kv_memory_bytes,
+                      "KV cache bytes (default: --parallel full contexts)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--kv-block", options->engine.block_size, "Tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  command->add_option("--chat-template", options->chat_template,
+                      "Chat format: chatml, llama2, llama3, zephyr (default: from the GGUF's template)");
+  command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
+  command->add_option("--drain-seconds", options->drain_seconds, "On SIGTERM, how long in-flight requests may finish")
+      ->capture_default_str();
+  command->callback([options] { serve(*options); });
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,365 @@
+// Engine step loop (see engine.h). Each step: take in new requests and cancellations, plan,
+// map every scheduled sequence's blocks to cache slots, one forward pass, then per sampling
+// row: sample, detokenize, match stop strings, emit. Only the engine thread touches the
+// scheduler, the cache and the sequences; the mutex guards the hand-over queues and stats.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/error.h"
+
+namespace tandem {
+
+struct Engine::Sequence {
+  Sequence(const Tokenizer& tokenizer, SamplingParams sampling, int64_t vocab_size)
+      : sampler(sampling, vocab_size), detokenizer(tokenizer) {}
+
+  Request request;
+  Sampler sampler;
+  StreamingDetokenizer detokenizer;
+  std::string held;  // detokenized text not yet released: it could start a stop string
+  EventCallback on_event;
+};
+
+namespace {
+
+double ms_between(RequestClock::time_point from, RequestClock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string: that
+// much must be held back, since the next token could complete the stop string.
+size_t stop_prefix_suffix(const std::string& text, const std::vector<std::string>& stops) {
+  size_t longest = 0;
+  for (const std::string& stop : stops) {
+    for (size_t n = std::min(text.size(), stop.size() - 1); n > longest; --n) {
+      if (text.compare(text.size() - n, n, stop, 0, n) == 0) {
+        longest = n;
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
+// Earliest position of any stop string in `text`, or npos.
+size_t find_stop(const std::string& text, const std::vector<std::string>& stops) {
+  size_t first = std::string::npos;
+  for (const std::string& stop : stops) first = std::min(first, text.find(stop));
+  return first;
+}
+
+}  // namespace
+
+Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, EngineConfig config, ThreadPool& pool)
+    : model_(std::move(model)),
+      tokenizer_(tokenizer),
+      config_([&] {
+        const int64_t model_context = model_->config.context_length;
+        if (config.context_length <= 0 || config.context_length > model_context) config.context_length = model_context;
+        TANDEM_CHECK_INPUT(config.max_seqs >= 1, "--parallel must be at least 1");
+        TANDEM_CHECK_INPUT(config.block_size >= 1 && config.block_size <= 4096, "--kv-block must be in 1..4096");
+        config.max_batch_tokens = std::max<int64_t>(config.max_batch_tokens, config.max_seqs);
+        return config;
+      }()),
+      blocks_([&] {
+        const int64_t per_block = 2 * model_->config.n_layers * model_->config.kv_width() *
+                                  static_cast<int64_t>(sizeof(float)) * config_.block_size;
+        const int64_t per_seq = (config_.context_length + config_.block_size - 1) / config_.block_size;
+        const int64_t n_blocks = config_.kv_memory_bytes > 0 ? config_.kv_memory_bytes / per_block
+                                                             : per_seq * config_.max_seqs;
+        // One sequence at full context must always fit, or a lone request could never finish.
+        TANDEM_CHECK_INPUT(n_blocks >= per_seq,
+                           "the KV pool holds {} blocks of {} tokens but one {}-token context needs {} "
+                           "(raise --kv-memory or lower --ctx)",
+                           n_blocks, config_.block_size, config_.context_length, per_seq);
+        return BlockAllocator(n_blocks, config_.block_size);
+      }()),
+      cache_(model_->config, blocks_.n_blocks() * config_.block_size, config_.max_seqs, KvCache::SlotOwner::External),
+      forward_(model_, config_.max_batch_tokens, pool),
+      scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
+      lane_owner_(static_cast<size_t>(config_.max_seqs), -1),
+      logprob_work_(static_cast<size_t>(model_->config.vocab_size)),
+      logprob_ids_(static_cast<size_t>(model_->config.vocab_size)) {
+  update_stats();
+}
+
+Engine::~Engine() { stop(); }
+
+uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) {
+  const int64_t vocab = model_->config.vocab_size;
+  TANDEM_CHECK_INPUT(!prompt.empty(), "the prompt is empty");
+  TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= config_.context_length,
+                     "the prompt has {} tokens but the context is {} tokens", prompt.size(), config_.context_length);
+  for (int32_t id : prompt) TANDEM_CHECK_INPUT(id >= 0 && id < vocab, "token id {} is outside the vocabulary", id);
+  TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
+  TANDEM_CHECK_INPUT(params.top_logprobs <= 20, "top_logprobs must be at most 20");
+  for (const std::string& stop : params.stop) TANDEM_CHECK_INPUT(!stop.empty(), "a stop string is empty");
+  auto sequence = std::make_unique<Sequence>(tokenizer_, params.sampling, vocab);  // validates sampling
+  // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
+  for (int32_t id : prompt) sequence->detokenizer.push(id);
+  sequence->request.prompt = std::move(prompt);
+  sequence->request.params = std::move(params);
+  sequence->request.times.arrival = RequestClock::now();
+  sequence->on_event = std::move(on_event);
+  std::lock_guard lock(mutex_);
+  TANDEM_CHECK_INPUT(!stopping_, "the engine is shutting down");
+  const uint64_t id = next_id_++;
+  sequence->request.id = id;
+  incoming_.push_back(std::move(sequence));
+  ++stats_.waiting;
+  wake_.notify_one();
+  return id;
+}
+
+void Engine::cancel(uint64_t request_id) {
+  std::lock_guard lock(mutex_);
+  cancels_.insert(request_id);
+  wake_.notify_one();
+}
+
+void Engine::cancel_all() {
+  std::lock_guard lock(mutex_);
+  cancel_everything_ = true;
+  wake_.notify_one();
+}
+
+void Engine::intake() {
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  std::unordered_set<uint64_t> cancels;
+  bool everything = false;
+  {
+    std::lock_guard lock(mutex_);
+    incoming.swap(incoming_);
+    cancels.swap(cancels_);
+    everything = cancel_everything_;
+    cancel_everything_ = false;
+  }
+  for (std::unique_ptr<Sequence>& sequence : incoming) {
+    Request* request = &sequence->request;
+    sequences_.emplace(request->id, std::move(sequence));
+    scheduler_.add(request);
+  }
+  if (everything)
+    for (const auto& [id, sequence] : sequences_) cancels.insert(id);
+  for (uint64_t id : cancels) {
+    const auto it = sequences_.find(id);
+    if (it == sequences_.end()) continue;
+    RequestEvent event;
+    finish(*it->second, RequestState::Cancelled, FinishReason::Cancelled, event);
+  }
+}
+
+bool Engine::step() {
+  intake();
+  const StepPlan plan = scheduler_.schedule();
+  if (plan.empty()) {
+    update_stats();
+    return false;
+  }
+
+  const int32_t block_size = config_.block_size;
+  batch_.clear();
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Request& request = *chunk.request;
+    // A lane reused by another admission still maps the old blocks: start it afresh.
+    if (lane_owner_[static_cast<size_t>(request.seq)] != request.admit_order) {
+      cache_.release(request.seq);
+      lane_owner_[static_cast<size_t>(request.seq)] = request.admit_order;
+    }
+    cache_.map_blocks(request.seq, request.block_table, block_size, chunk.start + chunk.n_tokens);
+    for (int64_t i = 0; i < chunk.n_tokens; ++i) {
+      const int64_t position = chunk.start + i;
+      batch_.add(request.tokens[static_cast<size_t>(position)], static_cast<int32_t>(position), request.seq,
+                 chunk.samples && i == chunk.n_tokens - 1);
+    }
+  }
+  const std::span<const float> logits = forward_.run(batch_, cache_);
+  scheduler_.complete(plan);
+
+  const auto vocab = static_cast<size_t>(model_->config.vocab_size);
+  size_t row = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.samples) continue;
+    process_sample(*sequences_.at(chunk.request->id), logits.subspan(row * vocab, vocab));
+    ++row;
+  }
+  ++steps_;
+  {
+    std::lock_guard lock(mutex_);
+    stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
+  }
+  update_stats();
+  return true;
+}
+
+void Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
+  Request& request = sequence.request;
+  const GenerationParams& params = request.params;
+  RequestEvent event;
+  const int32_t token = sequence.sampler.sample(logits, request.tokens);
+  if (params.top_logprobs >= 0) event.logprobs.push_back(logprobs_of(logits, token, params.top_logprobs));
+
+  const RequestClock::time_point now = RequestClock::now();
+  if (request.generated.empty()) {
+    request.times.first_token = now;
+  } else {
+    request.times.itl_ms.push_back(ms_between(request.times.last_token, now));
+  }
+  request.times.last_token = now;
+  request.append_token(token);
+  event.tokens.push_back(token);
+
+  FinishReason reason = FinishReason::None;
+  if (token == tokenizer_.vocab().eos_id) {
+    reason = FinishReason::EndOfSequence;
+  } else {
+    sequence.held += sequence.detokenizer.push(token);
+  }
+  if (reason == FinishReason::None && static_cast<int64_t>(request.generated.size()) >= params.max_tokens)
+    reason = FinishReason::Length;
+  // The newest token would sit at position tokens.size() - 1; past the context it cannot be fed.
+  if (reason == FinishReason::None && static_cast<int64_t>(request.tokens.size()) > config_.context_length)
+    reason = FinishReason::ContextLimit;
+  if (reason != FinishReason::None) sequence.held += sequence.detokenizer.finish();
+
+  const size_t stop_at = find_stop(sequence.held, params.stop);
+  if (stop_at != std::string::npos) {
+    event.text = sequence.held.substr(0, stop_at);
+    sequence.held.clear();
+    reason = FinishReason::StopString;
+  } else if (reason != FinishReason::None) {
+    event.text = std::move(sequence.held);
+    sequence.held.clear();
+  } else {
+    const size_t keep = stop_prefix_suffix(sequence.held, params.stop);
+    event.text = sequence.held.substr(0, sequence.held.size() - keep);
+    sequence.held.erase(0, sequence.held.size() - keep);
+  }
+
+  if (reason != FinishReason::None) {
+    finish(sequence, RequestState::Finished, reason, event);  // emits and destroys `sequence`
+    return;
+  }
+  event.request_id = request.id;
+  event.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  event.cached_tokens = std::max<int64_t>(0, request.cached_prompt_tokens);
+  event.completion_tokens = static_cast<int64_t>(request.generated.size());
+  if (sequence.on_event) sequence.on_event(std::move(event));
+}
+
+void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event) {
+  Request& request = sequence.request;
+  scheduler_.remove(&request, state);
+  request.finish_reason = reason;
+  request.times.finished = RequestClock::now();
+  const RequestTimes& times = request.times;
+  event.request_id = request.id;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  event.cached_tokens = std::max<int64_t>(0, request.cached_prompt_tokens);
+  event.completion_tokens = static_cast<int64_t>(request.generated.size());
+  const bool was_admitted = request.cached_prompt_tokens >= 0;
+  event.queue_ms = ms_between(times.arrival, was_admitted ? times.admitted : times.finished);
+  event.ttft_ms = request.generated.empty() ? 0.0 : ms_between(times.arrival, times.first_token);
+  event.e2e_ms = ms_between(times.arrival, times.finished);
+  event.itl_ms = times.itl_ms;
+  EventCallback on_event = std::move(sequence.on_event);
+  sequences_.erase(request.id);  // `sequence` is gone from here on
+  if (on_event) on_event(std::move(event));
+}
+
+TokenLogprob Engine::logprobs_of(std::span<const float> logits, int32_t chosen, int32_t top_n) {
+  // Log-softmax of the model's own logits (before temperature and truncation), as OpenAI reports.
+  const auto vocab = static_cast<int32_t>(logits.size());
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (float x : logits)
+    if (!std::isnan(x)) max_logit = std::max(max_logit, x);
+  double sum = 0.0;
+  for (int32_t i = 0; i < vocab; ++i) {
+    const float x = std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
+    logprob_work_[static_cast<size_t>(i)] = x;
+    sum += std::exp(static_cast<double>(x - max_logit));
+  }
+  const auto log_z = static_cast<float>(static_cast<double>(max_logit) + std::log(sum));
+  const auto entry = [&](int32_t id) {
+    return TopLogprob{id, tokenizer_.token_bytes(id), logprob_work_[static_cast<size_t>(id)] - log_z};
+  };
+  TokenLogprob result;
+  result.chosen = entry(chosen);
+  const int32_t n = std::min(top_n, vocab);
+  for (int32_t i = 0; i < vocab; ++i) logprob_ids_[static_cast<size_t>(i)] = i;
+  std::partial_sort(logprob_ids_.begin(), logprob_ids_.begin() + n, logprob_ids_.end(), [&](int32_t a, int32_t b) {
+    const float la = logprob_work_[static_cast<size_t>(a)], lb = logprob_work_[static_cast<size_t>(b)];
+    return la != lb ? la > lb : a < b;
+  });
+  for (int32_t i = 0; i < n; ++i) result.top.push_back(entry(logprob_ids_[static_cast<size_t>(i)]));
+  return result;
+}
+
+void Engine::update_stats() {
+  const BlockStats blocks = blocks_.stats();
+  std::lock_guard lock(mutex_);
+  stats_.running = static_cast<int64_t>(scheduler_.running().size());
+  stats_.waiting = static_cast<int64_t>(scheduler_.waiting().size() + incoming_.size());
+  stats_.blocks = blocks;
+  stats_.block_size = config_.block_size;
+  stats_.bytes_per_block = cache_.bytes_per_token() * config_.block_size;
+  stats_.steps = steps_;
+  stats_.context_length = config_.context_length;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Engine::run_until_idle() {
+  for (;;) {
+    const bool ran = step();
+    if (!ran && scheduler_.idle()) {
+      std::lock_guard lock(mutex_);
+      if (incoming_.empty() && cancels_.empty() && !cancel_everything_) return;
+    }
+  }
+}
+
+void Engine::loop() {
+  bool busy = false;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      if (!busy)
+        wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !cancels_.empty() || cancel_everything_; });
+      if (stopping_) {
+        cancel_everything_ = true;
+        break;
+      }
+    }
+    const bool ran = step();
+    busy = !scheduler_.idle();
+    // Work waits but nothing could run (cannot happen with a pool that fits one context,
+    // but never spin on it).
+    if (busy && !ran) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  intake();  // finishes every request left with a Cancelled event
+}
+
+void Engine::start() {
+  TANDEM_ASSERT(!thread_.joinable());
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace tandem

@@ -1,0 +1,144 @@
+// Engine: the serving step loop — schedule -> build one ragged Batch -> Forward::run ->
+// sample per sequence -> detokenize -> emit events. It owns the paged KV cache (blocks +
+// slots), the scheduler and every in-flight request; requests arrive thread-safely via
+// submit() and leave as events through their callback. Runs on its own thread (start()) or
+// is stepped by hand (tests). Knows nothing of HTTP or JSON.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/block_allocator.h"
+#include "kv/kv_cache.h"
+#include "model/forward.h"
+#include "tokenizer/streaming_detokenizer.h"
+
+namespace tandem {
+
+struct EngineConfig {
+  int32_t max_seqs = 4;            // --parallel: sequences in flight at once
+  int64_t max_batch_tokens = 512;  // --max-batch-tokens: tokens per step
+  int32_t block_size = 16;         // --kv-block: tokens per KV block
+  int64_t context_length = 0;      // --ctx: per-sequence limit; 0 or above the model's: the model's
+  int64_t kv_memory_bytes = 0;     // --kv-memory: pool size; 0: max_seqs full contexts
+};
+
+struct TopLogprob {
+  int32_t token = 0;
+  std::string text;  // the token's raw bytes (may be part of a UTF-8 character)
+  float logprob = 0.0f;
+};
+
+struct TokenLogprob {
+  TopLogprob chosen;
+  std::vector<TopLogprob> top;  // most probable first
+};
+
+// One event per sampled token; the last one has finished set (also on cancellation).
+struct RequestEvent {
+  uint64_t request_id = 0;
+  std::string text;                   // text released by this token (stop strings never appear)
+  std::vector<int32_t> tokens;        // the token(s) sampled for this event
+  std::vector<TokenLogprob> logprobs; // when top_logprobs >= 0, one per token
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::None;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;          // prompt tokens served from the prefix cache
+  int64_t completion_tokens = 0;
+  // Set on the final event, in milliseconds.
+  double queue_ms = 0.0, ttft_ms = 0.0, e2e_ms = 0.0;
+  std::vector<double> itl_ms;
+};
+using EventCallback = std::function<void(RequestEvent&&)>;
+
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  BlockStats blocks;
+  int64_t block_size = 0;
+  int64_t bytes_per_block = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t context_length = 0;
+};
+
+class Engine {
+ public:
+  // Throws InputError when the KV pool cannot hold one full-context sequence.
+  Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, EngineConfig config, ThreadPool& pool);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; returns its id. Thread-safe. Throws InputError for an unusable
+  // request (empty or too long prompt, max_tokens < 1, bad sampling parameters) — nothing
+  // is queued then. `on_event` runs on the engine thread and must not block.
+  uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
+  // Cancels at the start of the next step (its blocks are freed then). Thread-safe; unknown
+  // or finished ids are ignored.
+  void cancel(uint64_t request_id);
+  void cancel_all();
+
+  // Runs the loop on a thread until stop(); stop() cancels whatever is still in flight.
+  void start();
+  void stop();
+
+  // One iteration; returns false when there was nothing to run. Not with start().
+  bool step();
+  // Steps until no request is left (tests).
+  void run_until_idle();
+
+  EngineStats stats() const;  // thread-safe snapshot
+  const EngineConfig& config() const { return config_; }
+  int64_t context_length() const { return config_.context_length; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+
+ private:
+  struct Sequence;
+
+  void intake();
+  void process_sample(Sequence& sequence, std::span<const float> logits);
+  void finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event);
+  TokenLogprob logprobs_of(std::span<const float> logits, int32_t chosen, int32_t top_n);
+  void update_stats();
+  void loop();
+
+  std::shared_ptr<const Model> model_;
+  const Tokenizer& tokenizer_;
+  EngineConfig config_;
+  BlockAllocator blocks_;
+  KvCache cache_;
+  Forward forward_;
+  Scheduler scheduler_;
+  Batch batch_;
+  std::vector<int64_t> lane_owner_;    // [max_seqs] admit_order of the request whose slots the lane maps
+  std::vector<float> logprob_work_;    // [vocab_size]
+  std::vector<int32_t> logprob_ids_;   // [vocab_size]
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only
+
+  // Shared with submitting threads.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::unique_ptr<Sequence>> incoming_;
+  std::unordered_set<uint64_t> cancels_;
+  bool cancel_everything_ = false;
+  bool stopping_ = false;
+  uint64_t next_id_ = 1;
+  EngineStats stats_;
+  int64_t steps_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,86 @@
+// Request: one generation request through its typed lifecycle
+//   Waiting -> Prefilling -> Decoding -> Finished | Cancelled
+// (a preempted request goes back to Waiting and recomputes prompt + generated so far).
+// Holds what the scheduler tracks (tokens, blocks, computed count) and the timestamps; the
+// engine keeps the per-request sampler and detokenizer beside it. No threading here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace tandem {
+
+enum class RequestState { Waiting, Prefilling, Decoding, Finished, Cancelled };
+
+// Why generation ended. OpenAI's finish_reason: Stop and EndOfSequence -> "stop",
+// Length and ContextLimit -> "length".
+enum class FinishReason { None, EndOfSequence, StopString, Length, ContextLimit, Cancelled, Error };
+const char* finish_reason_name(FinishReason reason);  // OpenAI spelling ("stop", "length", ...)
+
+struct GenerationParams {
+  SamplingParams sampling;
+  int64_t max_tokens = 16;          // >= 1
+  std::vector<std::string> stop;    // never emitted; matched across token boundaries
+  int32_t top_logprobs = -1;        // < 0: no logprobs; 0..20: chosen token plus this many alternatives
+};
+
+using RequestClock = std::chrono::steady_clock;
+
+struct RequestTimes {
+  RequestClock::time_point arrival;       // submitted
+  RequestClock::time_point admitted;      // first left the waiting queue
+  RequestClock::time_point first_token;
+  RequestClock::time_point last_token;
+  RequestClock::time_point finished;
+  std::vector<double> itl_ms;      // gaps between consecutive generated tokens
+};
+
+struct Request {
+  uint64_t id = 0;
+  RequestState state = RequestState::Waiting;
+  std::vector<int32_t> prompt;
+  GenerationParams params;
+  std::vector<int32_t> generated;  // sampled tokens, EOS included when it ends the request
+
+  // Scheduler bookkeeping. tokens() = prompt + generated; positions [0, n_computed) have K/V.
+  std::vector<int32_t> tokens;
+  int64_t n_computed = 0;
+  int32_t seq = -1;                      // KV cache lane while admitted
+  std::vector<int32_t> block_table;      // block of each block_size positions
+  std::vector<uint64_t> block_hashes;    // hashes of the leading full blocks, published or matched
+  int64_t cached_prompt_tokens = -1;     // prefix-cache hit at first admission (-1: not admitted yet)
+  int64_t admit_order = 0;               // preemption takes the newest admitted first
+  int32_t n_preemptions = 0;
+
+  FinishReason finish_reason = FinishReason::None;
+  RequestTimes times;
+
+  bool admitted() const { return seq >= 0; }
+  bool done() const { return state == RequestState::Finished || state == RequestState::Cancelled; }
+  // Tokens whose K/V must still be computed before the next sample.
+  int64_t n_pending() const { return static_cast<int64_t>(tokens.size()) - n_computed; }
+  void append_token(int32_t token) {
+    generated.push_back(token);
+    tokens.push_back(token);
+  }
+};
+
+inline const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::EndOfSequence:
+    case FinishReason::StopString: return "stop";
+    case FinishReason::Length:
+    case FinishReason::ContextLimit: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+    case FinishReason::None: break;
+  }
+  return "none";
+}
+
+}  // namespace tandem

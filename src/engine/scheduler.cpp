@@ -1,0 +1,166 @@
+// Scheduler step planning (see scheduler.h). Decodes go first so a long prompt arriving
+// never stalls the sequences already generating; prefill takes what is left of the budget.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace tandem {
+
+Scheduler::Scheduler(SchedulerConfig config, BlockAllocator& blocks)
+    : config_(config), blocks_(blocks), block_size_(blocks.block_size()) {
+  TANDEM_ASSERT(config_.max_seqs > 0);
+  // Every decoding sequence must fit in one step's batch.
+  config_.max_batch_tokens = std::max<int64_t>(config_.max_batch_tokens, config_.max_seqs);
+  for (int32_t lane = config_.max_seqs - 1; lane >= 0; --lane) free_lanes_.push_back(lane);
+}
+
+void Scheduler::add(Request* request) {
+  TANDEM_ASSERT(!request->prompt.empty());
+  request->state = RequestState::Waiting;
+  request->tokens = request->prompt;
+  request->tokens.insert(request->tokens.end(), request->generated.begin(), request->generated.end());
+  request->n_computed = 0;
+  waiting_.push_back(request);
+}
+
+bool Scheduler::grow_blocks(Request* request, int64_t n_tokens) {
+  while (static_cast<int64_t>(request->block_table.size()) * block_size_ < n_tokens) {
+    const int32_t block = blocks_.allocate();
+    if (block < 0) return false;
+    request->block_table.push_back(block);
+  }
+  return true;
+}
+
+void Scheduler::release_blocks(Request* request) {
+  // Last block first, so that with equal LRU age a prefix's head outlives its tail.
+  for (auto it = request->block_table.rbegin(); it != request->block_table.rend(); ++it) blocks_.release(*it);
+  request->block_table.clear();
+  request->block_hashes.clear();
+}
+
+bool Scheduler::admit(Request* request) {
+  if (free_lanes_.empty()) return false;
+  const auto n_tokens = static_cast<int64_t>(request->tokens.size());
+  // The last token is always computed: its logits choose the next token.
+  request->block_hashes.clear();
+  std::vector<int32_t> matched =
+      blocks_.match_prefix(request->tokens, (n_tokens - 1) / block_size_, request->block_hashes);
+  const int64_t needed = blocks_for(n_tokens) - static_cast<int64_t>(matched.size());
+  if (blocks_.n_available() < needed) {
+    for (auto it = matched.rbegin(); it != matched.rend(); ++it) blocks_.release(*it);
+    request->block_hashes.clear();
+    return false;
+  }
+  request->block_table = std::move(matched);
+  TANDEM_ASSERT(grow_blocks(request, n_tokens));
+  request->n_computed = static_cast<int64_t>(request->block_hashes.size()) * block_size_;
+  if (request->cached_prompt_tokens < 0) {
+    // Counted once per request: a recompute after preemption is not a prompt lookup.
+    request->cached_prompt_tokens = request->n_computed;
+    blocks_.count_lookup(static_cast<int64_t>(request->prompt.size()), request->n_computed);
+    request->times.admitted = RequestClock::now();
+  }
+  request->seq = free_lanes_.back();
+  free_lanes_.pop_back();
+  request->admit_order = next_admit_order_++;
+  request->state = RequestState::Prefilling;
+  running_.push_back(request);
+  return true;
+}
+
+void Scheduler::preempt(Request* request) {
+  release_blocks(request);
+  free_lanes_.push_back(request->seq);
+  request->seq = -1;
+  request->n_computed = 0;
+  request->state = RequestState::Waiting;
+  ++request->n_preemptions;
+  running_.erase(std::find(running_.begin(), running_.end(), request));
+  waiting_.push_front(request);
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  int64_t budget = config_.max_batch_tokens;
+
+  // 1. One decode token per decoding sequence, oldest first; when the pool runs dry the
+  //    newest admitted sequence gives its blocks back (it may be the one asking).
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Request* request = running_[i];
+    if (request->state != RequestState::Decoding) continue;
+    TANDEM_ASSERT(request->n_pending() == 1);
+    bool preempted_self = false;
+    while (!grow_blocks(request, static_cast<int64_t>(request->tokens.size()))) {
+      Request* victim = running_.back();
+      preempt(victim);
+      plan.preempted.push_back(victim);
+      if (victim == request) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;  // it was the newest: nothing after it is running
+    plan.chunks.push_back({request, request->n_computed, 1, true});
+    --budget;
+  }
+
+  // 2. Prefill chunks of admitted requests, oldest first.
+  for (Request* request : running_) {
+    if (budget <= 0) break;
+    if (request->state != RequestState::Prefilling) continue;
+    const int64_t n = std::min(request->n_pending(), budget);
+    plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending()});
+    budget -= n;
+  }
+
+  // 3. Admit waiting requests in order while the budget, lanes and blocks allow.
+  while (budget > 0 && !waiting_.empty() && admit(waiting_.front())) {
+    Request* request = waiting_.front();
+    waiting_.pop_front();
+    const int64_t n = std::min(request->n_pending(), budget);
+    plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending()});
+    budget -= n;
+  }
+
+  plan.n_tokens = config_.max_batch_tokens - budget;
+  return plan;
+}
+
+void Scheduler::publish_full_blocks(Request* request) {
+  const int64_t full = request->n_computed / block_size_;
+  for (auto i = static_cast<int64_t>(request->block_hashes.size()); i < full; ++i) {
+    const uint64_t parent = i == 0 ? BlockAllocator::kRootHash : request->block_hashes.back();
+    const std::span<const int32_t> piece(request->tokens.data() + i * block_size_, static_cast<size_t>(block_size_));
+    blocks_.publish(request->block_table[static_cast<size_t>(i)], parent, piece);
+    request->block_hashes.push_back(BlockAllocator::hash_block(parent, piece));
+  }
+}
+
+void Scheduler::complete(const StepPlan& plan) {
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Request* request = chunk.request;
+    TANDEM_ASSERT(request->admitted() && chunk.start == request->n_computed);
+    request->n_computed += chunk.n_tokens;
+    publish_full_blocks(request);
+    if (chunk.samples) request->state = RequestState::Decoding;
+  }
+}
+
+void Scheduler::remove(Request* request, RequestState final_state) {
+  TANDEM_ASSERT(final_state == RequestState::Finished || final_state == RequestState::Cancelled);
+  if (request->admitted()) {
+    release_blocks(request);
+    free_lanes_.push_back(request->seq);
+    request->seq = -1;
+    running_.erase(std::find(running_.begin(), running_.end(), request));
+  } else {
+    const auto it = std::find(waiting_.begin(), waiting_.end(), request);
+    if (it != waiting_.end()) waiting_.erase(it);
+  }
+  request->state = final_state;
+}
+
+}  // namespace tandem

@@ -1,0 +1,77 @@
+// Scheduler: iteration-level (continuous) batching as plain bookkeeping. Each schedule()
+// plans one step: a decode token for every decoding sequence, then prefill chunks of
+// admitted and newly admitted requests under the token budget. Admission is by free KV
+// blocks, reusing the longest cached prefix; when blocks run out mid-generation the newest
+// sequence is preempted (blocks freed, re-queued, recomputed later). No model, no threads.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/block_allocator.h"
+
+namespace tandem {
+
+struct SchedulerConfig {
+  int32_t max_seqs = 4;             // sequences admitted at once (KV cache lanes)
+  int64_t max_batch_tokens = 512;   // tokens per step, decode and prefill together (>= max_seqs)
+};
+
+// A run of consecutive positions of one request to compute this step.
+struct ScheduledChunk {
+  Request* request = nullptr;
+  int64_t start = 0;     // first position
+  int64_t n_tokens = 0;
+  bool samples = false;  // ends at the request's last token: its logits choose the next token
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks
+  std::vector<Request*> preempted;     // sent back to the waiting queue this step
+  int64_t n_tokens = 0;
+
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  // `blocks` must outlive the scheduler; every block the scheduler holds comes from it.
+  Scheduler(SchedulerConfig config, BlockAllocator& blocks);
+
+  // Queues a request (tokens = prompt, state Waiting). The caller checked that it fits: its
+  // prompt plus output never needs more blocks than the pool has.
+  void add(Request* request);
+  // Plans the next step; empty when nothing can run.
+  StepPlan schedule();
+  // The plan's K/V is now in the cache: advances computed positions, publishes newly full
+  // blocks to the prefix cache, and moves requests whose chunk sampled to Decoding.
+  void complete(const StepPlan& plan);
+  // Ends a request in any state (Finished or Cancelled), returning its blocks and lane.
+  void remove(Request* request, RequestState final_state);
+
+  const std::vector<Request*>& running() const { return running_; }
+  const std::deque<Request*>& waiting() const { return waiting_; }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  const SchedulerConfig& config() const { return config_; }
+  int64_t blocks_for(int64_t n_tokens) const { return (n_tokens + block_size_ - 1) / block_size_; }
+
+ private:
+  bool admit(Request* request);
+  void preempt(Request* request);
+  // Grows the block table to cover n_tokens positions; false if the pool ran dry.
+  bool grow_blocks(Request* request, int64_t n_tokens);
+  void release_blocks(Request* request);
+  void publish_full_blocks(Request* request);
+
+  SchedulerConfig config_;
+  BlockAllocator& blocks_;
+  int32_t block_size_;
+  std::vector<Request*> running_;    // admitted, oldest admission first
+  std::deque<Request*> waiting_;     // FIFO; preempted requests go to the front
+  std::vector<int32_t> free_lanes_;  // a stack; lowest lane on top
+  int64_t next_admit_order_ = 0;
+};
+
+}  // namespace tandem

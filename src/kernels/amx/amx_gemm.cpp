@@ -1,0 +1,205 @@
+// AMX-INT8 GEMM for Q8_0 / Q4_0 (see amx_gemm.h).
+//
+// Packed layout, per group of 16 weight rows (the last group zero-padded), per block b:
+//   Q8_0: 512 bytes of int8 in VNNI order — byte [j * 64 + n * 4 + i] is element 4j + i of
+//         row n's block — then 16 fp16 scales (one per row): 544 bytes, the size of the
+//         original 16 blocks.
+//   Q4_0: the same 512 values + 8 as nibbles — byte p holds value p (low) and value p + 256
+//         (high) — then 16 fp16 scales: 288 bytes.
+// Tile registers: 0 = C (16 tokens x 16 rows int32), 1 = A (16 tokens x 32 bytes of
+// activations), 2 = B (8 x 64 bytes: one block of 16 rows).
+#include "kernels/amx/amx_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/kernel_table.h"
+
+// Everything below is compiled for the ISA; it only runs after the runtime check.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")
+#endif
+
+namespace tandem::amx {
+namespace {
+
+constexpr int64_t kGroupRows = 16;
+constexpr int64_t kTileTokens = 16;
+constexpr int64_t kQ8GroupBlockBytes = 512 + 32;
+constexpr int64_t kQ4GroupBlockBytes = 256 + 32;
+
+int64_t group_block_bytes(DType type) { return type == DType::Q8_0 ? kQ8GroupBlockBytes : kQ4GroupBlockBytes; }
+
+struct TileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t bytes_per_row[16];
+  uint8_t rows[16];
+};
+
+// Tile state is per thread: configure once on each thread that runs the kernel.
+void ensure_tiles_configured() {
+  thread_local bool configured = false;
+  if (configured) return;
+  alignas(64) TileConfig config{};
+  config.palette_id = 1;
+  config.rows[0] = kTileTokens;
+  config.bytes_per_row[0] = 64;
+  config.rows[1] = kTileTokens;
+  config.bytes_per_row[1] = 32;
+  config.rows[2] = 8;
+  config.bytes_per_row[2] = 64;
+  _tile_loadconfig(&config);
+  configured = true;
+}
+
+// Element k (0..31) of a row's block, as int8.
+int8_t block_value(DType type, const uint8_t* row, int64_t b, int k) {
+  if (type == DType::Q8_0) return reinterpret_cast<const BlockQ8_0*>(row)[b].quants[k];
+  const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(row)[b];
+  const uint8_t byte = block.nibbles[k % 16];
+  return static_cast<int8_t>((k < 16 ? (byte & 0x0f) : (byte >> 4)) - 8);
+}
+
+uint16_t block_scale_bits(DType type, const uint8_t* row, int64_t b) {
+  return type == DType::Q8_0 ? reinterpret_cast<const BlockQ8_0*>(row)[b].scale_f16
+                             : reinterpret_cast<const BlockQ4_0*>(row)[b].scale_f16;
+}
+
+// Expands a packed Q4_0 group-block into the 512 int8 values of a B tile.
+inline void unpack_q4(const uint8_t* packed, int8_t* tile) {
+  const __m512i low_mask = _mm512_set1_epi8(0x0f);
+  const __m512i eight = _mm512_set1_epi8(8);
+  for (int i = 0; i < 4; ++i) {
+    const __m512i bytes = _mm512_loadu_si512(packed + i * 64);
+    const __m512i low = _mm512_sub_epi8(_mm512_and_si512(bytes, low_mask), eight);
+    const __m512i high = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_mask), eight);
+    _mm512_storeu_si512(tile + i * 64, low);
+    _mm512_storeu_si512(tile + 256 + i * 64, high);
+  }
+}
+
+template <DType kType>
+void gemm_group(const TensorView& weight, int64_t group, int64_t store_begin, int64_t store_end,
+                const ActivationBlockQ8* x, int64_t n_tokens, float* out, int64_t out_stride) {
+  const int64_t n_blocks = weight.row_length() / 32;
+  const int64_t block_bytes = group_block_bytes(kType);
+  const uint8_t* packed = weight.packed + group * n_blocks * block_bytes;
+  const int64_t activation_stride = n_blocks * static_cast<int64_t>(sizeof(ActivationBlockQ8));
+  alignas(64) int32_t c_tile[kTileTokens * kGroupRows];
+  alignas(64) int8_t b_tile[512];
+  alignas(64) int8_t a_tile[kTileTokens * 32] = {};
+  const __mmask16 store_mask =
+      static_cast<__mmask16>(((1u << (store_end - store_begin)) - 1) << (store_begin - group * kGroupRows));
+
+  for (int64_t token0 = 0; token0 < n_tokens; token0 += kTileTokens) {
+    const int64_t valid = std::min<int64_t>(kTileTokens, n_tokens - token0);
+    __m512 acc[kTileTokens];
+    for (int64_t m = 0; m < kTileTokens; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* block = packed + b * block_bytes;
+      // Tile loads do not train the hardware prefetcher well: fetch two blocks ahead.
+      for (int64_t line = 0; line < block_bytes; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(block + 2 * block_bytes + line), _MM_HINT_T0);
+      if constexpr (kType == DType::Q8_0) {
+        _tile_loadd(2, block, 64);
+      } else {
+        unpack_q4(block, b_tile);
+        _tile_loadd(2, b_tile, 64);
+      }
+      const ActivationBlockQ8* first = x + token0 * n_blocks + b;
+      if (valid == kTileTokens) {
+        _tile_loadd(1, first->quants, activation_stride);
+      } else {
+        // A partial token tile: gather the valid rows (never read past x). Rows past `valid`
+        // hold stale bytes; they only feed C rows that are never read.
+        for (int64_t m = 0; m < valid; ++m) std::memcpy(a_tile + m * 32, first[m * n_blocks].quants, 32);
+        _tile_loadd(1, a_tile, 32);
+      }
+      _tile_zero(0);
+      _tile_dpbssd(0, 1, 2);
+      _tile_stored(0, c_tile, 64);
+      const __m512 row_scales =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + block_bytes - 32)));
+      for (int64_t m = 0; m < valid; ++m) {
+        const __m512 scale = _mm512_mul_ps(row_scales, _mm512_set1_ps(first[m * n_blocks].scale));
+        const __m512 dots = _mm512_cvtepi32_ps(_mm512_load_si512(c_tile + m * kGroupRows));
+        acc[m] = _mm512_fmadd_ps(dots, scale, acc[m]);
+      }
+    }
+    for (int64_t m = 0; m < valid; ++m)
+      _mm512_mask_storeu_ps(out + (token0 + m) * out_stride + group * kGroupRows, store_mask, acc[m]);
+  }
+}
+
+}  // namespace
+
+bool packable(const TensorView& weight) {
+  return weight.n_dims == 2 && (weight.dtype == DType::Q8_0 || weight.dtype == DType::Q4_0);
+}
+
+std::vector<uint8_t> pack(const TensorView& weight) {
+  TANDEM_ASSERT(packable(weight));
+  const DType type = weight.dtype;
+  const int64_t n_rows = weight.n_rows();
+  const int64_t n_blocks = weight.row_length() / 32;
+  const int64_t n_groups = (n_rows + kGroupRows - 1) / kGroupRows;
+  const int64_t block_bytes = group_block_bytes(type);
+  std::vector<uint8_t> packed(static_cast<size_t>(n_groups * n_blocks * block_bytes), 0);
+  int8_t values[512];
+  for (int64_t g = 0; g < n_groups; ++g) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      uint8_t* out = packed.data() + (g * n_blocks + b) * block_bytes;
+      uint16_t* scales = reinterpret_cast<uint16_t*>(out + block_bytes - 32);
+      std::memset(values, 0, sizeof(values));
+      for (int64_t n = 0; n < kGroupRows; ++n) {
+        const int64_t row = g * kGroupRows + n;
+        if (row >= n_rows) {
+          scales[n] = 0;
+          continue;
+        }
+        for (int k = 0; k < 32; ++k) values[(k / 4) * 64 + n * 4 + k % 4] = block_value(type, weight.row(row), b, k);
+        scales[n] = block_scale_bits(type, weight.row(row), b);
+      }
+      if (type == DType::Q8_0) {
+        std::memcpy(out, values, 512);
+      } else {
+        for (int p = 0; p < 256; ++p)
+          out[p] = static_cast<uint8_t>(((values[p] + 8) & 0x0f) | (((values[p + 256] + 8) & 0x0f) << 4));
+      }
+    }
+  }
+  return packed;
+}
+
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+             int64_t n_tokens, float* out, int64_t out_stride) {
+  if (weight.packed == nullptr) {
+    avx512::gemm_q8(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    return;
+  }
+  ensure_tiles_configured();
+  for (int64_t group = row_begin / kGroupRows; group * kGroupRows < row_end; ++group) {
+    const int64_t store_begin = std::max(row_begin, group * kGroupRows);
+    const int64_t store_end = std::min(row_end, (group + 1) * kGroupRows);
+    if (weight.dtype == DType::Q8_0)
+      gemm_group<DType::Q8_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
+    else
+      gemm_group<DType::Q4_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
+  }
+}
+
+}  // namespace tandem::amx
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,270 @@
+// Loads a Hugging Face model folder (config.json + safetensors, single or sharded) of
+// model_type llama / mistral / qwen2 into a Model. Weights stay in the memory map in their
+// stored type (F32/F16/BF16), except q_proj/k_proj, which are copied with their rows permuted
+// into the interleaved RoPE layout our forward pass uses (see permute_rope_rows), and norms
+// and biases, which are converted to f32. Tokenizer files are not read here.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numbers>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/quant.h"
+#include "io/safetensors_file.h"
+#include "model/model.h"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+// HF's Llama attention rotates each head as rotate_half does: element i pairs with element
+// i + head_dim/2 (both at frequency index i). Our forward pass (like llama.cpp's GGUF files)
+// pairs elements (2i, 2i+1). Reordering the output rows of Wq and Wk (and their biases) per
+// head so that new row 2i = old row i and new row 2i+1 = old row i + head_dim/2 makes the
+// two identical: the rotation acts on the same value pairs at the same frequencies, and
+// q·k is unchanged because q and k get the same permutation. V and O are untouched.
+// `rows` are [n_heads * head_dim] rows of `row_bytes` bytes each.
+std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, int64_t n_heads, int64_t head_dim, int64_t row_bytes) {
+  std::vector<uint8_t> out(static_cast<size_t>(n_heads * head_dim * row_bytes));
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        const int64_t from = h * head_dim + j * half + i, to = h * head_dim + 2 * i + j;
+        std::memcpy(out.data() + to * row_bytes, rows + from * row_bytes, static_cast<size_t>(row_bytes));
+      }
+  return out;
+}
+
+// Llama 3's RoPE scaling: long wavelengths (beyond the original context / low_freq_factor)
+// slow down by `factor`, short ones (under original / high_freq_factor) stay, and the band
+// between is a linear blend in 1/wavelength. Returned as divisors of each pair's frequency,
+// the form GGUF's rope_freqs.weight uses.
+std::vector<float> llama3_freq_factors(const json& scaling, int64_t rope_dims, double base) {
+  auto number = [&](const char* key) {
+    const auto it = scaling.find(key);
+    TANDEM_CHECK_INPUT(it != scaling.end() && it->is_number(), "rope_scaling needs a number '{}'", key);
+    return it->get<double>();
+  };
+  const double factor = number("factor"), low = number("low_freq_factor"), high = number("high_freq_factor");
+  const double original = number("original_max_position_embeddings");
+  TANDEM_CHECK_INPUT(factor >= 1.0 && factor < 1e6 && low > 0.0 && high > low && original >= 1.0 && original < 1e9,
+                     "rope_scaling values are out of range (factor {}, low_freq_factor {}, high_freq_factor {})", factor,
+                     low, high);
+  const double low_freq_wavelength = original / low, high_freq_wavelength = original / high;
+  std::vector<float> factors(static_cast<size_t>(rope_dims / 2));
+  for (int64_t i = 0; i < rope_dims / 2; ++i) {
+    const double frequency = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+    const double wavelength = 2.0 * std::numbers::pi / frequency;
+    double scaled = frequency;
+    if (wavelength > low_freq_wavelength) {
+      scaled = frequency / factor;
+    } else if (wavelength >= high_freq_wavelength) {
+      const double smooth = (original / wavelength - low) / (high - low);
+      scaled = (1.0 - smooth) * frequency / factor + smooth * frequency;
+    }
+    factors[static_cast<size_t>(i)] = static_cast<float>(frequency / scaled);
+  }
+  return factors;
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream stream(path);
+  TANDEM_CHECK_INPUT(stream.good(), "cannot open '{}'", path);
+  json value = json::parse(stream, nullptr, /*allow_exceptions=*/false);
+  TANDEM_CHECK_INPUT(!value.is_discarded() && value.is_object(), "'{}' is not a well-formed JSON object", path);
+  return value;
+}
+
+class HfModelBuilder {
+ public:
+  HfModelBuilder(const json& config, const SafetensorsCheckpoint& checkpoint, Model& model)
+      : json_(config), checkpoint_(checkpoint), model_(model) {}
+
+  void read_config() {
+    const std::string type = string_or("model_type", "");
+    TANDEM_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2",
+                       "config.json model_type '{}' is not supported (llama, mistral, qwen2)", type);
+    ModelConfig& c = model_.config;
+    c.architecture = type == "qwen2" ? "qwen2" : "llama";  // Mistral is a Llama layout
+    c.d_model = required_int("hidden_size");
+    c.n_layers = required_int("num_hidden_layers");
+    c.n_heads = required_int("num_attention_heads");
+    c.n_kv_heads = int_or("num_key_value_heads", c.n_heads);
+    c.d_ff = required_int("intermediate_size");
+    c.vocab_size = required_int("vocab_size");
+    c.context_length = int_or("max_position_embeddings", 2048);
+    c.rms_norm_eps = static_cast<float>(number_or("rms_norm_eps", 1e-6));
+    c.rope_freq_base = static_cast<float>(number_or("rope_theta", 10000.0));
+    c.head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
+    const int64_t head_dim = int_or("head_dim", c.head_dim);
+    TANDEM_CHECK_INPUT(head_dim == c.head_dim, "config.json head_dim {} differs from hidden_size / num_attention_heads = {}",
+                       head_dim, c.head_dim);
+    c.rope_dims = c.head_dim;
+    c.validate();
+    const auto scaling = json_.find("rope_scaling");
+    if (scaling != json_.end() && !scaling->is_null()) {
+      TANDEM_CHECK_INPUT(scaling->is_object(), "config.json rope_scaling is not an object");
+      const auto type_it = scaling->contains("rope_type") ? scaling->find("rope_type") : scaling->find("type");
+      const std::string rope_type = type_it != scaling->end() && type_it->is_string() ? type_it->get<std::string>() : "";
+      if (rope_type == "llama3") {
+        c.rope_freq_factors = llama3_freq_factors(*scaling, c.rope_dims, c.rope_freq_base);
+      } else {
+        TANDEM_CHECK_INPUT(rope_type == "default", "rope_scaling type '{}' is not supported (llama3)", rope_type);
+      }
+    }
+    c.validate();
+  }
+
+  void read_weights() {
+    const ModelConfig& c = model_.config;
+    ModelWeights& w = model_.weights;
+    w.token_embedding = matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
+    w.output_norm = vector("model.norm.weight", c.d_model);
+    if (checkpoint_.find("lm_head.weight") != nullptr) {
+      w.output = matrix("lm_head.weight", c.vocab_size, c.d_model);
+    } else {
+      const auto tie = json_.find("tie_word_embeddings");
+      // Llama's default is untied; the head is then required.
+      TANDEM_CHECK_INPUT(tie != json_.end() && tie->is_boolean() && tie->get<bool>(),
+                         "missing tensor 'lm_head.weight' (and config.json does not set tie_word_embeddings)");
+      w.output = w.token_embedding;
+    }
+    w.layers.resize(static_cast<size_t>(c.n_layers));
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const std::string p = fmt::format("model.layers.{}.", l);
+      LayerWeights& layer = w.layers[static_cast<size_t>(l)];
+      layer.attn_norm = vector(p + "input_layernorm.weight", c.d_model);
+      layer.wq = rope_matrix(p + "self_attn.q_proj.weight", c.n_heads);
+      layer.wk = rope_matrix(p + "self_attn.k_proj.weight", c.n_kv_heads);
+      layer.wv = matrix(p + "self_attn.v_proj.weight", c.kv_width(), c.d_model);
+      layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
+      layer.ffn_norm = vector(p + "post_attention_layernorm.weight", c.d_model);
+      layer.w_gate = matrix(p + "mlp.gate_proj.weight", c.d_ff, c.d_model);
+      layer.w_up = matrix(p + "mlp.up_proj.weight", c.d_ff, c.d_model);
+      layer.w_down = matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
+      if (c.architecture == "qwen2" || checkpoint_.find(p + "self_attn.q_proj.bias") != nullptr) {
+        layer.bq = rope_vector(p + "self_attn.q_proj.bias", c.n_heads);
+        layer.bk = rope_vector(p + "self_attn.k_proj.bias", c.n_kv_heads);
+        layer.bv = vector(p + "self_attn.v_proj.bias", c.kv_width());
+      }
+    }
+  }
+
+ private:
+  const json* field(const char* key) const {
+    const auto it = json_.find(key);
+    return it == json_.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t required_int(const char* key) const {
+    TANDEM_CHECK_INPUT(field(key) != nullptr, "config.json is missing '{}'", key);
+    return int_or(key, 0);
+  }
+  int64_t int_or(const char* key, int64_t fallback) const {
+    const json* value = field(key);
+    if (value == nullptr) return fallback;
+    TANDEM_CHECK_INPUT(value->is_number_integer(), "config.json '{}' is not an integer", key);
+    return value->get<int64_t>();
+  }
+  double number_or(const char* key, double fallback) const {
+    const json* value = field(key);
+    if (value == nullptr) return fallback;
+    TANDEM_CHECK_INPUT(value->is_number(), "config.json '{}' is not a number", key);
+    return value->get<double>();
+  }
+  std::string string_or(const char* key, const char* fallback) const {
+    const json* value = field(key);
+    if (value == nullptr) return fallback;
+    TANDEM_CHECK_INPUT(value->is_string(), "config.json '{}' is not a string", key);
+    return value->get<std::string>();
+  }
+
+  const SafetensorsTensor& tensor(const std::string& name) const {
+    const SafetensorsTensor* found = checkpoint_.find(name);
+    TANDEM_CHECK_INPUT(found != nullptr, "missing tensor '{}'", name);
+    return *found;
+  }
+
+  // Keeps `bytes` alive with the model and returns a view of them.
+  TensorView own(std::vector<uint8_t> bytes, DType dtype, int64_t rows, int64_t cols) {
+    auto buffer = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+    model_.storage.push_back(buffer);
+    return cols > 0 ? make_view(buffer->data(), dtype, {rows, cols}) : make_view(buffer->data(), dtype, {rows});
+  }
+
+  TensorView matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const TensorView& view = tensor(name).view;
+    TANDEM_CHECK_INPUT(view.n_dims == 2 && view.dim(0) == rows && view.dim(1) == cols,
+                       "tensor '{}' has shape {}, but config.json implies [{}, {}]", name, view.shape_string(), rows,
+                       cols);
+    // Safetensors does not align tensor data; kernels read whole elements, so realign a copy.
+    const auto element_bytes = static_cast<uintptr_t>(dtype_traits(view.dtype).block_bytes);
+    if (reinterpret_cast<uintptr_t>(view.data) % element_bytes == 0) return view;
+    const auto* bytes = static_cast<const uint8_t*>(view.data);
+    return own(std::vector<uint8_t>(bytes, bytes + view.n_bytes()), view.dtype, rows, cols);
+  }
+
+  // Wq / Wk: rows permuted per head into the interleaved RoPE layout, stored type kept.
+  TensorView rope_matrix(const std::string& name, int64_t n_heads) {
+    const ModelConfig& c = model_.config;
+    const TensorView view = matrix(name, n_heads * c.head_dim, c.d_model);
+    return own(permute_rope_rows(static_cast<const uint8_t*>(view.data), n_heads, c.head_dim, view.row_bytes()),
+               view.dtype, view.dim(0), view.dim(1));
+  }
+
+  // Norm weights and biases are used as f32 by the kernels: converted once, at load.
+  TensorView vector(const std::string& name, int64_t length) {
+    const TensorView& view = tensor(name).view;
+    TANDEM_CHECK_INPUT(view.n_dims == 1 && view.dim(0) == length, "tensor '{}' has shape {}, but config.json implies [{}]",
+                       name, view.shape_string(), length);
+    // Copy through bytes: the source may be unaligned.
+    std::vector<uint8_t> bytes(static_cast<size_t>(length * sizeof(float)));
+    if (view.dtype == DType::F32) {
+      std::memcpy(bytes.data(), view.data, bytes.size());
+    } else {
+      std::vector<uint8_t> aligned(static_cast<const uint8_t*>(view.data),
+                                   static_cast<const uint8_t*>(view.data) + view.n_bytes());
+      std::vector<float> values(static_cast<size_t>(length));
+      dequantize_row(view.dtype, aligned.data(), values.data(), length);
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    }
+    return own(std::move(bytes), DType::F32, length, 0);
+  }
+
+  TensorView rope_vector(const std::string& name, int64_t n_heads) {
+    const TensorView plain = vector(name, n_heads * model_.config.head_dim);
+    return own(permute_rope_rows(static_cast<const uint8_t*>(plain.data), n_heads, model_.config.head_dim, sizeof(float)),
+               DType::F32, plain.dim(0), 0);
+  }
+
+  const json& json_;
+  const SafetensorsCheckpoint& checkpoint_;
+  Model& model_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Model> load_hf_model(const std::string& dir) {
+  auto model = std::make_shared<Model>();
+  model->source_path = dir;
+  model->format = "safetensors";
+  try {
+    const json config = read_json_file((std::filesystem::path(dir) / "config.json").string());
+    SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(dir);
+    HfModelBuilder builder(config, checkpoint, *model);
+    builder.read_config();
+    builder.read_weights();
+    for (auto& mapping : checkpoint.mappings()) model->storage.push_back(mapping);
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", dir, error.what()));
+  }
+  return model;
+}
+
+}  // namespace tandem

@@ -1,0 +1,282 @@
+// HF folder -> GGUF. Weights come from load_hf_model (so the Q/K permutation and every shape
+// check live in one place) and are streamed into GgufWriter one tensor at a time, converted
+// row by row to the target type. Tokenizer keys are derived from tokenizer.json: byte-level
+// BPE becomes tokenizer.ggml.model "gpt2" (tokens, token types, merges, pre-tokenizer name);
+// SentencePiece-style BPE (byte_fallback, as TinyLlama/Mistral export it) becomes "llama".
+#include "model/hf_to_gguf.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/quant.h"
+#include "io/gguf_file.h"
+#include "model/model.h"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// llama.cpp's token types.
+constexpr int32_t kTokenNormal = 1, kTokenUnknown = 2, kTokenControl = 3, kTokenUserDefined = 4, kTokenByte = 6;
+
+// llama.cpp's general.file_type (llama_ftype) for a file whose matrices are mostly `type`.
+uint32_t file_type_of(DType type) {
+  switch (type) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q8_0: return 7;
+    case DType::BF16: return 32;
+    default: break;
+  }
+  throw InputError(fmt::format("cannot convert to type {} (use F32, F16, BF16, Q8_0 or Q4_0)", dtype_name(type)));
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream stream(path);
+  TANDEM_CHECK_INPUT(stream.good(), "cannot open '{}'", path.string());
+  json value = json::parse(stream, nullptr, /*allow_exceptions=*/false);
+  TANDEM_CHECK_INPUT(!value.is_discarded() && value.is_object(), "'{}' is not a well-formed JSON object", path.string());
+  return value;
+}
+
+GgufValue string_array(const std::vector<std::string>& items) {
+  GgufArray elements;
+  elements.reserve(items.size());
+  for (const std::string& item : items) elements.push_back(GgufValue::string(item));
+  return GgufValue::array(GgufValueType::String, std::move(elements));
+}
+
+// A token id from config.json (`<name>_token_id`, an int or a list) or, failing that, from
+// tokenizer_config.json (`<name>_token`, a string or {"content": ...}) looked up in `ids`.
+std::optional<int64_t> special_id(const json& config, const json& tokenizer_config,
+                                  const std::map<std::string, int64_t>& ids, const std::string& name) {
+  const auto direct = config.find(name + "_token_id");
+  if (direct != config.end()) {
+    if (direct->is_number_integer()) return direct->get<int64_t>();
+    if (direct->is_array() && !direct->empty() && (*direct)[0].is_number_integer()) return (*direct)[0].get<int64_t>();
+  }
+  const auto text = tokenizer_config.find(name + "_token");
+  if (text == tokenizer_config.end()) return std::nullopt;
+  std::string content;
+  if (text->is_string()) content = text->get<std::string>();
+  if (text->is_object() && text->contains("content") && (*text)["content"].is_string())
+    content = (*text)["content"].get<std::string>();
+  const auto it = ids.find(content);
+  return it == ids.end() ? std::nullopt : std::optional<int64_t>(it->second);
+}
+
+// Which llama.cpp pre-tokenizer a byte-level BPE needs, from the split regex it declares.
+std::string pre_tokenizer_name(const json& tokenizer, const std::string& architecture) {
+  if (architecture == "qwen2") return "qwen2";
+  const std::string pre = tokenizer.contains("pre_tokenizer") ? tokenizer["pre_tokenizer"].dump() : "";
+  if (pre.find("\\\\p{N}{1,3}") != std::string::npos) return "llama-bpe";  // Llama 3's digit triples
+  return "gpt2";
+}
+
+void add_tokenizer_keys(const fs::path& dir, const ModelConfig& model_config, GgufWriter& writer) {
+  const fs::path tokenizer_path = dir / "tokenizer.json";
+  if (!fs::exists(tokenizer_path)) return;  // weights-only conversion
+  const json tokenizer = read_json(tokenizer_path);
+  const json config = read_json(dir / "config.json");
+  const json tokenizer_config = fs::exists(dir / "tokenizer_config.json") ? read_json(dir / "tokenizer_config.json")
+                                                                          : json::object();
+  const auto model_it = tokenizer.find("model");
+  TANDEM_CHECK_INPUT(model_it != tokenizer.end() && model_it->is_object(), "tokenizer.json has no 'model' object");
+  const json& model = *model_it;
+  const std::string type = model.value("type", "BPE");
+  TANDEM_CHECK_INPUT(type == "BPE", "tokenizer.json model type '{}' is not supported (BPE)", type);
+  const auto vocab_it = model.find("vocab");
+  TANDEM_CHECK_INPUT(vocab_it != model.end() && vocab_it->is_object(), "tokenizer.json model has no 'vocab' object");
+
+  // id -> token over the vocabulary and the added tokens; ids past both are padding.
+  std::map<std::string, int64_t> ids;
+  std::map<int64_t, std::pair<std::string, int32_t>> by_id;  // id -> (text, token type)
+  const bool spm_style = model.value("byte_fallback", false);
+  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+  for (const auto& [text, id_json] : vocab_it->items()) {
+    TANDEM_CHECK_INPUT(id_json.is_number_unsigned(), "tokenizer.json: id of '{}' is not a non-negative integer", text);
+    const auto id = id_json.get<int64_t>();
+    int32_t token_type = kTokenNormal;
+    if (text == unk) token_type = kTokenUnknown;
+    if (spm_style && text.size() == 6 && text.starts_with("<0x") && text.back() == '>') token_type = kTokenByte;
+    by_id[id] = {text, token_type};
+    ids[text] = id;
+  }
+  if (tokenizer.contains("added_tokens") && tokenizer["added_tokens"].is_array()) {
+    for (const json& added : tokenizer["added_tokens"]) {
+      if (!added.is_object() || !added.contains("id") || !added["id"].is_number_unsigned() ||
+          !added.contains("content") || !added["content"].is_string())
+        continue;
+      const auto id = added["id"].get<int64_t>();
+      const std::string text = added["content"].get<std::string>();
+      by_id[id] = {text, added.value("special", false) ? kTokenControl : kTokenUserDefined};
+      ids[text] = id;
+    }
+  }
+  TANDEM_CHECK_INPUT(!by_id.empty() && by_id.rbegin()->first < model_config.vocab_size,
+                     "tokenizer.json holds token id {}, but the model's vocabulary has {} entries",
+                     by_id.empty() ? 0 : by_id.rbegin()->first, model_config.vocab_size);
+  // llama.cpp wants exactly one token per embedding row: fill the unused ids.
+  std::vector<std::string> tokens(static_cast<size_t>(model_config.vocab_size));
+  GgufArray token_types;
+  for (int64_t id = 0; id < model_config.vocab_size; ++id) {
+    const auto it = by_id.find(id);
+    tokens[static_cast<size_t>(id)] = it != by_id.end() ? it->second.first : fmt::format("[PAD{}]", id);
+    token_types.push_back(GgufValue::i32(it != by_id.end() ? it->second.second : kTokenUserDefined));
+  }
+
+  // Merges: "a b" strings, or [a, b] pairs in newer exports.
+  std::vector<std::string> merges;
+  if (model.contains("merges") && model["merges"].is_array()) {
+    for (const json& merge : model["merges"]) {
+      if (merge.is_string()) merges.push_back(merge.get<std::string>());
+      else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string())
+        merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+      else throw InputError("tokenizer.json: a merge is neither \"a b\" nor [a, b]");
+    }
+  }
+
+  if (spm_style) {
+    // SentencePiece encoders merge the pair whose result scores highest. A BPE ranks merges
+    // instead; scoring each token by minus the rank of the merge that makes it gives the
+    // same order. Tokens no merge makes (single characters, bytes, specials) rank last.
+    std::vector<float> scores(tokens.size(), -static_cast<float>(merges.size() + 1));
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const size_t space = merges[rank].find(' ');
+      if (space == std::string::npos) continue;
+      const auto it = ids.find(merges[rank].substr(0, space) + merges[rank].substr(space + 1));
+      if (it != ids.end() && scores[static_cast<size_t>(it->second)] < -static_cast<float>(rank))
+        scores[static_cast<size_t>(it->second)] = -static_cast<float>(rank);
+    }
+    GgufArray score_values;
+    for (float score : scores) score_values.push_back(GgufValue::f32(score));
+    writer.set("tokenizer.ggml.model", GgufValue::string("llama"));
+    writer.set("tokenizer.ggml.tokens", string_array(tokens));
+    writer.set("tokenizer.ggml.scores", GgufValue::array(GgufValueType::Float32, std::move(score_values)));
+    writer.set("tokenizer.ggml.token_type", GgufValue::array(GgufValueType::Int32, std::move(token_types)));
+  } else {
+    writer.set("tokenizer.ggml.model", GgufValue::string("gpt2"));
+    writer.set("tokenizer.ggml.pre", GgufValue::string(pre_tokenizer_name(tokenizer, model_config.architecture)));
+    writer.set("tokenizer.ggml.tokens", string_array(tokens));
+    writer.set("tokenizer.ggml.token_type", GgufValue::array(GgufValueType::Int32, std::move(token_types)));
+    writer.set("tokenizer.ggml.merges", string_array(merges));
+  }
+  for (const char* name : {"bos", "eos", "unk", "pad"}) {
+    const std::optional<int64_t> id = special_id(config, tokenizer_config, ids, name);
+    if (id && *id >= 0 && *id < model_config.vocab_size)
+      writer.set(fmt::format("tokenizer.ggml.{}_token_id", name), GgufValue::u32(static_cast<uint32_t>(*id)));
+  }
+  for (const char* flag : {"add_bos_token", "add_eos_token"}) {
+    const auto it = tokenizer_config.find(flag);
+    if (it != tokenizer_config.end() && it->is_boolean())
+      writer.set(fmt::format("tokenizer.ggml.{}", flag), GgufValue::boolean(it->get<bool>()));
+  }
+  const auto chat_template = tokenizer_config.find("chat_template");
+  if (chat_template != tokenizer_config.end() && chat_template->is_string())
+    writer.set("tokenizer.chat_template", GgufValue::string(chat_template->get<std::string>()));
+}
+
+}  // namespace
+
+void convert_hf_to_gguf(const HfConvertOptions& options) {
+  const uint32_t file_type = file_type_of(options.type);
+  const std::shared_ptr<const Model> model = load_hf_model(options.model_dir);
+  const ModelConfig& c = model->config;
+  const ModelWeights& w = model->weights;
+
+  GgufWriter writer;
+  const std::string arch = c.architecture;
+  auto u32 = [](int64_t value) { return GgufValue::u32(static_cast<uint32_t>(value)); };
+  writer.set("general.architecture", GgufValue::string(arch));
+  fs::path folder = fs::path(options.model_dir);
+  if (folder.filename().empty()) folder = folder.parent_path();  // "dir/" names "dir"
+  writer.set("general.name", GgufValue::string(folder.filename().string()));
+  writer.set("general.file_type", GgufValue::u32(file_type));
+  writer.set(arch + ".vocab_size", u32(c.vocab_size));
+  writer.set(arch + ".context_length", u32(c.context_length));
+  writer.set(arch + ".embedding_length", u32(c.d_model));
+  writer.set(arch + ".block_count", u32(c.n_layers));
+  writer.set(arch + ".feed_forward_length", u32(c.d_ff));
+  writer.set(arch + ".attention.head_count", u32(c.n_heads));
+  writer.set(arch + ".attention.head_count_kv", u32(c.n_kv_heads));
+  writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_norm_eps));
+  writer.set(arch + ".rope.freq_base", GgufValue::f32(c.rope_freq_base));
+  writer.set(arch + ".rope.dimension_count", u32(c.rope_dims));
+  add_tokenizer_keys(options.model_dir, c, writer);
+
+  struct Pending {
+    std::string name;
+    TensorView view;
+    DType type;
+  };
+  std::vector<Pending> pending;
+  // Matrices take the requested type unless its blocks do not fit the rows.
+  auto matrix = [&](const std::string& name, const TensorView& view) {
+    const int64_t block = dtype_traits(options.type).block_size;
+    pending.push_back({name, view, view.row_length() % block == 0 ? options.type : DType::F16});
+  };
+  auto f32 = [&](const std::string& name, const TensorView& view) {
+    if (view.data != nullptr) pending.push_back({name, view, DType::F32});
+  };
+  matrix("token_embd.weight", w.token_embedding);
+  f32("output_norm.weight", w.output_norm);
+  if (w.output.data != w.token_embedding.data) matrix("output.weight", w.output);
+  std::vector<float> freq_factors = c.rope_freq_factors;  // must outlive writer.write
+  if (!freq_factors.empty())
+    f32("rope_freqs.weight", make_view(freq_factors.data(), DType::F32, {static_cast<int64_t>(freq_factors.size())}));
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
+    const std::string p = fmt::format("blk.{}.", l);
+    f32(p + "attn_norm.weight", layer.attn_norm);
+    matrix(p + "attn_q.weight", layer.wq);
+    matrix(p + "attn_k.weight", layer.wk);
+    matrix(p + "attn_v.weight", layer.wv);
+    f32(p + "attn_q.bias", layer.bq);
+    f32(p + "attn_k.bias", layer.bk);
+    f32(p + "attn_v.bias", layer.bv);
+    matrix(p + "attn_output.weight", layer.wo);
+    f32(p + "ffn_norm.weight", layer.ffn_norm);
+    matrix(p + "ffn_gate.weight", layer.w_gate);
+    matrix(p + "ffn_up.weight", layer.w_up);
+    matrix(p + "ffn_down.weight", layer.w_down);
+  }
+
+  int64_t bytes_total = 0, bytes_done = 0, tensors_done = 0;
+  for (const Pending& tensor : pending) {
+    std::vector<int64_t> shape(tensor.view.shape.begin(), tensor.view.shape.begin() + tensor.view.n_dims);
+    bytes_total += GgufWriter::tensor_bytes(tensor.type, shape);
+  }
+  const auto n_tensors = static_cast<int64_t>(pending.size());
+  for (const Pending& tensor : pending) {
+    std::vector<int64_t> shape(tensor.view.shape.begin(), tensor.view.shape.begin() + tensor.view.n_dims);
+    writer.add_tensor(tensor.name, tensor.type, shape, [&, tensor](std::span<uint8_t> out) {
+      const TensorView& view = tensor.view;
+      const int64_t cols = view.row_length(), out_row_bytes = dtype_row_bytes(tensor.type, cols);
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < view.n_rows(); ++r) {
+        uint8_t* dst = out.data() + r * out_row_bytes;
+        if (view.dtype == tensor.type) {  // same type: bytes as stored, bit for bit
+          std::memcpy(dst, view.row(r), static_cast<size_t>(out_row_bytes));
+        } else {
+          dequantize_row(view.dtype, view.row(r), row.data(), cols);
+          quantize_row(tensor.type, row.data(), dst, cols);
+        }
+      }
+      bytes_done += static_cast<int64_t>(out.size());
+      if (options.progress) options.progress(++tensors_done, n_tensors, bytes_done, bytes_total);
+    });
+  }
+  writer.write(options.out_path);
+}
+
+}  // namespace tandem

@@ -1,0 +1,29 @@
+// Converts a Hugging Face model folder to a GGUF file llama.cpp can load: llama.cpp's tensor
+// names and <arch>.* metadata, Q/K rows in the interleaved RoPE layout (the HF loader already
+// permutes them), norms and biases f32, matrices in the requested type, and tokenizer.ggml.*
+// keys from tokenizer.json when the folder has one. No tokenization happens here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/dtype.h"
+
+namespace tandem {
+
+struct HfConvertOptions {
+  std::string model_dir;
+  std::string out_path;
+  // Matrices and token_embd: F32, F16, BF16, Q8_0 or Q4_0. Quantized types fall back to F16
+  // for matrices whose rows are not a multiple of 32 elements.
+  DType type = DType::F16;
+  // Called after each tensor is written: tensors done, tensors total, bytes done, bytes total.
+  std::function<void(int64_t, int64_t, int64_t, int64_t)> progress;
+};
+
+// Throws InputError for an unusable folder (see load_hf_model), an unsupported type or
+// tokenizer, or an I/O failure.
+void convert_hf_to_gguf(const HfConvertOptions& options);
+
+}  // namespace tandem

@@ -1,0 +1,31 @@
+// Chat formats: renders a conversation into the prompt text a chat model was trained on.
+// Built-in renderers for the common families (Llama 2 [INST], ChatML, Llama 3, Zephyr),
+// chosen by recognising a GGUF's tokenizer.chat_template or by name. render_chat() is the
+// single seam where a full Jinja renderer can replace the built-ins later.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem::server {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+enum class ChatFormat { ChatML, Llama2, Llama3, Zephyr };
+
+// "chatml", "llama2", "llama3", "zephyr"; nullopt for an unknown name.
+std::optional<ChatFormat> chat_format_from_name(std::string_view name);
+std::string_view chat_format_name(ChatFormat format);
+// Recognises a Jinja chat template by its marker tokens; ChatML when empty or unrecognised.
+ChatFormat detect_chat_format(std::string_view jinja_template);
+
+// The prompt text for `messages`, ending with the assistant's turn opener. BOS is not part of
+// the text (the tokenizer adds it). Throws InputError for an unknown role.
+std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
+
+}  // namespace tandem::server

@@ -1,0 +1,44 @@
+// Metrics: serving counters and latency histograms, rendered as Prometheus text. Fed one
+// finished request at a time (its final engine event) plus an engine stats snapshot at
+// scrape time. Thread-safe; owns no engine state.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace tandem::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);  // upper bounds in seconds, ascending
+  void observe(double seconds);
+  // Appends the _bucket/_sum/_count lines of `name`.
+  void render(std::string& out, const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<int64_t> counts_;  // [bounds + 1] per bucket (not cumulative); last is +Inf
+  double sum_ = 0.0;
+  int64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  // A request ended (finished, stopped or cancelled): its latencies and token counts.
+  void observe(const RequestEvent& final_event);
+  void count_rejected();
+  std::string render(const EngineStats& stats) const;
+
+ private:
+  mutable std::mutex mutex_;
+  Histogram ttft_, itl_, e2e_, queue_;
+  int64_t requests_ok_ = 0, requests_cancelled_ = 0, requests_rejected_ = 0;
+  int64_t prompt_tokens_ = 0, generated_tokens_ = 0, cached_tokens_ = 0;
+};
+
+}  // namespace tandem::server

@@ -1,0 +1,287 @@
+// OpenAI JSON <-> engine types (see openai_protocol.h). Validation is strict about types
+// (a string where a number belongs is a 400, not a silent default), lenient about unknown
+// fields (clients send many we do not use).
+#include "server/openai_protocol.h"
+
+#include <cmath>
+#include <random>
+
+namespace tandem::server {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& message) { throw ApiError(400, "invalid_request_error", message); }
+
+// The field if present and not null, else nullptr.
+const json* field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number_field(const json& body, const char* name, double fallback, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) bad(fmt::format("'{}' must be a number", name));
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}", name, lo, hi));
+  return x;
+}
+
+int64_t int_field(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number_integer()) bad(fmt::format("'{}' must be an integer", name));
+  const int64_t x = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
+                                            : v->get<int64_t>();
+  if (x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}", name, lo, hi));
+  return x;
+}
+
+bool bool_field(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false", name));
+  return v->get<bool>();
+}
+
+std::string string_field(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return {};
+  if (!v->is_string()) bad(fmt::format("'{}' must be a string", name));
+  return v->get<std::string>();
+}
+
+std::vector<std::string> stop_field(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  std::vector<std::string> stops;
+  if (v->is_string()) {
+    stops.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > 16) bad("'stop' may hold at most 16 strings");
+    for (const json& s : *v) {
+      if (!s.is_string()) bad("'stop' must be a string or an array of strings");
+      stops.push_back(s.get<std::string>());
+    }
+  } else {
+    bad("'stop' must be a string or an array of strings");
+  }
+  for (const std::string& s : stops)
+    if (s.empty()) bad("'stop' strings must not be empty");
+  return stops;
+}
+
+std::string message_content(const json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  // The array form: [{"type": "text", "text": "..."}, ...]; only text parts are supported.
+  if (!content.is_array()) bad("message 'content' must be a string or an array of text parts");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      bad("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens) {
+  json body;
+  try {
+    body = json::parse(body_text);
+  } catch (const json::parse_error&) {
+    bad("the request body is not valid JSON");
+  }
+  if (!body.is_object()) bad("the request body must be a JSON object");
+
+  ApiRequest request;
+  request.endpoint = endpoint;
+  request.model = string_field(body, "model");
+  if (int_field(body, "n", 1, INT32_MIN, INT32_MAX) != 1) bad("only n = 1 is supported");
+  if (bool_field(body, "echo", false)) bad("'echo' is not supported");
+  request.stream = bool_field(body, "stream", false);
+  if (const json* options = field(body, "stream_options")) {
+    if (!options->is_object()) bad("'stream_options' must be an object");
+    request.include_usage = bool_field(*options, "include_usage", false);
+  }
+
+  if (endpoint == Endpoint::Completions) {
+    const json* prompt = field(body, "prompt");
+    if (!prompt) bad("'prompt' is required");
+    if (prompt->is_string()) {
+      request.prompt = prompt->get<std::string>();
+    } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+      request.prompt = (*prompt)[0].get<std::string>();
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+      for (const json& id : *prompt) {
+        if (!id.is_number_integer()) bad("'prompt' token ids must be integers");
+        request.prompt_ids.push_back(static_cast<int32_t>(std::clamp<int64_t>(id.get<int64_t>(), -1, INT32_MAX)));
+      }
+    } else {
+      bad("'prompt' must be a string, a one-element array of strings or an array of token ids");
+    }
+    const int64_t logprobs = int_field(body, "logprobs", -1, 0, 20);
+    request.logprobs = logprobs >= 0;
+    request.params.top_logprobs = static_cast<int32_t>(logprobs);
+  } else {
+    const json* messages = field(body, "messages");
+    if (!messages || !messages->is_array() || messages->empty()) bad("'messages' must be a non-empty array");
+    for (const json& m : *messages) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
+        bad("each message needs a string 'role' and a 'content'");
+      request.messages.push_back({m["role"].get<std::string>(), message_content(m["content"])});
+    }
+    request.logprobs = bool_field(body, "logprobs", false);
+    const int64_t top = int_field(body, "top_logprobs", 0, 0, 20);
+    request.params.top_logprobs = request.logprobs ? static_cast<int32_t>(top) : -1;
+  }
+
+  GenerationParams& p = request.params;
+  const char* max_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  p.max_tokens = int_field(body, max_name, default_max_tokens, INT64_MIN, INT64_MAX);
+  if (p.max_tokens < 1) bad(fmt::format("'{}' must be at least 1", max_name));
+  p.stop = stop_field(body);
+
+  // OpenAI's defaults, not the CLI's: no top-k, top-p or min-p unless asked for.
+  SamplingParams& s = p.sampling;
+  s.temperature = static_cast<float>(number_field(body, "temperature", 1.0, 0.0, 2.0));
+  s.top_p = static_cast<float>(number_field(body, "top_p", 1.0, 0.0, 1.0));
+  s.top_k = static_cast<int32_t>(int_field(body, "top_k", 0, -1, 1 << 30));
+  s.min_p = static_cast<float>(number_field(body, "min_p", 0.0, 0.0, 1.0));
+  s.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", 0.0, -2.0, 2.0));
+  s.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  s.repetition_penalty = static_cast<float>(number_field(body, "repetition_penalty", 1.0, 0.01, 10.0));
+  s.repeat_last_n = -1;  // OpenAI's penalties look at everything so far
+  const json* seed = field(body, "seed");
+  if (seed && !seed->is_number_integer()) bad("'seed' must be an integer");
+  s.seed = seed ? seed->get<uint64_t>() : std::random_device{}();
+  return request;
+}
+
+json error_json(std::string_view message, std::string_view type) {
+  return {{"error", {{"message", message}, {"type", type}, {"code", nullptr}}}};
+}
+
+std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+}
+
+namespace {
+
+json bytes_of(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(c);
+  return bytes;
+}
+
+json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs) {
+  if (endpoint == Endpoint::Chat) {
+    json content = json::array();
+    for (const TokenLogprob& lp : logprobs) {
+      json top = json::array();
+      for (const TopLogprob& t : lp.top)
+        top.push_back({{"token", t.text}, {"logprob", t.logprob}, {"bytes", bytes_of(t.text)}});
+      content.push_back({{"token", lp.chosen.text},
+                         {"logprob", lp.chosen.logprob},
+                         {"bytes", bytes_of(lp.chosen.text)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  // The legacy completions shape: parallel arrays.
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+  int64_t offset = 0;
+  for (const TokenLogprob& lp : logprobs) {
+    tokens.push_back(lp.chosen.text);
+    token_logprobs.push_back(lp.chosen.logprob);
+    json top = json::object();
+    for (const TopLogprob& t : lp.top) top[t.text] = t.logprob;
+    top_logprobs.push_back(top);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(lp.chosen.text.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+}
+
+json choice_logprobs(const ResponseMeta& meta, const std::vector<TokenLogprob>& logprobs) {
+  return meta.logprobs ? logprobs_json(meta.endpoint, logprobs) : json(nullptr);
+}
+
+json chunk_base(const ResponseMeta& meta) {
+  const bool chat = meta.endpoint == Endpoint::Chat;
+  return {{"id", meta.id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model}};
+}
+
+}  // namespace
+
+json response_json(const ResponseMeta& meta, const Completion& c) {
+  const bool chat = meta.endpoint == Endpoint::Chat;
+  json choice = {{"index", 0},
+                 {"logprobs", choice_logprobs(meta, c.logprobs)},
+                 {"finish_reason", finish_reason_name(c.finish_reason)}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+  } else {
+    choice["text"] = c.text;
+  }
+  return {{"id", meta.id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"choices", json::array({choice})},
+          {"usage", usage_json(c.prompt_tokens, c.completion_tokens, c.cached_tokens)}};
+}
+
+std::string sse_data(const json& value) { return "data: " + dump_json(value) + "\n\n"; }
+
+std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool first, bool include_usage) {
+  const bool chat = meta.endpoint == Endpoint::Chat;
+  std::string out;
+  const auto content_chunk = [&](const std::string& text, const json& logprobs, bool with_role) {
+    json chunk = chunk_base(meta);
+    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+    if (chat) {
+      choice["delta"] = with_role ? json{{"role", "assistant"}, {"content", text}} : json{{"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    chunk["choices"] = json::array({choice});
+    return sse_data(chunk);
+  };
+  // Chat streams open with the assistant role, as OpenAI's do.
+  if (first && chat) out += content_chunk("", nullptr, true);
+  if (!event.text.empty() || (meta.logprobs && !event.logprobs.empty()))
+    out += content_chunk(event.text, choice_logprobs(meta, event.logprobs), false);
+  if (!event.finished) return out;
+
+  json finish = chunk_base(meta);
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_name(event.finish_reason)}};
+  if (chat) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+  }
+  finish["choices"] = json::array({choice});
+  out += sse_data(finish);
+  if (include_usage) {
+    json usage = chunk_base(meta);
+    usage["choices"] = json::array();
+    usage["usage"] = usage_json(event.prompt_tokens, event.completion_tokens, event.cached_tokens);
+    out += sse_data(usage);
+  }
+  out += "data: [DONE]\n\n";
+  return out;
+}
+
+}  // namespace tandem::server

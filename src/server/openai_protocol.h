@@ -1,0 +1,79 @@
+// OpenAI protocol: request JSON -> ApiRequest (typed, validated: every bad field is an
+// ApiError with the HTTP status and an OpenAI error type) and engine results -> response
+// JSON and SSE chunks. Pure functions of their inputs: no sockets, no engine calls.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "server/chat_format.h"
+
+namespace tandem::server {
+
+// A request the server refuses; `status` is the HTTP status, `type` OpenAI's error type.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string type, const std::string& message)
+      : std::runtime_error(message), status(status), type(std::move(type)) {}
+  int status;
+  std::string type;
+};
+
+enum class Endpoint { Completions, Chat };
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string model;                 // as sent; empty when absent
+  std::string prompt;                // completions: the text (when prompt_ids is empty)
+  std::vector<int32_t> prompt_ids;   // completions: the prompt given as token ids
+  std::vector<ChatMessage> messages; // chat
+  GenerationParams params;
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage
+  bool logprobs = false;
+};
+
+// Parse and validate a request body. `default_max_tokens` applies when max_tokens is absent.
+// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values and n != 1.
+ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens);
+
+// {"error": {"message", "type", "code"}}
+nlohmann::json error_json(std::string_view message, std::string_view type);
+// JSON text; ill-formed UTF-8 (a token's partial character) becomes U+FFFD instead of throwing.
+std::string dump_json(const nlohmann::json& json);
+
+// What every response of one request shares.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string id;       // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  bool logprobs = false;
+};
+
+// A whole (non-streamed) result, accumulated from the events.
+struct Completion {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish_reason = FinishReason::None;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+nlohmann::json response_json(const ResponseMeta& meta, const Completion& completion);
+
+// SSE framing: "data: <json>\n\n". For a stream, call sse_event for every engine event: it
+// returns the chunks that event yields (content, then on the last one the finish chunk, the
+// usage chunk when asked for, and "data: [DONE]").
+std::string sse_data(const nlohmann::json& json);
+std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool first, bool include_usage);
+
+}  // namespace tandem::server

@@ -1,0 +1,257 @@
+// Test helper: small random models written as Hugging Face folders — config.json, safetensors
+// (one file, or shards plus model.safetensors.index.json) and a tiny tokenizer.json — in the
+// HF layout: Q/K rows for the half-split RoPE (element i pairs with i + head_dim/2). Also the
+// inverse of the loader's permutation, to write a GGUF-layout model the HF way.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/quant.h"
+#include "model/random_model.h"
+
+namespace tandem::test_support {
+
+struct Llama3Scaling {
+  double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
+  int64_t original_context = 32;  // wavelengths < 8 unchanged, > 32 slowed by factor
+};
+
+struct HfModelSpec {
+  std::string model_type = "llama";  // llama, mistral or qwen2 (biases)
+  int64_t d_model = 48, n_layers = 2, n_heads = 4, n_kv_heads = 2, d_ff = 40, vocab_size = 67, context_length = 64;
+  bool tied = false;
+  DType dtype = DType::F32;  // F32, F16 or BF16, every tensor
+  float rms_norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  std::optional<Llama3Scaling> rope_scaling;
+  int n_shards = 1;         // > 1: model-0000N-of-0000M.safetensors + index
+  bool unaligned = false;   // header not padded, so tensor data is misaligned in the map
+  uint32_t seed = 7;
+
+  int64_t head_dim() const { return d_model / n_heads; }
+  bool biases() const { return model_type == "qwen2"; }
+};
+
+// Weights as the HF files hold them (after rounding through the stored type), HF layout.
+struct HfLayer {
+  std::vector<float> attn_norm, ffn_norm, bq, bk, bv;  // biases empty without them
+  RandomMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+struct HfWeights {
+  RandomMatrix embed, lm_head;  // lm_head is a copy of embed when tied
+  std::vector<float> norm;
+  std::vector<HfLayer> layers;
+};
+
+namespace hf_detail {
+
+inline void round_through(DType dtype, std::vector<float>& values) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(dtype_row_bytes(dtype, static_cast<int64_t>(values.size()))));
+  quantize_row(dtype, values.data(), bytes.data(), static_cast<int64_t>(values.size()));
+  dequantize_row(dtype, bytes.data(), values.data(), static_cast<int64_t>(values.size()));
+}
+
+inline std::vector<float> uniform(std::mt19937& rng, size_t n, float lo, float hi, DType dtype) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(n);
+  for (float& v : values) v = dist(rng);
+  round_through(dtype, values);
+  return values;
+}
+
+inline RandomMatrix matrix(std::mt19937& rng, int64_t rows, int64_t cols, DType dtype, float scale) {
+  return {rows, cols, uniform(rng, static_cast<size_t>(rows * cols), -scale, scale, dtype)};
+}
+
+}  // namespace hf_detail
+
+inline HfWeights random_hf_weights(const HfModelSpec& s) {
+  std::mt19937 rng(s.seed);
+  const int64_t d = s.d_model, q = s.n_heads * s.head_dim(), kv = s.n_kv_heads * s.head_dim();
+  auto fan_in = [](int64_t n) { return 1.7f / std::sqrt(static_cast<float>(n)); };
+  auto norm = [&] { return hf_detail::uniform(rng, static_cast<size_t>(d), 0.7f, 1.3f, s.dtype); };
+  HfWeights w;
+  w.embed = hf_detail::matrix(rng, s.vocab_size, d, s.dtype, 1.0f);
+  for (int64_t l = 0; l < s.n_layers; ++l) {
+    HfLayer layer;
+    layer.attn_norm = norm();
+    layer.wq = hf_detail::matrix(rng, q, d, s.dtype, fan_in(d));
+    layer.wk = hf_detail::matrix(rng, kv, d, s.dtype, fan_in(d));
+    layer.wv = hf_detail::matrix(rng, kv, d, s.dtype, fan_in(d));
+    layer.wo = hf_detail::matrix(rng, d, q, s.dtype, fan_in(q));
+    layer.ffn_norm = norm();
+    layer.w_gate = hf_detail::matrix(rng, s.d_ff, d, s.dtype, fan_in(d));
+    layer.w_up = hf_detail::matrix(rng, s.d_ff, d, s.dtype, fan_in(d));
+    layer.w_down = hf_detail::matrix(rng, d, s.d_ff, s.dtype, fan_in(s.d_ff));
+    if (s.biases()) {
+      layer.bq = hf_detail::uniform(rng, static_cast<size_t>(q), -0.5f, 0.5f, s.dtype);
+      layer.bk = hf_detail::uniform(rng, static_cast<size_t>(kv), -0.5f, 0.5f, s.dtype);
+      layer.bv = hf_detail::uniform(rng, static_cast<size_t>(kv), -0.5f, 0.5f, s.dtype);
+    }
+    w.layers.push_back(std::move(layer));
+  }
+  w.norm = norm();
+  w.lm_head = s.tied ? w.embed : hf_detail::matrix(rng, s.vocab_size, d, s.dtype, fan_in(d));
+  return w;
+}
+
+// Interleaved layout (rows 2i, 2i+1 of a head rotate together) -> HF half-split layout
+// (rows i, i + head_dim/2): HF row h*hd + j*hd/2 + i = interleaved row h*hd + 2i + j.
+// Written independently of the loader's permutation so a test can check one against the other.
+inline std::vector<float> to_half_split(const std::vector<float>& rows, int64_t n_heads, int64_t head_dim, int64_t cols) {
+  std::vector<float> out(rows.size());
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t r = 0; r < head_dim; ++r) {
+      const int64_t hf_row = h * head_dim + (r % 2) * (head_dim / 2) + r / 2;
+      std::memcpy(out.data() + hf_row * cols, rows.data() + (h * head_dim + r) * cols, sizeof(float) * cols);
+    }
+  return out;
+}
+
+// The same model in HF layout as a GGUF-layout RandomWeights (tests/model/random_model.h).
+inline HfWeights hf_weights_from_gguf_layout(const RandomWeights& g, const HfModelSpec& s) {
+  HfWeights w;
+  w.embed = g.token_embedding;
+  w.lm_head = g.output;
+  w.norm = g.output_norm;
+  for (const RandomLayer& gl : g.layers) {
+    HfLayer layer{gl.attn_norm, gl.ffn_norm, {}, {}, {}, gl.wq, gl.wk, gl.wv, gl.wo, gl.w_gate, gl.w_up, gl.w_down};
+    layer.wq.values = to_half_split(gl.wq.values, s.n_heads, s.head_dim(), s.d_model);
+    layer.wk.values = to_half_split(gl.wk.values, s.n_kv_heads, s.head_dim(), s.d_model);
+    w.layers.push_back(std::move(layer));
+  }
+  return w;
+}
+
+// Raw safetensors bytes of named float tensors stored as `dtype`.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  const std::vector<float>* values;
+};
+
+inline std::vector<uint8_t> safetensors_bytes(const std::vector<NamedTensor>& tensors, DType dtype, bool unaligned) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::vector<uint8_t> data;
+  const char* dtype_name = dtype == DType::F32 ? "F32" : dtype == DType::F16 ? "F16" : "BF16";
+  for (const NamedTensor& t : tensors) {
+    const auto n = static_cast<int64_t>(t.values->size());
+    const size_t begin = data.size();
+    data.resize(begin + static_cast<size_t>(dtype_row_bytes(dtype, n)));
+    quantize_row(dtype, t.values->data(), data.data() + begin, n);
+    header[t.name] = {{"dtype", dtype_name}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string text = header.dump();
+  if (unaligned) {
+    if ((8 + text.size()) % 4 == 0) text += ' ';
+  } else {
+    while ((8 + text.size()) % 8 != 0) text += ' ';  // as HF pads it
+  }
+  std::vector<uint8_t> bytes(8);
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  return bytes;
+}
+
+inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// A byte-level BPE tokenizer.json over a few tokens, plus a special token.
+inline std::string tiny_tokenizer_json() {
+  nlohmann::ordered_json tokenizer;
+  tokenizer["model"] = {{"type", "BPE"},
+                        {"vocab", {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"abc", 4}, {"\xc4\xa0", 5}}},
+                        {"merges", {"a b", "ab c"}}};
+  tokenizer["added_tokens"] = {{{"id", 6}, {"content", "<|end|>"}, {"special", true}}};
+  tokenizer["pre_tokenizer"] = {{"type", "ByteLevel"}};
+  return tokenizer.dump(2);
+}
+
+inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::string& dir) {
+  nlohmann::ordered_json config = {{"model_type", s.model_type},
+                                   {"architectures", {s.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+                                   {"hidden_size", s.d_model},
+                                   {"num_hidden_layers", s.n_layers},
+                                   {"num_attention_heads", s.n_heads},
+                                   {"num_key_value_heads", s.n_kv_heads},
+                                   {"intermediate_size", s.d_ff},
+                                   {"rms_norm_eps", s.rms_norm_eps},
+                                   {"rope_theta", s.rope_theta},
+                                   {"max_position_embeddings", s.context_length},
+                                   {"vocab_size", s.vocab_size},
+                                   {"tie_word_embeddings", s.tied},
+                                   {"bos_token_id", 4},
+                                   {"eos_token_id", 6},
+                                   {"rope_scaling", nullptr}};
+  if (s.rope_scaling)
+    config["rope_scaling"] = {{"rope_type", "llama3"},
+                              {"factor", s.rope_scaling->factor},
+                              {"low_freq_factor", s.rope_scaling->low_freq_factor},
+                              {"high_freq_factor", s.rope_scaling->high_freq_factor},
+                              {"original_max_position_embeddings", s.rope_scaling->original_context}};
+  write_text(dir + "/config.json", config.dump(2));
+  write_text(dir + "/tokenizer.json", tiny_tokenizer_json());
+
+  std::vector<NamedTensor> tensors;
+  auto mat = [&](const std::string& name, const RandomMatrix& m) { tensors.push_back({name, {m.rows, m.cols}, &m.values}); };
+  auto vec = [&](const std::string& name, const std::vector<float>& v) {
+    tensors.push_back({name, {static_cast<int64_t>(v.size())}, &v});
+  };
+  mat("model.embed_tokens.weight", w.embed);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const HfLayer& layer = w.layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    vec(p + "input_layernorm.weight", layer.attn_norm);
+    mat(p + "self_attn.q_proj.weight", layer.wq);
+    mat(p + "self_attn.k_proj.weight", layer.wk);
+    mat(p + "self_attn.v_proj.weight", layer.wv);
+    mat(p + "self_attn.o_proj.weight", layer.wo);
+    if (!layer.bq.empty()) {
+      vec(p + "self_attn.q_proj.bias", layer.bq);
+      vec(p + "self_attn.k_proj.bias", layer.bk);
+      vec(p + "self_attn.v_proj.bias", layer.bv);
+    }
+    vec(p + "post_attention_layernorm.weight", layer.ffn_norm);
+    mat(p + "mlp.gate_proj.weight", layer.w_gate);
+    mat(p + "mlp.up_proj.weight", layer.w_up);
+    mat(p + "mlp.down_proj.weight", layer.w_down);
+  }
+  vec("model.norm.weight", w.norm);
+  if (!s.tied) mat("lm_head.weight", w.lm_head);
+
+  if (s.n_shards <= 1) {
+    write_bytes(dir + "/model.safetensors", safetensors_bytes(tensors, s.dtype, s.unaligned));
+    return;
+  }
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::ordered_json::object()}};
+  const size_t per_shard = (tensors.size() + s.n_shards - 1) / s.n_shards;
+  for (int shard = 0; shard < s.n_shards; ++shard) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", shard + 1, s.n_shards);
+    const size_t begin = std::min(tensors.size(), shard * per_shard), end = std::min(tensors.size(), begin + per_shard);
+    std::vector<NamedTensor> part(tensors.begin() + static_cast<std::ptrdiff_t>(begin),
+                                  tensors.begin() + static_cast<std::ptrdiff_t>(end));
+    for (const NamedTensor& t : part) index["weight_map"][t.name] = name;
+    write_bytes(dir + "/" + name, safetensors_bytes(part, s.dtype, s.unaligned));
+  }
+  write_text(dir + "/model.safetensors.index.json", index.dump(2));
+}
+
+}  // namespace tandem::test_support

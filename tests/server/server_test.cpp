@@ -1,0 +1,195 @@
+// The real `tandem serve` on 127.0.0.1: error cases over plain HTTP (400s, 401, 413, n = 2,
+// malformed JSON), greedy text equal to `tandem run`, clean SIGTERM — and the Node.js suite
+// (official `openai` package: streaming, chat, stop strings, usage, disconnects, concurrency,
+// a load run with no leaked KV blocks), skipped with a message when npm cannot install it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "server_process.h"
+
+namespace tandem::testing {
+namespace {
+
+using nlohmann::json;
+
+#define REQUIRE_MODEL()                                                                        \
+  do {                                                                                         \
+    if (!std::filesystem::exists(shared_path("models/aidreams260K/model.gguf")))               \
+      GTEST_SKIP() << "../shared/models/aidreams260K/model.gguf is not present; skipping"; \
+  } while (0)
+
+void expect_error(const httplib::Result& res, int status, const std::string& what) {
+  ASSERT_TRUE(res) << what << ": no response";
+  EXPECT_EQ(res->status, status) << what << ": " << res->body;
+  const json body = json::parse(res->body, nullptr, false);
+  ASSERT_TRUE(body.is_object() && body.contains("error")) << what << ": " << res->body;
+  EXPECT_TRUE(body["error"]["message"].is_string()) << what;
+  EXPECT_TRUE(body["error"]["type"].is_string()) << what;
+}
+
+httplib::Result post(httplib::Client& client, const std::string& path, const std::string& body) {
+  return client.Post(path.c_str(), body, "application/json");
+}
+
+TEST(Server, RejectsBadRequestsWithOpenAIErrors) {
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--parallel", "2"})) << server.log();
+  httplib::Client client = server.client();
+  expect_error(post(client, "/v1/completions", "{not json"), 400, "malformed JSON");
+  expect_error(post(client, "/v1/completions", "[1,2]"), 400, "not an object");
+  expect_error(post(client, "/v1/completions", R"({"prompt": 5})"), 400, "prompt of the wrong type");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "max_tokens": "many"})"), 400, "max_tokens string");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "max_tokens": 0})"), 400, "max_tokens < 1");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "temperature": "hot"})"), 400, "temperature string");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "n": 2})"), 400, "n = 2");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "model": "gpt-9"})"), 400, "unknown model");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "stop": [1]})"), 400, "stop of the wrong type");
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "dream ";
+  expect_error(post(client, "/v1/completions", json{{"prompt", long_prompt}}.dump()), 400, "prompt over the context");
+  expect_error(post(client, "/v1/chat/completions", R"({"messages": []})"), 400, "no messages");
+  expect_error(post(client, "/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})"), 400,
+               "unknown role");
+  expect_error(post(client, "/v1/completions", std::string(9 << 20, ' ')), 413, "body over the limit");
+  expect_error(client.Get("/v1/nothing"), 404, "unknown path");
+
+  // The server is still fine after all that.
+  const auto ok = post(client, "/v1/completions", R"({"prompt": "The dream", "max_tokens": 4})");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  const auto models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "model.gguf");
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST(Server, ApiKeyIsRequiredOnV1) {
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--api-key", "sekret"})) << server.log();
+  httplib::Client client = server.client();
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi"})"), 401, "no key");
+  httplib::Headers wrong = {{"Authorization", "Bearer nope"}};
+  expect_error(client.Post("/v1/completions", wrong, R"({"prompt": "hi"})", "application/json"), 401, "wrong key");
+  httplib::Headers right = {{"Authorization", "Bearer sekret"}};
+  const auto ok = client.Post("/v1/completions", right, R"({"prompt": "hi", "max_tokens": 2})", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(client.Get("/health")->status, 200);  // health and metrics stay open
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(Server, GreedyCompletionEqualsTandemRun) {
+  REQUIRE_MODEL();
+  const std::string prompt = "Echoes of light";
+  const std::string out_file = (std::filesystem::temp_directory_path() /
+                                ("tandem-run-" + std::to_string(::getpid()) + ".txt")).string();
+  const std::string command = std::string(TANDEM_BINARY) + " run -m " + shared_path("models/aidreams260K/model.gguf") +
+                              " -n 60 --temp 0 -t 2 -p '" + prompt + "' > " + out_file + " 2>/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const std::string run_text = read_file(out_file);
+  std::filesystem::remove(out_file);
+
+  ServerProcess server;
+  ASSERT_TRUE(server.start({})) << server.log();
+  httplib::Client client = server.client();
+  const auto res =
+      post(client, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 60}, {"temperature", 0}}.dump());
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json body = json::parse(res->body);
+  EXPECT_EQ(prompt + body["choices"][0]["text"].get<std::string>(), run_text);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 60);
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(Server, SigtermWithStreamsInFlightExitsCleanly) {
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--drain-seconds", "0.2"})) << server.log();
+  std::thread client_thread([port = server.port()] {
+    httplib::Client client("127.0.0.1", port);
+    client.Post("/v1/completions", R"({"prompt": "The dream", "max_tokens": 100000, "stream": true})",
+                "application/json");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  client_thread.join();
+  EXPECT_NE(server.log().find("stopped"), std::string::npos) << server.log();
+}
+
+// --- Node.js with the official openai package -----------------------------------------------
+
+std::string npm_cache_dir() {
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.cache/tandem/npm";
+}
+
+// Installs openai@4 outside the repository once; false when node/npm/the network is missing.
+bool ensure_openai_package(std::string& why) {
+  const std::string dir = npm_cache_dir();
+  if (std::filesystem::exists(dir + "/node_modules/openai/package.json")) return true;
+  if (std::system("node --version > /dev/null 2>&1") != 0) {
+    why = "node is not installed";
+    return false;
+  }
+  std::filesystem::create_directories(dir);
+  const std::string command = "timeout 120 npm install --silent --no-audit --no-fund --prefix '" + dir +
+                              "' openai@4 > /dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    why = "npm could not install openai@4 into " + dir;
+    return false;
+  }
+  return true;
+}
+
+int run_node(const std::string& args) {
+  const std::string script = (std::filesystem::path(__FILE__).parent_path() / "openai_client_test.mjs").string();
+  const std::string command = "timeout 55 node '" + script + "' --openai '" + npm_cache_dir() + "' " + args;
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+#define REQUIRE_OPENAI()                                                \
+  do {                                                                  \
+    std::string why;                                                    \
+    if (!ensure_openai_package(why)) GTEST_SKIP() << why << "; skipping"; \
+  } while (0)
+
+TEST(ServerOpenAIClient, CompletionsChatStopUsageKeyDisconnect) {
+  REQUIRE_MODEL();
+  REQUIRE_OPENAI();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--parallel", "8", "--api-key", "test-key"})) << server.log();
+  EXPECT_EQ(run_node("--url " + server.url() + " --api-key test-key --part basic"), 0) << server.log();
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(ServerOpenAIClient, ConcurrentGreedyEqualsSequentialWithChunkingAndPreemption) {
+  REQUIRE_MODEL();
+  REQUIRE_OPENAI();
+  ServerProcess server;
+  // One context's worth of 16-token blocks for 8 sequences, 24-token steps: chunked prefill,
+  // prefix hits and preemption all happen.
+  const int64_t pool_bytes = 8 * 16 * 2 * 4 * 64 * 4;
+  ASSERT_TRUE(server.start({"--parallel", "8", "--max-batch-tokens", "24", "--kv-memory", std::to_string(pool_bytes)}))
+      << server.log();
+  EXPECT_EQ(run_node("--url " + server.url() + " --part concurrent --expect-preemption"), 0) << server.log();
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(ServerOpenAIClient, LoadRunLeavesNoBlockInUse) {
+  REQUIRE_MODEL();
+  REQUIRE_OPENAI();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--parallel", "8", "--max-batch-tokens", "64"})) << server.log();
+  EXPECT_EQ(run_node("--url " + server.url() + " --part load"), 0) << server.log();
+  EXPECT_EQ(server.stop(), 0);
+}
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,283 @@
+// Engine end to end on aidreams260K: greedy outputs of requests run together equal each one
+// run alone (and llama2.c's reference, which `tandem run --ids` reproduces) — batched, with
+// tiny chunks, with prefix-cache hits, and with a pool so small that preemption happens.
+// Also stop strings, cancellation and seeded sampling. Every run ends with no block in use.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/engine.h"
+#include "engine/generation.h"
+#include "model/model.h"
+#include "tokenizer/load_tokenizer.h"
+
+namespace tandem {
+namespace {
+
+const std::string kModel = std::string(TANDEM_SHARED_DIR) + "/models/aidreams260K/model.gguf";
+const std::string kReference = std::string(TANDEM_SHARED_DIR) + "/models/aidreams260K/greedy-reference.jsonl";
+
+#define REQUIRE_MODEL()                                                                      \
+  do {                                                                                       \
+    if (!std::filesystem::exists(kModel))                                                    \
+      GTEST_SKIP() << "../shared/models/aidreams260K/model.gguf is not present; skipping"; \
+  } while (0)
+
+struct Fixture {
+  std::shared_ptr<const Model> model = load_model(kModel);
+  Tokenizer tokenizer = load_tokenizer(kModel, "", model->config.vocab_size);
+  ThreadPool pool{2};
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+struct Outcome {
+  std::vector<int32_t> ids;  // generated
+  std::string text;
+  FinishReason reason = FinishReason::None;
+  int64_t cached_tokens = -1;
+  int events = 0;
+};
+
+struct Job {
+  std::string prompt;
+  GenerationParams params;
+};
+
+GenerationParams greedy(int64_t max_tokens) {
+  GenerationParams p;
+  p.sampling.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+// Submits every job at once (or one after another), runs the engine, returns outcomes in order.
+std::vector<Outcome> run_jobs(const std::vector<Job>& jobs, EngineConfig config, bool one_at_a_time = false,
+                              EngineStats* stats_out = nullptr) {
+  Fixture& f = fixture();
+  Engine engine(f.model, f.tokenizer, config, f.pool);
+  std::vector<Outcome> outcomes(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Outcome& out = outcomes[i];
+    engine.submit(f.tokenizer.encode(jobs[i].prompt, true), jobs[i].params, [&out](RequestEvent&& e) {
+      ++out.events;
+      out.ids.insert(out.ids.end(), e.tokens.begin(), e.tokens.end());
+      out.text += e.text;
+      if (e.finished) {
+        out.reason = e.finish_reason;
+        out.cached_tokens = e.cached_tokens;
+        EXPECT_EQ(e.completion_tokens, static_cast<int64_t>(out.ids.size()));
+      }
+    });
+    if (one_at_a_time) engine.run_until_idle();
+  }
+  engine.run_until_idle();
+  const EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.blocks.used, 0) << "leaked KV blocks";
+  EXPECT_EQ(stats.blocks.free + stats.blocks.cached, stats.blocks.total);
+  EXPECT_EQ(stats.running + stats.waiting, 0);
+  if (stats_out) *stats_out = stats;
+  return outcomes;
+}
+
+// What `tandem run --ids` computes: the single-sequence loop on a fresh cache.
+std::vector<int32_t> alone(const std::string& prompt, int64_t max_tokens) {
+  static std::map<std::pair<std::string, int64_t>, std::vector<int32_t>> memo;  // references are pure
+  if (const auto it = memo.find({prompt, max_tokens}); it != memo.end()) return it->second;
+  Fixture& f = fixture();
+  const std::vector<int32_t> ids = f.tokenizer.encode(prompt, true);
+  Forward forward(f.model, static_cast<int64_t>(ids.size()), f.pool);
+  KvCache cache(f.model->config, f.model->config.context_length, 1);
+  SamplingParams sampling;
+  sampling.temperature = 0.0f;
+  Sampler sampler(sampling, f.model->config.vocab_size);
+  GenerationResult result = generate(forward, cache, sampler, ids, max_tokens, f.tokenizer.vocab().eos_id, 0, {});
+  return memo[{prompt, max_tokens}] = {result.tokens.begin() + static_cast<std::ptrdiff_t>(ids.size()),
+                                        result.tokens.end()};
+}
+
+std::vector<Job> mixed_jobs() {
+  const char* prompts[] = {"The dream", "I see", "Echoes of light", "", "Classification whispers secrets, a gentle hum",
+                           "Contrast edges sharpen", "A", "The dream align, as I seep into the void. Contrast"};
+  std::vector<Job> jobs;
+  int64_t max_tokens = 20;
+  for (const char* p : prompts) {
+    jobs.push_back({p, greedy(max_tokens)});
+    max_tokens += 13;
+  }
+  jobs.push_back({"The dream", greedy(1000)});  // runs into the context limit
+  return jobs;
+}
+
+void expect_matches_alone(const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(outcomes[i].ids, alone(jobs[i].prompt, jobs[i].params.max_tokens)) << "prompt '" << jobs[i].prompt << "'";
+    EXPECT_NE(outcomes[i].reason, FinishReason::None);
+  }
+}
+
+TEST(Engine, ConcurrentGreedyEqualsLlama2cReference) {
+  REQUIRE_MODEL();
+  std::vector<Job> jobs;
+  std::vector<std::vector<int32_t>> expected;
+  std::ifstream file(kReference);
+  for (std::string line; std::getline(file, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json entry = nlohmann::json::parse(line);
+    jobs.push_back({entry.at("prompt").get<std::string>(), greedy(1000)});
+    expected.push_back(entry.at("ids").get<std::vector<int32_t>>());
+  }
+  ASSERT_FALSE(jobs.empty());
+  const std::vector<Outcome> outcomes = run_jobs(jobs, EngineConfig{});
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::vector<int32_t> full = fixture().tokenizer.encode(jobs[i].prompt, true);
+    full.insert(full.end(), outcomes[i].ids.begin(), outcomes[i].ids.end());
+    EXPECT_EQ(full, expected[i]) << "prompt '" << jobs[i].prompt << "'";
+    EXPECT_EQ(outcomes[i].reason, FinishReason::ContextLimit);
+  }
+}
+
+TEST(Engine, BatchedEqualsAlone) {
+  REQUIRE_MODEL();
+  const std::vector<Job> jobs = mixed_jobs();
+  EngineConfig config;
+  config.max_seqs = 8;
+  expect_matches_alone(jobs, run_jobs(jobs, config));
+}
+
+TEST(Engine, ChunkedPrefillEqualsAlone) {
+  REQUIRE_MODEL();
+  const std::vector<Job> jobs = mixed_jobs();
+  EngineConfig config;
+  config.max_seqs = 4;
+  config.max_batch_tokens = 5;
+  config.block_size = 4;
+  expect_matches_alone(jobs, run_jobs(jobs, config));
+}
+
+TEST(Engine, PrefixCacheHitsGiveIdenticalOutput) {
+  REQUIRE_MODEL();
+  const std::string shared = "The dream align, as I seep into the void. Classification whispers secrets";
+  std::vector<Job> jobs = {{shared, greedy(30)}, {shared, greedy(30)}, {shared + ", a gentle", greedy(25)},
+                           {shared + " hum", greedy(40)}};
+  EngineConfig config;
+  config.block_size = 8;
+  EngineStats stats;
+  const std::vector<Outcome> outcomes = run_jobs(jobs, config, /*one_at_a_time=*/true, &stats);
+  expect_matches_alone(jobs, outcomes);
+  EXPECT_EQ(outcomes[0].cached_tokens, 0);
+  for (size_t i = 1; i < jobs.size(); ++i) EXPECT_GE(outcomes[i].cached_tokens, 8) << i;
+  EXPECT_GT(stats.blocks.hit_tokens, 0);
+}
+
+TEST(Engine, TinyPoolPreemptsAndStillMatchesAlone) {
+  REQUIRE_MODEL();
+  std::vector<Job> jobs;
+  for (const char* p : {"The dream", "I see", "Echoes of light", "Contrast", "A"}) jobs.push_back({p, greedy(110)});
+  EngineConfig config;
+  config.max_seqs = 5;
+  config.block_size = 16;
+  config.kv_memory_bytes = 1;  // below one context: rejected
+  EXPECT_THROW(run_jobs(jobs, config), InputError);
+  // Exactly one full context (128 tokens = 8 blocks) for five long sequences.
+  const ModelConfig& c = fixture().model->config;
+  config.kv_memory_bytes = 8 * 16 * 2 * c.n_layers * c.kv_width() * 4;
+  EngineStats stats;
+  const std::vector<Outcome> outcomes = run_jobs(jobs, config, false, &stats);
+  EXPECT_GT(stats.preemptions, 0);
+  expect_matches_alone(jobs, outcomes);
+}
+
+TEST(Engine, SeededSamplingIsBatchInvariant) {
+  REQUIRE_MODEL();
+  std::vector<Job> jobs;
+  for (int i = 0; i < 4; ++i) {
+    GenerationParams p;
+    p.sampling.temperature = 0.9f;
+    p.sampling.seed = 100 + i;
+    p.sampling.presence_penalty = 0.3f;
+    p.max_tokens = 40;
+    jobs.push_back({i % 2 ? "I see" : "The dream", p});
+  }
+  const std::vector<Outcome> together = run_jobs(jobs, EngineConfig{});
+  const std::vector<Outcome> apart = run_jobs(jobs, EngineConfig{}, true);
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(together[i].ids, apart[i].ids);
+}
+
+TEST(Engine, StopStringsEndTheTextAndAreNeverEmitted) {
+  REQUIRE_MODEL();
+  Fixture& f = fixture();
+  const std::vector<int32_t> ids = alone("The dream", 60);
+  std::vector<int32_t> all = f.tokenizer.encode("The dream", true);
+  const size_t prompt_chars = f.tokenizer.decode(all).size();
+  all.insert(all.end(), ids.begin(), ids.end());
+  const std::string full = f.tokenizer.decode(all).substr(prompt_chars);
+  // A stop string that straddles token boundaries, and one that never occurs.
+  const size_t at = full.find("whispers");
+  ASSERT_NE(at, std::string::npos) << full;
+  Job job{"The dream", greedy(60)};
+  job.params.stop = {"zzz never", "ers sec"};
+  const std::vector<Outcome> out = run_jobs({job}, EngineConfig{});
+  EXPECT_EQ(out[0].text, full.substr(0, full.find("ers sec")));
+  EXPECT_EQ(out[0].reason, FinishReason::StopString);
+
+  Job no_stop{"The dream", greedy(60)};
+  no_stop.params.stop = {"zzz never"};
+  EXPECT_EQ(run_jobs({no_stop}, EngineConfig{})[0].text, full);
+}
+
+TEST(Engine, RejectsBadRequestsAlone) {
+  REQUIRE_MODEL();
+  Fixture& f = fixture();
+  Engine engine(f.model, f.tokenizer, EngineConfig{}, f.pool);
+  EXPECT_THROW(engine.submit({}, greedy(5), {}), InputError);
+  EXPECT_THROW(engine.submit(std::vector<int32_t>(200, 5), greedy(5), {}), InputError);
+  EXPECT_THROW(engine.submit({1, 5}, greedy(0), {}), InputError);
+  EXPECT_THROW(engine.submit({1, 100000}, greedy(5), {}), InputError);
+  GenerationParams bad = greedy(5);
+  bad.sampling.repetition_penalty = -1.0f;
+  EXPECT_THROW(engine.submit({1, 5}, bad, {}), InputError);
+  EXPECT_EQ(engine.stats().waiting, 0);
+}
+
+TEST(Engine, CancellationFreesBlocksOnTheEngineThread) {
+  REQUIRE_MODEL();
+  Fixture& f = fixture();
+  Engine engine(f.model, f.tokenizer, EngineConfig{}, f.pool);
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::map<uint64_t, FinishReason> finished;
+  int tokens = 0;
+  const auto on_event = [&](RequestEvent&& e) {
+    std::lock_guard lock(mutex);
+    ++tokens;
+    if (e.finished) finished[e.request_id] = e.finish_reason;
+    cv.notify_all();
+  };
+  engine.start();
+  const uint64_t a = engine.submit(f.tokenizer.encode("The dream", true), greedy(100000), on_event);
+  const uint64_t b = engine.submit(f.tokenizer.encode("I see", true), greedy(5), on_event);
+  {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return finished.count(b) && tokens > 10; });
+  }
+  engine.cancel(a);
+  {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return finished.count(a) > 0; });
+  }
+  EXPECT_EQ(finished[b], FinishReason::Length);
+  EXPECT_TRUE(finished[a] == FinishReason::Cancelled || finished[a] == FinishReason::ContextLimit);
+  engine.stop();
+  EXPECT_EQ(engine.stats().blocks.used, 0);
+}
+
+}  // namespace
+}  // namespace tandem

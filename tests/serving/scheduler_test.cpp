@@ -1,0 +1,215 @@
+// Scheduler with a fake model runner: every plan respects the token budget and the blocks it
+// maps, no block leaks, prefix hits skip computed blocks, and preemption under a tiny pool
+// still gives every request exactly the tokens it would get alone.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "engine/scheduler.h"
+
+namespace tandem {
+namespace {
+
+// The "model": the next token is a function of the whole sequence so far, so a recompute
+// with wrong K/V positions or a lost token would change every later token.
+int32_t fake_next(const std::vector<int32_t>& tokens) {
+  uint32_t h = 2166136261u;
+  for (int32_t t : tokens) h = (h ^ static_cast<uint32_t>(t)) * 16777619u;
+  return static_cast<int32_t>(h % 1000);
+}
+
+std::vector<int32_t> expected_output(const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  std::vector<int32_t> tokens = prompt, out;
+  while (static_cast<int64_t>(out.size()) < max_tokens) {
+    out.push_back(fake_next(tokens));
+    tokens.push_back(out.back());
+  }
+  return out;
+}
+
+struct FakeRun {
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t max_step_tokens = 0;
+  int64_t computed_tokens = 0;
+};
+
+// Drives the scheduler to completion, checking every plan against the budget and blocks.
+FakeRun run_to_completion(Scheduler& scheduler, BlockAllocator& blocks, std::vector<std::unique_ptr<Request>>& requests,
+                          int64_t arrive_every = 0) {
+  FakeRun run;
+  size_t next = 0;
+  const auto arrive = [&] {
+    if (next < requests.size()) scheduler.add(requests[next++].get());
+  };
+  if (arrive_every == 0) {
+    while (next < requests.size()) arrive();
+  } else {
+    arrive();
+  }
+  while (!scheduler.idle() || next < requests.size()) {
+    if (arrive_every > 0 && run.steps % arrive_every == 0) arrive();
+    const StepPlan plan = scheduler.schedule();
+    run.preemptions += static_cast<int64_t>(plan.preempted.size());
+    ++run.steps;
+    EXPECT_LE(run.steps, 100000) << "no progress";
+    if (run.steps > 100000) return run;
+    int64_t n_tokens = 0;
+    std::set<Request*> seen;
+    for (const ScheduledChunk& chunk : plan.chunks) {
+      Request* r = chunk.request;
+      EXPECT_TRUE(seen.insert(r).second) << "a request twice in one step";
+      EXPECT_TRUE(r->admitted());
+      EXPECT_EQ(chunk.start, r->n_computed);
+      EXPECT_GE(static_cast<int64_t>(r->block_table.size()) * blocks.block_size(), chunk.start + chunk.n_tokens);
+      EXPECT_EQ(chunk.samples, chunk.start + chunk.n_tokens == static_cast<int64_t>(r->tokens.size()));
+      for (int32_t b : r->block_table) EXPECT_GT(blocks.ref_count(b), 0);
+      n_tokens += chunk.n_tokens;
+    }
+    EXPECT_EQ(n_tokens, plan.n_tokens);
+    EXPECT_LE(n_tokens, scheduler.config().max_batch_tokens);
+    run.max_step_tokens = std::max(run.max_step_tokens, n_tokens);
+    run.computed_tokens += n_tokens;
+    scheduler.complete(plan);
+    for (const ScheduledChunk& chunk : plan.chunks) {
+      if (!chunk.samples) continue;
+      Request* r = chunk.request;
+      r->append_token(fake_next(r->tokens));
+      if (static_cast<int64_t>(r->generated.size()) >= r->params.max_tokens)
+        scheduler.remove(r, RequestState::Finished);
+    }
+  }
+  return run;
+}
+
+std::unique_ptr<Request> make_request(uint64_t id, std::vector<int32_t> prompt, int64_t max_tokens) {
+  auto r = std::make_unique<Request>();
+  r->id = id;
+  r->prompt = std::move(prompt);
+  r->params.max_tokens = max_tokens;
+  return r;
+}
+
+std::vector<int32_t> prompt_of(int32_t seed, int32_t n) {
+  std::vector<int32_t> p;
+  for (int32_t i = 0; i < n; ++i) p.push_back((seed * 31 + i * 7) % 500 + 1);
+  return p;
+}
+
+void expect_outputs_and_no_leak(const std::vector<std::unique_ptr<Request>>& requests, const BlockAllocator& blocks) {
+  for (const auto& r : requests) {
+    EXPECT_EQ(r->state, RequestState::Finished);
+    EXPECT_EQ(r->generated, expected_output(r->prompt, r->params.max_tokens)) << "request " << r->id;
+    EXPECT_TRUE(r->block_table.empty());
+  }
+  const BlockStats s = blocks.stats();
+  EXPECT_EQ(s.used, 0);
+  EXPECT_EQ(s.free + s.cached, s.total);
+}
+
+TEST(Scheduler, BatchesManyRequestsUnderTheTokenBudget) {
+  BlockAllocator blocks(64, 4);
+  Scheduler scheduler({4, 8}, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int i = 0; i < 10; ++i) requests.push_back(make_request(i, prompt_of(i, 3 + 5 * i), 6 + i));
+  const FakeRun run = run_to_completion(scheduler, blocks, requests, 3);
+  EXPECT_EQ(run.max_step_tokens, 8);  // the budget was the limit, and was used
+  EXPECT_EQ(run.preemptions, 0);
+  expect_outputs_and_no_leak(requests, blocks);
+}
+
+TEST(Scheduler, LongPromptIsChunkedWhileOthersKeepDecoding) {
+  BlockAllocator blocks(64, 4);
+  Scheduler scheduler({2, 4}, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  requests.push_back(make_request(0, prompt_of(1, 2), 30));
+  requests.push_back(make_request(1, prompt_of(2, 40), 2));
+  scheduler.add(requests[0].get());
+  // Run request 0 into decoding, then let the long prompt arrive.
+  for (int i = 0; i < 2; ++i) {
+    const StepPlan plan = scheduler.schedule();
+    scheduler.complete(plan);
+    for (const ScheduledChunk& c : plan.chunks)
+      if (c.samples) c.request->append_token(fake_next(c.request->tokens));
+  }
+  scheduler.add(requests[1].get());
+  int decode_steps_during_prefill = 0;
+  while (requests[1]->state != RequestState::Decoding) {
+    const StepPlan plan = scheduler.schedule();
+    ASSERT_FALSE(plan.empty());
+    EXPECT_EQ(plan.chunks.front().request, requests[0].get());  // the decode comes first
+    EXPECT_EQ(plan.chunks.front().n_tokens, 1);
+    EXPECT_LE(plan.n_tokens, 4);
+    ++decode_steps_during_prefill;
+    scheduler.complete(plan);
+    for (const ScheduledChunk& c : plan.chunks)
+      if (c.samples) c.request->append_token(fake_next(c.request->tokens));
+  }
+  EXPECT_EQ(decode_steps_during_prefill, 14);  // 40 tokens at 3 per step
+  for (auto& r : requests) scheduler.remove(r.get(), RequestState::Cancelled);
+  EXPECT_EQ(blocks.stats().used, 0);
+}
+
+TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
+  BlockAllocator blocks(32, 4);
+  Scheduler scheduler({2, 64}, blocks);
+  std::vector<std::unique_ptr<Request>> first;
+  first.push_back(make_request(0, prompt_of(5, 12), 3));  // exactly 3 full blocks
+  const FakeRun cold = run_to_completion(scheduler, blocks, first);
+  EXPECT_EQ(first[0]->cached_prompt_tokens, 0);
+
+  std::vector<std::unique_ptr<Request>> again;
+  again.push_back(make_request(1, prompt_of(5, 12), 3));   // same prompt: 2 blocks reused, last computed
+  again.push_back(make_request(2, [] {                     // shares the first block only
+                    std::vector<int32_t> p = prompt_of(5, 12);
+                    p[6] = 999;
+                    return p;
+                  }(), 3));
+  const FakeRun warm = run_to_completion(scheduler, blocks, again);
+  EXPECT_EQ(again[0]->cached_prompt_tokens, 8);
+  EXPECT_EQ(again[1]->cached_prompt_tokens, 4);
+  EXPECT_LT(warm.computed_tokens, 2 * cold.computed_tokens);
+  expect_outputs_and_no_leak(first, blocks);
+  expect_outputs_and_no_leak(again, blocks);
+  const BlockStats s = blocks.stats();
+  EXPECT_EQ(s.lookup_tokens, 36);
+  EXPECT_EQ(s.hit_tokens, 12);
+}
+
+TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndOutputIsUnchanged) {
+  // 8 blocks of 4 tokens; each request grows to 5 + 20 = 25 tokens (7 blocks).
+  BlockAllocator blocks(8, 4);
+  Scheduler scheduler({4, 16}, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(make_request(i, prompt_of(i + 20, 5), 20));
+  const FakeRun run = run_to_completion(scheduler, blocks, requests);
+  EXPECT_GT(run.preemptions, 0);
+  int64_t preempted = 0;
+  for (const auto& r : requests) preempted += r->n_preemptions;
+  EXPECT_EQ(preempted, run.preemptions);
+  expect_outputs_and_no_leak(requests, blocks);
+}
+
+TEST(Scheduler, CancelAnywhereReturnsEveryBlock) {
+  BlockAllocator blocks(16, 4);
+  Scheduler scheduler({2, 6}, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(make_request(i, prompt_of(i, 9), 50));
+  for (auto& r : requests) scheduler.add(r.get());
+  for (int step = 0; step < 5; ++step) {
+    const StepPlan plan = scheduler.schedule();
+    scheduler.complete(plan);
+    for (const ScheduledChunk& c : plan.chunks)
+      if (c.samples) c.request->append_token(fake_next(c.request->tokens));
+  }
+  // One decoding, one prefilling or waiting: all cancellable.
+  for (auto& r : requests) scheduler.remove(r.get(), RequestState::Cancelled);
+  EXPECT_TRUE(scheduler.idle());
+  EXPECT_EQ(blocks.stats().used, 0);
+}
+
+}  // namespace
+}  // namespace tandem
