@@ -29,7 +29,7 @@ void run_perplexity(const PerplexityOptions& options) {
 
   std::shared_ptr<const Model> model = load_model(options.model_path);
   const Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model->config.vocab_size);
-  const std::vector<int32_t> tokens = tokenizer.encode(text.str(), /*add_bos=*/true);
+  const std::vector<int32_t> tokens = tokenizer.encode(text.str(), tokenizer.vocab().add_bos);
   const int64_t ctx = options.ctx > 0 ? options.ctx : std::min<int64_t>(512, model->config.context_length);
   const int64_t batch = options.batch > 0 ? std::min(options.batch, ctx) : ctx;
   ThreadPool pool(options.threads);
@@ -37,7 +37,7 @@ void run_perplexity(const PerplexityOptions& options) {
   fmt::print(stderr, "perplexity: {} tokens, {} chunks of {} (batch {})\n", tokens.size(),
              static_cast<int64_t>(tokens.size()) / std::max<int64_t>(ctx, 1), ctx, batch);
   const PerplexityResult result =
-      compute_perplexity(forward, tokens, ctx, batch, tokenizer.vocab().bos_id, [](int64_t chunk, double ppl) {
+      compute_perplexity(forward, tokens, ctx, batch, tokenizer.vocab().add_bos ? tokenizer.vocab().bos_id : -1, [](int64_t chunk, double ppl) {
         fmt::print(stderr, "[{}] {:.4f}\n", chunk + 1, ppl);
       });
   fmt::print("PPL = {:.4f} +/- {:.4f}\n", result.perplexity, result.uncertainty);

@@ -63,7 +63,7 @@ void run(const RunOptions& options) {
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
                      model->config.vocab_size);
   ThreadPool pool(options.threads);
-  const std::vector<int32_t> prompt = tokenizer.encode(options.prompt, /*add_bos=*/true);
+  const std::vector<int32_t> prompt = tokenizer.encode(options.prompt, tokenizer.vocab().add_bos);  // gpt-2 style vocabularies add none
   const ModelConfig& config = model->config;
   TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= config.context_length,
                      "the prompt is {} tokens long but the model's context is {} tokens", prompt.size(),

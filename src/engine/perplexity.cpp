@@ -27,7 +27,7 @@ PerplexityResult compute_perplexity(Forward& forward, std::span<const int32_t> t
   Batch batch;
   for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
     std::vector<int32_t> chunk_tokens(tokens.begin() + chunk * ctx, tokens.begin() + (chunk + 1) * ctx);
-    chunk_tokens[0] = bos_id;
+    if (bos_id >= 0) chunk_tokens[0] = bos_id;  // vocabularies without BOS keep the text token
     cache.release(0);
     TANDEM_ASSERT(cache.reserve(0, ctx));
     const int64_t first_scored = ctx / 2;

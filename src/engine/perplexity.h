@@ -19,7 +19,8 @@ struct PerplexityResult {
   int64_t scored_tokens = 0;
 };
 
-// `forward` must allow batches of batch_tokens. on_chunk(i, running perplexity) after each chunk.
+// `forward` must allow batches of batch_tokens; bos_id < 0 (no BOS) leaves first tokens as
+// they are. on_chunk(i, running perplexity) after each chunk.
 PerplexityResult compute_perplexity(Forward& forward, std::span<const int32_t> tokens, int64_t ctx,
                                     int64_t batch_tokens, int32_t bos_id,
                                     const std::function<void(int64_t, double)>& on_chunk = {});

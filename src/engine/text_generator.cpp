@@ -35,7 +35,7 @@ TextGenerator TextGenerator::load(const std::string& model_path, const std::stri
 
 GenerateResponse TextGenerator::generate(const GenerateRequest& request,
                                          const std::function<void(std::string_view)>& on_text) {
-  const std::vector<int32_t> prompt = tokenize(request.prompt, true);
+  const std::vector<int32_t> prompt = tokenize(request.prompt, state_->tokenizer.vocab().add_bos);
   TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= state_->model->config.context_length,
                      "the prompt is {} tokens long but the model's context is {} tokens", prompt.size(),
                      state_->model->config.context_length);
