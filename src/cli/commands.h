@@ -13,6 +13,7 @@ void add_info_command(CLI::App& app);
 void add_gen_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_chat_template_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tandem::cli::add_gen_model_command(app);
   tandem::cli::add_bench_command(app);
   tandem::cli::add_serve_command(app);
+  tandem::cli::add_chat_template_command(app);
   tandem::cli::add_convert_command(app);
   try {
     app.parse(argc, argv);
