@@ -30,16 +30,25 @@ struct ServeOptions {
   double drain_seconds = 5.0;
 };
 
-server::ChatFormat choose_chat_format(const ServeOptions& options) {
+// --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
+// (GGUF tokenizer.chat_template), falling back to ChatML when it has none.
+server::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tokenizer& tokenizer) {
+  server::ChatRenderer renderer;
+  const Vocab& vocab = tokenizer.vocab();
+  if (vocab.bos_id >= 0) renderer.bos_token = vocab.pieces[static_cast<size_t>(vocab.bos_id)];
+  if (vocab.eos_id >= 0) renderer.eos_token = vocab.pieces[static_cast<size_t>(vocab.eos_id)];
   if (!options.chat_template.empty()) {
     const auto format = server::chat_format_from_name(options.chat_template);
     TANDEM_CHECK_INPUT(format.has_value(), "unknown --chat-template '{}' (chatml, llama2, llama3, zephyr)",
                        options.chat_template);
-    return *format;
+    renderer.format = *format;
+    return renderer;
   }
-  if (!is_gguf_path(options.model_path)) return server::ChatFormat::ChatML;
+  if (!is_gguf_path(options.model_path)) return renderer;
   const GgufFile file = GgufFile::open(options.model_path);
-  return server::detect_chat_format(file.get_string("tokenizer.chat_template").value_or(""));
+  renderer.jinja_template = file.get_string("tokenizer.chat_template").value_or("");
+  renderer.format = server::detect_chat_format(renderer.jinja_template);
+  return renderer;
 }
 
 // Waits for SIGINT or SIGTERM (blocked in every thread, so only this wait sees them).
@@ -78,17 +87,17 @@ void serve(const ServeOptions& options) {
   TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
                      model->config.vocab_size);
-  const server::ChatFormat chat_format = choose_chat_format(options);
+  const server::ChatRenderer chat_renderer = choose_chat_renderer(options, tokenizer);
   ThreadPool pool(options.threads);
   Engine engine(model, tokenizer, options.engine, pool);
   engine.start();
   const std::string model_id = std::filesystem::path(options.model_path).filename().string();
-  http.attach(&engine, model_id, chat_format);
+  http.attach(&engine, model_id, chat_renderer);
   const EngineStats stats = engine.stats();
   std::fprintf(stderr,
                "tandem serve: ready — model %s, chat format %s, %d parallel, context %lld, %lld KV blocks of %lld "
                "tokens (%lld bytes each), batch budget %lld tokens\n",
-               model_id.c_str(), std::string(server::chat_format_name(chat_format)).c_str(), engine.config().max_seqs,
+               model_id.c_str(), chat_renderer.name().c_str(), engine.config().max_seqs,
                static_cast<long long>(engine.context_length()), static_cast<long long>(stats.blocks.total),
                static_cast<long long>(stats.block_size), static_cast<long long>(stats.bytes_per_block),
                static_cast<long long>(engine.config().max_batch_tokens));

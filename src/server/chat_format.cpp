@@ -2,6 +2,10 @@
 // markers; special-token text such as "</s>" is emitted verbatim, as the templates do.
 #include "server/chat_format.h"
 
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/jinja/chat_template.h"
+
 #include "base/error.h"
 
 namespace tandem::server {
@@ -88,6 +92,14 @@ std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messa
       break;
   }
   return out;
+}
+
+std::string ChatRenderer::render(const std::vector<ChatMessage>& messages) const {
+  if (jinja_template.empty()) return render_chat(format, messages);
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& message : messages) list.push_back({{"role", message.role}, {"content", message.content}});
+  return render_chat_template(jinja_template, list, nlohmann::ordered_json(), /*add_generation_prompt=*/true, bos_token,
+                              eos_token);
 }
 
 }  // namespace tandem::server

@@ -28,4 +28,22 @@ ChatFormat detect_chat_format(std::string_view jinja_template);
 // the text (the tokenizer adds it). Throws InputError for an unknown role.
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
 
+// What the chat endpoint renders with: the model's own Jinja template (GGUF
+// tokenizer.chat_template) when it has one and no built-in was asked for, else a built-in.
+struct ChatRenderer {
+  ChatFormat format = ChatFormat::ChatML;
+  std::string jinja_template;  // non-empty: render with it (src/tokenizer/jinja)
+  std::string bos_token;       // text of BOS/EOS, as templates print them
+  std::string eos_token;
+
+  // Prompt text ending with the assistant's turn opener. Throws InputError (bad role, or an
+  // error the template raises).
+  std::string render(const std::vector<ChatMessage>& messages) const;
+  // Whether the rendered text already begins with BOS (so the tokenizer must not add one).
+  bool starts_with_bos(const std::string& text) const {
+    return !bos_token.empty() && text.compare(0, bos_token.size(), bos_token) == 0;
+  }
+  std::string name() const { return jinja_template.empty() ? std::string(chat_format_name(format)) : "model template"; }
+};
+
 }  // namespace tandem::server

@@ -127,10 +127,10 @@ void HttpServer::listen() { http_->listen_after_bind(); }
 
 void HttpServer::stop() { http_->stop(); }
 
-void HttpServer::attach(Engine* engine, std::string model_id, ChatFormat chat_format) {
+void HttpServer::attach(Engine* engine, std::string model_id, ChatRenderer chat_renderer) {
   model_id_ = std::move(model_id);
-  chat_format_ = chat_format;
-  engine_.store(engine);  // publishes model_id_ and chat_format_ to the handler threads
+  chat_renderer_ = std::move(chat_renderer);
+  engine_.store(engine);  // publishes model_id_ and chat_renderer_ to the handler threads
 }
 
 bool HttpServer::authorized(const httplib::Request& req) const {
@@ -170,7 +170,8 @@ void HttpServer::handle_generate(Endpoint endpoint, const httplib::Request& req,
     const bool bos = tokenizer.vocab().add_bos;
     if (endpoint == Endpoint::Chat) {
       // The template's turn markers are special tokens of chat models: match them whole.
-      prompt = tokenizer.encode(render_chat(chat_format_, api.messages), bos, /*parse_special=*/true);
+      const std::string text = chat_renderer_.render(api.messages);
+      prompt = tokenizer.encode(text, bos && !chat_renderer_.starts_with_bos(text), /*parse_special=*/true);
     } else if (!api.prompt_ids.empty()) {
       prompt = api.prompt_ids;
     } else {

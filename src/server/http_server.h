@@ -45,7 +45,7 @@ class HttpServer {
 
   // The model is loaded: completions are served and /health turns 200. `engine` must outlive
   // this server's handlers.
-  void attach(Engine* engine, std::string model_id, ChatFormat chat_format);
+  void attach(Engine* engine, std::string model_id, ChatRenderer chat_renderer);
 
  private:
   void handle_generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
@@ -58,7 +58,7 @@ class HttpServer {
   int port_ = 0;
   std::atomic<Engine*> engine_{nullptr};
   std::string model_id_;
-  ChatFormat chat_format_ = ChatFormat::ChatML;
+  ChatRenderer chat_renderer_;
   Metrics metrics_;
   std::atomic<uint64_t> next_response_id_{1};
 };
