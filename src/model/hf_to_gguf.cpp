@@ -80,7 +80,7 @@ std::string pre_tokenizer_name(const json& tokenizer, const std::string& archite
   if (architecture == "qwen2") return "qwen2";
   const std::string pre = tokenizer.contains("pre_tokenizer") ? tokenizer["pre_tokenizer"].dump() : "";
   if (pre.find("\\\\p{N}{1,3}") != std::string::npos) return "llama-bpe";  // Llama 3's digit triples
-  return "gpt2";
+  return "gpt-2";  // llama.cpp spells the GPT-2 pre-tokenizer with a hyphen
 }
 
 void add_tokenizer_keys(const fs::path& dir, const ModelConfig& model_config, GgufWriter& writer) {
