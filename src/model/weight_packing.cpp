@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "kernels/amx/amx_gemm.h"
 #include "kernels/kernel_table.h"
 
@@ -17,14 +18,23 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
   for (LayerWeights& layer : w.layers)
     for (TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
       matrices.push_back(view);
+  // One buffer for every packed matrix: huge pages are 2 MiB, so one buffer per tensor would
+  // leave up to a page of slack per tensor resident.
+  size_t total = 0;
+  for (TensorView* view : matrices)
+    if (amx::packable(*view)) total += (static_cast<size_t>(amx::packed_bytes(*view)) + 63) / 64 * 64;
+  if (total == 0) return;
+  auto buffer = std::make_shared<HugePageBuffer>(total);
+  size_t offset = 0;
   for (TensorView* view : matrices) {
     if (!amx::packable(*view)) continue;
-    auto packed = std::make_shared<std::vector<uint8_t>>(amx::pack(*view));
-    view->packed = packed->data();
-    model.storage.push_back(packed);
+    amx::pack_into(*view, buffer->data() + offset);
+    view->packed = buffer->data() + offset;
+    offset += (static_cast<size_t>(amx::packed_bytes(*view)) + 63) / 64 * 64;
     if (mapping != nullptr && view->data != w.token_embedding.data)
       mapping->release_pages(view->data, static_cast<size_t>(view->n_bytes()));
   }
+  model.storage.push_back(buffer);
 }
 
 }  // namespace tandem

@@ -16,7 +16,10 @@ namespace tandem::amx {
 
 // Can this weight be packed for the AMX kernel (Q8_0 or Q4_0, 2-D)?
 bool packable(const TensorView& weight);
-// The packed bytes for `weight` (see the layout in amx_gemm.cpp).
+// The packed bytes for `weight` (see the layout in amx_gemm.cpp): pack_into writes
+// packed_bytes(weight) bytes to `out`; pack returns them in a vector.
+int64_t packed_bytes(const TensorView& weight);
+void pack_into(const TensorView& weight, uint8_t* out);
 std::vector<uint8_t> pack(const TensorView& weight);
 
 // GemmQ8Fn (kernel_table.h). Uses weight.packed when set, else the AVX-512 kernel.
