@@ -7,8 +7,8 @@
 //   Q4_0: the same 512 values + 8 as nibbles — byte p holds value p (low) and value p + 256
 //         (high) — then 16 fp16 scales: 288 bytes.
 // Tile registers: 0 = C (16 tokens x 16 rows int32), 1 = A (16 tokens x 32 bytes of
-// activations), 2 = B (8 x 64 bytes: one block of 16 rows); 3 and 4 are a second C and B so
-// that decode streams two row groups at once (more loads in flight, nearer the bandwidth).
+// activations), 2 = B (8 x 64 bytes: one block of 16 rows). Decode (<= 4 tokens) reads the
+// same packed tiles with 512-bit dpbusd instead, for the same integers.
 #include "kernels/amx/amx_gemm.h"
 
 #include <immintrin.h>
@@ -57,10 +57,6 @@ void ensure_tiles_configured() {
   config.bytes_per_row[1] = 32;
   config.rows[2] = 8;
   config.bytes_per_row[2] = 64;
-  config.rows[3] = kTileTokens;  // second C and B, for two row groups at once (decode)
-  config.bytes_per_row[3] = 64;
-  config.rows[4] = 8;
-  config.bytes_per_row[4] = 64;
   _tile_loadconfig(&config);
   configured = true;
 }
@@ -144,68 +140,65 @@ void gemm_group(const TensorView& weight, int64_t group, int64_t store_begin, in
   }
 }
 
-// A few tokens (decode) against two row groups at once. Per lane the arithmetic is exactly
-// gemm_group's, so results do not depend on which path or pairing computed them.
+// A few tokens (decode) against one row group, without tiles: the packed VNNI layout is what
+// 512-bit dpbusd wants with lanes = rows (row j of a B tile holds elements 4j..4j+3 of all 16
+// rows), so each lane's integer sum is exactly the tile multiply's C[token][row] — and the
+// float steps after it are gemm_group's, so decode and prefill give the same bits. It saves
+// the tile store/reload round trips, which dominate when there is only one token.
 template <DType kType>
-void gemm_group_pair_few_tokens(const TensorView& weight, int64_t group, int64_t row_begin, int64_t row_end,
+void gemm_group_vnni_few_tokens(const TensorView& weight, int64_t group, int64_t store_begin, int64_t store_end,
                                 const ActivationBlockQ8* x, int64_t n_tokens, float* out, int64_t out_stride) {
   constexpr int64_t kMaxTokens = 4;
   const int64_t n_blocks = weight.row_length() / 32;
   const int64_t block_bytes = group_block_bytes(kType);
-  const uint8_t* packed0 = weight.packed + group * n_blocks * block_bytes;
-  const uint8_t* packed1 = packed0 + n_blocks * block_bytes;
-  alignas(64) int32_t c_tile0[kTileTokens * kGroupRows];
-  alignas(64) int32_t c_tile1[kTileTokens * kGroupRows];
-  alignas(64) int8_t b_tile0[512];
-  alignas(64) int8_t b_tile1[512];
-  alignas(64) int8_t a_tile[kTileTokens * 32] = {};
-  __m512 acc0[kMaxTokens], acc1[kMaxTokens];
-  for (int64_t m = 0; m < kMaxTokens; ++m) acc0[m] = acc1[m] = _mm512_setzero_ps();
+  const uint8_t* packed = weight.packed + group * n_blocks * block_bytes;
+  const __m512i offset_bytes = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i low_mask = _mm512_set1_epi8(0x0f);
+  __m512 acc[kMaxTokens];
+  for (int64_t m = 0; m < kMaxTokens; ++m) acc[m] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* block0 = packed0 + b * block_bytes;
-    const uint8_t* block1 = packed1 + b * block_bytes;
-    for (int64_t line = 0; line < block_bytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(block0 + 2 * block_bytes + line), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(block1 + 2 * block_bytes + line), _MM_HINT_T0);
-    }
+    const uint8_t* block = packed + b * block_bytes;
+    for (int64_t line = 0; line < block_bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(block + 4 * block_bytes + line), _MM_HINT_T0);
+    __m512i rows[8];
+    __m512i q8_offset = _mm512_setzero_si512();  // Q8_0: 128 * (sum of each row's 32 weights)
     if constexpr (kType == DType::Q8_0) {
-      _tile_loadd(2, block0, 64);
-      _tile_loadd(4, block1, 64);
+      for (int j = 0; j < 8; ++j) {
+        rows[j] = _mm512_loadu_si512(block + 64 * j);
+        q8_offset = _mm512_dpbusd_epi32(q8_offset, offset_bytes, rows[j]);
+      }
     } else {
-      unpack_q4(block0, b_tile0);
-      unpack_q4(block1, b_tile1);
-      _tile_loadd(2, b_tile0, 64);
-      _tile_loadd(4, b_tile1, 64);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i bytes = _mm512_loadu_si512(block + 64 * j);
+        rows[j] = _mm512_and_si512(bytes, low_mask);                           // nibble = q + 8
+        rows[j + 4] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_mask);
+      }
     }
-    const ActivationBlockQ8* first = x + b;
-    for (int64_t m = 0; m < n_tokens; ++m) std::memcpy(a_tile + m * 32, first[m * n_blocks].quants, 32);
-    _tile_loadd(1, a_tile, 32);
-    _tile_zero(0);
-    _tile_zero(3);
-    _tile_dpbssd(0, 1, 2);
-    _tile_dpbssd(3, 1, 4);
-    _tile_stored(0, c_tile0, 64);
-    _tile_stored(3, c_tile1, 64);
-    const __m512 scales0 =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block0 + block_bytes - 32)));
-    const __m512 scales1 =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block1 + block_bytes - 32)));
+    const __m512 row_scales =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + block_bytes - 32)));
     for (int64_t m = 0; m < n_tokens; ++m) {
-      const __m512 activation_scale = _mm512_set1_ps(first[m * n_blocks].scale);
-      acc0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c_tile0 + m * kGroupRows)),
-                                _mm512_mul_ps(scales0, activation_scale), acc0[m]);
-      acc1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c_tile1 + m * kGroupRows)),
-                                _mm512_mul_ps(scales1, activation_scale), acc1[m]);
+      const ActivationBlockQ8& activations = x[m * n_blocks + b];
+      int32_t words[8];
+      std::memcpy(words, activations.quants, sizeof(words));
+      __m512i lanes;
+      if constexpr (kType == DType::Q8_0) {
+        // (x + 128) * w summed, minus the offset's share: exactly sum x * w.
+        lanes = _mm512_sub_epi32(_mm512_setzero_si512(), q8_offset);
+        for (int j = 0; j < 8; ++j)
+          lanes = _mm512_dpbusd_epi32(lanes, _mm512_xor_si512(_mm512_set1_epi32(words[j]), offset_bytes), rows[j]);
+      } else {
+        // nibble * x summed, minus 8 * sum x: exactly sum (q) * x with q = nibble - 8.
+        int32_t sum_x = 0;
+        for (int k = 0; k < 32; ++k) sum_x += activations.quants[k];
+        lanes = _mm512_set1_epi32(-8 * sum_x);
+        for (int j = 0; j < 8; ++j) lanes = _mm512_dpbusd_epi32(lanes, rows[j], _mm512_set1_epi32(words[j]));
+      }
+      const __m512 scale = _mm512_mul_ps(row_scales, _mm512_set1_ps(activations.scale));
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), scale, acc[m]);
     }
   }
-  for (int64_t half = 0; half < 2; ++half) {
-    const int64_t first_row = (group + half) * kGroupRows;
-    const int64_t begin = std::max(row_begin, first_row), end = std::min(row_end, first_row + kGroupRows);
-    if (begin >= end) continue;
-    const auto mask = static_cast<__mmask16>(((1u << (end - begin)) - 1) << (begin - first_row));
-    for (int64_t m = 0; m < n_tokens; ++m)
-      _mm512_mask_storeu_ps(out + m * out_stride + first_row, mask, half == 0 ? acc0[m] : acc1[m]);
-  }
+  const auto mask = static_cast<__mmask16>(((1u << (store_end - store_begin)) - 1) << (store_begin - group * kGroupRows));
+  for (int64_t m = 0; m < n_tokens; ++m) _mm512_mask_storeu_ps(out + m * out_stride + group * kGroupRows, mask, acc[m]);
 }
 
 }  // namespace
@@ -263,21 +256,17 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
     avx512::gemm_q8(weight, row_begin, row_end, x, n_tokens, out, out_stride);
     return;
   }
-  ensure_tiles_configured();
-  int64_t group = row_begin / kGroupRows;
-  if (n_tokens <= 4) {
-    // Decode: two row groups per pass while at least two remain in the range.
-    for (; (group + 2) * kGroupRows <= row_end || (group + 1) * kGroupRows < row_end; group += 2) {
-      if (weight.dtype == DType::Q8_0)
-        gemm_group_pair_few_tokens<DType::Q8_0>(weight, group, row_begin, row_end, x, n_tokens, out, out_stride);
-      else
-        gemm_group_pair_few_tokens<DType::Q4_0>(weight, group, row_begin, row_end, x, n_tokens, out, out_stride);
-    }
-  }
-  for (; group * kGroupRows < row_end; ++group) {
+  const bool few_tokens = n_tokens <= 4;  // decode: dpbusd on the packed tiles, no tile registers
+  if (!few_tokens) ensure_tiles_configured();
+  for (int64_t group = row_begin / kGroupRows; group * kGroupRows < row_end; ++group) {
     const int64_t store_begin = std::max(row_begin, group * kGroupRows);
     const int64_t store_end = std::min(row_end, (group + 1) * kGroupRows);
-    if (weight.dtype == DType::Q8_0)
+    const bool q8 = weight.dtype == DType::Q8_0;
+    if (few_tokens && q8)
+      gemm_group_vnni_few_tokens<DType::Q8_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
+    else if (few_tokens)
+      gemm_group_vnni_few_tokens<DType::Q4_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
+    else if (q8)
       gemm_group<DType::Q8_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
     else
       gemm_group<DType::Q4_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
