@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/human_units.h"
 #include "engine/benchmark.h"
 
 namespace tandem::cli {
@@ -15,17 +16,6 @@ struct BenchFlags {
   BenchOptions options;
   bool json = false;
 };
-
-std::string human_bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fmt::format("{:.2f} {}", value, units[unit]);
-}
 
 std::string human_count(int64_t n) {
   if (n >= 1000000000) return fmt::format("{:.2f} B", n / 1e9);

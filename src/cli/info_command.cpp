@@ -6,23 +6,13 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/human_units.h"
 #include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
 namespace tandem::cli {
 namespace {
-
-std::string human_bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fmt::format("{:.2f} {}", value, units[unit]);
-}
 
 void print_info(const std::string& path) {
   std::shared_ptr<const Model> model = load_model(path);

@@ -16,6 +16,21 @@ namespace {
 constexpr int64_t kMaxGroup = 64;  // query heads per KV head we support
 }
 
+float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, double& running_sum) {
+  float tile_max = -INFINITY;
+  for (int64_t p = 0; p < tile_len; ++p) tile_max = std::fmax(tile_max, scores[p]);
+  const float new_max = std::fmax(running_max, tile_max);
+  const float correction = std::exp(running_max - new_max);  // exp(-inf) = 0 on the first tile
+  running_max = new_max;
+  double tile_sum = 0.0;
+  for (int64_t p = 0; p < tile_len; ++p) {
+    scores[p] = std::exp(scores[p] - new_max);
+    tile_sum += scores[p];
+  }
+  running_sum = running_sum * correction + tile_sum;
+  return correction;
+}
+
 namespace portable {
 
 void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
@@ -40,18 +55,8 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
     }
     // Online softmax: rescale what came before to the new maximum, then add this tile.
     for (int64_t g = 0; g < n_queries; ++g) {
-      float* scores = scratch + g * kAttentionTile;
-      float tile_max = -INFINITY;
-      for (int64_t p = 0; p < tile_len; ++p) tile_max = std::fmax(tile_max, scores[p]);
-      const float new_max = std::fmax(running_max[g], tile_max);
-      const float correction = std::exp(running_max[g] - new_max);  // exp(-inf) = 0 on the first tile
-      running_max[g] = new_max;
-      double tile_sum = 0.0;
-      for (int64_t p = 0; p < tile_len; ++p) {
-        scores[p] = std::exp(scores[p] - new_max);
-        tile_sum += scores[p];
-      }
-      running_sum[g] = running_sum[g] * correction + tile_sum;
+      const float correction =
+          online_softmax_tile(scratch + g * kAttentionTile, tile_len, running_max[g], running_sum[g]);
       if (correction != 1.0f) {
         float* acc = out + g * head_dim;
         for (int64_t d = 0; d < head_dim; ++d) acc[d] *= correction;

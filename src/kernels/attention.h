@@ -23,6 +23,12 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                      float* scratch, float* out);
 
+// The online-softmax step for one query and one tile, shared by every attention kernel so
+// they agree on it: scores[0..tile_len) become exp(score - new running max) in place,
+// running_max/running_sum are updated, and the return value is the factor by which the
+// output accumulated over earlier tiles must be rescaled.
+float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, double& running_sum);
+
 // One query head (a group of one); scratch: attention_scratch_floats(1).
 void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,

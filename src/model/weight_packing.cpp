@@ -20,9 +20,11 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
       matrices.push_back(view);
   // One buffer for every packed matrix: huge pages are 2 MiB, so one buffer per tensor would
   // leave up to a page of slack per tensor resident.
+  // Each matrix starts on a cache line.
+  auto padded_bytes = [](const TensorView& view) { return (static_cast<size_t>(amx::packed_bytes(view)) + 63) / 64 * 64; };
   size_t total = 0;
   for (TensorView* view : matrices)
-    if (amx::packable(*view)) total += (static_cast<size_t>(amx::packed_bytes(*view)) + 63) / 64 * 64;
+    if (amx::packable(*view)) total += padded_bytes(*view);
   if (total == 0) return;
   auto buffer = std::make_shared<HugePageBuffer>(total);
   size_t offset = 0;
@@ -30,7 +32,7 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
     if (!amx::packable(*view)) continue;
     amx::pack_into(*view, buffer->data() + offset);
     view->packed = buffer->data() + offset;
-    offset += (static_cast<size_t>(amx::packed_bytes(*view)) + 63) / 64 * 64;
+    offset += padded_bytes(*view);
     if (mapping != nullptr && view->data != w.token_embedding.data)
       mapping->release_pages(view->data, static_cast<size_t>(view->n_bytes()));
   }

@@ -57,17 +57,7 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
     }
     for (int64_t g = 0; g < n_queries; ++g) {
       float* scores = scratch + g * kAttentionTile;
-      float tile_max = -INFINITY;
-      for (int64_t p = 0; p < tile_len; ++p) tile_max = std::fmax(tile_max, scores[p]);
-      const float new_max = std::fmax(running_max[g], tile_max);
-      const float correction = std::exp(running_max[g] - new_max);
-      running_max[g] = new_max;
-      double tile_sum = 0.0;
-      for (int64_t p = 0; p < tile_len; ++p) {
-        scores[p] = std::exp(scores[p] - new_max);
-        tile_sum += scores[p];
-      }
-      running_sum[g] = running_sum[g] * correction + tile_sum;
+      const float correction = online_softmax_tile(scores, tile_len, running_max[g], running_sum[g]);
       // Rescale the accumulator and add this tile's values in position order, in registers.
       float* acc_out = out + g * head_dim;
       __m512 acc[kMaxHeadVectors];
