@@ -1,4 +1,5 @@
-// Google Benchmark of matmul (src/kernels/matmul.h) for every computable weight type on
+// Google Benchmark of matmul (src/kernels/matmul.h) for every computable weight type (packed
+// for the AMX level when that is the active one, as the loader does) on
 // tinyllama-1.1b's shapes: decode (1 token) and prefill (64, 512 tokens). Counters:
 // weight_bytes/s (weight bytes read per call / time: compare with tandem_bandwidth in decode)
 // and flops/s (2·n_out·n_in·n_tokens / time: compare with the cores' peak in prefill).
@@ -14,12 +15,14 @@
 
 #include "base/quant.h"
 #include "base/thread_pool.h"
+#include "kernels/amx/amx_gemm.h"
+#include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 
 namespace tandem {
 namespace {
 
-const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
 
 ThreadPool& bench_pool() {
   static ThreadPool pool([] {
@@ -52,7 +55,12 @@ void BM_matmul(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tokens = state.range(3);
   const std::vector<uint8_t>& bytes = weight_bytes(type, n_out, n_in);
-  const TensorView weight = make_view(bytes.data(), type, {n_out, n_in});
+  TensorView weight = make_view(bytes.data(), type, {n_out, n_in});
+  std::vector<uint8_t> packed;  // as the model loader does for the AMX level
+  if (kernel_table().isa == Isa::Amx && amx::packable(weight)) {
+    packed = amx::pack(weight);
+    weight.packed = packed.data();
+  }
   std::vector<float> x(static_cast<size_t>(n_tokens * n_in));  // [n_tokens, n_in]
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);

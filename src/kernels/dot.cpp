@@ -85,6 +85,9 @@ float dot_q4_0_impl(const BlockQ4_0* w, const ActivationBlockQ8* x, int64_t n_bl
 
 }  // namespace
 
+// Multiversioned too: with SSE4.1 and up, nearbyint is one rounding instruction instead of a
+// libm call per element (the same rounding: to nearest, ties to even).
+TANDEM_MULTIVERSION
 void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* block = x + b * 32;

@@ -468,8 +468,9 @@ DotFn kernel_for(const KQuantKernels& kernels, DType type) {
 
 }  // namespace
 
-void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out) {
-  TANDEM_ASSERT(n % kKQuantBlockSize == 0);
+namespace {
+
+void quantize_q8k_scalar(const float* x, int64_t n, ActivationBlockQ8K* out) {
   for (int64_t b = 0; b < n / kKQuantBlockSize; ++b) {
     const float* xb = x + b * kKQuantBlockSize;
     float amax = 0.0f;
@@ -486,6 +487,43 @@ void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out
       out[b].block_sums[j] = static_cast<int16_t>(sum);
     }
   }
+}
+
+#if defined(__x86_64__)
+// The same values as the scalar loop: max is exact in any order, and the product, the
+// rounding (to nearest, ties to even) and the clamp are the same per element.
+TANDEM_TARGET_AVX512 void quantize_q8k_avx512(const float* x, int64_t n, ActivationBlockQ8K* out) {
+  for (int64_t b = 0; b < n / kKQuantBlockSize; ++b) {
+    const float* xb = x + b * kKQuantBlockSize;
+    __m512 max_abs = _mm512_setzero_ps();
+    for (int i = 0; i < 256; i += 16) max_abs = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), max_abs);
+    const float amax = _mm512_reduce_max_ps(max_abs);
+    out[b].scale = amax / 127.0f;
+    const __m512 inverse = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    for (int j = 0; j < 16; ++j) {
+      const __m512 scaled = _mm512_mul_ps(_mm512_loadu_ps(xb + 16 * j), inverse);
+      __m512i q = _mm512_cvtps_epi32(_mm512_roundscale_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].quants + 16 * j), _mm512_cvtepi32_epi8(q));
+      out[b].block_sums[j] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void quantize_activations_q8k_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8K* out) {
+  TANDEM_ASSERT(n % kKQuantBlockSize == 0);
+  TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
+#if defined(__x86_64__)
+  if (isa >= Isa::Avx512) return quantize_q8k_avx512(x, n, out);
+#endif
+  quantize_q8k_scalar(x, n, out);
+}
+
+void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out) {
+  quantize_activations_q8k_isa(active_isa(), x, n, out);
 }
 
 float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x,

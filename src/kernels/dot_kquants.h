@@ -25,6 +25,8 @@ inline bool uses_q8k_activations(DType type) {
 
 // Quantizes n floats (n a multiple of 256) into n/256 blocks; quants in [-127, 127].
 void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);
+// One variant (scalar, or AVX-512 for isa >= Avx512); every variant writes the same bytes.
+void quantize_activations_q8k_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8K* out);
 
 // dot(weight row of `type`, quantized activation row), n elements (a multiple of 256), with
 // the variant of active_isa() (cpu_features.h). All variants give the same bits.

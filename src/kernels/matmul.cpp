@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/kernel_table.h"
 
 namespace tandem {
@@ -13,7 +14,8 @@ namespace tandem {
 namespace {
 constexpr int64_t kRowTile = 16;
 
-// K-quant weights: activations in 256-element blocks, one row dot product per output.
+// K-quant weights: activations in 256-element blocks; one row dot product per output, or
+// the AMX kernel when the weights were repacked for it.
 void matmul_kquant(const TensorView& weight, const float* x, int64_t n_tokens, float* out, ThreadPool& pool,
                    MatmulScratch& scratch) {
   const int64_t n_out = weight.n_rows();
@@ -31,6 +33,10 @@ void matmul_kquant(const TensorView& weight, const float* x, int64_t n_tokens, f
       [&](int64_t row_begin, int64_t row_end, int) {
         for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
           const int64_t tile_end = std::min(row_end, tile + kRowTile);
+          if (weight.packed != nullptr) {  // repacked at load for the AMX level: same bits
+            amx::gemm_kquant(weight, tile, tile_end, qx, n_tokens, out, n_out);
+            continue;
+          }
           for (int64_t t = 0; t < n_tokens; ++t)
             for (int64_t r = tile; r < tile_end; ++r)
               out[t * n_out + r] = dot_q8k_activations(weight.dtype, weight.row(r), qx + t * blocks_per_row, n_in);

@@ -19,6 +19,7 @@ const std::array kShapes = {
     GeneratedShape{"llama-160m", 768, 12, 12, 12, 2048, 2048},
     GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
     GeneratedShape{"test-tiny", 64, 2, 4, 2, 96, 256},
+    GeneratedShape{"test-kquant", 256, 2, 4, 2, 512, 256},  // rows of whole k-quant blocks
 };
 
 constexpr float kWeightStddev = 0.02f;

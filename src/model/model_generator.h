@@ -1,5 +1,5 @@
-// Random-weight Llama GGUF files of known shapes (llama-160m, tinyllama-1.1b, test-tiny),
-// for benchmarks and tests without downloading a model. The tokenizer is copied from a
+// Random-weight Llama GGUF files of known shapes (llama-160m, tinyllama-1.1b, test-tiny,
+// test-kquant), for benchmarks and tests without downloading a model. The tokenizer is copied from a
 // vocabulary GGUF. Output is a pure function of (shape, type, vocabulary, seed).
 #pragma once
 

@@ -6,8 +6,7 @@
 //         original 16 blocks.
 //   Q4_0: the same 512 values + 8 as nibbles — byte p holds value p (low) and value p + 256
 //         (high) — then 16 fp16 scales: 288 bytes.
-// Tile registers: 0 = C (16 tokens x 16 rows int32), 1 = A (16 tokens x 32 bytes of
-// activations), 2 = B (8 x 64 bytes: one block of 16 rows). Decode (<= 4 tokens) reads the
+// Tile registers as amx_tiles.h names them. Decode (<= 4 tokens) reads the
 // same packed tiles with 512-bit dpbusd instead, for the same integers.
 #include "kernels/amx/amx_gemm.h"
 
@@ -17,6 +16,8 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/amx/amx_kquant_gemm.h"
+#include "kernels/amx/amx_tiles.h"
 #include "kernels/kernel_table.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
@@ -36,30 +37,6 @@ constexpr int64_t kQ8GroupBlockBytes = 512 + 32;
 constexpr int64_t kQ4GroupBlockBytes = 256 + 32;
 
 int64_t group_block_bytes(DType type) { return type == DType::Q8_0 ? kQ8GroupBlockBytes : kQ4GroupBlockBytes; }
-
-struct TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t bytes_per_row[16];
-  uint8_t rows[16];
-};
-
-// Tile state is per thread: configure once on each thread that runs the kernel.
-void ensure_tiles_configured() {
-  thread_local bool configured = false;
-  if (configured) return;
-  alignas(64) TileConfig config{};
-  config.palette_id = 1;
-  config.rows[0] = kTileTokens;
-  config.bytes_per_row[0] = 64;
-  config.rows[1] = kTileTokens;
-  config.bytes_per_row[1] = 32;
-  config.rows[2] = 8;
-  config.bytes_per_row[2] = 64;
-  _tile_loadconfig(&config);
-  configured = true;
-}
 
 // Element k (0..31) of a row's block, as int8.
 int8_t block_value(DType type, const uint8_t* row, int64_t b, int k) {
@@ -110,23 +87,23 @@ void gemm_group(const TensorView& weight, int64_t group, int64_t store_begin, in
       for (int64_t line = 0; line < block_bytes; line += 64)
         _mm_prefetch(reinterpret_cast<const char*>(block + 2 * block_bytes + line), _MM_HINT_T0);
       if constexpr (kType == DType::Q8_0) {
-        _tile_loadd(2, block, 64);
+        _tile_loadd(TANDEM_TILE_B32, block, 64);
       } else {
         unpack_q4(block, b_tile);
-        _tile_loadd(2, b_tile, 64);
+        _tile_loadd(TANDEM_TILE_B32, b_tile, 64);
       }
       const ActivationBlockQ8* first = x + token0 * n_blocks + b;
       if (valid == kTileTokens) {
-        _tile_loadd(1, first->quants, activation_stride);
+        _tile_loadd(TANDEM_TILE_A32, first->quants, activation_stride);
       } else {
         // A partial token tile: gather the valid rows (never read past x). Rows past `valid`
         // hold stale bytes; they only feed C rows that are never read.
         for (int64_t m = 0; m < valid; ++m) std::memcpy(a_tile + m * 32, first[m * n_blocks].quants, 32);
-        _tile_loadd(1, a_tile, 32);
+        _tile_loadd(TANDEM_TILE_A32, a_tile, 32);
       }
-      _tile_zero(0);
-      _tile_dpbssd(0, 1, 2);
-      _tile_stored(0, c_tile, 64);
+      _tile_zero(TANDEM_TILE_C);
+      _tile_dpbssd(TANDEM_TILE_C, TANDEM_TILE_A32, TANDEM_TILE_B32);
+      _tile_stored(TANDEM_TILE_C, c_tile, 64);
       const __m512 row_scales =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + block_bytes - 32)));
       for (int64_t m = 0; m < valid; ++m) {
@@ -204,10 +181,12 @@ void gemm_group_vnni_few_tokens(const TensorView& weight, int64_t group, int64_t
 }  // namespace
 
 bool packable(const TensorView& weight) {
-  return weight.n_dims == 2 && (weight.dtype == DType::Q8_0 || weight.dtype == DType::Q4_0);
+  return weight.n_dims == 2 &&
+         (weight.dtype == DType::Q8_0 || weight.dtype == DType::Q4_0 || kquant_packable(weight));
 }
 
 int64_t packed_bytes(const TensorView& weight) {
+  if (kquant_packable(weight)) return kquant_packed_bytes(weight);
   const int64_t n_groups = (weight.n_rows() + kGroupRows - 1) / kGroupRows;
   return n_groups * (weight.row_length() / 32) * group_block_bytes(weight.dtype);
 }
@@ -220,6 +199,10 @@ std::vector<uint8_t> pack(const TensorView& weight) {
 
 void pack_into(const TensorView& weight, uint8_t* packed_out) {
   TANDEM_ASSERT(packable(weight));
+  if (kquant_packable(weight)) {
+    kquant_pack_into(weight, packed_out);
+    return;
+  }
   const DType type = weight.dtype;
   const int64_t n_rows = weight.n_rows();
   const int64_t n_blocks = weight.row_length() / 32;

@@ -14,7 +14,8 @@
 
 namespace tandem::amx {
 
-// Can this weight be packed for the AMX kernel (Q8_0 or Q4_0, 2-D)?
+// Can this weight be packed for an AMX kernel (Q8_0, Q4_0, or Q4_K/Q6_K for
+// amx_kquant_gemm.h; 2-D)?
 bool packable(const TensorView& weight);
 // The packed bytes for `weight` (see the layout in amx_gemm.cpp): pack_into writes
 // packed_bytes(weight) bytes to `out`; pack returns them in a vector.

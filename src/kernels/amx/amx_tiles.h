@@ -1,0 +1,23 @@
+// The one AMX tile configuration every AMX kernel shares. Tile registers keep their shapes
+// per thread until reconfigured, so all kernels agree on a single palette and each thread
+// loads it once, whichever kernel runs first.
+#pragma once
+
+namespace tandem::amx {
+
+// Tile registers and their shapes (rows x bytes per row). Macros, not constants: the
+// compiler's tile intrinsics paste the register number into the instruction text.
+#define TANDEM_TILE_C 0    // 16 tokens x 16 int32 (one per weight row)
+#define TANDEM_TILE_A32 1  // 16 tokens x 32 int8 activations (a 32-element block)
+#define TANDEM_TILE_B32 2  // 8 x 64 bytes: 32 elements of 16 weight rows in VNNI order
+// A second C/A/B set of the same shapes, so two tile multiplies can be in flight (tile
+// registers are not renamed: reusing one C serialises multiply, store and the next zero).
+#define TANDEM_TILE_C2 5
+#define TANDEM_TILE_A32_2 6
+#define TANDEM_TILE_B32_2 7
+
+// Loads the configuration on the calling thread if it has not been loaded there yet.
+// Only call after the runtime check found AMX (kernels/cpu_features.h).
+void ensure_tiles_configured();
+
+}  // namespace tandem::amx

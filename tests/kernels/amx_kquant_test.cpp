@@ -1,0 +1,115 @@
+// The AMX k-quant GEMM (kernels/amx/amx_kquant_gemm.h) against the scalar row kernel: every
+// (row, token) result bit-identical to dot_q8k_activations on the scalar level, for odd row
+// counts, partial row groups and token tiles, any row range, and both the decode path (<= 4
+// tokens) and the tile path.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/kquants.h"
+#include "kernels/amx/amx_gemm.h"
+#include "kernels/amx/amx_kquant_gemm.h"
+#include "kernels/cpu_features.h"
+
+namespace tandem {
+namespace {
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(static_cast<size_t>(n));
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+// Random weights of `type` with rows of n_in elements; some rows get a large offset so the
+// Q4_K mins and extreme Q6_K scales are exercised.
+std::vector<uint8_t> random_kquant_matrix(std::mt19937& rng, DType type, int64_t n_rows, int64_t n_in) {
+  const int64_t row_bytes = dtype_row_bytes(type, n_in);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_rows * row_bytes));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::vector<float> row = random_floats(rng, n_in, r % 5 == 0 ? 3.0f : 0.05f);
+    if (r % 3 == 0)
+      for (float& v : row) v += 1.5f;
+    uint8_t* out = bytes.data() + r * row_bytes;
+    if (type == DType::Q4_K)
+      quantize_row_q4k(row.data(), reinterpret_cast<BlockQ4K*>(out), n_in);
+    else
+      quantize_row_q6k(row.data(), reinterpret_cast<BlockQ6K*>(out), n_in);
+  }
+  return bytes;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+TEST(AmxKquantGemm, EqualsScalarRowKernelBitForBit) {
+  if (detect_isa() < Isa::Amx) GTEST_SKIP() << "no AMX on this machine";
+  std::mt19937 rng(31);
+  for (DType type : {DType::Q4_K, DType::Q6_K})
+    for (int64_t n_rows : {1, 16, 17, 40})
+      for (int64_t n_in : {256, 768}) {
+        const std::vector<uint8_t> weights = random_kquant_matrix(rng, type, n_rows, n_in);
+        TensorView w;
+        w.data = weights.data();
+        w.dtype = type;
+        w.n_dims = 2;
+        w.shape = {n_rows, n_in};
+        ASSERT_TRUE(amx::packable(w));
+        const std::vector<uint8_t> packed = amx::pack(w);
+        ASSERT_EQ(static_cast<int64_t>(packed.size()), amx::packed_bytes(w));
+        w.packed = packed.data();
+        const int64_t n_blocks = n_in / 256;
+        for (int64_t n_tokens : {1, 3, 4, 5, 16, 17, 35}) {
+          const std::vector<float> x = random_floats(rng, n_tokens * n_in, n_tokens % 2 == 0 ? 1.0f : 40.0f);
+          std::vector<ActivationBlockQ8K> qx(static_cast<size_t>(n_tokens * n_blocks));
+          for (int64_t t = 0; t < n_tokens; ++t) quantize_activations_q8k(x.data() + t * n_in, n_in, qx.data() + t * n_blocks);
+          // The whole range, and a range cutting row groups in the middle.
+          for (auto [row_begin, row_end] : {std::pair<int64_t, int64_t>{0, n_rows}, {n_rows / 3, n_rows - n_rows / 4}}) {
+            if (row_begin >= row_end) continue;
+            std::vector<float> out(static_cast<size_t>(n_tokens * n_rows), -7.0f);
+            amx::gemm_kquant(w, row_begin, row_end, qx.data(), n_tokens, out.data(), n_rows);
+            for (int64_t t = 0; t < n_tokens; ++t)
+              for (int64_t r = 0; r < n_rows; ++r) {
+                const float got = out[t * n_rows + r];
+                if (r < row_begin || r >= row_end) {
+                  ASSERT_EQ(got, -7.0f) << "wrote outside its rows: row " << r;
+                  continue;
+                }
+                const float expected =
+                    dot_q8k_activations_isa(Isa::Scalar, type, w.row(r), qx.data() + t * n_blocks, n_in);
+                ASSERT_TRUE(same_bits(got, expected))
+                    << dtype_name(type) << " rows " << n_rows << " n_in " << n_in << " tokens " << n_tokens << " row "
+                    << r << " token " << t << ": " << got << " vs " << expected;
+              }
+          }
+        }
+      }
+}
+
+// The activation quantizer's variants write the same bytes (the AVX-512 one feeds the
+// AMX kernel, the scalar one is the reference), including ties, zeros and huge values.
+TEST(QuantizeActivationsQ8K, EveryVariantWritesTheSameBytes) {
+  std::mt19937 rng(5);
+  for (float scale : {0.0f, 1e-30f, 1.0f, 3e4f}) {
+    std::vector<float> x = random_floats(rng, 1024, scale);
+    x[3] = 127.0f * 0.5f;  // exact ties once the block maximum is 127
+    x[17] = -127.0f;
+    x[40] = 127.0f;
+    x[300] = 2.5f;
+    std::vector<ActivationBlockQ8K> expected(4), got(4);
+    quantize_activations_q8k_isa(Isa::Scalar, x.data(), 1024, expected.data());
+    for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+      if (static_cast<int>(isa) > static_cast<int>(detect_isa())) continue;
+      quantize_activations_q8k_isa(isa, x.data(), 1024, got.data());
+      for (size_t b = 0; b < 4; ++b) {
+        EXPECT_TRUE(same_bits(got[b].scale, expected[b].scale));
+        EXPECT_EQ(std::memcmp(got[b].quants, expected[b].quants, 256), 0) << "block " << b << " scale " << scale;
+        EXPECT_EQ(std::memcmp(got[b].block_sums, expected[b].block_sums, 32), 0) << "block " << b;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem

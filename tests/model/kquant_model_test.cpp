@@ -1,0 +1,87 @@
+// A Q4_K_M model (Q4_K with Q6_K for output and some attn_v / ffn_down, rows of whole
+// 256-element blocks) through the whole forward pass: prefill equals token-by-token decode
+// bit for bit — on an AMX machine the first runs the tile kernels and the second the dpbusd
+// decode path over the repacked weights — and the repacked weights give the same bits as
+// the row kernels reading the file's own blocks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/kernel_table.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/model_generator.h"
+
+namespace tandem {
+namespace {
+
+std::string vocab_path() {
+  return std::string(TANDEM_SHARED_DIR) + "/tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+}
+
+std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& tokens,
+                                   int64_t step) {
+  ThreadPool pool(2);
+  Forward forward(model, static_cast<int64_t>(tokens.size()), pool);
+  KvCache cache(model->config, static_cast<int64_t>(tokens.size()), 1);
+  EXPECT_TRUE(cache.reserve(0, static_cast<int64_t>(tokens.size())));
+  std::vector<float> logits;
+  Batch batch;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  for (int64_t begin = 0; begin < n; begin += step) {
+    batch.clear();
+    for (int64_t p = begin; p < std::min(n, begin + step); ++p) batch.add(tokens[p], static_cast<int32_t>(p), 0, true);
+    std::span<const float> out = forward.run(batch, cache);
+    logits.insert(logits.end(), out.begin(), out.end());
+  }
+  return logits;
+}
+
+int64_t differing_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  int64_t differing = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return differing;
+}
+
+TEST(KQuantModel, PrefillDecodeAndRowKernelsAgreeBitForBit) {
+  if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "shared vocab not found: " << vocab_path();
+  GeneratorOptions options;
+  options.shape = "test-kquant";
+  options.q4_k_m = true;
+  options.vocab_path = vocab_path();
+  options.seed = 3;
+  options.out_path = testing::TempDir() + "tandem_kquant_model.gguf";
+  generate_random_gguf(options);
+  const std::shared_ptr<const Model> model = load_model(options.out_path);
+  ASSERT_EQ(model->weights.layers[0].wq.dtype, DType::Q4_K);
+  ASSERT_EQ(model->weights.output.dtype, DType::Q6_K);
+  const bool packed = kernel_table().isa == Isa::Amx;
+  EXPECT_EQ(model->weights.layers[0].wq.packed != nullptr, packed);
+
+  std::mt19937 rng(4);
+  std::vector<int32_t> tokens(37);
+  for (int32_t& token : tokens) token = static_cast<int32_t>(rng() % model->config.vocab_size);
+  const std::vector<float> prefill = logits_in_steps(model, tokens, 37);
+  const std::vector<float> chunked = logits_in_steps(model, tokens, 7);
+  const std::vector<float> decode = logits_in_steps(model, tokens, 1);
+  EXPECT_EQ(differing_bits(prefill, decode), 0) << "prefill vs decode";
+  EXPECT_EQ(differing_bits(prefill, chunked), 0) << "prefill vs chunks of 7";
+
+  // The same model reading the file's blocks through the row kernels.
+  auto unpacked = std::make_shared<Model>(*model);
+  for (LayerWeights& layer : unpacked->weights.layers)
+    for (TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
+      view->packed = nullptr;
+  unpacked->weights.output.packed = nullptr;
+  EXPECT_EQ(differing_bits(prefill, logits_in_steps(unpacked, tokens, 37)), 0) << "repacked vs file blocks";
+  std::remove(options.out_path.c_str());
+}
+
+}  // namespace
+}  // namespace tandem
