@@ -9,6 +9,11 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "kernels/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define TANDEM_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
@@ -85,10 +90,9 @@ float dot_q4_0_impl(const BlockQ4_0* w, const ActivationBlockQ8* x, int64_t n_bl
 
 }  // namespace
 
-// Multiversioned too: with SSE4.1 and up, nearbyint is one rounding instruction instead of a
-// libm call per element (the same rounding: to nearest, ties to even).
-TANDEM_MULTIVERSION
-void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out) {
+namespace {
+
+void quantize_q8_portable(const float* x, int64_t n, ActivationBlockQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* block = x + b * 32;
     float amax = 0.0f;
@@ -98,6 +102,42 @@ void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out) 
     out[b].scale = scale;
     for (int i = 0; i < 32; ++i) out[b].quants[i] = static_cast<int8_t>(std::nearbyint(block[i] * inverse));
   }
+}
+
+#if defined(__x86_64__)
+// The same bytes as the portable loop: max is exact in any order (and, like fmax, keeps the
+// running value when an input is NaN), and product and rounding (to nearest, ties to even)
+// are the same per element. The portable loop calls libm's fmax/nearbyint per element.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_q8_avx512(const float* x, int64_t n,
+                                                                                       ActivationBlockQ8* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m512 low = _mm512_loadu_ps(x + b * 32), high = _mm512_loadu_ps(x + b * 32 + 16);
+    const __m512 max_abs = _mm512_max_ps(_mm512_abs_ps(high), _mm512_max_ps(_mm512_abs_ps(low), _mm512_setzero_ps()));
+    const float amax = _mm512_reduce_max_ps(max_abs);
+    const float scale = amax / 127.0f;
+    const __m512 inverse = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+    out[b].scale = scale;
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512i q_low = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(low, inverse), kRound));
+    const __m512i q_high = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(high, inverse), kRound));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].quants), _mm512_cvtepi32_epi8(q_low));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].quants + 16), _mm512_cvtepi32_epi8(q_high));
+  }
+}
+#endif
+
+}  // namespace
+
+void quantize_activations_q8_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8* out) {
+#if defined(__x86_64__)
+  if (isa >= Isa::Avx512) return quantize_q8_avx512(x, n, out);
+#endif
+  quantize_q8_portable(x, n, out);
+}
+
+void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out) {
+  static const Isa isa = active_isa();
+  quantize_activations_q8_isa(isa, x, n, out);
 }
 
 float dot_float_activations(DType type, const void* weight_row, const float* x, int64_t n) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/cpu_features.h"
 
 namespace tandem {
 
@@ -21,6 +22,8 @@ inline bool uses_q8_activations(DType type) { return type == DType::Q8_0 || type
 
 // Quantizes n floats (n a multiple of 32) into n/32 activation blocks.
 void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out);
+// One variant (portable, or AVX-512 for isa >= Avx512); every variant writes the same bytes.
+void quantize_activations_q8_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8* out);
 
 // dot(weight row of `type`, float row) for F32, F16 and BF16 weights; n elements.
 float dot_float_activations(DType type, const void* weight_row, const float* x, int64_t n);

@@ -2,7 +2,10 @@
 // is only looked up, so it keeps its stored layout; a tied output head gets its own copy).
 #include "model/weight_packing.h"
 
+#include <algorithm>
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "base/huge_page_buffer.h"
@@ -27,15 +30,30 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
     if (amx::packable(*view)) total += padded_bytes(*view);
   if (total == 0) return;
   auto buffer = std::make_shared<HugePageBuffer>(total);
+  std::vector<std::pair<TensorView*, uint8_t*>> to_pack;  // matrix, where its packed copy goes
   size_t offset = 0;
   for (TensorView* view : matrices) {
     if (!amx::packable(*view)) continue;
-    amx::pack_into(*view, buffer->data() + offset);
+    to_pack.emplace_back(view, buffer->data() + offset);
     view->packed = buffer->data() + offset;
     offset += padded_bytes(*view);
-    if (mapping != nullptr && view->data != w.token_embedding.data)
-      mapping->release_pages(view->data, static_cast<size_t>(view->n_bytes()));
   }
+  // Matrices are independent: pack them on every core (loading a 1 GiB model is otherwise
+  // seconds of one core's work), each releasing its mapped original when done.
+  std::atomic<size_t> next{0};
+  auto pack_some = [&] {
+    for (size_t i = next++; i < to_pack.size(); i = next++) {
+      auto [view, destination] = to_pack[i];
+      amx::pack_into(*view, destination);
+      if (mapping != nullptr && view->data != w.token_embedding.data)
+        mapping->release_pages(view->data, static_cast<size_t>(view->n_bytes()));
+    }
+  };
+  std::vector<std::thread> workers;
+  const unsigned n_workers = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 1; i < n_workers; ++i) workers.emplace_back(pack_some);
+  pack_some();
+  for (std::thread& worker : workers) worker.join();
   model.storage.push_back(buffer);
 }
 

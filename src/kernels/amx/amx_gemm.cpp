@@ -40,7 +40,7 @@ constexpr int64_t kQ4GroupBlockBytes = 256 + 32;
 int64_t group_block_bytes(DType type) { return type == DType::Q8_0 ? kQ8GroupBlockBytes : kQ4GroupBlockBytes; }
 
 // Element k (0..31) of a row's block, as int8.
-int8_t block_value(DType type, const uint8_t* row, int64_t b, int k) {
+inline int8_t block_value(DType type, const uint8_t* row, int64_t b, int k) {
   if (type == DType::Q8_0) return reinterpret_cast<const BlockQ8_0*>(row)[b].quants[k];
   const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(row)[b];
   const uint8_t byte = block.nibbles[k % 16];
@@ -266,8 +266,11 @@ void pack_into(const TensorView& weight, uint8_t* packed_out) {
           scales[n] = 0;
           continue;
         }
-        for (int k = 0; k < 32; ++k) values[(k / 4) * 64 + n * 4 + k % 4] = block_value(type, weight.row(row), b, k);
-        scales[n] = block_scale_bits(type, weight.row(row), b);
+        const uint8_t* row_bytes = weight.row(row);
+        int8_t block[32];
+        for (int k = 0; k < 32; ++k) block[k] = block_value(type, row_bytes, b, k);
+        for (int k4 = 0; k4 < 8; ++k4) std::memcpy(values + k4 * 64 + n * 4, block + 4 * k4, 4);
+        scales[n] = block_scale_bits(type, row_bytes, b);
       }
       if (type == DType::Q8_0) {
         std::memcpy(out, values, 512);
