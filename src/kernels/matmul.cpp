@@ -13,6 +13,10 @@ namespace tandem {
 
 namespace {
 constexpr int64_t kRowTile = 16;
+#ifndef TANDEM_FLOAT_TOKEN_CHUNK
+#define TANDEM_FLOAT_TOKEN_CHUNK 128
+#endif
+constexpr int64_t kFloatTokenChunk = TANDEM_FLOAT_TOKEN_CHUNK;
 
 // K-quant weights: activations in 256-element blocks; one row dot product per output, or
 // the AMX kernel when the weights were repacked for it.
@@ -69,16 +73,22 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
   }
   const ActivationBlockQ8* qx = scratch.quantized.data();
   const KernelTable& kernels = kernel_table();
+  // Float activations are 4 bytes an element: a long prompt's no longer fit in L2, so they go
+  // through in chunks, each passing over all of the thread's rows.
+  const int64_t token_chunk = quantized ? n_tokens : kFloatTokenChunk;
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {
-        // Row tiles keep one tile of weights in cache while every token passes over it.
-        for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
-          const int64_t tile_end = std::min(row_end, tile + kRowTile);
-          if (quantized)
-            kernels.gemm_q8(weight, tile, tile_end, qx, n_tokens, out, n_out);
-          else
-            kernels.gemm_float(weight, tile, tile_end, x, n_tokens, out, n_out);
+        for (int64_t chunk = 0; chunk < n_tokens; chunk += token_chunk) {
+          const int64_t chunk_tokens = std::min(token_chunk, n_tokens - chunk);
+          // Row tiles keep one tile of weights in cache while the chunk's tokens pass over it.
+          for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
+            const int64_t tile_end = std::min(row_end, tile + kRowTile);
+            if (quantized)
+              kernels.gemm_q8(weight, tile, tile_end, qx, n_tokens, out, n_out);
+            else
+              kernels.gemm_float(weight, tile, tile_end, x + chunk * n_in, chunk_tokens, out + chunk * n_out, n_out);
+          }
         }
       },
       kRowTile);

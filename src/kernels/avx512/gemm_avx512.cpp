@@ -26,6 +26,10 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 #endif
 
+#ifndef TANDEM_FLOAT_TOKEN_TILE
+#define TANDEM_FLOAT_TOKEN_TILE 6
+#endif
+
 namespace tandem::avx512 {
 namespace {
 
@@ -111,20 +115,28 @@ inline float reduce(__m512 acc) { return _mm512_reduce_add_ps(acc); }
 template <DType kType, int kRows, int kTokens>
 inline void q8_tile(const TensorView& weight, int64_t row, const ActivationBlockQ8* x, int64_t token,
                     int64_t blocks_per_row, float* out, int64_t out_stride) {
+  // Loops over rows/tokens unrolled early so the accumulators stay in registers (see float_tile).
   __m512 acc[kRows][kTokens];
+  #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
+    #pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_setzero_ps();
   const void* rows[kRows];
+  #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) rows[r] = weight.row(row + r);
   constexpr int64_t kPrefetchBytes = 512;  // ahead of the loads: hides DRAM latency per stream
   const int64_t block_bytes = kType == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
   for (int64_t b = 0; b < blocks_per_row; b += 2) {
+    #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r)
       _mm_prefetch(static_cast<const char*>(rows[r]) + b * block_bytes + kPrefetchBytes, _MM_HINT_T0);
     WeightPair w[kRows];
+    #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) w[r] = load_weight_pair<kType>(rows[r], b, blocks_per_row);
+    #pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) {
       const ActivationPair a = load_activation_pair(x + (token + t) * blocks_per_row, b, blocks_per_row);
+      #pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) {
         const __m512i lanes = _mm512_dpbusd_epi32(w[r].neg_offset, a.unsigned_quants, w[r].quants);
         const __m512 scale = _mm512_mul_ps(w[r].scales, a.scales);
@@ -132,7 +144,9 @@ inline void q8_tile(const TensorView& weight, int64_t row, const ActivationBlock
       }
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
+    #pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) out[(token + t) * out_stride + row + r] = reduce(acc[r][t]);
 }
 
@@ -174,21 +188,34 @@ inline __m512 load_weights16(const void* row, int64_t i, __mmask16 mask) {
 template <DType kType, int kRows, int kTokens>
 inline void float_tile(const TensorView& weight, int64_t row, const float* x, int64_t token, int64_t n_in,
                        float* out, int64_t out_stride) {
+  // Every loop over rows/tokens is unrolled before GCC decides what lives in registers;
+  // otherwise it keeps the accumulator array in memory and stores all of it every step.
   __m512 acc[kRows][kTokens];
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_setzero_ps();
   const void* rows[kRows];
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) rows[r] = weight.row(row + r);
+  const float* activations[kTokens];
+#pragma GCC unroll 16
+  for (int t = 0; t < kTokens; ++t) activations[t] = x + (token + t) * n_in;
   for (int64_t i = 0; i < n_in; i += 16) {
     const __mmask16 mask = n_in - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n_in - i)) - 1);
     __m512 w[kRows];
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) w[r] = load_weights16<kType>(rows[r], i, mask);
+#pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) {
-      const __m512 a = _mm512_maskz_loadu_ps(mask, x + (token + t) * n_in + i);
+      const __m512 a = _mm512_maskz_loadu_ps(mask, activations[t] + i);
+#pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) acc[r][t] = _mm512_fmadd_ps(w[r], a, acc[r][t]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) out[(token + t) * out_stride + row + r] = reduce(acc[r][t]);
 }
 
@@ -197,19 +224,21 @@ void gemm_float_typed(const TensorView& weight, int64_t row_begin, int64_t row_e
                       float* out, int64_t out_stride) {
   const int64_t n_in = weight.row_length();
   constexpr int kRowTile = 4;
-  constexpr int kTokenTile = 4;
-  int64_t row = row_begin;
-  for (; row + kRowTile <= row_end; row += kRowTile) {
-    int64_t token = 0;
-    for (; token + kTokenTile <= n_tokens; token += kTokenTile)
+  constexpr int kTokenTile = TANDEM_FLOAT_TOKEN_TILE;
+  // Token tiles outside, row tiles inside: a token tile's f32 activations (the bigger operand)
+  // stay in L1 across the call's rows, whose weights stay in L2 across token tiles.
+  int64_t token = 0;
+  for (; token + kTokenTile <= n_tokens; token += kTokenTile) {
+    int64_t row = row_begin;
+    for (; row + kRowTile <= row_end; row += kRowTile)
       float_tile<kType, kRowTile, kTokenTile>(weight, row, x, token, n_in, out, out_stride);
-    for (; token < n_tokens; ++token) float_tile<kType, kRowTile, 1>(weight, row, x, token, n_in, out, out_stride);
+    for (; row < row_end; ++row) float_tile<kType, 1, kTokenTile>(weight, row, x, token, n_in, out, out_stride);
   }
-  for (; row < row_end; ++row) {
-    int64_t token = 0;
-    for (; token + kTokenTile <= n_tokens; token += kTokenTile)
-      float_tile<kType, 1, kTokenTile>(weight, row, x, token, n_in, out, out_stride);
-    for (; token < n_tokens; ++token) float_tile<kType, 1, 1>(weight, row, x, token, n_in, out, out_stride);
+  for (; token < n_tokens; ++token) {
+    int64_t row = row_begin;
+    for (; row + kRowTile <= row_end; row += kRowTile)
+      float_tile<kType, kRowTile, 1>(weight, row, x, token, n_in, out, out_stride);
+    for (; row < row_end; ++row) float_tile<kType, 1, 1>(weight, row, x, token, n_in, out, out_stride);
   }
 }
 
