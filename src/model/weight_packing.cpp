@@ -1,9 +1,10 @@
 // pack_weights_for_kernels: every matrix the forward pass multiplies by (the embedding table
-// is only looked up, so it keeps its stored layout; a tied output head gets its own copy).
+// is only looked up, so it stays in the file map; a tied output head gets its own copy).
 #include "model/weight_packing.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -15,38 +16,51 @@
 namespace tandem {
 
 void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
-  if (kernel_table().isa != Isa::Amx) return;
+  const bool amx = kernel_table().isa == Isa::Amx;
   ModelWeights& w = model.weights;
   std::vector<TensorView*> matrices = {&w.output};
   for (LayerWeights& layer : w.layers)
     for (TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
       matrices.push_back(view);
-  // One buffer for every packed matrix: huge pages are 2 MiB, so one buffer per tensor would
-  // leave up to a page of slack per tensor resident.
-  // Each matrix starts on a cache line.
-  auto padded_bytes = [](const TensorView& view) { return (static_cast<size_t>(amx::packed_bytes(view)) + 63) / 64 * 64; };
+  // Each matrix goes to one buffer, starting on a cache line: repacked when the AMX kernels
+  // have a layout for its type, else copied as it is (still worth it: the huge pages).
+  struct Job {
+    TensorView* view;
+    uint8_t* destination;
+    bool repack;
+  };
+  std::vector<Job> jobs;
   size_t total = 0;
-  for (TensorView* view : matrices)
-    if (amx::packable(*view)) total += padded_bytes(*view);
-  if (total == 0) return;
-  auto buffer = std::make_shared<HugePageBuffer>(total);
-  std::vector<std::pair<TensorView*, uint8_t*>> to_pack;  // matrix, where its packed copy goes
-  size_t offset = 0;
   for (TensorView* view : matrices) {
-    if (!amx::packable(*view)) continue;
-    to_pack.emplace_back(view, buffer->data() + offset);
-    view->packed = buffer->data() + offset;
-    offset += padded_bytes(*view);
+    const bool repack = amx && amx::packable(*view);
+    // Owned buffers stay, and so does a tied head (code tells tying by the shared pointer).
+    if (!repack && (mapping == nullptr || view->n_dims != 2 || view->data == w.token_embedding.data)) continue;
+    jobs.push_back({view, reinterpret_cast<uint8_t*>(total), repack});
+    const size_t bytes = static_cast<size_t>(repack ? amx::packed_bytes(*view) : view->n_bytes());
+    total += (bytes + 63) / 64 * 64;
   }
+  if (total == 0) return;
+  // One buffer for every matrix: huge pages are 2 MiB, so one buffer per tensor would leave
+  // up to a page of slack per tensor resident.
+  auto buffer = std::make_shared<HugePageBuffer>(total);
+  for (Job& job : jobs) job.destination = buffer->data() + reinterpret_cast<size_t>(job.destination);
   // Matrices are independent: pack them on every core (loading a 1 GiB model is otherwise
   // seconds of one core's work), each releasing its mapped original when done.
   std::atomic<size_t> next{0};
   auto pack_some = [&] {
-    for (size_t i = next++; i < to_pack.size(); i = next++) {
-      auto [view, destination] = to_pack[i];
-      amx::pack_into(*view, destination);
-      if (mapping != nullptr && view->data != w.token_embedding.data)
-        mapping->release_pages(view->data, static_cast<size_t>(view->n_bytes()));
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      const Job& job = jobs[i];
+      TensorView& view = *job.view;
+      const void* original = view.data;
+      if (job.repack) {
+        amx::pack_into(view, job.destination);
+        view.packed = job.destination;
+      } else {
+        std::memcpy(job.destination, original, static_cast<size_t>(view.n_bytes()));
+        view.data = job.destination;
+      }
+      if (mapping != nullptr && original != w.token_embedding.data)
+        mapping->release_pages(original, static_cast<size_t>(view.n_bytes()));
     }
   };
   std::vector<std::thread> workers;
