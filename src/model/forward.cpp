@@ -141,11 +141,15 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   }
 
   // One work item per (token, KV head): the query heads sharing that KV head go together.
+  // A token's cost grows with its position and the pool hands out contiguous ranges, so
+  // items visit tokens first, last, second, second-to-last, ...: every range gets its share
+  // of long and short contexts (in order, a prompt's second half cost three times its first).
   const int64_t group = c.n_heads / c.n_kv_heads;
+  auto token_of = [n_tokens](int64_t i) { return i % 2 == 0 ? i / 2 : n_tokens - 1 - i / 2; };
   pool_.parallel_for(n_tokens * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scores_.data() + thread * attention_scratch_floats(group);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / c.n_kv_heads, kv_head = item % c.n_kv_heads;
+      const int64_t t = token_of(item / c.n_kv_heads), kv_head = item % c.n_kv_heads;
       const std::vector<int32_t>& slots = cache.slot_table(batch.seq_ids[t]);
       const int64_t first_query = t * c.q_width() + kv_head * group * head_dim;
       attention_group(q_.data() + first_query, group, keys, values, kv_width, kv_head * head_dim, slots.data(),
