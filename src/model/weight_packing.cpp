@@ -51,16 +51,30 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
     for (size_t i = next++; i < jobs.size(); i = next++) {
       const Job& job = jobs[i];
       TensorView& view = *job.view;
-      const void* original = view.data;
-      if (job.repack) {
-        amx::pack_into(view, job.destination);
-        view.packed = job.destination;
-      } else {
-        std::memcpy(job.destination, original, static_cast<size_t>(view.n_bytes()));
-        view.data = job.destination;
+      const auto* original = static_cast<const uint8_t*>(view.data);
+      const bool release = mapping != nullptr && original != w.token_embedding.data;
+      // In slices of rows (whole 16-row groups), each slice's source pages released as soon
+      // as it is done: the peak never holds two copies of a large matrix (an output head
+      // is tens of MiB, next to a small model's hundred).
+      constexpr int64_t kSliceRows = 1024;
+      uint8_t* destination = job.destination;
+      for (int64_t row = 0; row < view.n_rows(); row += kSliceRows) {
+        TensorView slice = view;
+        slice.data = original + row * view.row_bytes();
+        slice.shape[0] = std::min(kSliceRows, view.n_rows() - row);
+        if (job.repack) {
+          amx::pack_into(slice, destination);
+          destination += amx::packed_bytes(slice);
+        } else {
+          std::memcpy(destination, slice.data, static_cast<size_t>(slice.n_bytes()));
+          destination += slice.n_bytes();
+        }
+        if (release) mapping->release_pages(original, static_cast<size_t>((row + slice.shape[0]) * view.row_bytes()));
       }
-      if (mapping != nullptr && original != w.token_embedding.data)
-        mapping->release_pages(original, static_cast<size_t>(view.n_bytes()));
+      if (job.repack)
+        view.packed = job.destination;
+      else
+        view.data = job.destination;
     }
   };
   std::vector<std::thread> workers;
