@@ -1,8 +1,8 @@
-// Google Benchmark of the per-row kernels (src/kernels/elementwise.h) and of decode attention
-// (src/kernels/attention.h) at tinyllama-1.1b's sizes (d_model 2048, d_ff 5632, 32 heads
-// of 64, 4 KV heads). Counters: bytes/s (read + written) and flops/s, so each can
-// be held against the machine's bandwidth and arithmetic rate. Single-threaded: these run
-// inside one worker's share of a parallel loop.
+// Google Benchmark of the per-row kernels (src/kernels/elementwise.h) and of attention
+// (src/kernels/attention.h: one token's group, and one KV head's share of a prefill) at
+// tinyllama-1.1b's sizes (d_model 2048, d_ff 5632, 32 heads of 64, 4 KV heads). Counters:
+// bytes/s (read + written) and flops/s, so each can be held against the machine's bandwidth
+// and arithmetic rate. Single-threaded: these run inside one worker's share of a parallel loop.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -110,6 +110,31 @@ void BM_attention_group(benchmark::State& state) {
   set_rates(state, 2.0 * n_ctx * kHeadDim * sizeof(float), 4.0 * n_ctx * kHeadDim * n_queries);
 }
 BENCHMARK(BM_attention_group)->ArgNames({"n_ctx", "n_queries"})->ArgsProduct({{128, 512, 2048}, {1, 8}});
+
+// One KV head's share of an n_tokens prefill: token t attends to positions 0..t, so the
+// context lengths run 1..n_tokens and every partial last tile occurs, as in a real prompt.
+void BM_attention_prefill(benchmark::State& state) {
+  const int64_t n_tokens = state.range(0), n_queries = state.range(1);
+  const int64_t kv_width = kKvHeads * kHeadDim;
+  const std::vector<float> q = random_floats(static_cast<size_t>(n_tokens * n_queries * kHeadDim), 10);
+  const std::vector<float> keys = random_floats(static_cast<size_t>(n_tokens * kv_width), 11);    // [n_slots, kv_width]
+  const std::vector<float> values = random_floats(static_cast<size_t>(n_tokens * kv_width), 12);  // [n_slots, kv_width]
+  std::vector<int32_t> slots(static_cast<size_t>(n_tokens));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
+  std::vector<float> out(static_cast<size_t>(n_tokens * n_queries * kHeadDim));
+  for (auto _ : state) {
+    for (int64_t t = 0; t < n_tokens; ++t)
+      attention_group(q.data() + t * n_queries * kHeadDim, n_queries, keys.data(), values.data(), kv_width,
+                      /*kv_offset=*/kHeadDim, slots.data(), t + 1, kHeadDim, scratch.data(),
+                      out.data() + t * n_queries * kHeadDim);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double positions = 0.5 * static_cast<double>(n_tokens) * static_cast<double>(n_tokens + 1);
+  set_rates(state, 2.0 * positions * kHeadDim * sizeof(float), 4.0 * positions * kHeadDim * n_queries);
+}
+BENCHMARK(BM_attention_prefill)->ArgNames({"n_tokens", "n_queries"})->ArgsProduct({{512}, {1, 8}});
 
 }  // namespace
 }  // namespace tandem

@@ -23,8 +23,8 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                      float* scratch, float* out);
 
-// The online-softmax step for one query and one tile, shared by every attention kernel so
-// they agree on it: scores[0..tile_len) become exp(score - new running max) in place,
+// The portable kernel's online-softmax step for one query and one tile (the AVX-512 kernel
+// has its own, vectorized one): scores[0..tile_len) become exp(score - new running max) in place,
 // running_max/running_sum are updated, and the return value is the factor by which the
 // output accumulated over earlier tiles must be rescaled.
 float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, double& running_sum);
@@ -33,5 +33,11 @@ float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, d
 void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                     float* out_head);
+
+namespace avx512 {
+// out[i] = exp(x[i]) for x[i] <= 0, exactly as the AVX-512 attention kernel's softmax
+// computes it (within 2 ulp; 0 below -87 and for -inf); exposed for its test. Needs AVX-512.
+void attention_exp(const float* x, int64_t n, float* out);
+}  // namespace avx512
 
 }  // namespace tandem

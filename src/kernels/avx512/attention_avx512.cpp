@@ -1,11 +1,14 @@
-// AVX-512 attention_group (same algorithm as kernels/attention.cpp: key tiles of
-// kAttentionTile positions from position 0, online softmax). Head sizes that are a multiple
-// of 16 run here; others use the portable kernel. A query's operations do not depend on the
-// other queries of its group or batch, so prefill and decode agree bit for bit.
+// AVX-512 attention_group: kernels/attention.cpp's algorithm (key tiles of kAttentionTile
+// positions from 0, online softmax) 16 positions per vector — scores by a fixed lane-sum tree,
+// a polynomial exp, running sums in float lanes. Head sizes 16..256 in steps of 16 run here.
+// A query's arithmetic is the same whichever queries share its call (they only share loads),
+// so its bits depend on itself, head_dim, n_ctx and the cached K/V alone: prefill == decode.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <utility>
 
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
@@ -16,65 +19,306 @@
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
+// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves (unpack, max,
+// reduce), which its uninitialized-use analysis flags (a false positive, GCC PR 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace tandem::avx512 {
 namespace {
+
 constexpr int64_t kMaxGroup = 64;
-constexpr int64_t kMaxHeadVectors = 16;  // head_dim <= 256
+constexpr int kMaxHeadVectors = 16;  // head_dim <= 256
+constexpr int kLanes = 16;           // positions per score vector
+static_assert(kAttentionTile % kLanes == 0);
+
+// exp(x) for x <= 0, within about 1 ulp; 0 below kExpLowest (and for -inf). Cody-Waite
+// reduction x = n·ln2 + r, |r| <= ln2/2, Cephes' expf polynomial for e^r, then scalef for 2^n.
+// Results are kept normal: a subnormal or underflowing result costs a microcode assist of
+// about a hundred cycles (the first tile's correction exp(-inf) and masked positions would hit
+// one every time), and a softmax weight below 2^-125 of the largest is lost in the sum anyway.
+constexpr float kExpLowest = -87.0f;  // exp(-87) = 1.6e-38, just above the smallest normal float
+
+[[gnu::always_inline]] inline __m512 exp_nonpositive(__m512 x) {
+  // NaN compares "not less" and max(lowest, NaN) is NaN, so a NaN score still shows in the output.
+  const __mmask16 representable = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLowest), _CMP_NLT_UQ);
+  x = _mm512_max_ps(_mm512_set1_ps(kExpLowest), x);
+  const __m512 n =
+      _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
+  // ln2 split in two floats: n times the first is exact inside the FMA.
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147182464599609375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-1.904654323148236e-09f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  // e^r = 1 + (r + r²·p): the small part first, so the final rounding is the only big one.
+  const __m512 small = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+  return _mm512_maskz_mov_ps(representable, _mm512_scalef_ps(_mm512_add_ps(small, _mm512_set1_ps(1.0f)), n));
+}
+
+// The lane-sum tree: 16 dot vectors become one vector whose lane p is the sum of the 16
+// lanes of dots[p], by a fixed tree of pairwise adds (16 -> 8 -> 4 -> 2 -> 1 vectors, every
+// lane of every add useful) instead of 16 horizontal reductions. It runs in two stages so
+// that only 4 positions' dots need be live at once: quad_sums folds dots[4i..4i+3] into
+// quads[i] (per 128-bit block j, lane k = block j's sum of dots[4i+k]), then combine_quads
+// folds the 4 quads.
+[[gnu::always_inline]] inline __m512 quad_sums(const __m512 (&dots)[4]) {
+  // Per 128-bit block: [a0+a2, b0+b2, a1+a3, b1+b3] for the pairs (a, b) = dots (0, 1), (2, 3).
+  const __m512d pair_low = _mm512_castps_pd(
+      _mm512_add_ps(_mm512_unpacklo_ps(dots[0], dots[1]), _mm512_unpackhi_ps(dots[0], dots[1])));
+  const __m512d pair_high = _mm512_castps_pd(
+      _mm512_add_ps(_mm512_unpacklo_ps(dots[2], dots[3]), _mm512_unpackhi_ps(dots[2], dots[3])));
+  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(pair_low, pair_high)),
+                       _mm512_castpd_ps(_mm512_unpackhi_pd(pair_low, pair_high)));
+}
+
+[[gnu::always_inline]] inline __m512 combine_quads(const __m512 (&quads)[4]) {
+  __m512 halves[2];  // blocks: [quad 2i from blocks 0+1, from 2+3, quad 2i+1 from 0+1, from 2+3]
+  for (int i = 0; i < 2; ++i)
+    halves[i] = _mm512_add_ps(_mm512_shuffle_f32x4(quads[2 * i], quads[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(quads[2 * i], quads[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(halves[0], halves[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(halves[0], halves[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Loads, not FMAs, bound these loops, so kQueries (1 or 2) adjacent queries share each K/V
+// vector loaded; their query vectors and accumulators must then fit in registers together.
+template <int kVectors>
+constexpr int kQueriesPerLoad = kVectors <= 8 ? 2 : 1;
+
+// A loaded vector that two FMAs share: the empty asm makes the compiler keep it in a register
+// instead of folding the load into each FMA, which would load it twice.
+[[gnu::always_inline]] inline __m512 load_once(const float* p) {
+  __m512 x = _mm512_loadu_ps(p);
+  __asm__("" : "+v"(x));
+  return x;
+}
+
+// scores[g] lane p = q_g · (key row at rows[p]) for 16 positions and the queries
+// q_g = queries + g·head_dim: each dot a chain of FMAs over the head's vectors in order,
+// then the lane-sum tree.
+template <int kVectors, int kQueries>
+[[gnu::always_inline]] inline void score_block(const float* queries, const float* keys, const int64_t* rows,
+                                               __m512 (&scores)[kQueries]) {
+  constexpr int head_dim = 16 * kVectors;
+  __m512 quads[kQueries][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    __m512 dots[kQueries][4];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const float* key = keys + rows[4 * i + p];
+#pragma GCC unroll 16
+      for (int v = 0; v < kVectors; ++v) {
+        const __m512 k = kQueries > 1 ? load_once(key + 16 * v) : _mm512_loadu_ps(key + 16 * v);
+#pragma GCC unroll 2
+        for (int g = 0; g < kQueries; ++g) {
+          const __m512 q = _mm512_loadu_ps(queries + g * head_dim + 16 * v);
+          dots[g][p] = v == 0 ? _mm512_mul_ps(q, k) : _mm512_fmadd_ps(q, k, dots[g][p]);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int g = 0; g < kQueries; ++g) quads[g][i] = quad_sums(dots[g]);
+  }
+#pragma GCC unroll 2
+  for (int g = 0; g < kQueries; ++g) scores[g] = combine_quads(quads[g]);
+}
+
+// Small heads give too few FMA chains to hide FMA latency, so within a block the positions
+// are dealt round-robin to kChains accumulators.
+template <int kVectors>
+constexpr int kChains = kVectors >= 8 ? 1 : kVectors >= 4 ? 2 : 4;
+
+// acc[g] += Σ_p weights[g·kAttentionTile + p]·(value row at rows[p]) over one block's first
+// n_positions (a multiple of kChains), for kQueries queries: per query the first chain
+// starts from acc, the others from 0, and the chains are summed at the end in a fixed order.
+template <int kVectors, int kQueries>
+[[gnu::always_inline]] inline void add_weighted_values(const float* weights, const float* values, const int64_t* rows,
+                                                       int64_t n_positions, __m512 (&acc)[kQueries][kVectors]) {
+  constexpr int chains = kChains<kVectors>;
+  __m512 chain[kQueries][chains][kVectors];
+#pragma GCC unroll 2
+  for (int g = 0; g < kQueries; ++g)
+#pragma GCC unroll 16
+    for (int v = 0; v < kVectors; ++v) {
+      chain[g][0][v] = acc[g][v];
+#pragma GCC unroll 4
+      for (int c = 1; c < chains; ++c) chain[g][c][v] = _mm512_setzero_ps();
+    }
+  for (int64_t p = 0; p < n_positions; p += chains) {
+#pragma GCC unroll 4
+    for (int c = 0; c < chains; ++c) {
+      const float* value = values + rows[p + c];
+      __m512 weight[kQueries];
+#pragma GCC unroll 2
+      for (int g = 0; g < kQueries; ++g) weight[g] = _mm512_set1_ps(weights[g * kAttentionTile + p + c]);
+#pragma GCC unroll 16
+      for (int v = 0; v < kVectors; ++v) {
+        const __m512 x = kQueries > 1 ? load_once(value + 16 * v) : _mm512_loadu_ps(value + 16 * v);
+#pragma GCC unroll 2
+        for (int g = 0; g < kQueries; ++g) chain[g][c][v] = _mm512_fmadd_ps(weight[g], x, chain[g][c][v]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int g = 0; g < kQueries; ++g)
+#pragma GCC unroll 16
+    for (int v = 0; v < kVectors; ++v) {
+      if constexpr (chains == 4) {
+        acc[g][v] = _mm512_add_ps(_mm512_add_ps(chain[g][0][v], chain[g][1][v]),
+                                  _mm512_add_ps(chain[g][2][v], chain[g][3][v]));
+      } else if constexpr (chains == 2) {
+        acc[g][v] = _mm512_add_ps(chain[g][0][v], chain[g][1][v]);
+      } else {
+        acc[g][v] = chain[g][0][v];
+      }
+    }
+}
+
+// visit.template operator()<k>(g) for the queries g..g+k-1: kPack at a time, then one by one.
+template <int kPack, typename Visit>
+[[gnu::always_inline]] inline void for_each_query_pack(int64_t n_queries, Visit&& visit) {
+  int64_t g = 0;
+  for (; g + kPack <= n_queries; g += kPack) visit.template operator()<kPack>(g);
+  for (; g < n_queries; ++g) visit.template operator()<1>(g);
+}
+
+// Per tile: every query's scores, then each query's softmax step, then the weighted values.
+// A tile is walked block by block (16 positions), each block serving every query before the
+// next: K/V rows kv_width apart map to few L1 sets, so a whole tile's rows would not stay in
+// L1 from one query to the next, while one block's rows do.
+template <int kVectors>
+void attend_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                  int64_t kv_offset, const int32_t* slots, int64_t n_ctx, float* out) {
+  constexpr int64_t head_dim = 16 * kVectors;
+  constexpr int64_t chains = kChains<kVectors>;
+  constexpr int pack = kQueriesPerLoad<kVectors>;
+  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
+  const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
+  keys += kv_offset;
+  values += kv_offset;
+  // Per query: the running max, the running sum as 16 lane sums, and this tile's rescaling.
+  float running_max[kMaxGroup], correction[kMaxGroup];
+  __m512 running_sum[kMaxGroup];
+  for (int64_t g = 0; g < n_queries; ++g) {
+    running_max[g] = -INFINITY;
+    running_sum[g] = _mm512_setzero_ps();
+    std::fill_n(out + g * head_dim, head_dim, 0.0f);
+  }
+  int64_t rows[kAttentionTile];  // the tile's positions -> offsets of their K/V rows
+  // [n_queries, kAttentionTile]: scores, then softmax weights, written in whole blocks of 16
+  // (past tile_len). On the stack, not in the caller's scratch: some callers (a test) size that
+  // to n_ctx when it is below a tile.
+  alignas(64) float weights[kMaxGroup * kAttentionTile];
+  for (int64_t tile = 0; tile < n_ctx; tile += kAttentionTile) {
+    const int64_t tile_len = std::min(kAttentionTile, n_ctx - tile);
+    const int64_t n_blocks = (tile_len + kLanes - 1) / kLanes;
+    const int64_t tail = tile_len - (n_blocks - 1) * kLanes;  // positions in the last block
+    for (int64_t p = 0; p < tile_len; ++p) rows[p] = static_cast<int64_t>(slots[tile + p]) * kv_width;
+    // Positions past the context in the last block read the last visible row; their scores
+    // are masked to -inf, so their weights are exactly 0.
+    for (int64_t p = tile_len; p < n_blocks * kLanes; ++p) rows[p] = rows[tile_len - 1];
+
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const __mmask16 valid = static_cast<__mmask16>(b == n_blocks - 1 ? (1u << tail) - 1u : 0xffffu);
+      for_each_query_pack<pack>(n_queries, [&]<int kQueries>(int64_t g) {
+        __m512 scores[kQueries];
+        score_block<kVectors, kQueries>(queries + g * head_dim, keys, rows + b * kLanes, scores);
+        for (int i = 0; i < kQueries; ++i)
+          _mm512_store_ps(weights + (g + i) * kAttentionTile + b * kLanes,
+                          _mm512_mask_mov_ps(minus_infinity, valid, _mm512_mul_ps(scores[i], scale)));
+      });
+    }
+
+    for (int64_t g = 0; g < n_queries; ++g) {
+      float* tile_weights = weights + g * kAttentionTile;
+      __m512 tile_max = minus_infinity;
+      for (int64_t b = 0; b < n_blocks; ++b)
+        tile_max = _mm512_max_ps(tile_max, _mm512_load_ps(tile_weights + b * kLanes));
+      const float new_max = std::max(running_max[g], _mm512_reduce_max_ps(tile_max));
+      const __m512 new_max_vector = _mm512_set1_ps(new_max);
+      // exp(-inf) = 0 on the first tile.
+      const __m512 rescale = exp_nonpositive(_mm512_sub_ps(_mm512_set1_ps(running_max[g]), new_max_vector));
+      running_max[g] = new_max;
+      correction[g] = _mm512_cvtss_f32(rescale);
+      __m512 tile_sum = _mm512_setzero_ps();
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const __m512 block_weights =
+            exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_weights + b * kLanes), new_max_vector));
+        tile_sum = _mm512_add_ps(tile_sum, block_weights);
+        _mm512_store_ps(tile_weights + b * kLanes, block_weights);
+      }
+      running_sum[g] = _mm512_fmadd_ps(running_sum[g], rescale, tile_sum);
+    }
+
+    // Per query, whichever way the loops run: the output rescaled, then each block in turn.
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const int64_t in_block = b == n_blocks - 1 ? tail : kLanes;
+      const int64_t n_positions = (in_block + chains - 1) / chains * chains;  // the extra weights are 0
+      for_each_query_pack<pack>(n_queries, [&]<int kQueries>(int64_t g) {
+        __m512 acc[kQueries][kVectors];
+        for (int i = 0; i < kQueries; ++i) {
+          const __m512 rescale = _mm512_set1_ps(correction[g + i]);
+#pragma GCC unroll 16
+          for (int v = 0; v < kVectors; ++v) {
+            acc[i][v] = _mm512_loadu_ps(out + (g + i) * head_dim + 16 * v);
+            if (b == 0) acc[i][v] = _mm512_mul_ps(acc[i][v], rescale);
+          }
+        }
+        add_weighted_values<kVectors, kQueries>(weights + g * kAttentionTile + b * kLanes, values, rows + b * kLanes,
+                                                n_positions, acc);
+        for (int i = 0; i < kQueries; ++i)
+#pragma GCC unroll 16
+          for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(out + (g + i) * head_dim + 16 * v, acc[i][v]);
+      });
+    }
+  }
+  for (int64_t g = 0; g < n_queries; ++g) {
+    const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(running_sum[g]));
+    float* acc_out = out + g * head_dim;
+    for (int64_t v = 0; v < kVectors; ++v)
+      _mm512_storeu_ps(acc_out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), inverse));
+  }
+}
+
+using GroupKernel = void (*)(const float* queries, int64_t n_queries, const float* keys, const float* values,
+                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, float* out);
+
+template <size_t... kIndices>
+constexpr std::array<GroupKernel, sizeof...(kIndices)> group_kernels(std::index_sequence<kIndices...>) {
+  return {&attend_group<static_cast<int>(kIndices) + 1>...};
+}
+
+// Indexed by head_dim / 16 - 1.
+constexpr std::array<GroupKernel, kMaxHeadVectors> kGroupKernels =
+    group_kernels(std::make_index_sequence<kMaxHeadVectors>());
+
 }  // namespace
 
 void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                      float* scratch, float* out) {
-  if (head_dim % 16 != 0 || head_dim / 16 > kMaxHeadVectors || n_queries > kMaxGroup) {
+  if (head_dim % 16 != 0 || head_dim < 16 || head_dim / 16 > kMaxHeadVectors || n_queries > kMaxGroup) {
     portable::attention_group(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch,
                               out);
     return;
   }
-  const int64_t vectors = head_dim / 16;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  float running_max[kMaxGroup];
-  double running_sum[kMaxGroup];
-  for (int64_t g = 0; g < n_queries; ++g) {
-    running_max[g] = -INFINITY;
-    running_sum[g] = 0.0;
-    std::fill_n(out + g * head_dim, head_dim, 0.0f);
-  }
-  for (int64_t tile = 0; tile < n_ctx; tile += kAttentionTile) {
-    const int64_t tile_len = std::min(kAttentionTile, n_ctx - tile);
-    for (int64_t p = 0; p < tile_len; ++p) {
-      const float* k = keys + static_cast<int64_t>(slots[tile + p]) * kv_width + kv_offset;
-      if (p + 1 < tile_len)
-        _mm_prefetch(reinterpret_cast<const char*>(keys + static_cast<int64_t>(slots[tile + p + 1]) * kv_width + kv_offset),
-                     _MM_HINT_T0);
-      for (int64_t g = 0; g < n_queries; ++g) {
-        const float* q = queries + g * head_dim;
-        __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
-        for (int64_t v = 1; v < vectors; ++v) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * v), _mm512_loadu_ps(k + 16 * v), acc);
-        scratch[g * kAttentionTile + p] = _mm512_reduce_add_ps(acc) * scale;
-      }
-    }
-    for (int64_t g = 0; g < n_queries; ++g) {
-      float* scores = scratch + g * kAttentionTile;
-      const float correction = online_softmax_tile(scores, tile_len, running_max[g], running_sum[g]);
-      // Rescale the accumulator and add this tile's values in position order, in registers.
-      float* acc_out = out + g * head_dim;
-      __m512 acc[kMaxHeadVectors];
-      const __m512 rescale = _mm512_set1_ps(correction);
-      for (int64_t v = 0; v < vectors; ++v) acc[v] = _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), rescale);
-      for (int64_t p = 0; p < tile_len; ++p) {
-        const float* value = values + static_cast<int64_t>(slots[tile + p]) * kv_width + kv_offset;
-        const __m512 weight = _mm512_set1_ps(scores[p]);
-        for (int64_t v = 0; v < vectors; ++v) acc[v] = _mm512_fmadd_ps(weight, _mm512_loadu_ps(value + 16 * v), acc[v]);
-      }
-      for (int64_t v = 0; v < vectors; ++v) _mm512_storeu_ps(acc_out + 16 * v, acc[v]);
-    }
-  }
-  for (int64_t g = 0; g < n_queries; ++g) {
-    const __m512 inverse = _mm512_set1_ps(static_cast<float>(1.0 / running_sum[g]));
-    float* acc_out = out + g * head_dim;
-    for (int64_t v = 0; v < vectors; ++v) _mm512_storeu_ps(acc_out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), inverse));
+  kGroupKernels[static_cast<size_t>(head_dim / 16 - 1)](queries, n_queries, keys, values, kv_width, kv_offset, slots,
+                                                         n_ctx, out);
+}
+
+void attention_exp(const float* x, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(out + i, exp_nonpositive(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(out + i, mask, exp_nonpositive(_mm512_maskz_loadu_ps(mask, x + i)));
   }
 }
 
@@ -83,5 +327,6 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
