@@ -16,7 +16,8 @@ constexpr int64_t kAttentionTile = 64;
 constexpr int64_t attention_scratch_floats(int64_t n_queries) { return n_queries * kAttentionTile; }
 
 // queries: [n_queries, head_dim] (the group's query heads, contiguous); keys/values:
-// [n_slots, kv_width], this KV head's columns start at kv_offset; slots: [n_ctx];
+// [n_slots, kv_width] where kv_width is the row stride (KvCache::row_stride(), which may
+// exceed the row), this KV head's columns start at kv_offset; slots: [n_ctx];
 // scratch: attention_scratch_floats(n_queries); out: [n_queries, head_dim].
 // Positions 0..n_ctx-1 are visible (the caller's causal mask).
 void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,

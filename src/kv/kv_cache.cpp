@@ -7,11 +7,15 @@
 namespace tandem {
 
 KvCache::KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs, SlotOwner owner)
-    : n_layers_(config.n_layers), kv_width_(config.kv_width()), n_slots_(n_slots), owner_(owner) {
+    : n_layers_(config.n_layers),
+      kv_width_(config.kv_width()),
+      n_slots_(n_slots),
+      owner_(owner),
+      row_stride_((config.kv_width() + 15) / 16 * 16 + 16) {
   TANDEM_ASSERT(n_slots > 0 && max_seqs > 0);
-  const size_t floats = static_cast<size_t>(n_layers_ * n_slots_ * kv_width_);
-  keys_.assign(floats, 0.0f);
-  values_.assign(floats, 0.0f);
+  const auto lines = static_cast<size_t>(n_layers_ * n_slots_ * row_stride_ / 16);
+  keys_.assign(lines, CacheLine{});
+  values_.assign(lines, CacheLine{});
   tables_.resize(static_cast<size_t>(max_seqs));
   if (owner_ == SlotOwner::External) return;
   free_slots_.reserve(static_cast<size_t>(n_slots));
@@ -69,7 +73,7 @@ void KvCache::map_blocks(int32_t seq, std::span<const int32_t> block_table, int3
 }
 
 int64_t KvCache::bytes_per_token() const {
-  return 2 * n_layers_ * kv_width_ * static_cast<int64_t>(sizeof(float));
+  return 2 * n_layers_ * row_stride_ * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace tandem

@@ -46,13 +46,17 @@ class KvCache {
   // decode step appends one entry; release() the sequence before giving it other blocks.
   void map_blocks(int32_t seq, std::span<const int32_t> block_table, int32_t block_size, int64_t new_length);
 
-  // K/V rows of one layer: [n_slots, n_kv_heads * head_dim] floats.
-  float* keys(int64_t layer) { return keys_.data() + layer * n_slots_ * kv_width_; }
-  float* values(int64_t layer) { return values_.data() + layer * n_slots_ * kv_width_; }
-  const float* keys(int64_t layer) const { return keys_.data() + layer * n_slots_ * kv_width_; }
-  const float* values(int64_t layer) const { return values_.data() + layer * n_slots_ * kv_width_; }
+  // K/V rows of one layer: [n_slots, row_stride()] floats, of which the first
+  // n_kv_heads * head_dim are the row. Rows start on 64-byte lines, and the stride is one
+  // line more than the row needs: strides of 1 or 3 KiB map every row of a tile to the same
+  // few L1 sets, and rows split across lines cost two loads per vector.
+  int64_t row_stride() const { return row_stride_; }
+  float* keys(int64_t layer) { return floats(keys_) + layer * n_slots_ * row_stride_; }
+  float* values(int64_t layer) { return floats(values_) + layer * n_slots_ * row_stride_; }
+  const float* keys(int64_t layer) const { return floats(keys_) + layer * n_slots_ * row_stride_; }
+  const float* values(int64_t layer) const { return floats(values_) + layer * n_slots_ * row_stride_; }
 
-  // 2 (K and V) x layers x kv_heads x head_dim x bytes per element.
+  // 2 (K and V) x layers x row_stride() x bytes per element: what a token's slot occupies.
   int64_t bytes_per_token() const;
   int64_t bytes_in_use() const { return n_used_slots() * bytes_per_token(); }
   int64_t bytes_total() const { return n_slots_ * bytes_per_token(); }
@@ -62,8 +66,15 @@ class KvCache {
   int64_t kv_width_;
   int64_t n_slots_;
   SlotOwner owner_;
-  std::vector<float> keys_;
-  std::vector<float> values_;
+  struct alignas(64) CacheLine {
+    float values[16];
+  };
+  static float* floats(std::vector<CacheLine>& lines) { return lines.data()->values; }
+  static const float* floats(const std::vector<CacheLine>& lines) { return lines.data()->values; }
+
+  int64_t row_stride_;
+  std::vector<CacheLine> keys_;
+  std::vector<CacheLine> values_;
   std::vector<std::vector<int32_t>> tables_;
   std::vector<int32_t> free_slots_;  // a stack; lowest slot on top
 };

@@ -127,6 +127,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   const int64_t kv_width = c.kv_width(), head_dim = c.head_dim, half_rope = c.rope_dims / 2;
   float* keys = cache.keys(layer);
   float* values = cache.values(layer);
+  const int64_t kv_stride = cache.row_stride();
 
   // RoPE on Q and K, then every token's K/V into its cache slot, before any token attends:
   // a prefill token must see the K/V of the earlier tokens of the same batch.
@@ -136,8 +137,8 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     rope_apply(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
     rope_apply(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
     const int32_t slot = cache.slot_table(batch.seq_ids[t])[static_cast<size_t>(batch.positions[t])];
-    std::copy_n(k_.data() + t * kv_width, kv_width, keys + slot * kv_width);
-    std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_width);
+    std::copy_n(k_.data() + t * kv_width, kv_width, keys + slot * kv_stride);
+    std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_stride);
   }
 
   // One work item per (token, KV head): the query heads sharing that KV head go together.
@@ -152,7 +153,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       const int64_t t = token_of(item / c.n_kv_heads), kv_head = item % c.n_kv_heads;
       const std::vector<int32_t>& slots = cache.slot_table(batch.seq_ids[t]);
       const int64_t first_query = t * c.q_width() + kv_head * group * head_dim;
-      attention_group(q_.data() + first_query, group, keys, values, kv_width, kv_head * head_dim, slots.data(),
+      attention_group(q_.data() + first_query, group, keys, values, kv_stride, kv_head * head_dim, slots.data(),
                       batch.positions[t] + 1, head_dim, scratch, attn_out_.data() + first_query);
     }
   });
