@@ -34,7 +34,7 @@ const KernelTable& kernel_table(Isa isa) {
   static const KernelTable kAvx2{Isa::Avx2, portable::gemm_float, portable::gemm_q8, portable::attention_group};
   static const KernelTable kAvx512{Isa::Avx512, avx512::gemm_float, avx512::gemm_q8,
                                           avx512::attention_group};
-  static const KernelTable kAmx{Isa::Amx, avx512::gemm_float, amx::gemm_q8, avx512::attention_group};
+  static const KernelTable kAmx{Isa::Amx, amx::gemm_float, amx::gemm_q8, avx512::attention_group};
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
   switch (isa) {
     case Isa::Scalar: return kScalar;

@@ -79,6 +79,10 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {
+        if (!quantized && weight.packed != nullptr) {  // the packed float kernel tiles by itself
+          kernels.gemm_float(weight, row_begin, row_end, x, n_tokens, out, n_out);
+          return;
+        }
         for (int64_t chunk = 0; chunk < n_tokens; chunk += token_chunk) {
           const int64_t chunk_tokens = std::min(token_chunk, n_tokens - chunk);
           // Row tiles keep one tile of weights in cache while the chunk's tokens pass over it.

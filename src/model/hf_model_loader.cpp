@@ -17,6 +17,7 @@
 #include "base/quant.h"
 #include "io/safetensors_file.h"
 #include "model/model.h"
+#include "model/weight_packing.h"
 
 namespace tandem {
 namespace {
@@ -261,6 +262,9 @@ std::shared_ptr<const Model> load_hf_model(const std::string& dir) {
     builder.read_config();
     builder.read_weights();
     for (auto& mapping : checkpoint.mappings()) model->storage.push_back(mapping);
+    // The layout the kernels read, as for GGUF, so a model gives the same bits in either
+    // format. Shards and owned buffers stay as they are (no single mapping to release).
+    pack_weights_for_kernels(*model, nullptr);
   } catch (const InputError& error) {
     throw InputError(fmt::format("{}: {}", dir, error.what()));
   }

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "io/mapped_file.h"
 #include "model/model.h"
+#include "model/weight_packing.h"
 
 namespace tandem {
 
@@ -80,6 +81,7 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path) {
   cursor += static_cast<int64_t>(2 * ctx * half_head);  // legacy freq_cis tables: RoPE is computed, not read
   w.output = shared_classifier ? w.token_embedding : take({config.vocab_size, config.d_model});
   model->storage.push_back(mapping);
+  pack_weights_for_kernels(*model, mapping.get());  // the layout the kernels read, as for GGUF
   return model;
 }
 

@@ -45,6 +45,8 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       {DType::F32, 9, 45, 5},   {DType::F32, 33, 64, 9},  {DType::F16, 7, 17, 6},  {DType::F16, 21, 96, 4},
       {DType::BF16, 5, 33, 7},  {DType::Q8_0, 13, 96, 9}, {DType::Q8_0, 8, 64, 4}, {DType::Q4_0, 11, 160, 6},
       {DType::Q4_0, 4, 32, 5},   {DType::Q8_0, 37, 64, 35}, {DType::Q4_0, 17, 96, 16}, {DType::Q8_0, 16, 32, 1},
+      // Several 24-token tiles, a padded last tile, and (20000 wide) several token chunks.
+      {DType::F16, 19, 200, 53}, {DType::F32, 17, 64, 26},  {DType::BF16, 3, 20000, 50},
   };
   for (Isa isa : supported_levels()) {
     const KernelTable& table = kernel_table(isa);

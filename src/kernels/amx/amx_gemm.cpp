@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/amx/amx_tiles.h"
+#include "kernels/avx512/gemm_float_packed.h"
 #include "kernels/kernel_table.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
@@ -227,12 +228,13 @@ void gemm_group_vnni_few_tokens(const TensorView& weight, int64_t group, int64_t
 }  // namespace
 
 bool packable(const TensorView& weight) {
-  return weight.n_dims == 2 &&
-         (weight.dtype == DType::Q8_0 || weight.dtype == DType::Q4_0 || kquant_packable(weight));
+  return weight.n_dims == 2 && (weight.dtype == DType::Q8_0 || weight.dtype == DType::Q4_0 ||
+                                kquant_packable(weight) || avx512::float_packable(weight));
 }
 
 int64_t packed_bytes(const TensorView& weight) {
   if (kquant_packable(weight)) return kquant_packed_bytes(weight);
+  if (avx512::float_packable(weight)) return avx512::float_packed_bytes(weight);
   const int64_t n_groups = (weight.n_rows() + kGroupRows - 1) / kGroupRows;
   return n_groups * (weight.row_length() / 32) * group_block_bytes(weight.dtype);
 }
@@ -247,6 +249,10 @@ void pack_into(const TensorView& weight, uint8_t* packed_out) {
   TANDEM_ASSERT(packable(weight));
   if (kquant_packable(weight)) {
     kquant_pack_into(weight, packed_out);
+    return;
+  }
+  if (avx512::float_packable(weight)) {
+    avx512::float_pack_into(weight, packed_out);
     return;
   }
   const DType type = weight.dtype;
@@ -280,6 +286,14 @@ void pack_into(const TensorView& weight, uint8_t* packed_out) {
       }
     }
   }
+}
+
+void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                float* out, int64_t out_stride) {
+  if (weight.packed == nullptr)
+    avx512::gemm_float(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  else
+    avx512::gemm_float_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,

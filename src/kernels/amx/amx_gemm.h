@@ -14,14 +14,19 @@
 
 namespace tandem::amx {
 
-// Can this weight be packed for an AMX kernel (Q8_0, Q4_0, or Q4_K/Q6_K for
-// amx_kquant_gemm.h; 2-D)?
+// Can this weight be packed for the AMX level's kernels (Q8_0, Q4_0; Q4_K/Q6_K for
+// amx_kquant_gemm.h; F32/F16/BF16 for avx512/gemm_float_packed.h; 2-D)?
 bool packable(const TensorView& weight);
 // The packed bytes for `weight` (see the layout in amx_gemm.cpp): pack_into writes
 // packed_bytes(weight) bytes to `out`; pack returns them in a vector.
 int64_t packed_bytes(const TensorView& weight);
 void pack_into(const TensorView& weight, uint8_t* out);
 std::vector<uint8_t> pack(const TensorView& weight);
+
+// GemmFloatFn (kernel_table.h): the element-major packed kernel (avx512/gemm_float_packed.h)
+// when weight.packed is set, else the row-major AVX-512 kernel.
+void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                float* out, int64_t out_stride);
 
 // GemmQ8Fn (kernel_table.h). Uses weight.packed when set, else the AVX-512 kernel.
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,

@@ -1,0 +1,21 @@
+// AVX-512 GEMM for F32/F16/BF16 weights repacked at load into 16-row groups stored
+// element-major (layout and arithmetic in gemm_float_packed.cpp). The AMX level's loader
+// packs float matrices this way (kernels/amx/amx_gemm.h packable/pack_into dispatch here).
+#pragma once
+
+#include <cstdint>
+
+#include "base/tensor_view.h"
+
+namespace tandem::avx512 {
+
+bool float_packable(const TensorView& weight);  // F32, F16 or BF16, 2-D
+int64_t float_packed_bytes(const TensorView& weight);
+void float_pack_into(const TensorView& weight, uint8_t* out);
+
+// out[t * out_stride + r] for r in [row_begin, row_end), t in [0, n_tokens), any row range.
+// Needs weight.packed.
+void gemm_float_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
+                       int64_t n_tokens, float* out, int64_t out_stride);
+
+}  // namespace tandem::avx512
