@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/amx/amx_tiles.h"
+#include "kernels/amx/row_groups.h"
 #include "kernels/avx512/gemm_float_packed.h"
 #include "kernels/kernel_table.h"
 
@@ -33,7 +34,6 @@
 namespace tandem::amx {
 namespace {
 
-constexpr int64_t kGroupRows = 16;
 constexpr int64_t kTileTokens = 16;
 constexpr int64_t kQ8GroupBlockBytes = 512 + 32;
 constexpr int64_t kQ4GroupBlockBytes = 256 + 32;
@@ -104,8 +104,7 @@ void gemm_group(const TensorView& weight, int64_t group, int64_t store_begin, in
   };
   alignas(64) int32_t c_tiles[2][2][kTileTokens * kGroupRows];  // [pair parity][block of pair]
   alignas(64) int8_t a_tiles[2][kTileTokens * 32] = {};
-  const __mmask16 store_mask =
-      static_cast<__mmask16>(((1u << (store_end - store_begin)) - 1) << (store_begin - group * kGroupRows));
+  const __mmask16 store_mask = group_store_mask(group, store_begin, store_end);
 
   for (int64_t token0 = 0; token0 < n_tokens; token0 += kTileTokens) {
     const int64_t valid = std::min<int64_t>(kTileTokens, n_tokens - token0);
@@ -304,10 +303,8 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
   }
   const bool few_tokens = n_tokens <= 4;  // decode: dpbusd on the packed tiles, no tile registers
   if (!few_tokens) ensure_tiles_configured();
-  for (int64_t group = row_begin / kGroupRows; group * kGroupRows < row_end; ++group) {
-    const int64_t store_begin = std::max(row_begin, group * kGroupRows);
-    const int64_t store_end = std::min(row_end, (group + 1) * kGroupRows);
-    const bool q8 = weight.dtype == DType::Q8_0;
+  const bool q8 = weight.dtype == DType::Q8_0;
+  for_each_row_group(row_begin, row_end, [&](int64_t group, int64_t store_begin, int64_t store_end) {
     if (few_tokens && q8)
       gemm_group_vnni_few_tokens<DType::Q8_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
     else if (few_tokens)
@@ -316,7 +313,7 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
       gemm_group<DType::Q8_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
     else
       gemm_group<DType::Q4_0>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
-  }
+  });
 }
 
 }  // namespace tandem::amx

@@ -31,6 +31,7 @@
 #include "base/error.h"
 #include "base/kquants.h"
 #include "kernels/amx/amx_tiles.h"
+#include "kernels/amx/row_groups.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
@@ -43,7 +44,6 @@
 namespace tandem::amx {
 namespace {
 
-constexpr int64_t kGroupRows = 16;
 constexpr int64_t kTileTokens = 16;
 constexpr int64_t kMaxFewTokens = 4;  // decode: dpbusd instead of tile registers
 #ifndef TANDEM_KQ_PREFETCH
@@ -186,10 +186,6 @@ inline __m512i sub_block_scales(const uint8_t* block, int j) {
   return j % 2 == 0 ? even_of_pairs(both, F::kSignedScales) : odd_of_pairs(both, F::kSignedScales);
 }
 
-inline __mmask16 row_mask(int64_t group, int64_t store_begin, int64_t store_end) {
-  return static_cast<__mmask16>(((1u << (store_end - store_begin)) - 1) << (store_begin - group * kGroupRows));
-}
-
 // Prefetches part `part` of `parts` of a packed super-block: spread over the sub-block
 // loop, since a burst of prefetches for a whole block stalls once the fill buffers are full.
 inline void prefetch_part(const uint8_t* block, int64_t bytes, int part, int parts) {
@@ -266,7 +262,7 @@ void gemm_group_tiles(const TensorView& weight, int64_t group, int64_t store_beg
   expand_b_tiles<kType>(packed, n_blocks, b_tiles);
   alignas(64) int32_t c_tiles[2][2][kTileTokens * kGroupRows];  // [pair parity][sub-block of pair]
   alignas(64) int8_t a_tiles[2][kTileTokens * 32] = {};
-  const __mmask16 mask = row_mask(group, store_begin, store_end);
+  const __mmask16 mask = group_store_mask(group, store_begin, store_end);
 
   for (int64_t token0 = 0; token0 < n_tokens; token0 += kTileTokens) {
     const int64_t valid = std::min<int64_t>(kTileTokens, n_tokens - token0);
@@ -361,7 +357,7 @@ void gemm_group_few_tokens(const TensorView& weight, int64_t group, int64_t stor
     }
     for (int64_t m = 0; m < n_tokens; ++m) acc[m] = F::finish(acc[m], block, x[m * n_blocks + b], sumi[m]);
   }
-  const __mmask16 mask = row_mask(group, store_begin, store_end);
+  const __mmask16 mask = group_store_mask(group, store_begin, store_end);
   for (int64_t m = 0; m < n_tokens; ++m) _mm512_mask_storeu_ps(out + m * out_stride + group * kGroupRows, mask, acc[m]);
 }
 
@@ -466,9 +462,7 @@ void gemm_kquant(const TensorView& weight, int64_t row_begin, int64_t row_end, c
   const bool few_tokens = n_tokens <= kMaxFewTokens;
   if (!few_tokens) ensure_tiles_configured();
   const bool q4k = weight.dtype == DType::Q4_K;
-  for (int64_t group = row_begin / kGroupRows; group * kGroupRows < row_end; ++group) {
-    const int64_t store_begin = std::max(row_begin, group * kGroupRows);
-    const int64_t store_end = std::min(row_end, (group + 1) * kGroupRows);
+  for_each_row_group(row_begin, row_end, [&](int64_t group, int64_t store_begin, int64_t store_end) {
     if (few_tokens && q4k)
       gemm_group_few_tokens<DType::Q4_K>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
     else if (few_tokens)
@@ -477,7 +471,7 @@ void gemm_kquant(const TensorView& weight, int64_t row_begin, int64_t row_end, c
       gemm_group_tiles<DType::Q4_K>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
     else
       gemm_group_tiles<DType::Q6_K>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
-  }
+  });
 }
 
 }  // namespace tandem::amx

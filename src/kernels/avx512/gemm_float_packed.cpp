@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/amx/row_groups.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
@@ -31,7 +32,7 @@
 namespace tandem::avx512 {
 namespace {
 
-constexpr int64_t kGroupRows = 16;
+using amx::kGroupRows;
 #ifndef TANDEM_DECODE_GROUPS
 #define TANDEM_DECODE_GROUPS 2
 #endif
@@ -134,8 +135,7 @@ void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_
   const int64_t group_bytes = n_in * kGroupRows * element_bytes(kType);
   const int64_t first = row_begin / kGroupRows, last = (row_end - 1) / kGroupRows;  // groups, inclusive
   auto mask_of = [&](int64_t group) {
-    const int64_t begin = std::max(row_begin, group * kGroupRows), end = std::min(row_end, (group + 1) * kGroupRows);
-    return static_cast<__mmask16>(((1u << (end - begin)) - 1) << (begin - group * kGroupRows));
+    return amx::group_store_mask(group, std::max(row_begin, group * kGroupRows), std::min(row_end, (group + 1) * kGroupRows));
   };
   auto group_data = [&](int64_t group) { return weight.packed + group * group_bytes; };
   auto group_out = [&](int64_t group, int64_t token) { return out + token * out_stride + group * kGroupRows; };
