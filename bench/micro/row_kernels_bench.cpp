@@ -1,10 +1,12 @@
 // Google Benchmark of the per-row kernels (src/kernels/elementwise.h) and of attention
-// (src/kernels/attention.h: one token's group, and one KV head's share of a prefill) at
-// tinyllama-1.1b's sizes (d_model 2048, d_ff 5632, 32 heads of 64, 4 KV heads). Counters:
-// bytes/s (read + written) and flops/s, so each can be held against the machine's bandwidth
-// and arithmetic rate. Single-threaded: these run inside one worker's share of a parallel loop.
+// (src/kernels/attention.h: one token's group, and one KV head's share of a prefill, token by
+// token and in blocks of tokens) at tinyllama-1.1b's sizes (d_model 2048, d_ff 5632, 32 heads
+// of 64, 4 KV heads). Counters: bytes/s (read + written) and flops/s, so each can be held
+// against the machine's bandwidth and arithmetic rate. Single-threaded: these run inside one
+// worker's share of a parallel loop.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -135,6 +137,35 @@ void BM_attention_prefill(benchmark::State& state) {
   set_rates(state, 2.0 * positions * kHeadDim * sizeof(float), 4.0 * positions * kHeadDim * n_queries);
 }
 BENCHMARK(BM_attention_prefill)->ArgNames({"n_tokens", "n_queries"})->ArgsProduct({{512}, {1, 8}});
+
+// BM_attention_prefill through attention_tokens, block_tokens consecutive tokens per call
+// sharing each K/V row loaded (Forward::attention's prefill blocks).
+void BM_attention_prefill_tokens(benchmark::State& state) {
+  const int64_t n_tokens = state.range(0), n_queries = state.range(1), block_tokens = state.range(2);
+  const int64_t kv_width = kKvHeads * kHeadDim, token_width = n_queries * kHeadDim;
+  const std::vector<float> q = random_floats(static_cast<size_t>(n_tokens * token_width), 10);
+  const std::vector<float> keys = random_floats(static_cast<size_t>(n_tokens * kv_width), 11);    // [n_slots, kv_width]
+  const std::vector<float> values = random_floats(static_cast<size_t>(n_tokens * kv_width), 12);  // [n_slots, kv_width]
+  std::vector<int32_t> slots(static_cast<size_t>(n_tokens));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::vector<int32_t> positions(static_cast<size_t>(n_tokens));
+  std::iota(positions.begin(), positions.end(), 0);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
+  std::vector<float> out(static_cast<size_t>(n_tokens * token_width));
+  for (auto _ : state) {
+    for (int64_t t = 0; t < n_tokens; t += block_tokens)
+      attention_tokens(q.data() + t * token_width, token_width, std::min(block_tokens, n_tokens - t), n_queries,
+                       positions.data() + t, keys.data(), values.data(), kv_width, /*kv_offset=*/kHeadDim,
+                       slots.data(), kHeadDim, scratch.data(), out.data() + t * token_width, token_width);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double positions_read = 0.5 * static_cast<double>(n_tokens) * static_cast<double>(n_tokens + 1);
+  set_rates(state, 2.0 * positions_read * kHeadDim * sizeof(float), 4.0 * positions_read * kHeadDim * n_queries);
+}
+BENCHMARK(BM_attention_prefill_tokens)
+    ->ArgNames({"n_tokens", "n_queries", "block_tokens"})
+    ->ArgsProduct({{512}, {1, 8}, {1, 4, 8, 16}});
 
 }  // namespace
 }  // namespace tandem

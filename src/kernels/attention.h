@@ -24,6 +24,17 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                      float* scratch, float* out);
 
+// attention_group for n_tokens tokens of one sequence attending to one KV head, token t
+// seeing positions 0..positions[t] (positions ascending, as a prefill chunk's). Token t's
+// group of query heads is queries + t·query_stride ([group, head_dim], contiguous) and goes
+// to out + t·out_stride. Every query's result is bit-identical to attention_group's for it
+// alone; on AVX-512 the tokens share each K/V row loaded (with one query per token, MHA, a
+// single token would have no query to share it with). scratch: attention_scratch_floats(group).
+void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride);
+
 // The portable kernel's online-softmax step for one query and one tile (the AVX-512 kernel
 // has its own, vectorized one): scores[0..tile_len) become exp(score - new running max) in place,
 // running_max/running_sum are updated, and the return value is the factor by which the
@@ -39,6 +50,13 @@ namespace avx512 {
 // out[i] = exp(x[i]) for x[i] <= 0, exactly as the AVX-512 attention kernel's softmax
 // computes it (within 2 ulp; 0 below -87 and for -inf); exposed for its test. Needs AVX-512.
 void attention_exp(const float* x, int64_t n, float* out);
+
+// attention_tokens on the AVX-512 kernel (the portable one for head sizes it does not take).
+// Needs AVX-512; attention_tokens above calls it when the active level has it.
+void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride);
 }  // namespace avx512
 
 }  // namespace tandem

@@ -29,6 +29,7 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   up_.resize(n * c.d_ff);
   proj_.resize(n * c.d_model);
   scores_.resize(static_cast<size_t>(pool_.size() * attention_scratch_floats(c.n_heads / c.n_kv_heads)));
+  attention_block_starts_.reserve(n + 1);
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
   // Logit buffers grow to the most rows ever requested (usually 1 per sequence), not to
@@ -141,20 +142,38 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_stride);
   }
 
-  // One work item per (token, KV head): the query heads sharing that KV head go together.
-  // A token's cost grows with its position and the pool hands out contiguous ranges, so
-  // items visit tokens first, last, second, second-to-last, ...: every range gets its share
-  // of long and short contexts (in order, a prompt's second half cost three times its first).
+  // Consecutive tokens of one sequence (a prefill chunk) go in blocks of up to
+  // kTokensPerBlock through attention_tokens, which shares each K/V row loaded among them;
+  // decode tokens of different sequences are blocks of one. One work item per (block, KV
+  // head): the query heads sharing that KV head go together. A block's cost grows with its
+  // positions and the pool hands out contiguous ranges, so items visit blocks first, last,
+  // second, second-to-last, ...: every range gets its share of long and short contexts (in
+  // order, a prompt's second half costs three times its first).
   const int64_t group = c.n_heads / c.n_kv_heads;
-  auto token_of = [n_tokens](int64_t i) { return i % 2 == 0 ? i / 2 : n_tokens - 1 - i / 2; };
-  pool_.parallel_for(n_tokens * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
+  // row_kernels_bench BM_attention_prefill_tokens, 512 tokens, one query per token (MHA):
+  // blocks of 8 tokens run 2.2x as fast as 1, of 16 2.4x; with 8 queries per token (GQA) 1.2x.
+  constexpr int64_t kTokensPerBlock = 16;
+  std::vector<int64_t>& block_starts = attention_block_starts_;
+  block_starts.clear();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const bool continues = t > 0 && t - block_starts.back() < kTokensPerBlock &&
+                           batch.seq_ids[t] == batch.seq_ids[t - 1] && batch.positions[t] > batch.positions[t - 1];
+    if (!continues) block_starts.push_back(t);
+  }
+  const int64_t n_blocks = static_cast<int64_t>(block_starts.size());
+  block_starts.push_back(n_tokens);
+  auto block_of = [n_blocks](int64_t i) { return i % 2 == 0 ? i / 2 : n_blocks - 1 - i / 2; };
+  pool_.parallel_for(n_blocks * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scores_.data() + thread * attention_scratch_floats(group);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = token_of(item / c.n_kv_heads), kv_head = item % c.n_kv_heads;
-      const std::vector<int32_t>& slots = cache.slot_table(batch.seq_ids[t]);
-      const int64_t first_query = t * c.q_width() + kv_head * group * head_dim;
-      attention_group(q_.data() + first_query, group, keys, values, kv_stride, kv_head * head_dim, slots.data(),
-                      batch.positions[t] + 1, head_dim, scratch, attn_out_.data() + first_query);
+      const int64_t block = block_of(item / c.n_kv_heads), kv_head = item % c.n_kv_heads;
+      const int64_t first = block_starts[static_cast<size_t>(block)];
+      const int64_t block_tokens = block_starts[static_cast<size_t>(block + 1)] - first;
+      const std::vector<int32_t>& slots = cache.slot_table(batch.seq_ids[first]);
+      const int64_t first_query = first * c.q_width() + kv_head * group * head_dim;
+      attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, batch.positions.data() + first, keys,
+                       values, kv_stride, kv_head * head_dim, slots.data(), head_dim, scratch,
+                       attn_out_.data() + first_query, c.q_width());
     }
   });
 }

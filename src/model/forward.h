@@ -53,6 +53,7 @@ class Forward {
   std::vector<float> up_;          // [n_tokens, d_ff]
   std::vector<float> proj_;        // [n_tokens, d_model]
   std::vector<float> scores_;      // [threads, attention scratch] attention score tiles
+  std::vector<int64_t> attention_block_starts_;  // [n_blocks + 1] attention's token blocks, then n_tokens
   std::vector<float> rope_cos_;    // [n_tokens, rope_dims / 2]
   std::vector<float> rope_sin_;    // [n_tokens, rope_dims / 2]
   MatmulScratch matmul_scratch_;

@@ -1,7 +1,8 @@
 // The AVX-512 attention kernel (kernel_table(Isa::Avx512).attention) against a double
 // computation over head sizes, context lengths around the tile edges, GQA group sizes and
 // peaked softmaxes; its batch invariance (a query alone equals the same query inside any
-// group, bit for bit); and the accuracy of its vector exp. Skipped on CPUs without AVX-512.
+// group, bit for bit, and a token equals the same token in any run of tokens through
+// attention_tokens); and the accuracy of its vector exp. Skipped on CPUs without AVX-512.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -126,6 +127,147 @@ TEST(AttentionAvx512Test, QueryAloneEqualsQueryInAnyGroup) {
         }
     }
   }
+}
+
+// Queries for n_tokens tokens of group query heads each, token t's at t * query_stride, and
+// room for their outputs at t * out_stride (strides past the group, as in a batch's rows).
+struct TokenRun {
+  int64_t group, head_dim, query_stride, out_stride;
+  std::vector<int32_t> positions;  // [n_tokens] ascending
+  std::vector<float> queries;      // [n_tokens, query_stride]
+};
+
+TokenRun make_run(std::mt19937& rng, std::vector<int32_t> positions, int64_t group, int64_t head_dim) {
+  const auto n_tokens = static_cast<int64_t>(positions.size());
+  const int64_t query_stride = 3 * group * head_dim, out_stride = group * head_dim + 16;
+  return TokenRun{group, head_dim, query_stride, out_stride, std::move(positions),
+                  random_floats(rng, n_tokens * query_stride, -10.0f, 10.0f)};
+}
+
+std::vector<int32_t> consecutive_positions(int32_t first, int32_t n_tokens) {
+  std::vector<int32_t> positions(static_cast<size_t>(n_tokens));
+  std::iota(positions.begin(), positions.end(), first);
+  return positions;
+}
+
+using TokensKernel = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                              const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                              int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                              int64_t out_stride);
+
+// The run's outputs [n_tokens, out_stride] from one multi-token call; the gaps between rows
+// stay at their initial 7.0f.
+std::vector<float> run_tokens(TokensKernel kernel, const TokenRun& run, const Cache& cache, int64_t kv_offset) {
+  const auto n_tokens = static_cast<int64_t>(run.positions.size());
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
+  std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
+  kernel(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(), cache.keys.data(),
+         cache.values.data(), cache.kv_width, kv_offset, cache.slots.data(), run.head_dim, scratch.data(), out.data(),
+         run.out_stride);
+  return out;
+}
+
+// The same outputs, token by token through a level's attention_group.
+std::vector<float> run_token_by_token(Isa isa, const TokenRun& run, const Cache& cache, int64_t kv_offset) {
+  const auto n_tokens = static_cast<int64_t>(run.positions.size());
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
+  std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    kernel_table(isa).attention(run.queries.data() + t * run.query_stride, run.group, cache.keys.data(),
+                                cache.values.data(), cache.kv_width, kv_offset, cache.slots.data(),
+                                run.positions[t] + 1, run.head_dim, scratch.data(), out.data() + t * run.out_stride);
+  return out;
+}
+
+// The first token (of a row-major [n_tokens, out_stride] pair) whose row differs in any bit.
+int64_t first_differing_token(const std::vector<float>& a, const std::vector<float>& b, int64_t out_stride) {
+  for (size_t t = 0; t * out_stride < a.size(); ++t)
+    if (std::memcmp(a.data() + t * out_stride, b.data() + t * out_stride, out_stride * sizeof(float)) != 0)
+      return static_cast<int64_t>(t);
+  return -1;
+}
+
+// Runs of 1..17 consecutive tokens starting at and around tile (64) and block (16) edges, so
+// that tokens' contexts end inside a shared tile, in the same or different blocks; group 1
+// (MHA: tokens pair up to share loads), 2, and 8 and 5 (query packs crossing tokens), head sizes
+// with 4, 2 and 1 accumulator chains.
+TEST(AttentionAvx512Test, TokensEqualTokenByToken) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this machine";
+  std::mt19937 rng(13);
+  const int64_t n_slots = 160, n_kv_heads = 2;
+  for (int64_t head_dim : {16, 64, 128}) {
+    const Cache cache = make_cache(rng, n_slots, n_kv_heads, head_dim);
+    for (int64_t group : {1, 2, 5, 8})
+      for (int32_t first : {0, 13, 50, 60, 63, 120, 140})
+        for (int32_t n_tokens = 1; n_tokens <= 17; ++n_tokens) {
+          const TokenRun run = make_run(rng, consecutive_positions(first, n_tokens), group, head_dim);
+          const int64_t kv_offset = (first % n_kv_heads) * head_dim;
+          const std::vector<float> together = run_tokens(avx512::attention_tokens, run, cache, kv_offset);
+          const std::vector<float> alone = run_token_by_token(Isa::Avx512, run, cache, kv_offset);
+          ASSERT_EQ(first_differing_token(together, alone, run.out_stride), -1)
+              << "head_dim " << head_dim << " group " << group << " positions " << first << ".."
+              << first + n_tokens - 1;
+        }
+  }
+}
+
+// Positions a prefill never has but the kernel allows: gaps, repeats, and a run wider than one
+// pass over the tiles (more than 128 queries).
+TEST(AttentionAvx512Test, TokensWithGapsAndRepeatsEqualTokenByToken) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this machine";
+  std::mt19937 rng(14);
+  const int64_t n_slots = 300;
+  const std::vector<std::vector<int32_t>> runs = {
+      {0, 0, 0}, {5, 20, 21, 21, 70, 130, 131}, {63, 64, 65, 127, 128, 129, 199}, consecutive_positions(100, 40)};
+  for (int64_t head_dim : {32, 64, 128}) {
+    const Cache cache = make_cache(rng, n_slots, 1, head_dim);
+    for (int64_t group : {1, 4, 8})
+      for (const std::vector<int32_t>& positions : runs) {
+        const TokenRun run = make_run(rng, positions, group, head_dim);
+        EXPECT_EQ(first_differing_token(run_tokens(avx512::attention_tokens, run, cache, 0),
+                                        run_token_by_token(Isa::Avx512, run, cache, 0), run.out_stride),
+                  -1)
+            << "head_dim " << head_dim << " group " << group << " from position " << positions.front();
+      }
+  }
+}
+
+// A position only later tokens see holds non-finite K/V (a poisoned row): the tokens before it
+// must not be touched by it, though they share its tile, block and loads. Alone they never read
+// it: their weighted sums round up over their own last row, not the next ones.
+TEST(AttentionAvx512Test, TokensIgnoreRowsPastTheirContext) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this machine";
+  std::mt19937 rng(15);
+  for (int64_t head_dim : {16, 64, 128}) {
+    Cache cache = make_cache(rng, 100, 1, head_dim);
+    const int32_t poisoned = 71;
+    std::fill_n(cache.values.begin() + cache.slots[poisoned] * cache.kv_width, head_dim, INFINITY);
+    std::fill_n(cache.keys.begin() + cache.slots[poisoned] * cache.kv_width, head_dim, NAN);
+    for (int64_t group : {1, 3}) {
+      const TokenRun run = make_run(rng, consecutive_positions(60, 16), group, head_dim);  // 60..75
+      const std::vector<float> together = run_tokens(avx512::attention_tokens, run, cache, 0);
+      const std::vector<float> alone = run_token_by_token(Isa::Avx512, run, cache, 0);
+      const size_t clean = static_cast<size_t>((poisoned - 60) * run.out_stride);  // tokens 60..70
+      EXPECT_EQ(0, std::memcmp(together.data(), alone.data(), clean * sizeof(float)))
+          << "head_dim " << head_dim << " group " << group;
+      for (size_t i = 0; i < clean; ++i) ASSERT_TRUE(std::isfinite(together[i])) << "element " << i;
+    }
+  }
+}
+
+// attention_tokens through the active level (whatever this CPU has, and the portable
+// kernels' token-by-token fallback where it lacks AVX-512) equals that level's attention_group.
+TEST(AttentionTokensTest, ActiveLevelEqualsTokenByToken) {
+  std::mt19937 rng(16);
+  const Cache cache = make_cache(rng, 160, 2, 64);
+  for (int64_t group : {1, 4})
+    for (int32_t first : {0, 60}) {
+      const TokenRun run = make_run(rng, consecutive_positions(first, 12), group, 64);
+      EXPECT_EQ(first_differing_token(run_tokens(attention_tokens, run, cache, 64),
+                                      run_token_by_token(kernel_table().isa, run, cache, 64), run.out_stride),
+                -1)
+          << "group " << group << " first position " << first;
+    }
 }
 
 TEST(AttentionAvx512Test, VectorExpMatchesStdExp) {

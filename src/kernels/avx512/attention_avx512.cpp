@@ -1,8 +1,10 @@
-// AVX-512 attention_group: kernels/attention.cpp's algorithm (key tiles of kAttentionTile
-// positions from 0, online softmax) 16 positions per vector — scores by a fixed lane-sum tree,
-// a polynomial exp, running sums in float lanes. Head sizes 16..256 in steps of 16 run here.
-// A query's arithmetic is the same whichever queries share its call (they only share loads),
-// so its bits depend on itself, head_dim, n_ctx and the cached K/V alone: prefill == decode.
+// AVX-512 attention_group and attention_tokens: kernels/attention.cpp's algorithm (key tiles of
+// kAttentionTile positions from 0, online softmax) 16 positions per vector — scores by a fixed
+// lane-sum tree, a polynomial exp, running sums in float lanes. Head sizes 16..256 in steps of
+// 16 run here. One kernel serves a token's GQA group and a run of tokens of one sequence (their
+// groups, each token seeing its own context length). A query's arithmetic is the same whichever
+// queries share its call (they only share loads), so its bits depend on itself, head_dim, n_ctx
+// and the cached K/V alone: prefill == decode.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <utility>
 
+#include "base/error.h"
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 
@@ -29,7 +32,8 @@
 namespace tandem::avx512 {
 namespace {
 
-constexpr int64_t kMaxGroup = 64;
+constexpr int64_t kMaxGroup = 64;     // query heads per KV head
+constexpr int64_t kMaxQueries = 128;  // queries in one pass over the tiles (tokens x group)
 constexpr int kMaxHeadVectors = 16;  // head_dim <= 256
 constexpr int kLanes = 16;           // positions per score vector
 static_assert(kAttentionTile % kLanes == 0);
@@ -99,13 +103,11 @@ constexpr int kQueriesPerLoad = kVectors <= 8 ? 2 : 1;
   return x;
 }
 
-// scores[g] lane p = q_g · (key row at rows[p]) for 16 positions and the queries
-// q_g = queries + g·head_dim: each dot a chain of FMAs over the head's vectors in order,
-// then the lane-sum tree.
+// scores[g] lane p = queries[g] · (key row at rows[p]) for 16 positions: each dot a chain of
+// FMAs over the head's vectors in order, then the lane-sum tree.
 template <int kVectors, int kQueries>
-[[gnu::always_inline]] inline void score_block(const float* queries, const float* keys, const int64_t* rows,
+[[gnu::always_inline]] inline void score_block(const float* const* queries, const float* keys, const int64_t* rows,
                                                __m512 (&scores)[kQueries]) {
-  constexpr int head_dim = 16 * kVectors;
   __m512 quads[kQueries][4];
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
@@ -118,7 +120,7 @@ template <int kVectors, int kQueries>
         const __m512 k = kQueries > 1 ? load_once(key + 16 * v) : _mm512_loadu_ps(key + 16 * v);
 #pragma GCC unroll 2
         for (int g = 0; g < kQueries; ++g) {
-          const __m512 q = _mm512_loadu_ps(queries + g * head_dim + 16 * v);
+          const __m512 q = _mm512_loadu_ps(queries[g] + 16 * v);
           dots[g][p] = v == 0 ? _mm512_mul_ps(q, k) : _mm512_fmadd_ps(q, k, dots[g][p]);
         }
       }
@@ -181,136 +183,240 @@ template <int kVectors, int kQueries>
     }
 }
 
-// visit.template operator()<k>(g) for the queries g..g+k-1: kPack at a time, then one by one.
+// visit.template operator()<k>(j) for the queries j..j+k-1 of [begin, end): kPack at a time,
+// then one by one.
 template <int kPack, typename Visit>
-[[gnu::always_inline]] inline void for_each_query_pack(int64_t n_queries, Visit&& visit) {
-  int64_t g = 0;
-  for (; g + kPack <= n_queries; g += kPack) visit.template operator()<kPack>(g);
-  for (; g < n_queries; ++g) visit.template operator()<1>(g);
+[[gnu::always_inline]] inline void for_each_query_pack(int64_t begin, int64_t end, Visit&& visit) {
+  int64_t j = begin;
+  for (; j + kPack <= end; j += kPack) visit.template operator()<kPack>(j);
+  for (; j < end; ++j) visit.template operator()<1>(j);
 }
+
+// Bit mask of a block's first n_visible (0..16) lanes.
+[[gnu::always_inline]] inline __mmask16 first_lanes(int64_t n_visible) {
+  return static_cast<__mmask16>((1u << n_visible) - 1u);
+}
+
+// The queries of one call: query j reads queries[j], writes outs[j] and sees positions
+// 0..n_ctx[j]-1, n_ctx ascending (not strictly). A GQA group is n queries with one n_ctx; a
+// run of tokens of one sequence is its tokens' groups in order, their n_ctx its positions + 1.
+struct QuerySet {
+  const float* const* queries;  // [n_queries] -> [head_dim]
+  float* const* outs;           // [n_queries] -> [head_dim]
+  const int64_t* n_ctx;         // [n_queries]
+  int64_t n_queries;            // 1..kMaxQueries
+};
 
 // Per tile: every query's scores, then each query's softmax step, then the weighted values.
 // A tile is walked block by block (16 positions), each block serving every query before the
 // next: K/V rows kv_width apart map to few L1 sets, so a whole tile's rows would not stay in
 // L1 from one query to the next, while one block's rows do.
+//
+// Queries with different n_ctx share the tiles and blocks they both see; each query's
+// arithmetic is still exactly that of the query alone (its bits depend on itself, head_dim,
+// its n_ctx and the cached K/V only):
+//  - it takes part in the blocks it sees at least one position of, no others;
+//  - its scores for positions it does not see are masked to -inf (a lane of the lane-sum tree
+//    depends on its own position's row only, so the other lanes' rows do not matter);
+//  - its softmax step runs over its own tile length;
+//  - in its last block the weighted values run over the same positions, rounded up to the
+//    same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
+//    the same as alone: rows[its last visible position], not those of positions another
+//    query sees. Where its rows or position count differ from its pack partner's, it goes alone.
 template <int kVectors>
-void attend_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
-                  int64_t kv_offset, const int32_t* slots, int64_t n_ctx, float* out) {
+void attend_queries(const QuerySet& set, const float* keys, const float* values, int64_t kv_width, int64_t kv_offset,
+                    const int32_t* slots) {
   constexpr int64_t head_dim = 16 * kVectors;
   constexpr int64_t chains = kChains<kVectors>;
   constexpr int pack = kQueriesPerLoad<kVectors>;
+  const int64_t n_queries = set.n_queries;
+  const int64_t* n_ctx = set.n_ctx;
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
   const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
   keys += kv_offset;
   values += kv_offset;
   // Per query: the running max, the running sum as 16 lane sums, and this tile's rescaling.
-  float running_max[kMaxGroup], correction[kMaxGroup];
-  __m512 running_sum[kMaxGroup];
-  for (int64_t g = 0; g < n_queries; ++g) {
-    running_max[g] = -INFINITY;
-    running_sum[g] = _mm512_setzero_ps();
-    std::fill_n(out + g * head_dim, head_dim, 0.0f);
+  float running_max[kMaxQueries], correction[kMaxQueries];
+  __m512 running_sum[kMaxQueries];
+  for (int64_t j = 0; j < n_queries; ++j) {
+    running_max[j] = -INFINITY;
+    running_sum[j] = _mm512_setzero_ps();
+    std::fill_n(set.outs[j], head_dim, 0.0f);
   }
   int64_t rows[kAttentionTile];  // the tile's positions -> offsets of their K/V rows
   // [n_queries, kAttentionTile]: scores, then softmax weights, written in whole blocks of 16
-  // (past tile_len). On the stack, not in the caller's scratch: some callers (a test) size that
-  // to n_ctx when it is below a tile.
-  alignas(64) float weights[kMaxGroup * kAttentionTile];
-  for (int64_t tile = 0; tile < n_ctx; tile += kAttentionTile) {
-    const int64_t tile_len = std::min(kAttentionTile, n_ctx - tile);
+  // (past the query's tile length). On the stack, not in the caller's scratch: some callers (a
+  // test) size that to n_ctx when it is below a tile.
+  alignas(64) float weights[kMaxQueries * kAttentionTile];
+  const int64_t longest = n_ctx[n_queries - 1];
+  int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
+  for (int64_t tile = 0; tile < longest; tile += kAttentionTile) {
+    while (n_ctx[tile_first] <= tile) ++tile_first;
+    const int64_t tile_len = std::min(kAttentionTile, longest - tile);
     const int64_t n_blocks = (tile_len + kLanes - 1) / kLanes;
-    const int64_t tail = tile_len - (n_blocks - 1) * kLanes;  // positions in the last block
     for (int64_t p = 0; p < tile_len; ++p) rows[p] = static_cast<int64_t>(slots[tile + p]) * kv_width;
     // Positions past the context in the last block read the last visible row; their scores
     // are masked to -inf, so their weights are exactly 0.
     for (int64_t p = tile_len; p < n_blocks * kLanes; ++p) rows[p] = rows[tile_len - 1];
+    // Block b: its first query (the ones after it see it too), and the positions query j sees.
+    int64_t block_first[kAttentionTile / kLanes];
+    for (int64_t b = 0, j = tile_first; b < n_blocks; ++b) {
+      while (n_ctx[j] <= tile + b * kLanes) ++j;
+      block_first[b] = j;
+    }
+    auto visible = [&](int64_t j, int64_t b) { return std::min<int64_t>(kLanes, n_ctx[j] - tile - b * kLanes); };
 
     for (int64_t b = 0; b < n_blocks; ++b) {
-      const __mmask16 valid = static_cast<__mmask16>(b == n_blocks - 1 ? (1u << tail) - 1u : 0xffffu);
-      for_each_query_pack<pack>(n_queries, [&]<int kQueries>(int64_t g) {
+      for_each_query_pack<pack>(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
         __m512 scores[kQueries];
-        score_block<kVectors, kQueries>(queries + g * head_dim, keys, rows + b * kLanes, scores);
+        score_block<kVectors, kQueries>(set.queries + j, keys, rows + b * kLanes, scores);
         for (int i = 0; i < kQueries; ++i)
-          _mm512_store_ps(weights + (g + i) * kAttentionTile + b * kLanes,
-                          _mm512_mask_mov_ps(minus_infinity, valid, _mm512_mul_ps(scores[i], scale)));
+          _mm512_store_ps(weights + (j + i) * kAttentionTile + b * kLanes,
+                          _mm512_mask_mov_ps(minus_infinity, first_lanes(visible(j + i, b)),
+                                             _mm512_mul_ps(scores[i], scale)));
       });
     }
 
-    for (int64_t g = 0; g < n_queries; ++g) {
-      float* tile_weights = weights + g * kAttentionTile;
+    for (int64_t j = tile_first; j < n_queries; ++j) {
+      float* tile_weights = weights + j * kAttentionTile;
+      const int64_t query_blocks = (std::min(kAttentionTile, n_ctx[j] - tile) + kLanes - 1) / kLanes;
       __m512 tile_max = minus_infinity;
-      for (int64_t b = 0; b < n_blocks; ++b)
+      for (int64_t b = 0; b < query_blocks; ++b)
         tile_max = _mm512_max_ps(tile_max, _mm512_load_ps(tile_weights + b * kLanes));
-      const float new_max = std::max(running_max[g], _mm512_reduce_max_ps(tile_max));
+      const float new_max = std::max(running_max[j], _mm512_reduce_max_ps(tile_max));
       const __m512 new_max_vector = _mm512_set1_ps(new_max);
       // exp(-inf) = 0 on the first tile.
-      const __m512 rescale = exp_nonpositive(_mm512_sub_ps(_mm512_set1_ps(running_max[g]), new_max_vector));
-      running_max[g] = new_max;
-      correction[g] = _mm512_cvtss_f32(rescale);
+      const __m512 rescale = exp_nonpositive(_mm512_sub_ps(_mm512_set1_ps(running_max[j]), new_max_vector));
+      running_max[j] = new_max;
+      correction[j] = _mm512_cvtss_f32(rescale);
       __m512 tile_sum = _mm512_setzero_ps();
-      for (int64_t b = 0; b < n_blocks; ++b) {
+      for (int64_t b = 0; b < query_blocks; ++b) {
         const __m512 block_weights =
             exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_weights + b * kLanes), new_max_vector));
         tile_sum = _mm512_add_ps(tile_sum, block_weights);
         _mm512_store_ps(tile_weights + b * kLanes, block_weights);
       }
-      running_sum[g] = _mm512_fmadd_ps(running_sum[g], rescale, tile_sum);
+      running_sum[j] = _mm512_fmadd_ps(running_sum[j], rescale, tile_sum);
     }
 
     // Per query, whichever way the loops run: the output rescaled, then each block in turn.
     for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t in_block = b == n_blocks - 1 ? tail : kLanes;
-      const int64_t n_positions = (in_block + chains - 1) / chains * chains;  // the extra weights are 0
-      for_each_query_pack<pack>(n_queries, [&]<int kQueries>(int64_t g) {
+      const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
+      // Queries j..j+k-1 add block b's values over n_positions positions whose rows are block_rows.
+      auto accumulate = [&]<int kQueries>(int64_t j, const int64_t* block_rows, int64_t n_positions) {
         __m512 acc[kQueries][kVectors];
         for (int i = 0; i < kQueries; ++i) {
-          const __m512 rescale = _mm512_set1_ps(correction[g + i]);
+          const __m512 rescale = _mm512_set1_ps(correction[j + i]);
 #pragma GCC unroll 16
           for (int v = 0; v < kVectors; ++v) {
-            acc[i][v] = _mm512_loadu_ps(out + (g + i) * head_dim + 16 * v);
+            acc[i][v] = _mm512_loadu_ps(set.outs[j + i] + 16 * v);
             if (b == 0) acc[i][v] = _mm512_mul_ps(acc[i][v], rescale);
           }
         }
-        add_weighted_values<kVectors, kQueries>(weights + g * kAttentionTile + b * kLanes, values, rows + b * kLanes,
+        add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, values, block_rows,
                                                 n_positions, acc);
         for (int i = 0; i < kQueries; ++i)
 #pragma GCC unroll 16
-          for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(out + (g + i) * head_dim + 16 * v, acc[i][v]);
+          for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(set.outs[j + i] + 16 * v, acc[i][v]);
+      };
+      // The tile's rows serve query j as they would alone unless it stops inside the block
+      // short of the tile and its position count needs rounding up to chains.
+      auto own_rows_needed = [&](int64_t n_visible) { return n_visible != block_len && n_visible % chains != 0; };
+      auto rounded = [](int64_t n_visible) { return (n_visible + chains - 1) / chains * chains; };
+      for_each_query_pack<pack>(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
+        const int64_t n_visible = visible(j, b);
+        bool together = !own_rows_needed(n_visible);
+        for (int i = 1; i < kQueries; ++i) together = together && visible(j + i, b) == n_visible;
+        if (together) {
+          accumulate.template operator()<kQueries>(j, rows + b * kLanes, rounded(n_visible));
+          return;
+        }
+        for (int i = 0; i < kQueries; ++i) {
+          const int64_t query_visible = visible(j + i, b);
+          if (!own_rows_needed(query_visible)) {
+            accumulate.template operator()<1>(j + i, rows + b * kLanes, rounded(query_visible));
+            continue;
+          }
+          int64_t own_rows[kLanes];  // past its context, its last visible row (weight 0), as alone
+          for (int64_t p = 0; p < kLanes; ++p) own_rows[p] = rows[b * kLanes + std::min(p, query_visible - 1)];
+          accumulate.template operator()<1>(j + i, own_rows, rounded(query_visible));
+        }
       });
     }
   }
-  for (int64_t g = 0; g < n_queries; ++g) {
-    const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(running_sum[g]));
-    float* acc_out = out + g * head_dim;
+  for (int64_t j = 0; j < n_queries; ++j) {
+    const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(running_sum[j]));
+    float* acc_out = set.outs[j];
     for (int64_t v = 0; v < kVectors; ++v)
       _mm512_storeu_ps(acc_out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), inverse));
   }
 }
 
-using GroupKernel = void (*)(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, float* out);
+using QueriesKernel = void (*)(const QuerySet& set, const float* keys, const float* values, int64_t kv_width,
+                               int64_t kv_offset, const int32_t* slots);
 
 template <size_t... kIndices>
-constexpr std::array<GroupKernel, sizeof...(kIndices)> group_kernels(std::index_sequence<kIndices...>) {
-  return {&attend_group<static_cast<int>(kIndices) + 1>...};
+constexpr std::array<QueriesKernel, sizeof...(kIndices)> queries_kernels(std::index_sequence<kIndices...>) {
+  return {&attend_queries<static_cast<int>(kIndices) + 1>...};
 }
 
 // Indexed by head_dim / 16 - 1.
-constexpr std::array<GroupKernel, kMaxHeadVectors> kGroupKernels =
-    group_kernels(std::make_index_sequence<kMaxHeadVectors>());
+constexpr std::array<QueriesKernel, kMaxHeadVectors> kQueriesKernels =
+    queries_kernels(std::make_index_sequence<kMaxHeadVectors>());
+
+bool vector_kernel_fits(int64_t head_dim) {
+  return head_dim % 16 == 0 && head_dim >= 16 && head_dim / 16 <= kMaxHeadVectors;
+}
 
 }  // namespace
 
 void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                      float* scratch, float* out) {
-  if (head_dim % 16 != 0 || head_dim < 16 || head_dim / 16 > kMaxHeadVectors || n_queries > kMaxGroup) {
+  if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
     portable::attention_group(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch,
                               out);
     return;
   }
-  kGroupKernels[static_cast<size_t>(head_dim / 16 - 1)](queries, n_queries, keys, values, kv_width, kv_offset, slots,
-                                                         n_ctx, out);
+  const float* query_of[kMaxGroup];
+  float* out_of[kMaxGroup];
+  int64_t n_ctx_of[kMaxGroup];
+  for (int64_t g = 0; g < n_queries; ++g) {
+    query_of[g] = queries + g * head_dim;
+    out_of[g] = out + g * head_dim;
+    n_ctx_of[g] = n_ctx;
+  }
+  kQueriesKernels[static_cast<size_t>(head_dim / 16 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys,
+                                                           values, kv_width, kv_offset, slots);
+}
+
+void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride) {
+  if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
+    for (int64_t t = 0; t < n_tokens; ++t)
+      portable::attention_group(queries + t * query_stride, group, keys, values, kv_width, kv_offset, slots,
+                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
+    return;
+  }
+  const QueriesKernel kernel = kQueriesKernels[static_cast<size_t>(head_dim / 16 - 1)];
+  const int64_t tokens_per_call = kMaxQueries / group;
+  const float* query_of[kMaxQueries];
+  float* out_of[kMaxQueries];
+  int64_t n_ctx_of[kMaxQueries];
+  for (int64_t first = 0; first < n_tokens; first += tokens_per_call) {
+    const int64_t n_call = std::min(tokens_per_call, n_tokens - first);
+    for (int64_t t = 0; t < n_call; ++t) {
+      TANDEM_ASSERT(t == 0 || positions[first + t] >= positions[first + t - 1]);
+      for (int64_t g = 0; g < group; ++g) {
+        query_of[t * group + g] = queries + (first + t) * query_stride + g * head_dim;
+        out_of[t * group + g] = out + (first + t) * out_stride + g * head_dim;
+        n_ctx_of[t * group + g] = int64_t{positions[first + t]} + 1;
+      }
+    }
+    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group}, keys, values, kv_width, kv_offset, slots);
+  }
 }
 
 void attention_exp(const float* x, int64_t n, float* out) {
