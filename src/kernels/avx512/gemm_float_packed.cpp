@@ -204,23 +204,37 @@ int64_t float_packed_bytes(const TensorView& weight) {
   return n_groups * kGroupRows * weight.row_length() * element_bytes(weight.dtype);
 }
 
-void float_pack_into(const TensorView& weight, uint8_t* out) {
-  TANDEM_ASSERT(float_packable(weight));
-  const int64_t n_rows = weight.n_rows(), n_in = weight.row_length(), size = element_bytes(weight.dtype);
+namespace {
+
+// Element k of the group's 16 rows side by side; missing rows (past the matrix) are zeros.
+template <typename Element>
+void pack_groups(const TensorView& weight, uint8_t* out) {
+  const int64_t n_rows = weight.n_rows(), n_in = weight.row_length();
   const int64_t n_groups = (n_rows + kGroupRows - 1) / kGroupRows;
   for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* rows[kGroupRows];
-    for (int64_t n = 0; n < kGroupRows; ++n) rows[n] = g * kGroupRows + n < n_rows ? weight.row(g * kGroupRows + n) : nullptr;
-    uint8_t* group = out + g * kGroupRows * n_in * size;
-    for (int64_t k = 0; k < n_in; ++k)
-      for (int64_t n = 0; n < kGroupRows; ++n) {
-        uint8_t* slot = group + (k * kGroupRows + n) * size;
-        if (rows[n] != nullptr)
-          std::memcpy(slot, rows[n] + k * size, static_cast<size_t>(size));
-        else
-          std::memset(slot, 0, static_cast<size_t>(size));
+    const Element* rows[kGroupRows];
+    for (int64_t n = 0; n < kGroupRows; ++n)
+      rows[n] = g * kGroupRows + n < n_rows ? reinterpret_cast<const Element*>(weight.row(g * kGroupRows + n)) : nullptr;
+    auto* group = reinterpret_cast<Element*>(out) + g * kGroupRows * n_in;
+    for (int64_t n = 0; n < kGroupRows; ++n) {
+      Element* column = group + n;
+      if (rows[n] == nullptr) {
+        for (int64_t k = 0; k < n_in; ++k) column[k * kGroupRows] = Element{};
+      } else {
+        for (int64_t k = 0; k < n_in; ++k) column[k * kGroupRows] = rows[n][k];
       }
+    }
   }
+}
+
+}  // namespace
+
+void float_pack_into(const TensorView& weight, uint8_t* out) {
+  TANDEM_ASSERT(float_packable(weight));
+  if (weight.dtype == DType::F32)
+    pack_groups<uint32_t>(weight, out);
+  else
+    pack_groups<uint16_t>(weight, out);
 }
 
 void gemm_float_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
