@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu_features.h"
+
 namespace tandem {
 
 void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out) {
@@ -42,6 +44,8 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
 }
 
 void swiglu_row(const float* gate, const float* up, int64_t n, float* out) {
+  static const bool avx512 = active_isa() >= Isa::Avx512;
+  if (avx512) return avx512::swiglu_row(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
