@@ -14,6 +14,13 @@
 
 namespace tandem {
 
+namespace {
+// Tokens per FFN pass in a prefill: bounds the d_ff-wide scratch (for a 512-token batch of a
+// small model it was a tenth of its memory) at the price of reading the FFN weights once per
+// chunk, from cache for the models this size matters for.
+constexpr int64_t kFfnChunkTokens = 128;
+}  // namespace
+
 Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool)
     : model_(std::move(model)), max_batch_tokens_(max_batch_tokens), pool_(pool) {
   TANDEM_ASSERT(max_batch_tokens_ > 0);
@@ -25,9 +32,9 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   k_.resize(n * c.kv_width());
   v_.resize(n * c.kv_width());
   attn_out_.resize(n * c.q_width());
-  gate_.resize(n * c.d_ff);
-  up_.resize(n * c.d_ff);
-  proj_.resize(n * c.d_model);
+  const auto ffn_rows = static_cast<size_t>(std::min(max_batch_tokens_, kFfnChunkTokens));
+  gate_.resize(ffn_rows * c.d_ff);
+  up_.resize(ffn_rows * c.d_ff);
   scores_.resize(static_cast<size_t>(pool_.size() * attention_scratch_floats(c.n_heads / c.n_kv_heads)));
   attention_block_starts_.reserve(n + 1);
   rope_cos_.resize(n * c.rope_dims / 2);
@@ -91,18 +98,26 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     add_bias_rows(layer.bk, k_.data(), n_tokens);
     add_bias_rows(layer.bv, v_.data(), n_tokens);
     attention(batch, cache, l);
-    matmul(layer.wo, attn_out_.data(), n_tokens, proj_.data(), pool_, matmul_scratch_);
-    add_into_hidden(proj_.data());
+    // Wo's output goes to normed_, free once Q, K and V are computed.
+    matmul(layer.wo, attn_out_.data(), n_tokens, normed_.data(), pool_, matmul_scratch_);
+    add_into_hidden(normed_.data());
 
     norm_rows(layer.ffn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
-    matmul(layer.w_gate, normed_.data(), n_tokens, gate_.data(), pool_, matmul_scratch_);
-    matmul(layer.w_up, normed_.data(), n_tokens, up_.data(), pool_, matmul_scratch_);
-    pool_.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
-      for (int64_t t = begin; t < end; ++t)
-        swiglu_row(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
-    });
-    matmul(layer.w_down, gate_.data(), n_tokens, proj_.data(), pool_, matmul_scratch_);
-    add_into_hidden(proj_.data());
+    // The FFN in chunks of tokens: its d_ff-wide buffers are the largest scratch, and each
+    // token's FFN is independent of the others'.
+    for (int64_t first = 0; first < n_tokens; first += kFfnChunkTokens) {
+      const int64_t rows = std::min(kFfnChunkTokens, n_tokens - first);
+      float* chunk_in = normed_.data() + first * d;
+      matmul(layer.w_gate, chunk_in, rows, gate_.data(), pool_, matmul_scratch_);
+      matmul(layer.w_up, chunk_in, rows, up_.data(), pool_, matmul_scratch_);
+      pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+        for (int64_t t = begin; t < end; ++t)
+          swiglu_row(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
+      });
+      // Into the chunk's own rows of normed_, which gate/up have consumed.
+      matmul(layer.w_down, gate_.data(), rows, chunk_in, pool_, matmul_scratch_);
+    }
+    add_into_hidden(normed_.data());
     if (observer_) observer_(l, std::span<const float>(hidden_.data(), static_cast<size_t>(n_tokens * d)));
   }
 

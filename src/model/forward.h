@@ -44,14 +44,13 @@ class Forward {
   LayerObserver observer_;
   // Scratch, sized for max_batch_tokens.
   std::vector<float> hidden_;      // [n_tokens, d_model] residual stream
-  std::vector<float> normed_;      // [n_tokens, d_model]
+  std::vector<float> normed_;      // [n_tokens, d_model]; also the Wo and FFN outputs
   std::vector<float> q_;           // [n_tokens, n_heads * head_dim]
   std::vector<float> k_;           // [n_tokens, kv_width]
   std::vector<float> v_;           // [n_tokens, kv_width]
   std::vector<float> attn_out_;    // [n_tokens, n_heads * head_dim]
-  std::vector<float> gate_;        // [n_tokens, d_ff]
-  std::vector<float> up_;          // [n_tokens, d_ff]
-  std::vector<float> proj_;        // [n_tokens, d_model]
+  std::vector<float> gate_;        // [FFN chunk tokens, d_ff]
+  std::vector<float> up_;          // [FFN chunk tokens, d_ff]
   std::vector<float> scores_;      // [threads, attention scratch] attention score tiles
   std::vector<int64_t> attention_block_starts_;  // [n_blocks + 1] attention's token blocks, then n_tokens
   std::vector<float> rope_cos_;    // [n_tokens, rope_dims / 2]
