@@ -65,8 +65,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
         return config;
       }()),
       blocks_([&] {
-        const int64_t per_block = 2 * model_->config.n_layers * model_->config.kv_width() *
-                                  static_cast<int64_t>(sizeof(float)) * config_.block_size;
+        const int64_t per_block = KvCache::bytes_per_token(model_->config) * config_.block_size;
         const int64_t per_seq = (config_.context_length + config_.block_size - 1) / config_.block_size;
         const int64_t n_blocks = config_.kv_memory_bytes > 0 ? config_.kv_memory_bytes / per_block
                                                              : per_seq * config_.max_seqs;

@@ -7,11 +7,7 @@
 namespace tandem {
 
 KvCache::KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs, SlotOwner owner)
-    : n_layers_(config.n_layers),
-      kv_width_(config.kv_width()),
-      n_slots_(n_slots),
-      owner_(owner),
-      row_stride_((config.kv_width() + 15) / 16 * 16 + 16) {
+    : n_layers_(config.n_layers), n_slots_(n_slots), owner_(owner), row_stride_(row_stride(config)) {
   TANDEM_ASSERT(n_slots > 0 && max_seqs > 0);
   const auto lines = static_cast<size_t>(n_layers_ * n_slots_ * row_stride_ / 16);
   keys_.assign(lines, CacheLine{});
@@ -72,8 +68,5 @@ void KvCache::map_blocks(int32_t seq, std::span<const int32_t> block_table, int3
   }
 }
 
-int64_t KvCache::bytes_per_token() const {
-  return 2 * n_layers_ * row_stride_ * static_cast<int64_t>(sizeof(float));
-}
 
 }  // namespace tandem

@@ -24,7 +24,6 @@ class KvCache {
 
   int64_t n_slots() const { return n_slots_; }
   int32_t max_seqs() const { return static_cast<int32_t>(tables_.size()); }
-  int64_t kv_width() const { return kv_width_; }
   // With external slots these count mapped positions (slots shared by a prefix count per use).
   int64_t n_free_slots() const;
   int64_t n_used_slots() const { return n_slots_ - n_free_slots(); }
@@ -57,13 +56,21 @@ class KvCache {
   const float* values(int64_t layer) const { return floats(values_) + layer * n_slots_ * row_stride_; }
 
   // 2 (K and V) x layers x row_stride() x bytes per element: what a token's slot occupies.
-  int64_t bytes_per_token() const;
+  int64_t bytes_per_token() const { return bytes_per_token(n_layers_, row_stride_); }
+  // The same for a model before any cache exists (pool sizing, `tandem info`).
+  static int64_t row_stride(const ModelConfig& config) { return (config.kv_width() + 15) / 16 * 16 + 16; }
+  static int64_t bytes_per_token(const ModelConfig& config) {
+    return bytes_per_token(config.n_layers, row_stride(config));
+  }
   int64_t bytes_in_use() const { return n_used_slots() * bytes_per_token(); }
   int64_t bytes_total() const { return n_slots_ * bytes_per_token(); }
 
  private:
+  static int64_t bytes_per_token(int64_t n_layers, int64_t row_stride) {
+    return 2 * n_layers * row_stride * static_cast<int64_t>(sizeof(float));
+  }
+
   int64_t n_layers_;
-  int64_t kv_width_;
   int64_t n_slots_;
   SlotOwner owner_;
   struct alignas(64) CacheLine {

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/generation.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -188,7 +189,7 @@ TEST(Engine, TinyPoolPreemptsAndStillMatchesAlone) {
   EXPECT_THROW(run_jobs(jobs, config), InputError);
   // Exactly one full context (128 tokens = 8 blocks) for five long sequences.
   const ModelConfig& c = fixture().model->config;
-  config.kv_memory_bytes = 8 * 16 * 2 * c.n_layers * c.kv_width() * 4;
+  config.kv_memory_bytes = 8 * 16 * KvCache::bytes_per_token(c);
   EngineStats stats;
   const std::vector<Outcome> outcomes = run_jobs(jobs, config, false, &stats);
   EXPECT_GT(stats.preemptions, 0);
