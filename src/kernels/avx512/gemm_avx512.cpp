@@ -26,10 +26,6 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 #endif
 
-#ifndef TANDEM_FLOAT_TOKEN_TILE
-#define TANDEM_FLOAT_TOKEN_TILE 6
-#endif
-
 namespace tandem::avx512 {
 namespace {
 
@@ -224,7 +220,7 @@ void gemm_float_typed(const TensorView& weight, int64_t row_begin, int64_t row_e
                       float* out, int64_t out_stride) {
   const int64_t n_in = weight.row_length();
   constexpr int kRowTile = 4;
-  constexpr int kTokenTile = TANDEM_FLOAT_TOKEN_TILE;
+  constexpr int kTokenTile = 6;  // 4 x 6 accumulators + 4 weights + 1 activation of 32 zmm
   // Token tiles outside, row tiles inside: a token tile's f32 activations (the bigger operand)
   // stay in L1 across the call's rows, whose weights stay in L2 across token tiles.
   int64_t token = 0;
