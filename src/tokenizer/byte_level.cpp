@@ -23,14 +23,7 @@ ByteTables make_tables() {
   for (uint32_t b = 0; b < 256; ++b) {
     const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
     const uint32_t cp = printable ? b : next++;
-    std::string utf8;
-    if (cp < 0x80) {
-      utf8 += static_cast<char>(cp);
-    } else {
-      utf8 += static_cast<char>(0xC0 | (cp >> 6));
-      utf8 += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    tables.byte_to_char[b] = utf8;
+    append_utf8(tables.byte_to_char[b], cp);
     tables.char_to_byte[cp] = static_cast<int16_t>(b);
   }
   return tables;

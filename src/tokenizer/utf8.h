@@ -1,6 +1,7 @@
-// UTF-8 helpers for the tokenizer: splitting text into characters for the encoder, and a
-// streaming sanitizer that turns ill-formed bytes into U+FFFD. Decoding (whole or streaming)
-// goes through the same sanitizer, so an incremental decode always equals a full one.
+// UTF-8 helpers for the tokenizer (and the chat-template engine): encoding a code point,
+// splitting text into characters for the encoder, and a streaming sanitizer that turns
+// ill-formed bytes into U+FFFD. Decoding (whole or streaming) goes through the same
+// sanitizer, so an incremental decode always equals a full one.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,9 @@
 #include <string_view>
 
 namespace tandem {
+
+// Appends code point c (at most 0x10FFFF) as UTF-8.
+void append_utf8(std::string& out, char32_t c);
 
 // Length of the well-formed UTF-8 sequence starting at text[pos], or 1 when the bytes there
 // are not one (a stray continuation byte, a bad lead byte, a truncated or overlong sequence).
