@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/quant.h"
 #include "io/gguf_file.h"
+#include "model/llama_file_type.h"
 #include "model/model.h"
 
 namespace tandem {
@@ -28,17 +29,13 @@ namespace fs = std::filesystem;
 // llama.cpp's token types.
 constexpr int32_t kTokenNormal = 1, kTokenUnknown = 2, kTokenControl = 3, kTokenUserDefined = 4, kTokenByte = 6;
 
-// llama.cpp's general.file_type (llama_ftype) for a file whose matrices are mostly `type`.
+// The file type code; convert writes the float types and the 32-element block types only.
 uint32_t file_type_of(DType type) {
-  switch (type) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::BF16: return 32;
-    default: break;
-  }
-  throw InputError(fmt::format("cannot convert to type {} (use F32, F16, BF16, Q8_0 or Q4_0)", dtype_name(type)));
+  const bool supported =
+      type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 || type == DType::Q4_0;
+  if (!supported)
+    throw InputError(fmt::format("cannot convert to type {} (use F32, F16, BF16, Q8_0 or Q4_0)", dtype_name(type)));
+  return *llama_file_type(type);
 }
 
 json read_json(const fs::path& path) {

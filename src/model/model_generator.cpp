@@ -11,6 +11,7 @@
 #include "base/quant.h"
 #include "base/thread_pool.h"
 #include "io/gguf_file.h"
+#include "model/llama_file_type.h"
 
 namespace tandem {
 namespace {
@@ -61,18 +62,7 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
 }
 
 uint32_t file_type_code(DType type, bool q4_k_m) {
-  if (q4_k_m) return 15;
-  switch (type) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::BF16: return 32;
-    case DType::Q4_K: return 14;  // llama.cpp's MOSTLY_Q4_K_S: every matrix Q4_K
-    case DType::Q5_K: return 16;  // MOSTLY_Q5_K_S
-    case DType::Q6_K: return 18;  // MOSTLY_Q6_K
-    default: break;
-  }
+  if (const std::optional<uint32_t> code = llama_file_type(type, q4_k_m)) return *code;
   throw InputError(fmt::format("gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)",
                                dtype_name(type)));
 }
