@@ -35,12 +35,12 @@ void matmul_kquant(const TensorView& weight, const float* x, int64_t n_tokens, f
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {
+        if (weight.packed != nullptr) {  // repacked at load for the AMX level (same bits); it tiles by itself
+          amx::gemm_kquant(weight, row_begin, row_end, qx, n_tokens, out, n_out);
+          return;
+        }
         for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
           const int64_t tile_end = std::min(row_end, tile + kRowTile);
-          if (weight.packed != nullptr) {  // repacked at load for the AMX level: same bits
-            amx::gemm_kquant(weight, tile, tile_end, qx, n_tokens, out, n_out);
-            continue;
-          }
           for (int64_t t = 0; t < n_tokens; ++t)
             for (int64_t r = tile; r < tile_end; ++r)
               out[t * n_out + r] = dot_q8k_activations(weight.dtype, weight.row(r), qx + t * blocks_per_row, n_in);
@@ -73,26 +73,26 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
   }
   const ActivationBlockQ8* qx = scratch.quantized.data();
   const KernelTable& kernels = kernel_table();
-  // Float activations are 4 bytes an element: a long prompt's no longer fit in L2, so they go
-  // through in chunks, each passing over all of the thread's rows.
-  const int64_t token_chunk = quantized ? n_tokens : kFloatTokenChunk;
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {
-        if (!quantized && weight.packed != nullptr) {  // the packed float kernel tiles by itself
+        if (quantized) {
+          // Row tiles keep one tile of weights in cache while every token passes over it.
+          for (int64_t tile = row_begin; tile < row_end; tile += kRowTile)
+            kernels.gemm_q8(weight, tile, std::min(row_end, tile + kRowTile), qx, n_tokens, out, n_out);
+          return;
+        }
+        if (weight.packed != nullptr) {  // the packed float kernel tiles by itself
           kernels.gemm_float(weight, row_begin, row_end, x, n_tokens, out, n_out);
           return;
         }
-        for (int64_t chunk = 0; chunk < n_tokens; chunk += token_chunk) {
-          const int64_t chunk_tokens = std::min(token_chunk, n_tokens - chunk);
-          // Row tiles keep one tile of weights in cache while the chunk's tokens pass over it.
-          for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
-            const int64_t tile_end = std::min(row_end, tile + kRowTile);
-            if (quantized)
-              kernels.gemm_q8(weight, tile, tile_end, qx, n_tokens, out, n_out);
-            else
-              kernels.gemm_float(weight, tile, tile_end, x + chunk * n_in, chunk_tokens, out + chunk * n_out, n_out);
-          }
+        // Float activations are 4 bytes an element: a long prompt's no longer fit in L2, so
+        // they go through in chunks, each passing over all of the thread's row tiles.
+        for (int64_t chunk = 0; chunk < n_tokens; chunk += kFloatTokenChunk) {
+          const int64_t chunk_tokens = std::min(kFloatTokenChunk, n_tokens - chunk);
+          for (int64_t tile = row_begin; tile < row_end; tile += kRowTile)
+            kernels.gemm_float(weight, tile, std::min(row_end, tile + kRowTile), x + chunk * n_in, chunk_tokens,
+                               out + chunk * n_out, n_out);
         }
       },
       kRowTile);
