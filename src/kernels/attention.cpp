@@ -1,7 +1,8 @@
 // attention_group: per tile, scores for every (query, position), then each query's running
 // max/sum/accumulator is rescaled and the tile's values added in position order. The
 // sequence of operations for one query is the same whoever else is in its group or batch.
-// attention_tokens: the AVX-512 multi-token kernel where the level has it, else token by token.
+// attention_tokens: the active level's kernel (kernel_table().attention_tokens); the portable
+// one goes token by token.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -89,17 +90,21 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
                       int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
                       int64_t out_stride) {
   TANDEM_ASSERT(n_tokens >= 1 && group >= 1 && group <= kMaxGroup && positions[0] >= 0);
-  // The shared-load kernel exists on AVX-512 only; elsewhere a token at a time is the same
-  // arithmetic (each query's result is independent of its companions).
-  if (static_cast<int>(kernel_table().isa) >= static_cast<int>(Isa::Avx512)) {
-    avx512::attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_width, kv_offset,
-                             slots, head_dim, scratch, out, out_stride);
-    return;
-  }
-  for (int64_t t = 0; t < n_tokens; ++t)
-    kernel_table().attention(queries + t * query_stride, group, keys, values, kv_width, kv_offset, slots,
-                             int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
+  kernel_table().attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_width,
+                                  kv_offset, slots, head_dim, scratch, out, out_stride);
 }
+
+namespace portable {
+// A token at a time is the same arithmetic (each query's result is independent of its companions).
+void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride) {
+  for (int64_t t = 0; t < n_tokens; ++t)
+    attention_group(queries + t * query_stride, group, keys, values, kv_width, kv_offset, slots,
+                    int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
+}
+}  // namespace portable
 
 void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,

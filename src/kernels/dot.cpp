@@ -1,7 +1,8 @@
-// Dot-product kernels. Written as plain loops with a fixed number of independent partial
-// sums (so the compiler can vectorize without reassociating, and results do not depend on
-// the batch), compiled for several ISAs with target_clones: the loader picks the best one
-// the CPU supports when the program starts. Hand-written SIMD comes with the kernels issue.
+// The portable (scalar level) row dot products and activation quantizer, plus the AVX-512
+// quantizer. Plain loops with a fixed number of independent partial sums, so the compiler can
+// vectorize them for the baseline ISA without reassociating, and results do not depend on the
+// batch. The faster levels have their own kernels (kernels/avx2, avx512, amx), picked through
+// kernel_table(); the quantizer entry points below dispatch through it too.
 #include "kernels/dot.h"
 
 #include <cmath>
@@ -10,12 +11,11 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
-#define TANDEM_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 namespace tandem {
 namespace {
@@ -28,7 +28,6 @@ inline float reduce_lanes(const float* lanes) {
   return sum;
 }
 
-TANDEM_MULTIVERSION
 float dot_f32_impl(const float* a, const float* b, int64_t n) {
   float lanes[kLanes] = {};
   int64_t i = 0;
@@ -38,7 +37,6 @@ float dot_f32_impl(const float* a, const float* b, int64_t n) {
   return reduce_lanes(lanes);
 }
 
-TANDEM_MULTIVERSION
 float dot_f16_impl(const uint16_t* w, const float* x, int64_t n) {
   float lanes[kLanes] = {};
   int64_t i = 0;
@@ -48,7 +46,6 @@ float dot_f16_impl(const uint16_t* w, const float* x, int64_t n) {
   return reduce_lanes(lanes);
 }
 
-TANDEM_MULTIVERSION
 float dot_bf16_impl(const uint16_t* w, const float* x, int64_t n) {
   float lanes[kLanes] = {};
   int64_t i = 0;
@@ -63,7 +60,6 @@ float dot_bf16_impl(const uint16_t* w, const float* x, int64_t n) {
   return reduce_lanes(lanes);
 }
 
-TANDEM_MULTIVERSION
 float dot_q8_0_impl(const BlockQ8_0* w, const ActivationBlockQ8* x, int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -74,7 +70,6 @@ float dot_q8_0_impl(const BlockQ8_0* w, const ActivationBlockQ8* x, int64_t n_bl
   return sum;
 }
 
-TANDEM_MULTIVERSION
 float dot_q4_0_impl(const BlockQ4_0* w, const ActivationBlockQ8* x, int64_t n_blocks) {
   float sum = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -90,9 +85,9 @@ float dot_q4_0_impl(const BlockQ4_0* w, const ActivationBlockQ8* x, int64_t n_bl
 
 }  // namespace
 
-namespace {
+namespace portable {
 
-void quantize_q8_portable(const float* x, int64_t n, ActivationBlockQ8* out) {
+void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* block = x + b * 32;
     float amax = 0.0f;
@@ -104,12 +99,15 @@ void quantize_q8_portable(const float* x, int64_t n, ActivationBlockQ8* out) {
   }
 }
 
+}  // namespace portable
+
 #if defined(__x86_64__)
 // The same bytes as the portable loop: max is exact in any order (and, like fmax, keeps the
 // running value when an input is NaN), and product and rounding (to nearest, ties to even)
 // are the same per element. The portable loop calls libm's fmax/nearbyint per element.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_q8_avx512(const float* x, int64_t n,
-                                                                                       ActivationBlockQ8* out) {
+namespace avx512 {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_q8(const float* x, int64_t n,
+                                                                               ActivationBlockQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b) {
     const __m512 low = _mm512_loadu_ps(x + b * 32), high = _mm512_loadu_ps(x + b * 32 + 16);
     const __m512 max_abs = _mm512_max_ps(_mm512_abs_ps(high), _mm512_max_ps(_mm512_abs_ps(low), _mm512_setzero_ps()));
@@ -124,20 +122,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_q8_a
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].quants + 16), _mm512_cvtepi32_epi8(q_high));
   }
 }
+}  // namespace avx512
 #endif
-
-}  // namespace
 
 void quantize_activations_q8_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8* out) {
-#if defined(__x86_64__)
-  if (isa >= Isa::Avx512) return quantize_q8_avx512(x, n, out);
-#endif
-  quantize_q8_portable(x, n, out);
+  kernel_table(isa).quantize_q8(x, n, out);
 }
 
 void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out) {
-  static const Isa isa = active_isa();
-  quantize_activations_q8_isa(isa, x, n, out);
+  kernel_table().quantize_q8(x, n, out);
 }
 
 float dot_float_activations(DType type, const void* weight_row, const float* x, int64_t n) {
@@ -161,7 +154,6 @@ float dot_q8_activations(DType type, const void* weight_row, const ActivationBlo
 
 float dot_f32(const float* a, const float* b, int64_t n) { return dot_f32_impl(a, b, n); }
 
-TANDEM_MULTIVERSION
 void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }

@@ -22,7 +22,7 @@ inline bool uses_q8_activations(DType type) { return type == DType::Q8_0 || type
 
 // Quantizes n floats (n a multiple of 32) into n/32 activation blocks.
 void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out);
-// One variant (portable, or AVX-512 for isa >= Avx512); every variant writes the same bytes.
+// The variant of one level (kernel_table(isa).quantize_q8); every variant writes the same bytes.
 void quantize_activations_q8_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8* out);
 
 // dot(weight row of `type`, float row) for F32, F16 and BF16 weights; n elements.

@@ -25,12 +25,16 @@ inline bool uses_q8k_activations(DType type) {
 
 // Quantizes n floats (n a multiple of 256) into n/256 blocks; quants in [-127, 127].
 void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);
-// One variant (scalar, or AVX-512 for isa >= Avx512); every variant writes the same bytes.
+// The variant of one level (kernel_table(isa).quantize_q8k); every variant writes the same bytes.
 void quantize_activations_q8k_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8K* out);
 
 // dot(weight row of `type`, quantized activation row), n elements (a multiple of 256), with
-// the variant of active_isa() (cpu_features.h). All variants give the same bits.
+// the variant of the active level (kernel_table()). All variants give the same bits.
 float dot_q8k_activations(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
+
+// The row kernel of one level for one k-quant type: fn(weight_row, x, n / 256 blocks).
+using KQuantRowDotFn = float (*)(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks);
+KQuantRowDotFn kquant_row_dot(Isa isa, DType type);
 
 // One variant, so tests can hold each against the scalar reference; isa <= detect_isa().
 float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x,

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem {
 
@@ -43,11 +43,13 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
   }
 }
 
+void swiglu_row(const float* gate, const float* up, int64_t n, float* out) { kernel_table().swiglu(gate, up, n, out); }
+
+namespace portable {
 void swiglu_row(const float* gate, const float* up, int64_t n, float* out) {
-  static const bool avx512 = active_isa() >= Isa::Avx512;
-  if (avx512) return avx512::swiglu_row(gate, up, n, out);
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
+}  // namespace portable
 
 void softmax_row(float* x, int64_t n) {
   float max_value = -INFINITY;

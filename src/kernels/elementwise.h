@@ -18,8 +18,8 @@ void rope_angles(int64_t position, int64_t rope_dims, float freq_base, const flo
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
                 const float* cos_table, const float* sin_table);
 
-// out[i] = silu(gate[i]) * up[i] (may alias gate). On AVX-512 levels through
-// avx512::swiglu_row, whose exp is a polynomial rather than libm's (within 2 ulp).
+// out[i] = silu(gate[i]) * up[i] (may alias gate), through the active level's kernel
+// (kernel_table().swiglu): the SIMD levels' exp is a polynomial rather than libm's (within 2 ulp).
 void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
 
 // In place: x = softmax(x) over n elements.

@@ -1,6 +1,15 @@
-// The dispatch table: the matrix-product kernels of one instruction-set level. matmul()
-// calls through kernel_table(), chosen once per process (cpu_features.h); tests call each
-// level's table directly to hold it against the scalar reference.
+// The dispatch table: every per-CPU choice of the kernels — matrix products per weight type,
+// activation quantizers, attention, SwiGLU, whether weights are repacked at load — for one
+// instruction-set level. Chosen once per process (kernel_table(), from active_isa() in
+// cpu_features.h); nothing else in the build tests the CPU level. Tests call each level's
+// table directly (kernel_table(isa)) to hold it against the scalar references, and
+// TANDEM_ISA=avx2|avx512|scalar runs a lower level's real code on a newer CPU.
+//
+// How the levels are written: hand-written intrinsics per level, each file under
+// kernels/<level>/ compiled for its ISA with a target pragma (the rest of the build stays
+// generic x86-64), the tile shapes templated over rows x tokens. Not Highway: the 8-bit dot
+// products (maddubs/madd, dpbusd, AMX tiles) and the packed layouts differ per level in ways a
+// width-generic wrapper does not hide, and the integer tricks are where the speed is.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +17,7 @@
 #include "base/tensor_view.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
+#include "kernels/dot_kquants.h"
 
 namespace tandem {
 
@@ -18,17 +28,36 @@ using GemmFloatFn = void (*)(const TensorView& weight, int64_t row_begin, int64_
                              int64_t n_tokens, float* out, int64_t out_stride);
 using GemmQ8Fn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
                           int64_t n_tokens, float* out, int64_t out_stride);
+using GemmQ8KFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                           int64_t n_tokens, float* out, int64_t out_stride);
 
-// attention_group (kernels/attention.h) of one level.
+using QuantizeQ8Fn = void (*)(const float* x, int64_t n, ActivationBlockQ8* out);
+using QuantizeQ8KFn = void (*)(const float* x, int64_t n, ActivationBlockQ8K* out);
+// dot(k-quant weight row, activation row) (dot_kquants.h); every level gives the same bits.
+using DotQ8KFn = float (*)(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
+
+// attention_group and attention_tokens (kernels/attention.h) of one level.
 using AttentionFn = void (*)(const float* queries, int64_t n_queries, const float* keys, const float* values,
                              int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx,
                              int64_t head_dim, float* scratch, float* out);
+using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                                   const int32_t* positions, const float* keys, const float* values,
+                                   int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t head_dim,
+                                   float* scratch, float* out, int64_t out_stride);
+using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
 
 struct KernelTable {
   Isa isa;
   GemmFloatFn gemm_float;  // F32, F16, BF16 weights; activations f32
-  GemmQ8Fn gemm_q8;        // Q8_0, Q4_0 weights; activations in 8-bit blocks
-  AttentionFn attention;   // one KV head's group of query heads for one token
+  GemmQ8Fn gemm_q8;        // Q8_0, Q4_0 weights; activations in 32-element 8-bit blocks
+  GemmQ8KFn gemm_q8k;      // Q4_K, Q5_K, Q6_K, Q8_K weights; activations in 256-element blocks
+  DotQ8KFn dot_q8k;        // one k-quant row against one activation row
+  QuantizeQ8Fn quantize_q8;
+  QuantizeQ8KFn quantize_q8k;
+  AttentionFn attention;                 // one KV head's group of query heads for one token
+  AttentionTokensFn attention_tokens;    // a run of one sequence's tokens, sharing K/V loads
+  SwigluFn swiglu;
+  bool repacks_weights;  // weights repacked at load (model/weight_packing.cpp) into this level's layouts
 };
 
 const KernelTable& kernel_table();         // the active level
@@ -39,9 +68,17 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
                 float* out, int64_t out_stride);
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
              int64_t n_tokens, float* out, int64_t out_stride);
+void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);      // kernels/dot.cpp
+void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);    // kernels/dot_kquants.cpp
 void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                      float* scratch, float* out);
+// Token by token through portable::attention_group.
+void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride);
+void swiglu_row(const float* gate, const float* up, int64_t n, float* out);  // kernels/elementwise.cpp
 }  // namespace portable
 
 namespace avx512 {
@@ -49,9 +86,16 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
                 float* out, int64_t out_stride);
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
              int64_t n_tokens, float* out, int64_t out_stride);
+void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
+void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
 void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
                      int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                      float* scratch, float* out);
 }  // namespace avx512
+
+// The k-quant GEMM of the levels without repacked k-quant weights: each (row, token) one call
+// of the level's row dot product, row tiles outside so a tile stays in cache across tokens.
+void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t row_end,
+                   const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride);
 
 }  // namespace tandem

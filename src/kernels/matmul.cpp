@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/kernel_table.h"
 
 namespace tandem {
@@ -18,8 +17,7 @@ constexpr int64_t kRowTile = 16;
 // GFLOP/s when measured side by side).
 constexpr int64_t kFloatTokenChunk = 128;
 
-// K-quant weights: activations in 256-element blocks; one row dot product per output, or
-// the AMX kernel when the weights were repacked for it.
+// K-quant weights: activations in 256-element blocks, then the level's k-quant GEMM.
 void matmul_kquant(const TensorView& weight, const float* x, int64_t n_tokens, float* out, ThreadPool& pool,
                    MatmulScratch& scratch) {
   const int64_t n_out = weight.n_rows();
@@ -29,22 +27,14 @@ void matmul_kquant(const TensorView& weight, const float* x, int64_t n_tokens, f
   const size_t needed = static_cast<size_t>(n_tokens * blocks_per_row);
   if (scratch.quantized_k.size() < needed) scratch.quantized_k.resize(needed);
   ActivationBlockQ8K* qx = scratch.quantized_k.data();
+  const KernelTable& kernels = kernel_table();
   pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
-    for (int64_t t = begin; t < end; ++t) quantize_activations_q8k(x + t * n_in, n_in, qx + t * blocks_per_row);
+    for (int64_t t = begin; t < end; ++t) kernels.quantize_q8k(x + t * n_in, n_in, qx + t * blocks_per_row);
   });
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {
-        if (weight.packed != nullptr) {  // repacked at load for the AMX level (same bits); it tiles by itself
-          amx::gemm_kquant(weight, row_begin, row_end, qx, n_tokens, out, n_out);
-          return;
-        }
-        for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
-          const int64_t tile_end = std::min(row_end, tile + kRowTile);
-          for (int64_t t = 0; t < n_tokens; ++t)
-            for (int64_t r = tile; r < tile_end; ++r)
-              out[t * n_out + r] = dot_q8k_activations(weight.dtype, weight.row(r), qx + t * blocks_per_row, n_in);
-        }
+        kernels.gemm_q8k(weight, row_begin, row_end, qx, n_tokens, out, n_out);
       },
       kRowTile);
 }
@@ -56,6 +46,7 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
   const int64_t n_out = weight.n_rows();
   const int64_t n_in = weight.row_length();
   TANDEM_ASSERT(weight.n_dims == 2);
+  const KernelTable& kernels = kernel_table();
   const bool quantized = uses_q8_activations(weight.dtype);
   if (quantized) {
     TANDEM_ASSERT(n_in % 32 == 0);
@@ -64,7 +55,7 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
     if (scratch.quantized.size() < needed) scratch.quantized.resize(needed);
     pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end, int) {
       for (int64_t t = begin; t < end; ++t)
-        quantize_activations_q8(x + t * n_in, n_in, scratch.quantized.data() + t * blocks_per_row);
+        kernels.quantize_q8(x + t * n_in, n_in, scratch.quantized.data() + t * blocks_per_row);
     });
   }
   if (uses_q8k_activations(weight.dtype)) {
@@ -72,7 +63,6 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
     return;
   }
   const ActivationBlockQ8* qx = scratch.quantized.data();
-  const KernelTable& kernels = kernel_table();
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {

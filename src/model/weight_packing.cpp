@@ -16,7 +16,7 @@
 namespace tandem {
 
 void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
-  const bool amx = kernel_table().isa == Isa::Amx;
+  const bool amx = kernel_table().repacks_weights;
   ModelWeights& w = model.weights;
   std::vector<TensorView*> matrices = {&w.output};
   for (LayerWeights& layer : w.layers)

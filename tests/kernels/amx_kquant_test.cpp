@@ -1,10 +1,12 @@
-// The AMX k-quant GEMM (kernels/amx/amx_kquant_gemm.h) against the scalar row kernel: every
-// (row, token) result bit-identical to dot_q8k_activations on the scalar level, for odd row
-// counts, partial row groups and token tiles, any row range, and both the decode path (<= 4
-// tokens) and the tile path.
+// The k-quant GEMMs against the scalar row kernel: every (row, token) result bit-identical to
+// dot_q8k_activations on the scalar level, for odd row counts, partial row groups and token
+// tiles, any row range — the AMX tile kernel (kernels/amx/amx_kquant_gemm.h; decode path <= 4
+// tokens and tile path) and every level's kernel_table(isa).gemm_q8k (the AVX2 multi-token one).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "kernels/amx/amx_gemm.h"
 #include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem {
 namespace {
@@ -35,6 +38,8 @@ std::vector<uint8_t> random_kquant_matrix(std::mt19937& rng, DType type, int64_t
     uint8_t* out = bytes.data() + r * row_bytes;
     if (type == DType::Q4_K)
       quantize_row_q4k(row.data(), reinterpret_cast<BlockQ4K*>(out), n_in);
+    else if (type == DType::Q5_K)
+      quantize_row_q5k(row.data(), reinterpret_cast<BlockQ5K*>(out), n_in);
     else
       quantize_row_q6k(row.data(), reinterpret_cast<BlockQ6K*>(out), n_in);
   }
@@ -85,6 +90,53 @@ TEST(AmxKquantGemm, EqualsScalarRowKernelBitForBit) {
           }
         }
       }
+}
+
+TEST(KquantGemm, EveryLevelEqualsScalarRowKernelBitForBit) {
+  std::mt19937 rng(37);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    if (static_cast<int>(isa) > static_cast<int>(detect_isa())) {
+      std::printf("level %s: not on this CPU, skipped\n", std::string(isa_name(isa)).c_str());
+      continue;
+    }
+    const KernelTable& table = kernel_table(isa);
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+      for (int64_t n_rows : {1, 5, 17, 33})
+        for (int64_t n_in : {256, 768}) {
+          const std::vector<uint8_t> weights = random_kquant_matrix(rng, type, n_rows, n_in);
+          TensorView w;
+          w.data = weights.data();
+          w.dtype = type;
+          w.n_dims = 2;
+          w.shape = {n_rows, n_in};
+          const int64_t n_blocks = n_in / 256;
+          for (int64_t n_tokens : {1, 2, 3, 4, 5, 8, 9, 35}) {
+            const std::vector<float> x = random_floats(rng, n_tokens * n_in, n_tokens % 2 == 0 ? 1.0f : 40.0f);
+            std::vector<ActivationBlockQ8K> qx(static_cast<size_t>(n_tokens * n_blocks));
+            for (int64_t t = 0; t < n_tokens; ++t)
+              quantize_activations_q8k_isa(Isa::Scalar, x.data() + t * n_in, n_in, qx.data() + t * n_blocks);
+            for (auto [row_begin, row_end] :
+                 {std::pair<int64_t, int64_t>{0, n_rows}, {n_rows / 3, n_rows - n_rows / 4}}) {
+              if (row_begin >= row_end) continue;
+              std::vector<float> out(static_cast<size_t>(n_tokens * n_rows), -7.0f);
+              table.gemm_q8k(w, row_begin, row_end, qx.data(), n_tokens, out.data(), n_rows);
+              for (int64_t t = 0; t < n_tokens; ++t)
+                for (int64_t r = 0; r < n_rows; ++r) {
+                  const float got = out[t * n_rows + r];
+                  if (r < row_begin || r >= row_end) {
+                    ASSERT_EQ(got, -7.0f) << "wrote outside its rows: row " << r;
+                    continue;
+                  }
+                  const float expected =
+                      dot_q8k_activations_isa(Isa::Scalar, type, w.row(r), qx.data() + t * n_blocks, n_in);
+                  ASSERT_TRUE(same_bits(got, expected))
+                      << isa_name(isa) << " " << dtype_name(type) << " rows " << n_rows << " n_in " << n_in
+                      << " tokens " << n_tokens << " row " << r << " token " << t << ": " << got << " vs " << expected;
+                }
+            }
+          }
+        }
+  }
 }
 
 }  // namespace

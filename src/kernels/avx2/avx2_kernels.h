@@ -1,0 +1,42 @@
+// The AVX2 level's kernels (AVX2 + FMA + F16C, 256-bit vectors: Zen 2/3, Intel client chips).
+// kernel_table(Isa::Avx2) points at these; each needs a CPU with that level. Every one has
+// the same contract as the portable kernel of the same name (kernel_table.h, elementwise.h,
+// attention.h, dot.h, dot_kquants.h), and the tests hold each against the scalar reference.
+#pragma once
+
+#include <cstdint>
+
+#include "base/tensor_view.h"
+#include "kernels/dot.h"
+#include "kernels/dot_kquants.h"
+
+namespace tandem::avx2 {
+
+// GEMM (kernels/avx2/gemm_avx2.cpp): register tiles of weight rows x tokens.
+void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                float* out, int64_t out_stride);
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+             int64_t n_tokens, float* out, int64_t out_stride);
+// K-quant GEMM (kernels/dot_kquants.cpp, beside the row kernels whose bits it keeps): Q4_K and
+// Q6_K unpack each weight block once for several tokens; other types go row by row.
+void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+              int64_t n_tokens, float* out, int64_t out_stride);
+
+// Activation quantizers (kernels/avx2/quantize_avx2.cpp): the same bytes as the portable ones.
+void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);
+void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);
+
+// SwiGLU with a vector exp (kernels/avx2/elementwise_avx2.cpp).
+void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
+
+// Attention (kernels/avx2/attention_avx2.cpp): attention_group for one token, and
+// attention_tokens sharing each K/V row loaded among the tokens of a prefill block.
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
+                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                     float* scratch, float* out);
+void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride);
+
+}  // namespace tandem::avx2
