@@ -1,0 +1,424 @@
+// AVX2 attention_group and attention_tokens: kernels/attention.cpp's algorithm (key tiles of
+// kAttentionTile positions from 0, online softmax) 8 positions per vector, as the AVX-512
+// kernel (avx512/attention_avx512.cpp) does it 16 at a time — scores by a fixed lane-sum tree,
+// a polynomial exp, running sums in float lanes. Head sizes 8..256 in steps of 8 run here; the
+// others go to the portable kernel. A query's arithmetic is the same whichever queries share
+// its call (they only share loads), so its bits depend on itself, head_dim, n_ctx and the
+// cached K/V alone: prefill == decode. With 16 vector registers, the weighted values are added
+// a chunk of the head's columns at a time, which changes no element's arithmetic.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "base/error.h"
+#include "kernels/attention.h"
+#include "kernels/avx2/avx2_kernels.h"
+#include "kernels/kernel_table.h"
+
+// Everything below is compiled for the ISA; it only runs after the runtime check.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+#include "kernels/avx2/vector_exp.h"  // AVX2 code: after the target pragma
+
+namespace tandem::avx2 {
+namespace {
+
+constexpr int64_t kMaxGroup = 64;     // query heads per KV head
+constexpr int64_t kMaxQueries = 128;  // queries in one pass over the tiles (tokens x group)
+constexpr int kMaxHeadVectors = 32;   // head_dim <= 256
+constexpr int kLanes = 8;             // positions per score vector
+constexpr int kPack = 2;              // queries sharing each K/V vector loaded
+static_assert(kAttentionTile % kLanes == 0);
+
+// The lane-sum tree: 8 dot vectors become one vector whose lane p is the sum of the 8 lanes of
+// dots[p], by a fixed tree of pairwise adds (8 -> 4 -> 2 -> 1 vectors) instead of 8 horizontal
+// reductions. quad_sums folds dots[4i..4i+3] into quads[i] (per 128-bit half h, lane k = half
+// h's sum of dots[4i+k]); combine_quads adds the halves. Every lane's order of adds is fixed:
+// ((x0+x2)+(x1+x3)) + ((x4+x6)+(x5+x7)).
+[[gnu::always_inline]] inline __m256 quad_sums(__m256 d0, __m256 d1, __m256 d2, __m256 d3) {
+  // Per 128-bit half: [a0+a2, b0+b2, a1+a3, b1+b3] for the pairs (a, b) = dots (0, 1), (2, 3).
+  const __m256d pair_low = _mm256_castps_pd(_mm256_add_ps(_mm256_unpacklo_ps(d0, d1), _mm256_unpackhi_ps(d0, d1)));
+  const __m256d pair_high = _mm256_castps_pd(_mm256_add_ps(_mm256_unpacklo_ps(d2, d3), _mm256_unpackhi_ps(d2, d3)));
+  return _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(pair_low, pair_high)),
+                       _mm256_castpd_ps(_mm256_unpackhi_pd(pair_low, pair_high)));
+}
+
+[[gnu::always_inline]] inline __m256 combine_quads(__m256 quad0, __m256 quad1) {
+  return _mm256_add_ps(_mm256_permute2f128_ps(quad0, quad1, 0x20), _mm256_permute2f128_ps(quad0, quad1, 0x31));
+}
+
+// A loaded vector that two FMAs share: the empty asm makes the compiler keep it in a register
+// instead of folding the load into each FMA, which would load it twice.
+[[gnu::always_inline]] inline __m256 load_once(const float* p) {
+  __m256 x = _mm256_loadu_ps(p);
+  __asm__ volatile("" : "+x"(x));
+  return x;
+}
+
+// scores[g] lane p = queries[g] · (key row at rows[p]) for 8 positions: each dot a chain of
+// FMAs over the head's vectors in order, then the lane-sum tree. One query takes the 8
+// positions at once (8 chains, each query vector loaded once for them); two take 4 at a time
+// (the same chains and tree, in two halves, within the 16 registers).
+template <int kVectors, int kQueries>
+[[gnu::always_inline]] inline void score_block(const float* const* queries, const float* keys, const int64_t* rows,
+                                               __m256 (&scores)[kQueries]) {
+  constexpr int positions = kQueries == 1 ? 8 : 4;  // per stage
+  // The key rows are the same for every query of a block, so the compiler would hoist their
+  // loads out of the loop over queries, into far more vectors than there are registers (spilled
+  // to the stack); an opaque pointer keeps the loads here.
+  __asm__ volatile("" : "+r"(keys));
+  __m256 quads[kQueries][2];
+#pragma GCC unroll 2
+  for (int stage = 0; stage < 8 / positions; ++stage) {
+    __m256 dots[kQueries][positions];
+#pragma GCC unroll 32
+    for (int v = 0; v < kVectors; ++v) {
+      __m256 q[kQueries];
+#pragma GCC unroll 2
+      for (int g = 0; g < kQueries; ++g) q[g] = load_once(queries[g] + 8 * v);
+#pragma GCC unroll 8
+      for (int p = 0; p < positions; ++p) {
+        const float* key = keys + rows[stage * positions + p] + 8 * v;
+        const __m256 k = kQueries > 1 ? load_once(key) : _mm256_loadu_ps(key);
+#pragma GCC unroll 2
+        for (int g = 0; g < kQueries; ++g)
+          dots[g][p] = v == 0 ? _mm256_mul_ps(q[g], k) : _mm256_fmadd_ps(q[g], k, dots[g][p]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int g = 0; g < kQueries; ++g) {
+      if constexpr (positions == 8) {
+        quads[g][0] = quad_sums(dots[g][0], dots[g][1], dots[g][2], dots[g][3]);
+        quads[g][1] = quad_sums(dots[g][4], dots[g][5], dots[g][6], dots[g][7]);
+      } else {
+        quads[g][stage] = quad_sums(dots[g][0], dots[g][1], dots[g][2], dots[g][3]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int g = 0; g < kQueries; ++g) scores[g] = combine_quads(quads[g][0], quads[g][1]);
+}
+
+// Small heads give too few FMA chains to hide FMA latency, so within a block the positions
+// are dealt round-robin to kChains accumulators. A function of the head size alone: it sets
+// each output element's order of adds.
+template <int kVectors>
+constexpr int kChains = kVectors >= 8 ? 1 : kVectors >= 4 ? 2 : 4;
+
+// Head vectors whose accumulators kQueries queries keep in registers at once: 8 accumulators
+// (enough FMAs in flight), leaving room for the weights and the loaded value vector.
+template <int kVectors, int kQueries>
+constexpr int kChunk = std::max(1, std::min(kVectors, 8 / (kQueries * kChains<kVectors>)));
+
+// For the head's vectors kFirst..kFirst+kCount-1 of kQueries queries: out = out·rescale (when
+// rescale is given) + Σ_p weights[g·kAttentionTile + p]·(value row at rows[p]) over the first
+// n_positions of a block (a multiple of kChains). Per query the first chain starts from out,
+// the others from 0, and the chains are summed at the end in a fixed order.
+template <int kVectors, int kQueries, int kFirst, int kCount>
+[[gnu::always_inline]] inline void add_weighted_chunk(const float* weights, const float* values, const int64_t* rows,
+                                                      int64_t n_positions, float* const* outs, const float* rescale) {
+  constexpr int chains = kChains<kVectors>;
+  __m256 chain[kQueries][chains][kCount];
+#pragma GCC unroll 2
+  for (int g = 0; g < kQueries; ++g) {
+    const __m256 factor = _mm256_set1_ps(rescale != nullptr ? rescale[g] : 1.0f);
+#pragma GCC unroll 8
+    for (int v = 0; v < kCount; ++v) {
+      chain[g][0][v] = _mm256_loadu_ps(outs[g] + 8 * (kFirst + v));
+      if (rescale != nullptr) chain[g][0][v] = _mm256_mul_ps(chain[g][0][v], factor);
+#pragma GCC unroll 4
+      for (int c = 1; c < chains; ++c) chain[g][c][v] = _mm256_setzero_ps();
+    }
+  }
+  for (int64_t p = 0; p < n_positions; p += chains) {
+#pragma GCC unroll 4
+    for (int c = 0; c < chains; ++c) {
+      const float* value = values + rows[p + c] + 8 * kFirst;
+      __m256 weight[kQueries];
+#pragma GCC unroll 2
+      for (int g = 0; g < kQueries; ++g) weight[g] = _mm256_broadcast_ss(weights + g * kAttentionTile + p + c);
+#pragma GCC unroll 8
+      for (int v = 0; v < kCount; ++v) {
+        const __m256 x = kQueries > 1 ? load_once(value + 8 * v) : _mm256_loadu_ps(value + 8 * v);
+#pragma GCC unroll 2
+        for (int g = 0; g < kQueries; ++g) chain[g][c][v] = _mm256_fmadd_ps(weight[g], x, chain[g][c][v]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int g = 0; g < kQueries; ++g)
+#pragma GCC unroll 8
+    for (int v = 0; v < kCount; ++v) {
+      __m256 sum;
+      if constexpr (chains == 4) {
+        sum = _mm256_add_ps(_mm256_add_ps(chain[g][0][v], chain[g][1][v]),
+                            _mm256_add_ps(chain[g][2][v], chain[g][3][v]));
+      } else if constexpr (chains == 2) {
+        sum = _mm256_add_ps(chain[g][0][v], chain[g][1][v]);
+      } else {
+        sum = chain[g][0][v];
+      }
+      _mm256_storeu_ps(outs[g] + 8 * (kFirst + v), sum);
+    }
+}
+
+// add_weighted_chunk over the whole head, kChunk vectors at a time from kFirst.
+template <int kVectors, int kQueries, int kFirst = 0>
+[[gnu::always_inline]] inline void add_weighted_values(const float* weights, const float* values, const int64_t* rows,
+                                                       int64_t n_positions, float* const* outs, const float* rescale) {
+  constexpr int count = std::min(kChunk<kVectors, kQueries>, kVectors - kFirst);
+  add_weighted_chunk<kVectors, kQueries, kFirst, count>(weights, values, rows, n_positions, outs, rescale);
+  if constexpr (kFirst + count < kVectors)
+    add_weighted_values<kVectors, kQueries, kFirst + count>(weights, values, rows, n_positions, outs, rescale);
+}
+
+// visit.template operator()<k>(j) for the queries j..j+k-1 of [begin, end): kPack at a time,
+// then one by one.
+template <typename Visit>
+[[gnu::always_inline]] inline void for_each_query_pack(int64_t begin, int64_t end, Visit&& visit) {
+  int64_t j = begin;
+  for (; j + kPack <= end; j += kPack) visit.template operator()<kPack>(j);
+  for (; j < end; ++j) visit.template operator()<1>(j);
+}
+
+// All-ones in a block's first n_visible (0..8) lanes.
+[[gnu::always_inline]] inline __m256 first_lanes(int64_t n_visible) {
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n_visible)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+[[gnu::always_inline]] inline float reduce_max(__m256 x) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// A fixed order: (halves added lane-wise, then lanes (0+2)+(1+3)).
+[[gnu::always_inline]] inline float reduce_add(__m256 x) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// The queries of one call: query j reads queries[j], writes outs[j] and sees positions
+// 0..n_ctx[j]-1, n_ctx ascending (not strictly). A GQA group is n queries with one n_ctx; a
+// run of tokens of one sequence is its tokens' groups in order, their n_ctx its positions + 1.
+struct QuerySet {
+  const float* const* queries;  // [n_queries] -> [head_dim]
+  float* const* outs;           // [n_queries] -> [head_dim]
+  const int64_t* n_ctx;         // [n_queries]
+  int64_t n_queries;            // 1..kMaxQueries
+};
+
+// Per tile: every query's scores, then each query's softmax step, then the weighted values,
+// block by block (8 positions) so that a block's K/V rows stay in L1 while every query uses
+// them. The rules that keep each query's arithmetic exactly that of the query alone are the
+// AVX-512 kernel's (see attend_queries there):
+//  - it takes part in the blocks it sees at least one position of, no others;
+//  - its scores for positions it does not see are masked to -inf (a lane of the lane-sum tree
+//    depends on its own position's row only);
+//  - its softmax step runs over its own tile length;
+//  - in its last block the weighted values run over the same positions, rounded up to the
+//    same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
+//    the same as alone: rows[its last visible position]. Where its rows or position count
+//    differ from its pack partner's, it goes alone.
+template <int kVectors>
+void attend_queries(const QuerySet& set, const float* keys, const float* values, int64_t kv_width, int64_t kv_offset,
+                    const int32_t* slots) {
+  constexpr int64_t head_dim = 8 * kVectors;
+  constexpr int64_t chains = kChains<kVectors>;
+  const int64_t n_queries = set.n_queries;
+  const int64_t* n_ctx = set.n_ctx;
+  const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
+  const __m256 minus_infinity = _mm256_set1_ps(-INFINITY);
+  keys += kv_offset;
+  values += kv_offset;
+  // Per query: the running max, the running sum as 8 lane sums, and this tile's rescaling.
+  float running_max[kMaxQueries], correction[kMaxQueries];
+  __m256 running_sum[kMaxQueries];
+  for (int64_t j = 0; j < n_queries; ++j) {
+    running_max[j] = -INFINITY;
+    running_sum[j] = _mm256_setzero_ps();
+    std::fill_n(set.outs[j], head_dim, 0.0f);
+  }
+  int64_t rows[kAttentionTile];  // the tile's positions -> offsets of their K/V rows
+  // [n_queries, kAttentionTile]: scores, then softmax weights, written in whole blocks of 8
+  // (past the query's tile length). On the stack, not in the caller's scratch: some callers (a
+  // test) size that to n_ctx when it is below a tile.
+  alignas(32) float weights[kMaxQueries * kAttentionTile];
+  const int64_t longest = n_ctx[n_queries - 1];
+  int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
+  for (int64_t tile = 0; tile < longest; tile += kAttentionTile) {
+    while (n_ctx[tile_first] <= tile) ++tile_first;
+    const int64_t tile_len = std::min(kAttentionTile, longest - tile);
+    const int64_t n_blocks = (tile_len + kLanes - 1) / kLanes;
+    for (int64_t p = 0; p < tile_len; ++p) rows[p] = static_cast<int64_t>(slots[tile + p]) * kv_width;
+    // Positions past the context in the last block read the last visible row; their scores
+    // are masked to -inf, so their weights are exactly 0.
+    for (int64_t p = tile_len; p < n_blocks * kLanes; ++p) rows[p] = rows[tile_len - 1];
+    // Block b: its first query (the ones after it see it too), and the positions query j sees.
+    int64_t block_first[kAttentionTile / kLanes];
+    for (int64_t b = 0, j = tile_first; b < n_blocks; ++b) {
+      while (n_ctx[j] <= tile + b * kLanes) ++j;
+      block_first[b] = j;
+    }
+    auto visible = [&](int64_t j, int64_t b) { return std::min<int64_t>(kLanes, n_ctx[j] - tile - b * kLanes); };
+
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      for_each_query_pack(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
+        __m256 scores[kQueries];
+        score_block<kVectors, kQueries>(set.queries + j, keys, rows + b * kLanes, scores);
+        for (int i = 0; i < kQueries; ++i)
+          _mm256_store_ps(weights + (j + i) * kAttentionTile + b * kLanes,
+                          _mm256_blendv_ps(minus_infinity, _mm256_mul_ps(scores[i], scale),
+                                           first_lanes(visible(j + i, b))));
+      });
+    }
+
+    for (int64_t j = tile_first; j < n_queries; ++j) {
+      float* tile_weights = weights + j * kAttentionTile;
+      const int64_t query_blocks = (std::min(kAttentionTile, n_ctx[j] - tile) + kLanes - 1) / kLanes;
+      __m256 tile_max = minus_infinity;
+      for (int64_t b = 0; b < query_blocks; ++b)
+        tile_max = _mm256_max_ps(tile_max, _mm256_load_ps(tile_weights + b * kLanes));
+      const float new_max = std::max(running_max[j], reduce_max(tile_max));
+      const __m256 new_max_vector = _mm256_set1_ps(new_max);
+      // exp(-inf) = 0 on the first tile.
+      const __m256 rescale = exp_nonpositive(_mm256_sub_ps(_mm256_set1_ps(running_max[j]), new_max_vector));
+      running_max[j] = new_max;
+      correction[j] = _mm256_cvtss_f32(rescale);
+      __m256 tile_sum = _mm256_setzero_ps();
+      for (int64_t b = 0; b < query_blocks; ++b) {
+        const __m256 block_weights =
+            exp_nonpositive(_mm256_sub_ps(_mm256_load_ps(tile_weights + b * kLanes), new_max_vector));
+        tile_sum = _mm256_add_ps(tile_sum, block_weights);
+        _mm256_store_ps(tile_weights + b * kLanes, block_weights);
+      }
+      running_sum[j] = _mm256_fmadd_ps(running_sum[j], rescale, tile_sum);
+    }
+
+    // Per query, whichever way the loops run: the output rescaled, then each block in turn.
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
+      // Queries j..j+k-1 add block b's values over n_positions positions whose rows are block_rows.
+      auto accumulate = [&]<int kQueries>(int64_t j, const int64_t* block_rows, int64_t n_positions) {
+        add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, values, block_rows,
+                                                n_positions, set.outs + j, b == 0 ? correction + j : nullptr);
+      };
+      // The tile's rows serve query j as they would alone unless it stops inside the block
+      // short of the tile and its position count needs rounding up to chains.
+      auto own_rows_needed = [&](int64_t n_visible) { return n_visible != block_len && n_visible % chains != 0; };
+      auto rounded = [](int64_t n_visible) { return (n_visible + chains - 1) / chains * chains; };
+      for_each_query_pack(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
+        const int64_t n_visible = visible(j, b);
+        bool together = !own_rows_needed(n_visible);
+        for (int i = 1; i < kQueries; ++i) together = together && visible(j + i, b) == n_visible;
+        if (together) {
+          accumulate.template operator()<kQueries>(j, rows + b * kLanes, rounded(n_visible));
+          return;
+        }
+        for (int i = 0; i < kQueries; ++i) {
+          const int64_t query_visible = visible(j + i, b);
+          if (!own_rows_needed(query_visible)) {
+            accumulate.template operator()<1>(j + i, rows + b * kLanes, rounded(query_visible));
+            continue;
+          }
+          int64_t own_rows[kLanes];  // past its context, its last visible row (weight 0), as alone
+          for (int64_t p = 0; p < kLanes; ++p) own_rows[p] = rows[b * kLanes + std::min(p, query_visible - 1)];
+          accumulate.template operator()<1>(j + i, own_rows, rounded(query_visible));
+        }
+      });
+    }
+  }
+  for (int64_t j = 0; j < n_queries; ++j) {
+    const __m256 inverse = _mm256_set1_ps(1.0f / reduce_add(running_sum[j]));
+    float* acc_out = set.outs[j];
+    for (int64_t v = 0; v < kVectors; ++v)
+      _mm256_storeu_ps(acc_out + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(acc_out + 8 * v), inverse));
+  }
+}
+
+using QueriesKernel = void (*)(const QuerySet& set, const float* keys, const float* values, int64_t kv_width,
+                               int64_t kv_offset, const int32_t* slots);
+
+template <size_t... kIndices>
+constexpr std::array<QueriesKernel, sizeof...(kIndices)> queries_kernels(std::index_sequence<kIndices...>) {
+  return {&attend_queries<static_cast<int>(kIndices) + 1>...};
+}
+
+// Indexed by head_dim / 8 - 1.
+constexpr std::array<QueriesKernel, kMaxHeadVectors> kQueriesKernels =
+    queries_kernels(std::make_index_sequence<kMaxHeadVectors>());
+
+bool vector_kernel_fits(int64_t head_dim) {
+  return head_dim % 8 == 0 && head_dim >= 8 && head_dim / 8 <= kMaxHeadVectors;
+}
+
+}  // namespace
+
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
+                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                     float* scratch, float* out) {
+  if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
+    portable::attention_group(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch,
+                              out);
+    return;
+  }
+  const float* query_of[kMaxGroup];
+  float* out_of[kMaxGroup];
+  int64_t n_ctx_of[kMaxGroup];
+  for (int64_t g = 0; g < n_queries; ++g) {
+    query_of[g] = queries + g * head_dim;
+    out_of[g] = out + g * head_dim;
+    n_ctx_of[g] = n_ctx;
+  }
+  kQueriesKernels[static_cast<size_t>(head_dim / 8 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys,
+                                                          values, kv_width, kv_offset, slots);
+}
+
+void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride) {
+  if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
+    for (int64_t t = 0; t < n_tokens; ++t)
+      portable::attention_group(queries + t * query_stride, group, keys, values, kv_width, kv_offset, slots,
+                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
+    return;
+  }
+  const QueriesKernel kernel = kQueriesKernels[static_cast<size_t>(head_dim / 8 - 1)];
+  const int64_t tokens_per_call = kMaxQueries / group;
+  const float* query_of[kMaxQueries];
+  float* out_of[kMaxQueries];
+  int64_t n_ctx_of[kMaxQueries];
+  for (int64_t first = 0; first < n_tokens; first += tokens_per_call) {
+    const int64_t n_call = std::min(tokens_per_call, n_tokens - first);
+    for (int64_t t = 0; t < n_call; ++t) {
+      TANDEM_ASSERT(t == 0 || positions[first + t] >= positions[first + t - 1]);
+      for (int64_t g = 0; g < group; ++g) {
+        query_of[t * group + g] = queries + (first + t) * query_stride + g * head_dim;
+        out_of[t * group + g] = out + (first + t) * out_stride + g * head_dim;
+        n_ctx_of[t * group + g] = int64_t{positions[first + t]} + 1;
+      }
+    }
+    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group}, keys, values, kv_width, kv_offset, slots);
+  }
+}
+
+}  // namespace tandem::avx2
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
