@@ -2,10 +2,13 @@
 // line of llama2.c's greedy reference, on the GGUF conversion and on the original checkpoint.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "run_binary.h"
 
 namespace tandem::testing {
@@ -50,6 +53,25 @@ void expect_reference(const std::string& model_arguments) {
 TEST(GreedyReference, GgufModelMatchesRunC) {
   TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
   expect_reference("-m " + shell_quote(shared_path("models/aidreams260K/model.gguf")));
+}
+
+// TANDEM_ISA forces each level this CPU has (its own kernels: GEMMs, attention, quantizers,
+// SwiGLU), and each must still give run.c's tokens; `info --cpu` must name the forced level.
+TEST(GreedyReference, EveryCpuLevelMatchesRunC) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    const std::string name(isa_name(isa));
+    if (static_cast<int>(isa) > static_cast<int>(detect_isa())) {
+      std::printf("level %s: not on this CPU, skipped\n", name.c_str());
+      continue;
+    }
+    SCOPED_TRACE("TANDEM_ISA=" + name);
+    ::setenv("TANDEM_ISA", name.c_str(), 1);
+    const CommandResult info = run_tandem("info --cpu");
+    EXPECT_NE(info.out.find("kernels: " + name + " "), std::string::npos) << info.out << info.err;
+    expect_reference("-m " + shell_quote(shared_path("models/aidreams260K/model.gguf")));
+    ::unsetenv("TANDEM_ISA");
+  }
 }
 
 TEST(GreedyReference, Llama2cCheckpointMatchesRunC) {

@@ -6,10 +6,12 @@
 // so a row's result does not depend on how many tokens or rows shared its tile.
 //
 // 8-bit path: one 32-element block per 256-bit register. maddubs multiplies unsigned by
-// signed bytes, so the weight's sign moves onto the activation (sign(x, w)) and |w| is the
-// unsigned operand: pairs of products sum to at most 2 * 128 * 127 < 32767 (activations are
-// quantized to [-127, 127]), so no saturation and the int32 lanes after madd are exact. They
-// are then scaled by d_w * d_x and accumulated in float, block after block.
+// signed bytes, so for Q8_0 the weight's sign moves onto the activation (sign(x, w)) and |w|
+// is the unsigned operand: pairs of products sum to at most 2 * 128 * 127 < 32767 (activations
+// are quantized to [-127, 127]), so no saturation. Q4_0 nibbles are unsigned already; their -8
+// offset is 8 * sum(x) per lane, computed once per token and block and subtracted. Either way
+// the int32 lanes after madd are exact, then scaled by d_w * d_x and accumulated in float,
+// block after block.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -40,13 +42,17 @@ inline float reduce(__m256 acc) {
 
 // ---- 8-bit blocks ------------------------------------------------------------------------
 
-inline __m256i q4_0_unpack(const BlockQ4_0& block) {
+// A Q4_0 block's quants as unsigned nibbles 0..15 (elements 0-15 from the low nibbles, 16-31
+// from the high ones): the -8 offset is taken off the integer sums instead (q4_0_offset).
+inline __m256i q4_0_nibbles(const BlockQ4_0& block) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.nibbles));
-  const __m128i low_mask = _mm_set1_epi8(0x0f);
-  const __m128i low = _mm_and_si128(packed, low_mask);
-  const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), low_mask);
-  const __m256i nibbles = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
-  return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+// 8 * (sum of each 4 activations of a lane): what the -8 offset of Q4_0 weights contributes.
+inline __m256i q4_0_offset(__m256i activations) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), activations), _mm256_set1_epi16(1));
 }
 
 template <DType kType>
@@ -54,7 +60,7 @@ inline __m256i block_quants(const void* row, int64_t b) {
   if constexpr (kType == DType::Q8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const BlockQ8_0*>(row)[b].quants));
   } else {
-    return q4_0_unpack(static_cast<const BlockQ4_0*>(row)[b]);
+    return q4_0_nibbles(static_cast<const BlockQ4_0*>(row)[b]);
   }
 }
 
@@ -91,23 +97,34 @@ inline void q8_tile(const TensorView& weight, int64_t row, const ActivationBlock
   constexpr int64_t kPrefetchBytes = 384;
   for (int64_t b = 0; b < blocks_per_row; ++b) {
     __m256i xq[kTokens];
+    __m256i x_offset[kTokens];  // Q4_0 only
     __m256 xd[kTokens];
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) {
       xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(activations[t][b].quants));
+      if constexpr (kType == DType::Q4_0) x_offset[t] = q4_0_offset(xq[t]);
       xd[t] = _mm256_set1_ps(activations[t][b].scale);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       _mm_prefetch(static_cast<const char*>(rows[r]) + b * kBlockBytes<kType> + kPrefetchBytes, _MM_HINT_T0);
       const __m256i w = block_quants<kType>(rows[r], b);
-      const __m256i w_abs = _mm256_sign_epi8(w, w);
       const __m256 wd = _mm256_set1_ps(_cvtsh_ss(block_scale_bits<kType>(rows[r], b)));
+      if constexpr (kType == DType::Q8_0) {
+        const __m256i w_abs = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 8
-      for (int t = 0; t < kTokens; ++t) {
-        const __m256i products = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(xq[t], w));
-        const __m256i lanes = _mm256_madd_epi16(products, ones);
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(wd, xd[t]), acc[r][t]);
+        for (int t = 0; t < kTokens; ++t) {
+          const __m256i products = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(xq[t], w));
+          const __m256i lanes = _mm256_madd_epi16(products, ones);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(wd, xd[t]), acc[r][t]);
+        }
+      } else {  // unsigned nibbles: pairs of products at most 2 * 15 * 127
+#pragma GCC unroll 8
+        for (int t = 0; t < kTokens; ++t) {
+          const __m256i products = _mm256_maddubs_epi16(w, xq[t]);
+          const __m256i lanes = _mm256_sub_epi32(_mm256_madd_epi16(products, ones), x_offset[t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(wd, xd[t]), acc[r][t]);
+        }
       }
     }
   }
