@@ -1,9 +1,13 @@
-// ThreadPool: a job is published by bumping an atomic generation counter (under the mutex,
-// so a worker about to sleep cannot miss it); workers spin on it for a while, then sleep on
-// the condition variable. The caller spins until every worker has finished its share.
+// ThreadPool: a job is [0, n) cut into at most kChunksPerThread chunks per thread, each a
+// whole number of grains, claimed one at a time from next_chunk_ by the caller and whichever
+// workers are awake. The caller returns when chunks_done_ counts them all. Sleeping on both
+// sides is a futex (std::atomic wait/notify), entered only after spinning and yielding, and
+// the waker calls notify only when someone has said it sleeps (a Dekker pair of seq_cst
+// operations: the sleeper announces itself then rechecks, the waker publishes then checks).
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -15,8 +19,49 @@
 namespace tandem {
 
 namespace {
-// Spin iterations (each a pause, ~tens of ns) before an idle worker goes to sleep.
-constexpr int kSpinBeforeSleep = 20000;
+
+// Enough chunks that a descheduled thread's share is small and gets taken by the others,
+// few enough that claiming (one atomic each) stays negligible next to the work.
+constexpr int64_t kChunksPerThread = 4;
+constexpr int64_t kMaxChunks = 0xffff;  // the chunk fields of next_chunk_ are 16 bits
+// A forward pass is dozens of parallel loops per token a few microseconds apart: spinning
+// that long keeps a wake-up (several microseconds through the kernel) off the common path.
+// Past it, yield for a while (a runnable thread on this core gets it), then sleep, so a
+// thread that waits for a descheduled one hands its core over instead of burning it.
+constexpr std::chrono::nanoseconds kSpinTime{std::chrono::microseconds(5)};
+constexpr std::chrono::nanoseconds kYieldTime{std::chrono::microseconds(50)};
+
+struct ActiveJob {
+  const ThreadPool* pool = nullptr;
+  int thread_index = 0;
+};
+// The pool whose chunk this thread is running, so a nested parallel_for runs inline.
+thread_local ActiveJob active_job;
+
+// Spins, then yields, then returns false, checking `ready` in between; true once it holds.
+template <typename Ready>
+bool spin_then_yield(Ready ready) {
+  if (ready()) return true;  // the common case, before paying for the clock
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (ready()) return true;
+      TANDEM_CPU_RELAX();
+    }
+    if (Clock::now() - start >= kSpinTime) break;
+  }
+  for (;;) {
+    if (ready()) return true;
+    std::this_thread::yield();
+    if (Clock::now() - start >= kSpinTime + kYieldTime) return ready();
+  }
+}
+
+constexpr uint64_t pack(uint32_t seq, uint32_t n_chunks, uint32_t next) {
+  return static_cast<uint64_t>(seq) << 32 | static_cast<uint64_t>(n_chunks) << 16 | next;
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -26,65 +71,97 @@ ThreadPool::ThreadPool(int n_threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  wake_.notify_all();
+  stopping_.store(true, std::memory_order_seq_cst);
+  job_seq_.fetch_add(1, std::memory_order_seq_cst);
+  job_seq_.notify_all();
   for (std::thread& worker : workers_) worker.join();
 }
 
-void ThreadPool::run_share(int thread_index) {
-  const int64_t n_grains = (job_n_ + job_grain_ - 1) / job_grain_;
-  const int64_t first = n_grains * thread_index / n_threads_;
-  const int64_t last = n_grains * (thread_index + 1) / n_threads_;
-  const int64_t begin = std::min(job_n_, first * job_grain_);
-  const int64_t end = std::min(job_n_, last * job_grain_);
-  if (begin < end) (*job_)(begin, end, thread_index);
+bool ThreadPool::claim_chunk(uint32_t seq, uint32_t& chunk, uint32_t& n_chunks) {
+  uint64_t current = next_chunk_.load(std::memory_order_acquire);
+  for (;;) {
+    n_chunks = static_cast<uint32_t>(current >> 16) & 0xffff;
+    chunk = static_cast<uint32_t>(current) & 0xffff;
+    if (static_cast<uint32_t>(current >> 32) != seq || chunk >= n_chunks) return false;
+    if (next_chunk_.compare_exchange_weak(current, current + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return true;
+  }
+}
+
+void ThreadPool::run_chunks(uint32_t seq, int thread_index) {
+  const ActiveJob outer = active_job;
+  active_job = {this, thread_index};
+  uint32_t chunk = 0, n_chunks = 0;
+  while (claim_chunk(seq, chunk, n_chunks)) {
+    // Chunk c is grains [G c / C, G (c + 1) / C): sizes differ by at most one grain.
+    const int64_t first = job_grains_ * chunk / n_chunks;
+    const int64_t last = job_grains_ * (chunk + 1) / n_chunks;
+    (*job_fn_)(first * job_grain_, std::min(job_n_, last * job_grain_), thread_index);
+    if (chunks_done_.fetch_add(1, std::memory_order_seq_cst) + 1 == n_chunks &&
+        caller_sleeping_.load(std::memory_order_seq_cst))
+      chunks_done_.notify_all();
+  }
+  active_job = outer;
+}
+
+uint32_t ThreadPool::wait_for_job(uint32_t seen) {
+  auto changed = [&] { return job_seq_.load(std::memory_order_acquire) != seen; };
+  if (!spin_then_yield(changed)) {
+    sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
+    while (job_seq_.load(std::memory_order_seq_cst) == seen) job_seq_.wait(seen, std::memory_order_seq_cst);
+    sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return job_seq_.load(std::memory_order_acquire);
+}
+
+void ThreadPool::wait_until_done(uint32_t n_chunks) {
+  auto done = [&] { return chunks_done_.load(std::memory_order_acquire) == n_chunks; };
+  if (spin_then_yield(done)) return;
+  caller_sleeping_.store(true, std::memory_order_seq_cst);
+  for (;;) {
+    const uint32_t finished = chunks_done_.load(std::memory_order_seq_cst);
+    if (finished == n_chunks) break;
+    chunks_done_.wait(finished, std::memory_order_seq_cst);
+  }
+  caller_sleeping_.store(false, std::memory_order_relaxed);
 }
 
 void ThreadPool::worker_loop(int thread_index) {
-  uint64_t seen_generation = 0;
+  uint32_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen_generation && spins < kSpinBeforeSleep) {
-      TANDEM_CPU_RELAX();
-      ++spins;
-    }
-    if (generation_.load(std::memory_order_acquire) == seen_generation) {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen_generation; });
-    }
-    seen_generation = generation_.load(std::memory_order_acquire);
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_) return;
-    }
-    run_share(thread_index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // A worker that slept through several jobs skips to the newest; the claims of the
+    // finished ones would fail anyway.
+    seen = wait_for_job(seen);
+    if (stopping_.load(std::memory_order_acquire)) return;
+    run_chunks(seen, thread_index);
   }
 }
 
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  if (n_threads_ == 1 || n <= grain) {
+  const int64_t n_grains = (n + grain - 1) / grain;
+  if (active_job.pool == this) {  // nested inside one of this pool's chunks
+    fn(0, n, active_job.thread_index);
+    return;
+  }
+  if (n_threads_ == 1 || n_grains == 1) {
     fn(0, n, 0);
     return;
   }
-  job_ = &fn;
+  const auto n_chunks = static_cast<uint32_t>(std::min({n_grains, kChunksPerThread * n_threads_, kMaxChunks}));
+  job_fn_ = &fn;
   job_n_ = n;
   job_grain_ = grain;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  wake_.notify_all();
-  run_share(0);
-  while (pending_.load(std::memory_order_acquire) != 0) TANDEM_CPU_RELAX();
-  job_ = nullptr;
+  job_grains_ = n_grains;
+  chunks_done_.store(0, std::memory_order_relaxed);
+  const uint32_t seq = job_seq_.load(std::memory_order_relaxed) + 1;
+  next_chunk_.store(pack(seq, n_chunks, 0), std::memory_order_release);
+  job_seq_.store(seq, std::memory_order_seq_cst);
+  if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) job_seq_.notify_all();
+  run_chunks(seq, 0);
+  wait_until_done(n_chunks);
+  job_fn_ = nullptr;
 }
 
 }  // namespace tandem
