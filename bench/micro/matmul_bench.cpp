@@ -15,7 +15,6 @@
 
 #include "base/quant.h"
 #include "base/thread_pool.h"
-#include "kernels/amx/amx_gemm.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 
@@ -56,11 +55,7 @@ void BM_matmul(benchmark::State& state) {
   const int64_t n_out = state.range(1), n_in = state.range(2), n_tokens = state.range(3);
   const std::vector<uint8_t>& bytes = weight_bytes(type, n_out, n_in);
   TensorView weight = make_view(bytes.data(), type, {n_out, n_in});
-  std::vector<uint8_t> packed;  // as the model loader does for the AMX level
-  if (kernel_table().isa == Isa::Amx && amx::packable(weight)) {
-    packed = amx::pack(weight);
-    weight.packed = packed.data();
-  }
+  const std::vector<uint8_t> packed = pack_for_level(kernel_table(), weight);  // as the model loader does
   std::vector<float> x(static_cast<size_t>(n_tokens * n_in));  // [n_tokens, n_in]
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);

@@ -1,6 +1,7 @@
 // kernel_table(): the table of each level, the portable (compiler-vectorized) GEMMs built
-// from the row dot products in dot.cpp, and the row-dot k-quant GEMM of the levels that do
-// not repack k-quant weights.
+// from the row dot products in dot.cpp, the row-dot k-quant GEMM for weights no level
+// repacks (Q5_K, Q8_K), and each level's packer: which weights it repacks at load into the
+// shared layouts of kernels/packed/ (and, from AVX-512 up, the element-major float layout).
 #include "kernels/kernel_table.h"
 
 #include <algorithm>
@@ -10,7 +11,11 @@
 #include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/attention.h"
 #include "kernels/avx2/avx2_kernels.h"
+#include "kernels/avx512/gemm_float_packed.h"
+#include "kernels/avx512/gemm_packed.h"
 #include "kernels/elementwise.h"
+#include "kernels/packed/kquant_layout.h"
+#include "kernels/packed/q8_layout.h"
 
 namespace tandem {
 
@@ -55,12 +60,54 @@ void gemm_q8k_level(const TensorView& weight, int64_t row_begin, int64_t row_end
   gemm_q8k_rows(kIsa, weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
-// AMX: repacked Q4_K/Q6_K weights go to the tile kernel (it walks its row groups itself);
-// types it does not repack use the AVX-512 row dot products.
+// AVX-512 and AMX levels: packed weights go to the kernels on their layout; weights left as
+// the file has them (no layout for the type or shape) to the row-major kernels.
+void gemm_float_avx512(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
+                       int64_t n_tokens, float* out, int64_t out_stride) {
+  if (weight.packed != nullptr) return avx512::gemm_float_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  avx512::gemm_float(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+}
+
+void gemm_q8_avx512(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+                    int64_t n_tokens, float* out, int64_t out_stride) {
+  if (weight.packed != nullptr) return avx512::gemm_q8_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  avx512::gemm_q8(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+}
+
+void gemm_q8k_avx512(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                     int64_t n_tokens, float* out, int64_t out_stride) {
+  if (weight.packed != nullptr)
+    return avx512::gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  gemm_q8k_rows(Isa::Avx512, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+}
+
 void gemm_q8k_amx(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                   int64_t n_tokens, float* out, int64_t out_stride) {
   if (weight.packed != nullptr) return amx::gemm_kquant(weight, row_begin, row_end, x, n_tokens, out, out_stride);
   gemm_q8k_rows(Isa::Avx512, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+}
+
+// The packers. AVX2: the 8-bit integer layouts; AVX-512 and AMX: those and the float one.
+bool packable_int8(const TensorView& weight) { return packed::q8_packable(weight) || packed::kquant_packable(weight); }
+int64_t packed_bytes_int8(const TensorView& weight) {
+  return packed::kquant_packable(weight) ? packed::kquant_packed_bytes(weight) : packed::q8_packed_bytes(weight);
+}
+void pack_into_int8(const TensorView& weight, uint8_t* out) {
+  if (packed::kquant_packable(weight))
+    packed::kquant_pack_into(weight, out);
+  else
+    packed::q8_pack_into(weight, out);
+}
+
+bool packable_avx512(const TensorView& weight) { return packable_int8(weight) || avx512::float_packable(weight); }
+int64_t packed_bytes_avx512(const TensorView& weight) {
+  return avx512::float_packable(weight) ? avx512::float_packed_bytes(weight) : packed_bytes_int8(weight);
+}
+void pack_into_avx512(const TensorView& weight, uint8_t* out) {
+  if (avx512::float_packable(weight))
+    avx512::float_pack_into(weight, out);
+  else
+    pack_into_int8(weight, out);
 }
 
 template <Isa kIsa>
@@ -81,7 +128,7 @@ const KernelTable& kernel_table(Isa isa) {
                                    portable::attention_group,
                                    portable::attention_tokens,
                                    portable::swiglu_row,
-                                   false};
+                                   {}};
   static const KernelTable kAvx2{Isa::Avx2,
                                  avx2::gemm_float,
                                  avx2::gemm_q8,
@@ -92,20 +139,20 @@ const KernelTable& kernel_table(Isa isa) {
                                  avx2::attention_group,
                                  avx2::attention_tokens,
                                  avx2::swiglu_row,
-                                 false};
+                                 {packed::q8_packable, packed::q8_packed_bytes, packed::q8_pack_into}};
   static const KernelTable kAvx512{Isa::Avx512,
-                                   avx512::gemm_float,
-                                   avx512::gemm_q8,
-                                   gemm_q8k_level<Isa::Avx512>,
+                                   gemm_float_avx512,
+                                   gemm_q8_avx512,
+                                   gemm_q8k_avx512,
                                    dot_q8k_level<Isa::Avx512>,
                                    avx512::quantize_q8,
                                    avx512::quantize_q8k,
                                    avx512::attention_group,
                                    avx512::attention_tokens,
                                    avx512::swiglu_row,
-                                   false};
+                                   {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   static const KernelTable kAmx{Isa::Amx,
-                                amx::gemm_float,
+                                gemm_float_avx512,
                                 amx::gemm_q8,
                                 gemm_q8k_amx,
                                 dot_q8k_level<Isa::Avx512>,
@@ -114,7 +161,7 @@ const KernelTable& kernel_table(Isa isa) {
                                 avx512::attention_group,
                                 avx512::attention_tokens,
                                 avx512::swiglu_row,
-                                true};
+                                {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
   switch (isa) {
     case Isa::Scalar: return kScalar;
@@ -123,6 +170,15 @@ const KernelTable& kernel_table(Isa isa) {
     case Isa::Amx: return kAmx;
   }
   return kScalar;
+}
+
+std::vector<uint8_t> pack_for_level(const KernelTable& table, TensorView& weight) {
+  std::vector<uint8_t> packed;
+  if (table.packer.packable == nullptr || !table.packer.packable(weight)) return packed;
+  packed.resize(static_cast<size_t>(table.packer.packed_bytes(weight)));
+  table.packer.pack_into(weight, packed.data());
+  weight.packed = packed.data();
+  return packed;
 }
 
 const KernelTable& kernel_table() {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/tensor_view.h"
 #include "kernels/cpu_features.h"
@@ -46,6 +47,17 @@ using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, i
                                    float* scratch, float* out, int64_t out_stride);
 using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
 
+// A level's own weight layouts, written once at load (model/weight_packing.cpp) into
+// TensorView::packed, which that level's GEMMs then read. packable says which weights it
+// has a layout for (the others stay as the file has them); packing a matrix in slices of
+// whole row groups (1024 rows) and concatenating them gives the packing of the whole.
+// All null on levels that read the file's layout.
+struct WeightPacker {
+  bool (*packable)(const TensorView& weight) = nullptr;
+  int64_t (*packed_bytes)(const TensorView& weight) = nullptr;
+  void (*pack_into)(const TensorView& weight, uint8_t* out) = nullptr;
+};
+
 struct KernelTable {
   Isa isa;
   GemmFloatFn gemm_float;  // F32, F16, BF16 weights; activations f32
@@ -57,8 +69,12 @@ struct KernelTable {
   AttentionFn attention;                 // one KV head's group of query heads for one token
   AttentionTokensFn attention_tokens;    // a run of one sequence's tokens, sharing K/V loads
   SwigluFn swiglu;
-  bool repacks_weights;  // weights repacked at load (model/weight_packing.cpp) into this level's layouts
+  WeightPacker packer;
 };
+
+// Packs `weight` for the table's level when it has a layout for it (as the loader does):
+// returns the packed bytes and points weight.packed at them; an empty vector otherwise.
+std::vector<uint8_t> pack_for_level(const KernelTable& table, TensorView& weight);
 
 const KernelTable& kernel_table();         // the active level
 const KernelTable& kernel_table(Isa isa);  // a given level (must be supported by the CPU)

@@ -66,14 +66,17 @@ void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* o
   pool.parallel_for(
       n_out,
       [&](int64_t row_begin, int64_t row_end, int) {
+        if (weight.packed != nullptr) {  // packed kernels tile by themselves
+          if (quantized)
+            kernels.gemm_q8(weight, row_begin, row_end, qx, n_tokens, out, n_out);
+          else
+            kernels.gemm_float(weight, row_begin, row_end, x, n_tokens, out, n_out);
+          return;
+        }
         if (quantized) {
           // Row tiles keep one tile of weights in cache while every token passes over it.
           for (int64_t tile = row_begin; tile < row_end; tile += kRowTile)
             kernels.gemm_q8(weight, tile, std::min(row_end, tile + kRowTile), qx, n_tokens, out, n_out);
-          return;
-        }
-        if (weight.packed != nullptr) {  // the packed float kernel tiles by itself
-          kernels.gemm_float(weight, row_begin, row_end, x, n_tokens, out, n_out);
           return;
         }
         // Float activations are 4 bytes an element: a long prompt's no longer fit in L2, so

@@ -10,19 +10,18 @@
 #include <vector>
 
 #include "base/huge_page_buffer.h"
-#include "kernels/amx/amx_gemm.h"
 #include "kernels/kernel_table.h"
 
 namespace tandem {
 
 void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
-  const bool amx = kernel_table().repacks_weights;
+  const WeightPacker& packer = kernel_table().packer;
   ModelWeights& w = model.weights;
   std::vector<TensorView*> matrices = {&w.output};
   for (LayerWeights& layer : w.layers)
     for (TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
       matrices.push_back(view);
-  // Each matrix goes to one buffer, starting on a cache line: repacked when the AMX kernels
+  // Each matrix goes to one buffer, starting on a cache line: repacked when the level's kernels
   // have a layout for its type, else copied as it is (still worth it: the huge pages).
   struct Job {
     TensorView* view;
@@ -32,11 +31,11 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
   std::vector<Job> jobs;
   size_t total = 0;
   for (TensorView* view : matrices) {
-    const bool repack = amx && amx::packable(*view);
+    const bool repack = packer.packable != nullptr && packer.packable(*view);
     // Owned buffers stay, and so does a tied head (code tells tying by the shared pointer).
     if (!repack && (mapping == nullptr || view->n_dims != 2 || view->data == w.token_embedding.data)) continue;
     jobs.push_back({view, reinterpret_cast<uint8_t*>(total), repack});
-    const size_t bytes = static_cast<size_t>(repack ? amx::packed_bytes(*view) : view->n_bytes());
+    const size_t bytes = static_cast<size_t>(repack ? packer.packed_bytes(*view) : view->n_bytes());
     total += (bytes + 63) / 64 * 64;
   }
   if (total == 0) return;
@@ -63,8 +62,8 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
         slice.data = original + row * view.row_bytes();
         slice.shape[0] = std::min(kSliceRows, view.n_rows() - row);
         if (job.repack) {
-          amx::pack_into(slice, destination);
-          destination += amx::packed_bytes(slice);
+          packer.pack_into(slice, destination);
+          destination += packer.packed_bytes(slice);
         } else {
           std::memcpy(destination, slice.data, static_cast<size_t>(slice.n_bytes()));
           destination += slice.n_bytes();

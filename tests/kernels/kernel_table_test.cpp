@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "base/quant.h"
-#include "kernels/amx/amx_gemm.h"
 #include "kernels/kernel_table.h"
 #include "kernels/ref/reference_kernels.h"
 
@@ -45,6 +44,8 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       {DType::F32, 9, 45, 5},   {DType::F32, 33, 64, 9},  {DType::F16, 7, 17, 6},  {DType::F16, 21, 96, 4},
       {DType::BF16, 5, 33, 7},  {DType::Q8_0, 13, 96, 9}, {DType::Q8_0, 8, 64, 4}, {DType::Q4_0, 11, 160, 6},
       {DType::Q4_0, 4, 32, 5},   {DType::Q8_0, 37, 64, 35}, {DType::Q4_0, 17, 96, 16}, {DType::Q8_0, 16, 32, 1},
+      // Whole 8-row groups (the AVX2 level packs them): several groups, 4-token tiles and a tail.
+      {DType::Q4_0, 24, 96, 7}, {DType::Q8_0, 40, 64, 13}, {DType::Q4_0, 72, 64, 3}, {DType::Q8_0, 8, 32, 1},
       // Several 24-token tiles, a padded last tile, and (20000 wide) several token chunks.
       {DType::F16, 19, 200, 53}, {DType::F32, 17, 64, 26},  {DType::BF16, 3, 20000, 50},
   };
@@ -60,11 +61,7 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       for (int64_t r = 0; r < c.n_out; ++r)
         quantize_row(c.dtype, weights.data() + r * c.n_in, stored.data() + r * row_bytes, c.n_in);
       TensorView w = make_view(stored.data(), c.dtype, {c.n_out, c.n_in});
-      std::vector<uint8_t> packed;  // the AMX level reads its own layout
-      if (isa == Isa::Amx && amx::packable(w)) {
-        packed = amx::pack(w);
-        w.packed = packed.data();
-      }
+      const std::vector<uint8_t> packed = pack_for_level(table, w);  // as the loader does
 
       std::vector<float> x(static_cast<size_t>(c.n_tokens * c.n_in));
       for (float& v : x) v = uniform(rng);

@@ -17,6 +17,10 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
                 float* out, int64_t out_stride);
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
              int64_t n_tokens, float* out, int64_t out_stride);
+// Q8_0/Q4_0 repacked at load into the shared layout (kernels/packed/q8_layout.h;
+// kernels/avx2/gemm_q8_packed_avx2.cpp): gemm_q8 hands weights with TensorView::packed set here.
+void gemm_q8_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+                    int64_t n_tokens, float* out, int64_t out_stride);
 // K-quant GEMM (kernels/dot_kquants.cpp, beside the row kernels whose bits it keeps): Q4_K and
 // Q6_K unpack each weight block once for several tokens; other types go row by row.
 void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,

@@ -266,8 +266,12 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
              int64_t n_tokens, float* out, int64_t out_stride) {
   switch (weight.dtype) {
-    case DType::Q8_0: return gemm_q8_typed<DType::Q8_0>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-    case DType::Q4_0: return gemm_q8_typed<DType::Q4_0>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    case DType::Q8_0:
+      if (weight.packed != nullptr) return gemm_q8_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+      return gemm_q8_typed<DType::Q8_0>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    case DType::Q4_0:
+      if (weight.packed != nullptr) return gemm_q8_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+      return gemm_q8_typed<DType::Q4_0>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
     default: __builtin_trap();
   }
 }

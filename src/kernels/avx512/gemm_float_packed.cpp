@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "kernels/amx/row_groups.h"
+#include "kernels/packed/row_groups.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
@@ -32,7 +32,7 @@
 namespace tandem::avx512 {
 namespace {
 
-using amx::kGroupRows;
+using packed::kGroupRows;
 // Groups per decode pass: two independent accumulation chains (measured: 1 group 12.0, 2
 // groups 12.3, 4 groups 11.0 tok/s on tinyllama F16). No software prefetch: in decode it
 // made the same kernel three times slower on this machine.
@@ -128,7 +128,7 @@ void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_
   const int64_t group_bytes = n_in * kGroupRows * element_bytes(kType);
   const int64_t first = row_begin / kGroupRows, last = (row_end - 1) / kGroupRows;  // groups, inclusive
   auto mask_of = [&](int64_t group) {
-    return amx::group_store_mask(group, std::max(row_begin, group * kGroupRows), std::min(row_end, (group + 1) * kGroupRows));
+    return packed::group_store_mask(group, std::max(row_begin, group * kGroupRows), std::min(row_end, (group + 1) * kGroupRows));
   };
   auto group_data = [&](int64_t group) { return weight.packed + group * group_bytes; };
   auto group_out = [&](int64_t group, int64_t token) { return out + token * out_stride + group * kGroupRows; };

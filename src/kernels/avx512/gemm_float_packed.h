@@ -1,6 +1,7 @@
 // AVX-512 GEMM for F32/F16/BF16 weights repacked at load into 16-row groups stored
-// element-major (layout and arithmetic in gemm_float_packed.cpp). The AMX level's loader
-// packs float matrices this way (kernels/amx/amx_gemm.h packable/pack_into dispatch here).
+// element-major (layout and arithmetic in gemm_float_packed.cpp). The AVX-512 and AMX levels
+// pack float matrices this way (their packers in kernels/kernel_table.cpp). Packing runs
+// AVX-512 code too: only those levels call it.
 #pragma once
 
 #include <cstdint>

@@ -1,14 +1,17 @@
-// The 16-row groups every packed AMX-level layout uses, and how a kernel call's row range
-// [row_begin, row_end) meets them: a range may start or end inside a group, whose other
-// rows belong to another call (another thread) and must not be written.
+// The 16-row groups every packed weight layout uses (packed/q8_layout.h, packed/kquant_layout.h,
+// avx512/gemm_float_packed.h), and how a kernel call's row range [row_begin, row_end) meets
+// them: a range may start or end inside a group, whose other rows belong to another call
+// (another thread) and must not be written.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
-namespace tandem::amx {
+namespace tandem::packed {
 
 constexpr int64_t kGroupRows = 16;
+
+inline int64_t row_groups(int64_t n_rows) { return (n_rows + kGroupRows - 1) / kGroupRows; }
 
 // Calls fn(group, store_begin, store_end) for each group the range touches, with the part
 // of the range inside that group.
@@ -23,4 +26,4 @@ inline uint16_t group_store_mask(int64_t group, int64_t store_begin, int64_t sto
   return static_cast<uint16_t>(((1u << (store_end - store_begin)) - 1) << (store_begin - group * kGroupRows));
 }
 
-}  // namespace tandem::amx
+}  // namespace tandem::packed

@@ -1,0 +1,123 @@
+// AVX-512 VNNI GEMM for Q4_K/Q6_K on the packed layout (packed/kquant_layout.h). Tile row k
+// of a sub-block holds elements 4k..4k+3 of all 16 rows, so dpbusd with a token's 4
+// activation bytes broadcast gives each row's integer sum in its own lane — the same
+// integers as the row kernels and the AMX tile multiply — and the float update per
+// super-block is theirs (avx512/kquant_packed_ops.h): bit for bit the row kernels' results,
+// whatever the token count, tile or row range.
+//
+// A sub-block is unpacked once per tile of tokens; rows go in slices of a few groups whose
+// weights stay in L2 while every token tile passes over them (the tile's activations stay
+// in L1 across the slice's groups).
+#include "kernels/avx512/gemm_packed.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "kernels/packed/row_groups.h"
+
+// Everything below is compiled for the ISA; it only runs after the runtime check.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+#endif
+
+#include "kernels/avx512/kquant_packed_ops.h"
+
+namespace tandem::avx512 {
+namespace {
+
+using namespace kquant_ops;
+using packed::kGroupRows;
+
+// Decode prefetch distance, in super-blocks (tinyllama Q4_K_M tg: none 6.0, 1 block 31.2,
+// 2 blocks 28.9 tok/s: the hardware prefetcher does little for these streams here).
+constexpr int64_t kPrefetchBlocks = 1;
+constexpr int kTokenTile = 4;
+constexpr int64_t kSliceGroups = 4;
+
+// One row group x kTokens tokens (x: the first token's blocks; token t's at x + t * n_blocks).
+template <DType kType, int kTokens>
+void group_tokens(const uint8_t* group, int64_t n_blocks, const ActivationBlockQ8K* x, bool prefetch, float* out,
+                  int64_t out_stride, __mmask16 mask) {
+  using F = Format<kType>;
+  using L = typename F::Layout;
+  constexpr int kLength = L::kSubBlockLength;
+  __m512 acc[kTokens];
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = group + b * L::kBytes;
+    __m512i sumi[kTokens];
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int j = 0; j < L::kSubBlocks; ++j) {
+      if (prefetch && b + kPrefetchBlocks < n_blocks)
+        prefetch_part(block + kPrefetchBlocks * L::kBytes, L::kBytes, j, L::kSubBlocks);
+      __m512i rows[F::kTileRows];
+      F::tile_rows(block + j * L::kSubBlockBytes, rows);
+      const __m512i scales = sub_block_scales<kType>(block, j);
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) {
+        const int8_t* activations = x[t * n_blocks + b].quants + kLength * j;
+        __m512i dots = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int k = 0; k < F::kTileRows; ++k)
+          dots = _mm512_dpbusd_epi32(dots, rows[k], _mm512_set1_epi32(word_at(activations, k)));
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dots, scales));
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) acc[t] = F::finish(acc[t], block, x[t * n_blocks + b], sumi[t]);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kTokens; ++t) _mm512_mask_storeu_ps(out + t * out_stride, mask, acc[t]);
+}
+
+template <DType kType>
+void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                int64_t n_tokens, float* out, int64_t out_stride) {
+  const int64_t n_blocks = weight.row_length() / 256;
+  const int64_t group_bytes = n_blocks * packed::kquant_group_block_bytes(kType);
+  const bool prefetch = n_tokens <= kTokenTile;  // decode streams the weights once
+  const int64_t first_group = row_begin / kGroupRows, end_group = (row_end + kGroupRows - 1) / kGroupRows;
+  for (int64_t slice = first_group; slice < end_group; slice += kSliceGroups) {
+    const int64_t slice_end = std::min(end_group, slice + kSliceGroups);
+    for (int64_t token = 0; token < n_tokens; token += kTokenTile) {
+      const int64_t count = std::min<int64_t>(kTokenTile, n_tokens - token);
+      for (int64_t g = slice; g < slice_end; ++g) {
+        const uint8_t* group = weight.packed + g * group_bytes;
+        const __mmask16 mask =
+            packed::group_store_mask(g, std::max(row_begin, g * kGroupRows), std::min(row_end, (g + 1) * kGroupRows));
+        const ActivationBlockQ8K* tokens = x + token * n_blocks;
+        float* destination = out + token * out_stride + g * kGroupRows;
+        switch (count) {
+          case 4: group_tokens<kType, 4>(group, n_blocks, tokens, prefetch, destination, out_stride, mask); break;
+          case 3: group_tokens<kType, 3>(group, n_blocks, tokens, prefetch, destination, out_stride, mask); break;
+          case 2: group_tokens<kType, 2>(group, n_blocks, tokens, prefetch, destination, out_stride, mask); break;
+          default: group_tokens<kType, 1>(group, n_blocks, tokens, prefetch, destination, out_stride, mask); break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_kquant_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                        int64_t n_tokens, float* out, int64_t out_stride) {
+  TANDEM_ASSERT(weight.packed != nullptr && packed::kquant_packable(weight));
+  if (weight.dtype == DType::Q4_K)
+    gemm_typed<DType::Q4_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  else
+    gemm_typed<DType::Q6_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+}
+
+}  // namespace tandem::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

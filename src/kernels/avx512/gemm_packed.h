@@ -1,0 +1,27 @@
+// The AVX-512 level's GEMMs on weights repacked at load into the shared 16-row layouts
+// (kernels/packed/): one lane per weight row, so a row's integer sum never needs a
+// horizontal add and one weight load serves a tile of tokens. The same kernels run the AMX
+// level's decode (a tile multiply does not pay for one token), and their arithmetic per
+// (token, row) lane is the AMX tile kernels', so both levels give the same bits.
+#pragma once
+
+#include <cstdint>
+
+#include "base/tensor_view.h"
+#include "kernels/dot.h"
+#include "kernels/dot_kquants.h"
+
+namespace tandem::avx512 {
+
+// Q8_0/Q4_0 weights packed by packed::q8_pack_into (kernels/avx512/gemm_q8_packed.cpp).
+// out[t * out_stride + r] for r in [row_begin, row_end), t in [0, n_tokens); any row range,
+// any token count. Needs weight.packed and AVX-512 VNNI.
+void gemm_q8_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+                    int64_t n_tokens, float* out, int64_t out_stride);
+
+// Q4_K/Q6_K weights packed by packed::kquant_pack_into (kernels/avx512/gemm_kquant_packed.cpp),
+// bit-identical to the row kernels (dot_q8k_activations). Same contract as gemm_q8_packed.
+void gemm_kquant_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                        int64_t n_tokens, float* out, int64_t out_stride);
+
+}  // namespace tandem::avx512
