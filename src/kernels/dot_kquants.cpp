@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "base/kquants.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/kernel_table.h"
 
 #define TANDEM_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -530,6 +531,7 @@ DotFn kernel_for(const KQuantKernels& kernels, DType type) {
 namespace avx2 {
 TANDEM_TARGET_AVX2 void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end,
                                  const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride) {
+  if (weight.packed != nullptr) return gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
   if (weight.dtype != DType::Q4_K && weight.dtype != DType::Q6_K)
     return gemm_q8k_rows(Isa::Avx2, weight, row_begin, row_end, x, n_tokens, out, out_stride);
   constexpr int64_t kRowTile = 16;

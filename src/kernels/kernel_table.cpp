@@ -139,7 +139,7 @@ const KernelTable& kernel_table(Isa isa) {
                                  avx2::attention_group,
                                  avx2::attention_tokens,
                                  avx2::swiglu_row,
-                                 {packed::q8_packable, packed::q8_packed_bytes, packed::q8_pack_into}};
+                                 {packable_int8, packed_bytes_int8, pack_into_int8}};
   static const KernelTable kAvx512{Isa::Avx512,
                                    gemm_float_avx512,
                                    gemm_q8_avx512,

@@ -1,6 +1,6 @@
 // The k-quant GEMMs against the scalar row kernel: every (row, token) result bit-identical to
 // dot_q8k_activations on the scalar level, for odd row counts, partial row groups and token
-// tiles, any row range — each kernel on the packed layout (AMX tiles, AVX-512 dpbusd) and
+// tiles, any row range — each kernel on the packed layout (AMX tiles, AVX-512 dpbusd, AVX2) and
 // every level's kernel_table(isa).gemm_q8k on weights packed as that level's loader packs them.
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 
 #include "base/kquants.h"
 #include "kernels/amx/amx_kquant_gemm.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/gemm_packed.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
@@ -100,7 +101,9 @@ TEST(PackedKquantGemm, EveryKernelEqualsScalarRowKernelBitForBit) {
     Isa needs;
     KquantGemmFn gemm;
   };
-  const Kernel kernels[] = {{"amx tiles", Isa::Amx, amx::gemm_kquant}, {"avx512 dpbusd", Isa::Avx512, avx512::gemm_kquant_packed}};
+  const Kernel kernels[] = {{"amx tiles", Isa::Amx, amx::gemm_kquant},
+                            {"avx512 dpbusd", Isa::Avx512, avx512::gemm_kquant_packed},
+                            {"avx2 maddubs", Isa::Avx2, avx2::gemm_kquant_packed}};
   std::mt19937 rng(31);
   for (const Kernel& kernel : kernels) {
     if (static_cast<int>(kernel.needs) > static_cast<int>(detect_isa())) {
