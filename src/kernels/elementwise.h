@@ -6,6 +6,10 @@
 
 namespace tandem {
 
+// rmsnorm_row and rope_apply are the portable loops: the scalar level of kernel_table() and
+// the reference the SIMD levels are tested against. The forward pass calls the active
+// level's versions through kernel_table().rmsnorm / .rope.
+
 // out = x / sqrt(mean(x²) + eps) * weight; x, out: [n] (may alias).
 void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out);
 
@@ -25,8 +29,13 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
 // In place: x = softmax(x) over n elements.
 void softmax_row(float* x, int64_t n);
 
-namespace avx512 {
-void swiglu_row(const float* gate, const float* up, int64_t n, float* out);  // needs AVX-512
+namespace avx512 {  // need AVX-512 (kernels/avx512/elementwise_avx512.cpp); also the AMX level's
+void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
+// Sum of squares in 4 x 16 float lanes, reduced in a fixed order (a row's bits depend only on the row).
+void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out);
+// 8 pairs per vector, masked tail; dims past rope_dims untouched.
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
+                const float* sin_table);
 }  // namespace avx512
 
 }  // namespace tandem

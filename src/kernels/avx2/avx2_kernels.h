@@ -35,8 +35,13 @@ void gemm_kquant_packed(const TensorView& weight, int64_t row_begin, int64_t row
 void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);
 
-// SwiGLU with a vector exp (kernels/avx2/elementwise_avx2.cpp).
+// Row kernels (kernels/avx2/elementwise_avx2.cpp): SwiGLU with a vector exp; RMSNorm with its
+// sum of squares in 4 x 8 float lanes, reduced in a fixed order (a row's bits depend only on the
+// row); RoPE 4 pairs per vector, masked tails (nothing read or written past n / rope_dims).
 void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
+void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out);
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
+                const float* sin_table);
 
 // Attention (kernels/avx2/attention_avx2.cpp): attention_group for one token, and
 // attention_tokens sharing each K/V row loaded among the tokens of a prefill block.
