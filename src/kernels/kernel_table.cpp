@@ -128,6 +128,8 @@ const KernelTable& kernel_table(Isa isa) {
                                    portable::attention_group,
                                    portable::attention_tokens,
                                    portable::swiglu_row,
+                                   rmsnorm_row,
+                                   rope_apply,
                                    {}};
   static const KernelTable kAvx2{Isa::Avx2,
                                  avx2::gemm_float,
@@ -139,6 +141,8 @@ const KernelTable& kernel_table(Isa isa) {
                                  avx2::attention_group,
                                  avx2::attention_tokens,
                                  avx2::swiglu_row,
+                                 avx2::rmsnorm_row,
+                                 avx2::rope_apply,
                                  {packable_int8, packed_bytes_int8, pack_into_int8}};
   static const KernelTable kAvx512{Isa::Avx512,
                                    gemm_float_avx512,
@@ -150,6 +154,8 @@ const KernelTable& kernel_table(Isa isa) {
                                    avx512::attention_group,
                                    avx512::attention_tokens,
                                    avx512::swiglu_row,
+                                   avx512::rmsnorm_row,
+                                   avx512::rope_apply,
                                    {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   static const KernelTable kAmx{Isa::Amx,
                                 gemm_float_avx512,
@@ -161,6 +167,8 @@ const KernelTable& kernel_table(Isa isa) {
                                 avx512::attention_group,
                                 avx512::attention_tokens,
                                 avx512::swiglu_row,
+                                avx512::rmsnorm_row,
+                                avx512::rope_apply,
                                 {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
   switch (isa) {

@@ -1,7 +1,7 @@
 // The dispatch table: every per-CPU choice of the kernels — matrix products per weight type,
-// activation quantizers, attention, SwiGLU, whether weights are repacked at load — for one
-// instruction-set level. Chosen once per process (kernel_table(), from active_isa() in
-// cpu_features.h); nothing else in the build tests the CPU level. Tests call each level's
+// activation quantizers, attention, SwiGLU, RMSNorm, RoPE, whether weights are repacked at load
+// — for one instruction-set level. Chosen once per process (kernel_table(), from active_isa()
+// in cpu_features.h); nothing else in the build tests the CPU level. Tests call each level's
 // table directly (kernel_table(isa)) to hold it against the scalar references, and
 // TANDEM_ISA=avx2|avx512|scalar runs a lower level's real code on a newer CPU.
 //
@@ -46,6 +46,10 @@ using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, i
                                    int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t head_dim,
                                    float* scratch, float* out, int64_t out_stride);
 using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+// rmsnorm_row and rope_apply (kernels/elementwise.h) of one level.
+using RmsnormFn = void (*)(const float* x, const float* weight, int64_t n, float eps, float* out);
+using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
+                        const float* sin_table);
 
 // A level's own weight layouts, written once at load (model/weight_packing.cpp) into
 // TensorView::packed, which that level's GEMMs then read. packable says which weights it
@@ -69,6 +73,8 @@ struct KernelTable {
   AttentionFn attention;                 // one KV head's group of query heads for one token
   AttentionTokensFn attention_tokens;    // a run of one sequence's tokens, sharing K/V loads
   SwigluFn swiglu;
+  RmsnormFn rmsnorm;                     // sum of squares in a fixed order per level
+  RopeFn rope;
   WeightPacker packer;
 };
 

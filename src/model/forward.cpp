@@ -11,6 +11,7 @@
 #include "base/quant.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem {
 
@@ -71,9 +72,10 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
                 c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(), rope_cos_.data() + t * half_rope,
                 rope_sin_.data() + t * half_rope);
 
+  const RmsnormFn rmsnorm = kernel_table().rmsnorm;
   auto norm_rows = [&](const float* weight, const float* in, float* out, int64_t rows) {
     pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
-      for (int64_t t = begin; t < end; ++t) rmsnorm_row(in + t * d, weight, d, c.rms_norm_eps, out + t * d);
+      for (int64_t t = begin; t < end; ++t) rmsnorm(in + t * d, weight, d, c.rms_norm_eps, out + t * d);
     });
   };
   // rows [n_tokens, bias.n_elements()] += bias, when the model has that bias.
@@ -147,11 +149,12 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
 
   // RoPE on Q and K, then every token's K/V into its cache slot, before any token attends:
   // a prefill token must see the K/V of the earlier tokens of the same batch.
+  const RopeFn rope = kernel_table().rope;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* cos_table = rope_cos_.data() + t * half_rope;
     const float* sin_table = rope_sin_.data() + t * half_rope;
-    rope_apply(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
-    rope_apply(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
+    rope(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
+    rope(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
     const int32_t slot = cache.slot_table(batch.seq_ids[t])[static_cast<size_t>(batch.positions[t])];
     std::copy_n(k_.data() + t * kv_width, kv_width, keys + slot * kv_stride);
     std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_stride);
