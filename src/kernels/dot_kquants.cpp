@@ -167,49 +167,28 @@ TANDEM_TARGET_AVX2 inline void hsum2_avx2(__m256i a, __m128i b, int32_t* sum_a, 
   *sum_b = _mm_extract_epi32(sums, 1);
 }
 
-// The AVX2 Q4_K kernel for kTokens activation rows against one weight row: each block's
-// nibbles are unpacked once and serve every token; per token the instruction sequence is
-// exactly the one-token kernel's (dot_q4k_avx2 is kTokens = 1), so the bits are too.
-template <int kTokens>
-TANDEM_TARGET_AVX2 inline void q4k_tokens_avx2(const void* weight_row, const ActivationBlockQ8K* const* x,
-                                               int64_t n_blocks, float* acc) {
+TANDEM_TARGET_AVX2 float dot_q4k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ4K*>(weight_row);
   const __m256i nibble = _mm256_set1_epi8(0x0f);
-  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
+  float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint64_t scales, mins;
     unpack_k4_scale_words(w[b].scales, &scales, &mins);
-    __m256i sum[kTokens];
-#pragma GCC unroll 4
-    for (int t = 0; t < kTokens; ++t) sum[t] = _mm256_setzero_si256();
+    __m256i sum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
       const __m256i lo = _mm256_and_si256(packed, nibble);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
-      const __m256i scale_lo = _mm256_set1_epi16(byte_of(scales, 2 * c));
-      const __m256i scale_hi = _mm256_set1_epi16(byte_of(scales, 2 * c + 1));
-#pragma GCC unroll 4
-      for (int t = 0; t < kTokens; ++t) {
-        const auto* a = reinterpret_cast<const __m256i*>(x[t][b].quants + 64 * c);
-        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(a));
-        const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(a + 1));
-        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p_lo, scale_lo));
-        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p_hi, scale_hi));
-      }
+      const auto* a = reinterpret_cast<const __m256i*>(x[b].quants + 64 * c);
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(a));
+      const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(a + 1));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(byte_of(scales, 2 * c))));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(byte_of(scales, 2 * c + 1))));
     }
-    const float d = f16_avx(w[b].d_f16), dmin = f16_avx(w[b].dmin_f16);
-#pragma GCC unroll 4
-    for (int t = 0; t < kTokens; ++t) {
-      int32_t sumi, summ;
-      hsum2_avx2(sum[t], k4_mins_avx2(mins, x[t][b].block_sums), &sumi, &summ);
-      acc[t] += finish_k4(x[t][b].scale, d, dmin, sumi, summ);
-    }
+    int32_t sumi, summ;
+    hsum2_avx2(sum, k4_mins_avx2(mins, x[b].block_sums), &sumi, &summ);
+    acc += finish_k4(x[b].scale, f16_avx(w[b].d_f16), f16_avx(w[b].dmin_f16), sumi, summ);
   }
-}
-
-TANDEM_TARGET_AVX2 float dot_q4k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  float acc;
-  q4k_tokens_avx2<1>(weight_row, &x, n_blocks, &acc);
   return acc;
 }
 
@@ -264,20 +243,14 @@ struct Q6kPairMasks {
 };
 constexpr Q6kPairMasks kQ6kPairMasks;
 
-// Q6_K for kTokens activation rows against one weight row, as q4k_tokens_avx2: the unpacked
-// quants serve every token, each token's steps are the one-token kernel's.
-template <int kTokens>
-TANDEM_TARGET_AVX2 inline void q6k_tokens_avx2(const void* weight_row, const ActivationBlockQ8K* const* x,
-                                               int64_t n_blocks, float* acc) {
+TANDEM_TARGET_AVX2 float dot_q6k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ6K*>(weight_row);
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   const __m256i bits45 = _mm256_set1_epi8(0x30);
-  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
+  float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
-    __m256i sum[kTokens];
-#pragma GCC unroll 4
-    for (int t = 0; t < kTokens; ++t) sum[t] = _mm256_setzero_si256();
+    __m256i sum = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h));
       const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].ql + 64 * h + 32));
@@ -293,43 +266,14 @@ TANDEM_TARGET_AVX2 inline void q6k_tokens_avx2(const void* weight_row, const Act
       for (int k = 0; k < 4; ++k) {
         const __m128i mask = _mm_load_si128(reinterpret_cast<const __m128i*>(kQ6kPairMasks.bytes[4 * h + k]));
         const __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, mask));
-#pragma GCC unroll 4
-        for (int t = 0; t < kTokens; ++t) {
-          const auto* a = reinterpret_cast<const __m256i*>(x[t][b].quants + 128 * h + 32 * k);
-          const __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256(a));
-          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, scale));
-        }
+        const auto* a = reinterpret_cast<const __m256i*>(x[b].quants + 128 * h + 32 * k);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], _mm256_loadu_si256(a)), scale));
       }
     }
-    const float d = f16_avx(w[b].d_f16);
-#pragma GCC unroll 4
-    for (int t = 0; t < kTokens; ++t) {
-      const int32_t sumi = hsum_avx2(_mm256_sub_epi32(sum[t], q6k_offset_avx2(w[b].scales, x[t][b].block_sums)));
-      acc[t] += finish_d(x[t][b].scale, d, sumi);
-    }
+    const int32_t sumi = hsum_avx2(_mm256_sub_epi32(sum, q6k_offset_avx2(w[b].scales, x[b].block_sums)));
+    acc += finish_d(x[b].scale, f16_avx(w[b].d_f16), sumi);
   }
-}
-
-TANDEM_TARGET_AVX2 float dot_q6k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  float acc;
-  q6k_tokens_avx2<1>(weight_row, &x, n_blocks, &acc);
   return acc;
-}
-
-// The AVX2 level's k-quant GEMM: Q4_K and Q6_K rows take kTokenTile tokens per pass over a
-// row (unpacked once), other types a row dot product per (row, token). Rows in tiles of 16,
-// so a tile's weights stay in L1 while every token passes over it.
-template <int kTokens>
-TANDEM_TARGET_AVX2 void kquant_tile_avx2(const TensorView& weight, int64_t row, const ActivationBlockQ8K* x,
-                                         int64_t token, int64_t blocks_per_row, float* out, int64_t out_stride) {
-  const ActivationBlockQ8K* rows[kTokens];
-  for (int t = 0; t < kTokens; ++t) rows[t] = x + (token + t) * blocks_per_row;
-  float acc[kTokens];
-  if (weight.dtype == DType::Q4_K)
-    q4k_tokens_avx2<kTokens>(weight.row(row), rows, blocks_per_row, acc);
-  else
-    q6k_tokens_avx2<kTokens>(weight.row(row), rows, blocks_per_row, acc);
-  for (int t = 0; t < kTokens; ++t) out[(token + t) * out_stride + row] = acc[t];
 }
 
 // Both sides signed: widen to int16 and madd (|products| <= 127*127, pairs fit int32).
@@ -529,23 +473,11 @@ DotFn kernel_for(const KQuantKernels& kernels, DType type) {
 
 #if defined(__x86_64__)
 namespace avx2 {
+// Packed Q4_K/Q6_K (every one the loader packs) to the packed kernel; the rest row by row.
 TANDEM_TARGET_AVX2 void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end,
                                  const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride) {
   if (weight.packed != nullptr) return gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  if (weight.dtype != DType::Q4_K && weight.dtype != DType::Q6_K)
-    return gemm_q8k_rows(Isa::Avx2, weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  constexpr int64_t kRowTile = 16;
-  constexpr int kTokenTile = 4;
-  const int64_t blocks_per_row = weight.row_length() / kKQuantBlockSize;
-  for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
-    const int64_t tile_end = std::min(row_end, tile + kRowTile);
-    int64_t token = 0;
-    for (; token + kTokenTile <= n_tokens; token += kTokenTile)
-      for (int64_t r = tile; r < tile_end; ++r)
-        kquant_tile_avx2<kTokenTile>(weight, r, x, token, blocks_per_row, out, out_stride);
-    for (; token < n_tokens; ++token)
-      for (int64_t r = tile; r < tile_end; ++r) kquant_tile_avx2<1>(weight, r, x, token, blocks_per_row, out, out_stride);
-  }
+  gemm_q8k_rows(Isa::Avx2, weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 }  // namespace avx2
 #endif
