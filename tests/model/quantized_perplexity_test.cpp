@@ -13,6 +13,7 @@
 #include "engine/perplexity.h"
 #include "io/gguf_file.h"
 #include "model/model.h"
+#include "model/random_model.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace tandem {
@@ -63,10 +64,10 @@ TEST(QuantizedPerplexity, Q8_0WithinOnePercentOfF32) {
   const std::vector<int32_t> tokens = tokenizer.encode(text, true);
   ASSERT_GE(tokens.size(), 256u);
 
-  const std::string dir = ::testing::TempDir();
+  const test_support::TempDir dir;  // its own folder: the test runs at several levels at once
   const double f32 = perplexity_of(f32_path, tokens);
-  const double q8 = perplexity_of(requantize(f32_path, DType::Q8_0, dir + "/aidreams-q8_0.gguf"), tokens);
-  const double q4 = perplexity_of(requantize(f32_path, DType::Q4_0, dir + "/aidreams-q4_0.gguf"), tokens);
+  const double q8 = perplexity_of(requantize(f32_path, DType::Q8_0, dir.file("aidreams-q8_0.gguf")), tokens);
+  const double q4 = perplexity_of(requantize(f32_path, DType::Q4_0, dir.file("aidreams-q4_0.gguf")), tokens);
   RecordProperty("ppl_f32", std::to_string(f32));
   RecordProperty("ppl_q8_0", std::to_string(q8));
   RecordProperty("ppl_q4_0", std::to_string(q4));
