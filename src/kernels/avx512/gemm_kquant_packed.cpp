@@ -60,15 +60,18 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, const ActivationBlockQ
       __m512i rows[F::kTileRows];
       F::tile_rows(block + j * L::kSubBlockBytes, rows);
       const __m512i scales = sub_block_scales<kType>(block, j);
+      // Lines outside, tokens inside: the tokens' dpbusd chains interleave (as in
+      // gemm_q8_packed.cpp); integer sums, so the order does not change a bit.
+      __m512i dots[kTokens];
 #pragma GCC unroll 8
-      for (int t = 0; t < kTokens; ++t) {
-        const int8_t* activations = x[t * n_blocks + b].quants + kLength * j;
-        __m512i dots = _mm512_setzero_si512();
+      for (int t = 0; t < kTokens; ++t) dots[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-        for (int k = 0; k < F::kTileRows; ++k)
-          dots = _mm512_dpbusd_epi32(dots, rows[k], _mm512_set1_epi32(word_at(activations, k)));
-        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dots, scales));
-      }
+      for (int k = 0; k < F::kTileRows; ++k)
+#pragma GCC unroll 8
+        for (int t = 0; t < kTokens; ++t)
+          dots[t] = _mm512_dpbusd_epi32(dots[t], rows[k], _mm512_set1_epi32(word_at(x[t * n_blocks + b].quants + kLength * j, k)));
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dots[t], scales));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) acc[t] = F::finish(acc[t], block, x[t * n_blocks + b], sumi[t]);
