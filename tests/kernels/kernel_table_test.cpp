@@ -48,6 +48,8 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       {DType::Q4_0, 24, 96, 7}, {DType::Q8_0, 40, 64, 13}, {DType::Q4_0, 72, 64, 3}, {DType::Q8_0, 8, 32, 1},
       // Several 24-token tiles, a padded last tile, and (20000 wide) several token chunks.
       {DType::F16, 19, 200, 53}, {DType::F32, 17, 64, 26},  {DType::BF16, 3, 20000, 50},
+      // Float prefill tiles of 2 groups x 14 tokens: an odd group left over, a partial tile.
+      {DType::F16, 40, 96, 29},  {DType::BF16, 48, 64, 15},
   };
   for (Isa isa : supported_levels()) {
     const KernelTable& table = kernel_table(isa);
