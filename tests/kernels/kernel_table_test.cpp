@@ -1,9 +1,13 @@
 // Every instruction-set level's GEMM kernels (kernel_table(isa)) against the double
 // reference, and each level's batch invariance: a (row, token) result computed inside any
-// row range / token count equals the same pair computed alone, bit for bit.
+// row range / token count equals the same pair computed alone, bit for bit. And across
+// levels: kernels on the shared packed layouts give the same bits at every level that runs
+// them (Q8_0/Q4_0 at AVX2, AVX-512 and AMX; float weights at AVX-512 and AMX).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <tuple>
 #include <random>
 #include <vector>
 
@@ -95,6 +99,67 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       }
     }
   }
+}
+
+// The levels that share a layout compute the same integers and take the same float steps
+// per lane, so their results agree bit for bit (bench/RESULTS.md lists what differs).
+TEST(KernelTable, SharedLayoutsGiveTheSameBitsAcrossLevels) {
+  struct Family {
+    DType dtype;
+    std::vector<Isa> levels;
+  };
+  const std::vector<Family> families = {
+      {DType::Q8_0, {Isa::Avx2, Isa::Avx512, Isa::Amx}}, {DType::Q4_0, {Isa::Avx2, Isa::Avx512, Isa::Amx}},
+      {DType::F16, {Isa::Avx512, Isa::Amx}},             {DType::BF16, {Isa::Avx512, Isa::Amx}},
+      {DType::F32, {Isa::Avx512, Isa::Amx}},
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  int compared = 0;
+  for (const Family& family : families) {
+    std::vector<Isa> levels;
+    for (Isa isa : family.levels)
+      if (static_cast<int>(isa) <= static_cast<int>(detect_isa())) levels.push_back(isa);
+    if (levels.size() < 2) {
+      std::printf("%s: fewer than two of its levels on this CPU, not compared\n", std::string(dtype_name(family.dtype)).c_str());
+      continue;
+    }
+    for (const auto& [n_out, n_in, n_tokens] : {std::tuple<int64_t, int64_t, int64_t>{37, 96, 1}, {40, 256, 5}, {17, 64, 35}}) {
+      std::vector<float> weights(static_cast<size_t>(n_out * n_in));
+      for (float& v : weights) v = uniform(rng);
+      const int64_t row_bytes = dtype_row_bytes(family.dtype, n_in);
+      std::vector<uint8_t> stored(static_cast<size_t>(n_out * row_bytes));
+      for (int64_t r = 0; r < n_out; ++r)
+        quantize_row(family.dtype, weights.data() + r * n_in, stored.data() + r * row_bytes, n_in);
+      std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+      for (float& v : x) v = uniform(rng);
+      std::vector<ActivationBlockQ8> qx;
+      if (uses_q8_activations(family.dtype)) {
+        qx.resize(static_cast<size_t>(n_tokens * n_in / 32));
+        for (int64_t t = 0; t < n_tokens; ++t)
+          quantize_activations_q8(x.data() + t * n_in, n_in, qx.data() + t * (n_in / 32));
+      }
+      std::vector<float> first;
+      for (Isa isa : levels) {
+        const KernelTable& table = kernel_table(isa);
+        TensorView w = make_view(stored.data(), family.dtype, {n_out, n_in});
+        const std::vector<uint8_t> packed = pack_for_level(table, w);
+        ASSERT_FALSE(packed.empty()) << isa_name(isa) << " does not pack " << dtype_name(family.dtype);
+        std::vector<float> out(static_cast<size_t>(n_tokens * n_out));
+        run_gemm(table, w, 0, n_out, x, qx, n_tokens, out);
+        if (first.empty()) {
+          first = out;
+          continue;
+        }
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(first[i]))
+              << dtype_name(family.dtype) << " " << isa_name(isa) << " vs " << isa_name(levels[0]) << " at " << i << " ("
+              << n_out << "x" << n_in << ", " << n_tokens << " tokens)";
+        ++compared;
+      }
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "this CPU has at most one SIMD level of each family: nothing to compare";
 }
 
 }  // namespace
