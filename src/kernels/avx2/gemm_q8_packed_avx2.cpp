@@ -49,6 +49,10 @@ using packed::kGroupRows;
 template <DType kType>
 constexpr int kTokenTile = kType == DType::Q4_0 ? 3 : 4;
 constexpr int64_t kSliceGroups = 4;  // rows per slice whose weights stay in L2: 64
+// Decode prefetch distance in group-blocks, about 2.2 KB ahead as at AVX-512 (tinyllama tg64,
+// 2 threads: Q4_0 37.8 without prefetch -> 44.8, Q8_0 23.8 -> 24.5 tok/s).
+template <DType kType>
+constexpr int64_t kPrefetchBlocks = kType == DType::Q8_0 ? 4 : 8;
 
 inline __m256i broadcast4(const int8_t* quants) {
   int32_t four;
@@ -126,6 +130,9 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, int h_first, const Act
   for (int i = 0; i < kHalves * kTokens; ++i) acc[i / kTokens][i % kTokens] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block = group + b * kBytes;
+    if constexpr (kHalves == 2)  // decode streams the weights once: fetch ahead
+      for (int64_t line = 0; line < kBytes; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBlocks<kType> * kBytes + line), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int i = 0; i < kHalves; ++i) {
       const int h = h_first + i;
