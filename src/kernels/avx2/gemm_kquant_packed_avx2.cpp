@@ -33,6 +33,8 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
+#include "kernels/avx2/packed_halves.h"
+
 namespace tandem::avx2 {
 
 namespace {
@@ -207,21 +209,9 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, int h_first, const Act
         q6k_block<kTokens>(block, h_first + i, tokens, acc[i]);
     }
   }
-  for (int i = 0; i < kHalves; ++i) {
-    const int64_t lane0 = 8 * (h_first + i);  // the half's first row within the group
-    const int64_t begin = std::max<int64_t>(store_begin, lane0), end = std::min<int64_t>(store_end, lane0 + 8);
-    if (begin >= end) continue;
-    for (int t = 0; t < kTokens; ++t) {
-      float* destination = out + t * out_stride + lane0;
-      if (begin == lane0 && end == lane0 + 8) {
-        _mm256_storeu_ps(destination, acc[i][t]);
-      } else {  // a row range that cuts the half: the same lanes, only the rows asked for kept
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, acc[i][t]);
-        for (int64_t r = begin; r < end; ++r) destination[r - lane0] = lanes[r - lane0];
-      }
-    }
-  }
+  for (int i = 0; i < kHalves; ++i)
+    for (int t = 0; t < kTokens; ++t)
+      store_half_rows(acc[i][t], 8 * (h_first + i), store_begin, store_end, out + t * out_stride + 8 * (h_first + i));
 }
 
 template <DType kType>
@@ -230,22 +220,23 @@ void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, co
   const int64_t n_blocks = weight.row_length() / 256;
   const int64_t group_bytes = n_blocks * packed::kquant_group_block_bytes(kType);
   const bool prefetch = n_tokens < kTokenTile<kType>;  // decode streams the weights once
-  const int64_t first_group = row_begin / kGroupRows, end_group = (row_end + kGroupRows - 1) / kGroupRows;
-  for (int64_t slice = first_group; slice < end_group; slice += kSliceGroups) {
-    const int64_t slice_end = std::min(end_group, slice + kSliceGroups);
-    int64_t token = 0;
-    for (; token + kTokenTile<kType> <= n_tokens; token += kTokenTile<kType>)
-      for (int64_t g = slice; g < slice_end; ++g)
-        for (int h = 0; h < 2; ++h)
-          group_tokens<kType, kTokenTile<kType>, 1>(weight.packed + g * group_bytes, n_blocks, h, x + token * n_blocks, false,
-                                             out + token * out_stride + g * kGroupRows, out_stride,
-                                             row_begin - g * kGroupRows, row_end - g * kGroupRows);
-    for (; token < n_tokens; ++token)  // decode, and a prefill's last tokens
-      for (int64_t g = slice; g < slice_end; ++g)
-        group_tokens<kType, 1, 2>(weight.packed + g * group_bytes, n_blocks, 0, x + token * n_blocks, prefetch,
-                                  out + token * out_stride + g * kGroupRows, out_stride, row_begin - g * kGroupRows,
-                                  row_end - g * kGroupRows);
-  }
+  packed::for_each_slice_tile(
+      row_begin, row_end, n_tokens, kSliceGroups, kTokenTile<kType>,
+      [&](int64_t g, int64_t store_begin, int64_t store_end, int64_t token, int64_t count) {
+        const uint8_t* group = weight.packed + g * group_bytes;
+        store_begin -= g * kGroupRows;
+        store_end -= g * kGroupRows;
+        if (count == kTokenTile<kType>) {
+          for (int h = 0; h < 2; ++h)
+            group_tokens<kType, kTokenTile<kType>, 1>(group, n_blocks, h, x + token * n_blocks, false,
+                                                      out + token * out_stride + g * kGroupRows, out_stride, store_begin,
+                                                      store_end);
+          return;
+        }
+        for (int64_t t = token; t < token + count; ++t)  // decode, and a prefill's last tokens
+          group_tokens<kType, 1, 2>(group, n_blocks, 0, x + t * n_blocks, prefetch, out + t * out_stride + g * kGroupRows,
+                                    out_stride, store_begin, store_end);
+      });
 }
 
 }  // namespace

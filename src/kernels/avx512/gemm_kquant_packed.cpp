@@ -94,21 +94,13 @@ void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, co
   const int64_t n_blocks = weight.row_length() / 256;
   const int64_t group_bytes = n_blocks * packed::kquant_group_block_bytes(kType);
   const bool prefetch = n_tokens <= kTokenTile;  // decode streams the weights once
-  const int64_t first_group = row_begin / kGroupRows, end_group = (row_end + kGroupRows - 1) / kGroupRows;
-  for (int64_t slice = first_group; slice < end_group; slice += kSliceGroups) {
-    const int64_t slice_end = std::min(end_group, slice + kSliceGroups);
-    for (int64_t token = 0; token < n_tokens; token += kTokenTile) {
-      const int64_t count = std::min<int64_t>(kTokenTile, n_tokens - token);
-      for (int64_t g = slice; g < slice_end; ++g) {
-        const uint8_t* group = weight.packed + g * group_bytes;
-        const __mmask16 mask =
-            packed::group_store_mask(g, std::max(row_begin, g * kGroupRows), std::min(row_end, (g + 1) * kGroupRows));
-        const ActivationBlockQ8K* tokens = x + token * n_blocks;
-        float* destination = out + token * out_stride + g * kGroupRows;
-        group_tokens_upto<kType, kTokenTile>(count, group, n_blocks, tokens, prefetch, destination, out_stride, mask);
-      }
-    }
-  }
+  packed::for_each_slice_tile(row_begin, row_end, n_tokens, kSliceGroups, kTokenTile,
+                              [&](int64_t g, int64_t store_begin, int64_t store_end, int64_t token, int64_t count) {
+                                group_tokens_upto<kType, kTokenTile>(
+                                    count, weight.packed + g * group_bytes, n_blocks, x + token * n_blocks, prefetch,
+                                    out + token * out_stride + g * kGroupRows, out_stride,
+                                    packed::group_store_mask(g, store_begin, store_end));
+                              });
 }
 
 }  // namespace
