@@ -25,9 +25,10 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   if (size_ > 0) {
     void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     const int map_errno = errno;
-    ::close(fd);
+    if (map == MAP_FAILED) ::close(fd);
     TANDEM_CHECK_INPUT(map != MAP_FAILED, "cannot map '{}': {}", path, std::strerror(map_errno));
     data_ = static_cast<const uint8_t*>(map);
+    fd_ = fd;
   } else {
     ::close(fd);
   }
@@ -41,8 +42,25 @@ void MappedFile::release_pages(const void* begin, size_t n_bytes) const {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void MappedFile::read(const void* inside, size_t n_bytes, void* out) const {
+  const auto* at = static_cast<const uint8_t*>(inside);
+  TANDEM_ASSERT(at >= data_ && at + n_bytes <= data_ + size_);
+  auto offset = static_cast<off_t>(at - data_);
+  auto* destination = static_cast<uint8_t*>(out);
+  while (n_bytes > 0) {
+    const ssize_t got = ::pread(fd_, destination, n_bytes, offset);
+    if (got < 0 && errno == EINTR) continue;
+    TANDEM_CHECK_INPUT(got > 0, "cannot read '{}' at byte {}: {}", path_, offset,
+                       got < 0 ? std::strerror(errno) : "the file is shorter than when it was opened");
+    destination += got;
+    offset += got;
+    n_bytes -= static_cast<size_t>(got);
+  }
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace tandem

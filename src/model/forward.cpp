@@ -64,8 +64,15 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   }
 
   const int64_t d = c.d_model;
-  for (int64_t t = 0; t < n_tokens; ++t)
-    dequantize_row(w.token_embedding.dtype, w.token_embedding.row(batch.tokens[t]), hidden_.data() + t * d, d);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const void* row = w.token_embedding.row(batch.tokens[t]);
+    if (model_->embedding_file != nullptr) {
+      embedding_row_.resize(static_cast<size_t>(w.token_embedding.row_bytes()));
+      model_->embedding_file->read(row, embedding_row_.size(), embedding_row_.data());
+      row = embedding_row_.data();
+    }
+    dequantize_row(w.token_embedding.dtype, row, hidden_.data() + t * d, d);
+  }
   const int64_t half_rope = c.rope_dims / 2;
   for (int64_t t = 0; t < n_tokens; ++t)
     rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base,

@@ -44,6 +44,7 @@ class Forward {
   LayerObserver observer_;
   // Scratch, sized for max_batch_tokens.
   std::vector<float> hidden_;      // [n_tokens, d_model] residual stream
+  std::vector<uint8_t> embedding_row_;  // one embedding row read from the file (Model::embedding_file)
   std::vector<float> normed_;      // [n_tokens, d_model]; also the Wo and FFN outputs
   std::vector<float> q_;           // [n_tokens, n_heads * head_dim]
   std::vector<float> k_;           // [n_tokens, kv_width]

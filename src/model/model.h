@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/tensor_view.h"
+#include "io/mapped_file.h"
 #include "model/model_config.h"
 
 namespace tandem {
@@ -42,6 +43,9 @@ struct Model {
   std::string format;  // "gguf", "llama2.c" or "safetensors"
   // Keeps whatever backs the views alive (a MappedFile, owned float buffers, ...).
   std::vector<std::shared_ptr<const void>> storage;
+  // Set when weights.token_embedding lies in a file map (held by storage): rows are then
+  // read from the file (MappedFile::read) rather than touched through the map.
+  const MappedFile* embedding_file = nullptr;
 
   // Bytes read from weights per decoded token (every matrix once; embeddings one row).
   int64_t weight_bytes_per_token() const;

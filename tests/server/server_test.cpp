@@ -138,8 +138,12 @@ bool ensure_openai_package(std::string& why) {
     return false;
   }
   std::filesystem::create_directories(dir);
-  const std::string command = "timeout 120 npm install --silent --no-audit --no-fund --prefix '" + dir +
-                              "' openai@4 > /dev/null 2>&1";
+  // ctest -j runs several of these tests at once: two npm installs into one prefix hung
+  // (for half an hour, past `timeout`, whose SIGTERM npm ignored), so they take turns under
+  // a lock, re-check, and are killed 10 s after the time-out.
+  const std::string command = "flock '" + dir + ".lock' sh -c '[ -f \"" + dir +
+                              "/node_modules/openai/package.json\" ] || timeout -k 10 120 npm install --silent "
+                              "--no-audit --no-fund --prefix \"" + dir + "\" openai@4' > /dev/null 2>&1";
   if (std::system(command.c_str()) != 0) {
     why = "npm could not install openai@4 into " + dir;
     return false;
