@@ -198,19 +198,23 @@ inline void float_tile(const TensorView& weight, int64_t row, const float* x, in
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) activations[t] = x + (token + t) * n_in;
   constexpr int64_t kPrefetchElements = kType == DType::F32 ? 96 : 192;  // 384 bytes ahead
+  constexpr int64_t kLineElements = kType == DType::F32 ? 16 : 32;      // one prefetch per 64-byte line
   const int64_t n_full = n_in / 8 * 8;
   for (int64_t i = 0; i < n_full; i += 8) {
     __m256 a[kTokens];
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) a[t] = _mm256_loadu_ps(activations[t] + i);
+    const bool new_line = i % kLineElements == 0;
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      if constexpr (kType == DType::F32)
-        _mm_prefetch(reinterpret_cast<const char*>(static_cast<const float*>(rows[r]) + i + kPrefetchElements),
-                     _MM_HINT_T0);
-      else
-        _mm_prefetch(reinterpret_cast<const char*>(static_cast<const uint16_t*>(rows[r]) + i + kPrefetchElements),
-                     _MM_HINT_T0);
+      if (new_line) {
+        if constexpr (kType == DType::F32)
+          _mm_prefetch(reinterpret_cast<const char*>(static_cast<const float*>(rows[r]) + i + kPrefetchElements),
+                       _MM_HINT_T0);
+        else
+          _mm_prefetch(reinterpret_cast<const char*>(static_cast<const uint16_t*>(rows[r]) + i + kPrefetchElements),
+                       _MM_HINT_T0);
+      }
       const __m256 w = load_weights8<kType>(rows[r], i);
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm256_fmadd_ps(w, a[t], acc[r][t]);
@@ -240,8 +244,15 @@ void gemm_float_typed(const TensorView& weight, int64_t row_begin, int64_t row_e
   const int64_t n_in = weight.row_length();
   constexpr int kRowTile = 4;
   constexpr int kTokenTile = 3;  // 4 x 3 accumulators + 3 activations + 1 weight = 16 ymm
+  // One token (decode, a prefill's last tokens): 8 rows, so 8 independent FMA chains cover
+  // the FMA latency (4 chains left one FMA a cycle). Each row's arithmetic is the same at
+  // any row tile, so the bits do not change.
+  constexpr int kSingleTokenRowTile = 8;
   auto rows_for = [&]<int kTokens>(int64_t token) {
     int64_t row = row_begin;
+    if constexpr (kTokens == 1)
+      for (; row + kSingleTokenRowTile <= row_end; row += kSingleTokenRowTile)
+        float_tile<kType, kSingleTokenRowTile, 1>(weight, row, x, token, n_in, out, out_stride);
     for (; row + kRowTile <= row_end; row += kRowTile)
       float_tile<kType, kRowTile, kTokens>(weight, row, x, token, n_in, out, out_stride);
     for (; row < row_end; ++row) float_tile<kType, 1, kTokens>(weight, row, x, token, n_in, out, out_stride);
