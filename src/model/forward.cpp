@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/quant.h"
+#include "io/mapped_file.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernel_table.h"
@@ -28,6 +29,7 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   const ModelConfig& c = model_->config;
   const auto n = static_cast<size_t>(max_batch_tokens_);
   hidden_.resize(n * c.d_model);
+  if (model_->embedding_file != nullptr) embedding_row_.resize(static_cast<size_t>(model_->weights.token_embedding.row_bytes()));
   normed_.resize(n * c.d_model);
   q_.resize(n * c.q_width());
   k_.resize(n * c.kv_width());
@@ -67,7 +69,6 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     const void* row = w.token_embedding.row(batch.tokens[t]);
     if (model_->embedding_file != nullptr) {
-      embedding_row_.resize(static_cast<size_t>(w.token_embedding.row_bytes()));
       model_->embedding_file->read(row, embedding_row_.size(), embedding_row_.data());
       row = embedding_row_.data();
     }

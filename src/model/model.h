@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "base/tensor_view.h"
-#include "io/mapped_file.h"
 #include "model/model_config.h"
 
 namespace tandem {
+
+class MappedFile;  // io/mapped_file.h
 
 struct LayerWeights {
   TensorView attn_norm;  // [d_model] f32

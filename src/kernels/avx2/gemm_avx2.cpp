@@ -198,7 +198,8 @@ inline void float_tile(const TensorView& weight, int64_t row, const float* x, in
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) activations[t] = x + (token + t) * n_in;
   constexpr int64_t kPrefetchElements = kType == DType::F32 ? 96 : 192;  // 384 bytes ahead
-  constexpr int64_t kLineElements = kType == DType::F32 ? 16 : 32;      // one prefetch per 64-byte line
+  constexpr int64_t kElementBytes = kType == DType::F32 ? 4 : 2;
+  constexpr int64_t kLineElements = 64 / kElementBytes;  // one prefetch per 64-byte line
   const int64_t n_full = n_in / 8 * 8;
   for (int64_t i = 0; i < n_full; i += 8) {
     __m256 a[kTokens];
@@ -207,14 +208,8 @@ inline void float_tile(const TensorView& weight, int64_t row, const float* x, in
     const bool new_line = i % kLineElements == 0;
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
-      if (new_line) {
-        if constexpr (kType == DType::F32)
-          _mm_prefetch(reinterpret_cast<const char*>(static_cast<const float*>(rows[r]) + i + kPrefetchElements),
-                       _MM_HINT_T0);
-        else
-          _mm_prefetch(reinterpret_cast<const char*>(static_cast<const uint16_t*>(rows[r]) + i + kPrefetchElements),
-                       _MM_HINT_T0);
-      }
+      if (new_line)
+        _mm_prefetch(static_cast<const char*>(rows[r]) + (i + kPrefetchElements) * kElementBytes, _MM_HINT_T0);
       const __m256 w = load_weights8<kType>(rows[r], i);
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm256_fmadd_ps(w, a[t], acc[r][t]);
