@@ -1,7 +1,8 @@
 // tandem serve: an OpenAI-compatible HTTP server over the continuous-batching engine. Binds
 // first (so /health can say "loading"), loads the model, then serves until SIGINT/SIGTERM:
-// stop accepting, let in-flight requests finish for a few seconds, cancel the rest, exit 0.
+// stop accepting, let admitted requests finish (up to --shutdown-timeout), cancel the rest, exit 0.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,7 +15,7 @@
 #include "engine/engine.h"
 #include "io/gguf_file.h"
 #include "model/model.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace tandem::cli {
@@ -27,7 +28,7 @@ struct ServeOptions {
   EngineConfig engine;
   std::string chat_template;
   int threads = 0;
-  double drain_seconds = 5.0;
+  double shutdown_timeout_s = 10.0;
 };
 
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
@@ -59,12 +60,21 @@ int wait_for_signal(const sigset_t& signals) {
   }
 }
 
+// While the model loads there is nothing to drain: a signal ends the process at once (and
+// says so). Only async-signal-safe calls here.
+extern "C" void exit_while_loading(int signal) {
+  static constexpr char kMessage[] = "tandem serve: stopped while loading the model\n";
+  [[maybe_unused]] const ssize_t written = ::write(2, kMessage, sizeof(kMessage) - 1);
+  ::_exit(128 + signal);
+}
+
 void serve(const ServeOptions& options) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  // Before any thread starts, so all of them inherit the mask.
+  // Blocked while any thread starts, so every thread but this one keeps them blocked and the
+  // signal reaches only this thread's wait (or, while loading, its handler).
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a dead server
 
@@ -72,22 +82,23 @@ void serve(const ServeOptions& options) {
   http.bind();
   std::fprintf(stderr, "tandem serve: listening on http://%s:%d (loading %s)\n", options.http.host.c_str(),
                http.port(), options.model_path.c_str());
-  std::thread http_thread([&http] { http.listen(); });
-  struct StopHttp {  // on a load error too: never leave the listener thread running
-    server::HttpServer& http;
-    std::thread& thread;
-    ~StopHttp() {
-      http.stop();
-      if (thread.joinable()) thread.join();
-    }
-  } stop_http{http, http_thread};
+  http.start();  // a load error below stops it in ~HttpServer: no thread is left waiting
 
+  struct sigaction loading {};
+  loading.sa_handler = exit_while_loading;
+  sigaction(SIGINT, &loading, nullptr);
+  sigaction(SIGTERM, &loading, nullptr);
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   std::shared_ptr<const Model> model = load_model(options.model_path);
   const Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model->config.vocab_size);
   TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
                      model->config.vocab_size);
   const server::ChatRenderer chat_renderer = choose_chat_renderer(options, tokenizer);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the engine's threads start
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+
   ThreadPool pool(options.threads);
   Engine engine(model, tokenizer, options.engine, pool);
   engine.start();
@@ -95,25 +106,17 @@ void serve(const ServeOptions& options) {
   http.attach(&engine, model_id, chat_renderer);
   const EngineStats stats = engine.stats();
   std::fprintf(stderr,
-               "tandem serve: ready — model %s, chat format %s, %d parallel, context %lld, %lld KV blocks of %lld "
-               "tokens (%lld bytes each), batch budget %lld tokens\n",
-               model_id.c_str(), chat_renderer.name().c_str(), engine.config().max_seqs,
+               "tandem serve: ready — model %s, chat format %s, %d parallel (+%d queued), context %lld, %lld KV "
+               "blocks of %lld tokens (%lld bytes each), batch budget %lld tokens\n",
+               model_id.c_str(), chat_renderer.name().c_str(), engine.config().max_seqs, options.http.max_queue,
                static_cast<long long>(engine.context_length()), static_cast<long long>(stats.blocks.total),
                static_cast<long long>(stats.block_size), static_cast<long long>(stats.bytes_per_block),
                static_cast<long long>(engine.config().max_batch_tokens));
 
   const int signal = wait_for_signal(signals);
-  std::fprintf(stderr, "tandem serve: %s received; no longer accepting, finishing in-flight requests\n",
-               signal == SIGINT ? "SIGINT" : "SIGTERM");
-  http.stop();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.drain_seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const EngineStats now = engine.stats();
-    if (now.running + now.waiting == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  engine.cancel_all();
-  http_thread.join();  // handlers are done once every request has its final event
+  std::fprintf(stderr, "tandem serve: %s received; no longer accepting, finishing admitted requests (up to %.1f s)\n",
+               signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s);
+  http.shutdown(options.shutdown_timeout_s);
   engine.stop();
   std::fprintf(stderr, "tandem serve: stopped\n");
 }
@@ -127,7 +130,7 @@ void add_serve_command(CLI::App& app) {
   command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models (tokenizer.bin)");
   command->add_option("--host", options->http.host, "Address to bind")->capture_default_str();
   command->add_option("--port", options->http.port, "Port (0: any free port)")->capture_default_str();
-  command->add_option("--api-key", options->http.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  command->add_option("--api-key", options->http.api_key, "Require 'Authorization: Bearer KEY' on every path but /health");
   command->add_option("--parallel", options->engine.max_seqs, "Sequences decoded together")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -145,8 +148,35 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--chat-template", options->chat_template,
                       "Chat format: chatml, llama2, llama3, zephyr (default: from the GGUF's template)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
-  command->add_option("--drain-seconds", options->drain_seconds, "On SIGTERM, how long in-flight requests may finish")
-      ->capture_default_str();
+  command->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
+                      "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--metrics-key", options->http.metrics_key,
+                      "Require 'Authorization: Bearer KEY' on /metrics (default: --api-key when set)");
+  command->add_option("--max-connections", options->http.max_connections,
+                      "Open connections at most; past it a new one gets 503")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--max-queue", options->http.max_queue,
+                      "Generation requests that may wait beyond --parallel; past it 503 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  command->add_option("--read-timeout", options->http.read_timeout_s,
+                      "Seconds a request's head and body may take to arrive")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--idle-timeout", options->http.idle_timeout_s,
+                      "Seconds a keep-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--write-timeout", options->http.write_timeout_s,
+                      "Seconds a client may go without reading its response before it is dropped")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--max-body-bytes", options->http.max_body_bytes, "Largest request body (any encoding); 413 past it")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 32));
   command->callback([options] { serve(*options); });
 }
 

@@ -125,24 +125,32 @@ void Engine::cancel_all() {
   wake_.notify_one();
 }
 
+void Engine::cancel_waiting() {
+  std::lock_guard lock(mutex_);
+  cancel_unadmitted_ = true;
+  wake_.notify_one();
+}
+
 void Engine::intake() {
   std::vector<std::unique_ptr<Sequence>> incoming;
   std::unordered_set<uint64_t> cancels;
-  bool everything = false;
+  bool everything = false, unadmitted = false;
   {
     std::lock_guard lock(mutex_);
     incoming.swap(incoming_);
     cancels.swap(cancels_);
     everything = cancel_everything_;
     cancel_everything_ = false;
+    unadmitted = cancel_unadmitted_;
+    cancel_unadmitted_ = false;
   }
   for (std::unique_ptr<Sequence>& sequence : incoming) {
     Request* request = &sequence->request;
     sequences_.emplace(request->id, std::move(sequence));
     scheduler_.add(request);
   }
-  if (everything)
-    for (const auto& [id, sequence] : sequences_) cancels.insert(id);
+  for (const auto& [id, sequence] : sequences_)
+    if (everything || (unadmitted && sequence->request.cached_prompt_tokens < 0)) cancels.insert(id);
   for (uint64_t id : cancels) {
     const auto it = sequences_.find(id);
     if (it == sequences_.end()) continue;
@@ -262,6 +270,7 @@ void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason,
   event.cached_tokens = std::max<int64_t>(0, request.cached_prompt_tokens);
   event.completion_tokens = static_cast<int64_t>(request.generated.size());
   const bool was_admitted = request.cached_prompt_tokens >= 0;
+  event.admitted = was_admitted;
   event.queue_ms = ms_between(times.arrival, was_admitted ? times.admitted : times.finished);
   event.ttft_ms = request.generated.empty() ? 0.0 : ms_between(times.arrival, times.first_token);
   event.e2e_ms = ms_between(times.arrival, times.finished);
@@ -321,7 +330,7 @@ void Engine::run_until_idle() {
     const bool ran = step();
     if (!ran && scheduler_.idle()) {
       std::lock_guard lock(mutex_);
-      if (incoming_.empty() && cancels_.empty() && !cancel_everything_) return;
+      if (incoming_.empty() && cancels_.empty() && !cancel_everything_ && !cancel_unadmitted_) return;
     }
   }
 }
@@ -332,7 +341,9 @@ void Engine::loop() {
     {
       std::unique_lock lock(mutex_);
       if (!busy)
-        wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !cancels_.empty() || cancel_everything_; });
+        wake_.wait(lock, [&] {
+          return stopping_ || !incoming_.empty() || !cancels_.empty() || cancel_everything_ || cancel_unadmitted_;
+        });
       if (stopping_) {
         cancel_everything_ = true;
         break;

@@ -54,6 +54,7 @@ struct RequestEvent {
   std::vector<TokenLogprob> logprobs; // when top_logprobs >= 0, one per token
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
+  bool admitted = false;              // final event: the request was ever admitted to the batch
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;          // prompt tokens served from the prefix cache
   int64_t completion_tokens = 0;
@@ -90,6 +91,9 @@ class Engine {
   // or finished ids are ignored.
   void cancel(uint64_t request_id);
   void cancel_all();
+  // Cancels the requests never admitted to the batch (a preempted one was admitted and stays):
+  // a server shutting down refuses its queue but lets admitted requests finish. Thread-safe.
+  void cancel_waiting();
 
   // Runs the loop on a thread until stop(); stop() cancels whatever is still in flight.
   void start();
@@ -134,6 +138,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> incoming_;
   std::unordered_set<uint64_t> cancels_;
   bool cancel_everything_ = false;
+  bool cancel_unadmitted_ = false;
   bool stopping_ = false;
   uint64_t next_id_ = 1;
   EngineStats stats_;

@@ -53,7 +53,18 @@ void Metrics::count_rejected() {
   ++requests_rejected_;
 }
 
-std::string Metrics::render(const EngineStats& s) const {
+void Metrics::count(TransportEvent event) {
+  std::lock_guard lock(mutex_);
+  switch (event) {
+    case TransportEvent::Shed: ++shed_; break;
+    case TransportEvent::ReadTimeout: ++read_timeouts_; break;
+    case TransportEvent::WriteTimeout: ++write_timeouts_; break;
+    case TransportEvent::Disconnect: ++disconnects_; break;
+    case TransportEvent::ConnectionRefused: ++connections_refused_; break;
+  }
+}
+
+std::string Metrics::render(const EngineStats& s, const TransportStats& transport) const {
   std::string out;
   const auto gauge = [&](const char* name, const char* help, double value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, value);
@@ -83,6 +94,17 @@ std::string Metrics::render(const EngineStats& s) const {
   counter("tandem_prompt_tokens_total", "Prompt tokens of ended requests", prompt_tokens_);
   counter("tandem_generation_tokens_total", "Generated tokens of ended requests", generated_tokens_);
   counter("tandem_cached_prompt_tokens_total", "Prompt tokens of ended requests served from cache", cached_tokens_);
+  gauge("tandem_http_connections_open", "Open client connections", static_cast<double>(transport.open_connections));
+  gauge("tandem_http_requests_in_engine", "Generation requests submitted and not finished",
+        static_cast<double>(transport.requests_in_engine));
+  counter("tandem_http_requests_shed_total", "Requests answered 503 because --parallel + --max-queue were full", shed_);
+  counter("tandem_http_read_timeouts_total", "Connections closed because a request did not arrive in time",
+          read_timeouts_);
+  counter("tandem_http_write_timeouts_total", "Connections closed because the client stopped reading",
+          write_timeouts_);
+  counter("tandem_http_disconnects_total", "Generation requests whose client left before the end", disconnects_);
+  counter("tandem_http_connections_refused_total", "Connections answered 503 past --max-connections",
+          connections_refused_);
   ttft_.render(out, "tandem_time_to_first_token_seconds", "Arrival to first generated token");
   itl_.render(out, "tandem_inter_token_latency_seconds", "Gap between consecutive generated tokens");
   e2e_.render(out, "tandem_e2e_request_latency_seconds", "Arrival to the end of the request");

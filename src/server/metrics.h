@@ -26,19 +26,30 @@ class Histogram {
   int64_t count_ = 0;
 };
 
+// What the HTTP transport adds to a scrape: its own gauges at that moment.
+struct TransportStats {
+  int64_t open_connections = 0;
+  int64_t requests_in_engine = 0;  // generation requests submitted and not yet finished
+};
+
+// Why the transport turned a client away or dropped it (tandem_http_*_total).
+enum class TransportEvent { Shed, ReadTimeout, WriteTimeout, Disconnect, ConnectionRefused };
+
 class Metrics {
  public:
   Metrics();
   // A request ended (finished, stopped or cancelled): its latencies and token counts.
   void observe(const RequestEvent& final_event);
   void count_rejected();
-  std::string render(const EngineStats& stats) const;
+  void count(TransportEvent event);
+  std::string render(const EngineStats& stats, const TransportStats& transport = {}) const;
 
  private:
   mutable std::mutex mutex_;
   Histogram ttft_, itl_, e2e_, queue_;
   int64_t requests_ok_ = 0, requests_cancelled_ = 0, requests_rejected_ = 0;
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0, cached_tokens_ = 0;
+  int64_t shed_ = 0, read_timeouts_ = 0, write_timeouts_ = 0, disconnects_ = 0, connections_refused_ = 0;
 };
 
 }  // namespace tandem::server

@@ -14,6 +14,13 @@ namespace {
 
 [[noreturn]] void bad(const std::string& message) { throw ApiError(400, "invalid_request_error", message); }
 
+// A client's value as it appears in an error message: its JSON text, cut short when long.
+std::string shown(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 64) text = text.substr(0, 60) + "...";
+  return text;
+}
+
 // The field if present and not null, else nullptr.
 const json* field(const json& body, const char* name) {
   const auto it = body.find(name);
@@ -23,33 +30,33 @@ const json* field(const json& body, const char* name) {
 double number_field(const json& body, const char* name, double fallback, double lo, double hi) {
   const json* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_number()) bad(fmt::format("'{}' must be a number", name));
+  if (!v->is_number()) bad(fmt::format("'{}' must be a number, not {}", name, shown(*v)));
   const double x = v->get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}", name, lo, hi));
+  if (!std::isfinite(x) || x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
   return x;
 }
 
 int64_t int_field(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const json* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_number_integer()) bad(fmt::format("'{}' must be an integer", name));
+  if (!v->is_number_integer()) bad(fmt::format("'{}' must be an integer, not {}", name, shown(*v)));
   const int64_t x = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
                                             : v->get<int64_t>();
-  if (x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}", name, lo, hi));
+  if (x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
   return x;
 }
 
 bool bool_field(const json& body, const char* name, bool fallback) {
   const json* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false", name));
+  if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false, not {}", name, shown(*v)));
   return v->get<bool>();
 }
 
 std::string string_field(const json& body, const char* name) {
   const json* v = field(body, name);
   if (!v) return {};
-  if (!v->is_string()) bad(fmt::format("'{}' must be a string", name));
+  if (!v->is_string()) bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)));
   return v->get<std::string>();
 }
 
@@ -86,17 +93,36 @@ std::string message_content(const json& content) {
   return text;
 }
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix: what the client
+// sent and where, not which library said so.
+std::string json_error_text(const json::exception& e) {
+  const std::string_view what = e.what();
+  const size_t close = what.find("] ");
+  return std::string(what.substr(close == std::string_view::npos ? 0 : close + 2));
+}
+
+ApiRequest parse_fields(Endpoint endpoint, const json& body, int64_t default_max_tokens);
+
 }  // namespace
 
 ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens) {
   json body;
   try {
     body = json::parse(body_text);
-  } catch (const json::parse_error&) {
-    bad("the request body is not valid JSON");
+  } catch (const json::exception& e) {  // syntax errors and numbers out of range (1e400) alike
+    bad("the request body is not valid JSON: " + json_error_text(e));
   }
   if (!body.is_object()) bad("the request body must be a JSON object");
+  try {
+    return parse_fields(endpoint, body, default_max_tokens);
+  } catch (const json::exception& e) {  // a type mismatch a check above missed is still the client's
+    bad("the request does not have the expected shape: " + json_error_text(e));
+  }
+}
 
+namespace {
+
+ApiRequest parse_fields(Endpoint endpoint, const json& body, int64_t default_max_tokens) {
   ApiRequest request;
   request.endpoint = endpoint;
   request.model = string_field(body, "model");
@@ -117,8 +143,12 @@ ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t 
       request.prompt = (*prompt)[0].get<std::string>();
     } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
       for (const json& id : *prompt) {
-        if (!id.is_number_integer()) bad("'prompt' token ids must be integers");
-        request.prompt_ids.push_back(static_cast<int32_t>(std::clamp<int64_t>(id.get<int64_t>(), -1, INT32_MAX)));
+        if (!id.is_number_integer()) bad(fmt::format("'prompt' token ids must be integers, not {}", shown(id)));
+        // Quote the id as sent: a clamped or wrapped value would name a token the client never wrote.
+        const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+                                                      : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
+        if (!in_range) bad(fmt::format("'prompt' token id {} is out of range", shown(id)));
+        request.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
       }
     } else {
       bad("'prompt' must be a string, a one-element array of strings or an array of token ids");
@@ -160,6 +190,8 @@ ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t 
   s.seed = seed ? seed->get<uint64_t>() : std::random_device{}();
   return request;
 }
+
+}  // namespace
 
 json error_json(std::string_view message, std::string_view type) {
   return {{"error", {{"message", message}, {"type", type}, {"code", nullptr}}}};

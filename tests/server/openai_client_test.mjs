@@ -17,7 +17,9 @@ const apiKey = args['api-key'] || 'unused';
 const client = new OpenAI({ baseURL: args.url + '/v1', apiKey, maxRetries: 0, timeout: 30000 });
 
 async function metrics() {
-  const text = await (await fetch(args.url + '/metrics')).text();
+  // With --api-key set, /metrics is behind the key too.
+  const headers = args['api-key'] ? { Authorization: `Bearer ${args['api-key']}` } : {};
+  const text = await (await fetch(args.url + '/metrics', { headers })).text();
   const value = (name) => {
     const m = text.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm'));
     assert.ok(m, `metric ${name} missing`);

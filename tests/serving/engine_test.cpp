@@ -280,5 +280,33 @@ TEST(Engine, CancellationFreesBlocksOnTheEngineThread) {
   EXPECT_EQ(engine.stats().blocks.used, 0);
 }
 
+TEST(Engine, CancelWaitingRefusesOnlyRequestsNeverAdmitted) {
+  REQUIRE_MODEL();
+  Fixture& f = fixture();
+  EngineConfig config;
+  config.max_seqs = 1;  // one lane: the second and third requests wait
+  Engine engine(f.model, f.tokenizer, config, f.pool);
+  std::map<uint64_t, RequestEvent> finals;
+  const auto on_event = [&](RequestEvent&& e) {
+    if (e.finished) finals[e.request_id] = std::move(e);
+  };
+  const uint64_t running = engine.submit(f.tokenizer.encode("The dream", true), greedy(20), on_event);
+  ASSERT_TRUE(engine.step());  // admits `running` (stepped by hand: no race with the engine thread)
+  const uint64_t queued_a = engine.submit(f.tokenizer.encode("I see", true), greedy(20), on_event);
+  const uint64_t queued_b = engine.submit(f.tokenizer.encode("Echoes", true), greedy(20), on_event);
+  engine.cancel_waiting();
+  engine.run_until_idle();
+  ASSERT_EQ(finals.size(), 3u);
+  EXPECT_EQ(finals[running].finish_reason, FinishReason::Length);
+  EXPECT_TRUE(finals[running].admitted);
+  EXPECT_EQ(finals[running].completion_tokens, 20);
+  for (uint64_t id : {queued_a, queued_b}) {
+    EXPECT_EQ(finals[id].finish_reason, FinishReason::Cancelled) << id;
+    EXPECT_FALSE(finals[id].admitted) << id;
+    EXPECT_EQ(finals[id].completion_tokens, 0) << id;
+  }
+  EXPECT_EQ(engine.stats().blocks.used, 0);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -1,0 +1,257 @@
+// Completions and chat completions on one connection (see session.h): the body is parsed
+// and tokenized on the worker pool, admitted against --parallel + --max-queue, submitted to
+// the engine, and answered from its events — one JSON body, or SSE chunks (chunked in
+// HTTP/1.1, close-delimited in HTTP/1.0). Stream headers wait for the first event, so a
+// request the engine refuses before admission (shutdown) still gets a proper 503.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <chrono>
+#include <cstdio>
+
+#include "base/error.h"
+#include "server/http/event_stream.h"
+#include "server/http/session.h"
+
+namespace tandem::server {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+// How often a request with no new event checks whether its client is still there.
+constexpr auto kDisconnectPoll = 200ms;
+
+// A request ready for the engine, or why it is not.
+struct PreparedRequest {
+  ApiRequest api;
+  std::vector<int32_t> prompt;
+  int error_status = 0;  // non-zero: refuse with this status
+  std::string error_type, error_message;
+};
+
+PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint endpoint, const std::string& body) {
+  PreparedRequest prepared;
+  try {
+    // Chat has no natural length: by default it may run to the end of the context.
+    const int64_t default_max_tokens = endpoint == Endpoint::Chat ? engine.context_length() : 16;
+    prepared.api = parse_request(endpoint, body, default_max_tokens);
+    const ApiRequest& api = prepared.api;
+    if (!api.model.empty() && api.model != state.model_id)
+      throw ApiError(400, "invalid_request_error",
+                     fmt::format("the model '{}' does not exist (this server has '{}')", api.model, state.model_id));
+    const Tokenizer& tokenizer = engine.tokenizer();
+    const bool bos = tokenizer.vocab().add_bos;
+    if (endpoint == Endpoint::Chat) {
+      // Control tokens are matched only in the template's own text, never in what a user wrote.
+      const std::string text = state.chat_renderer.render(api.messages);  // TEMP until spans land
+      prepared.prompt = tokenizer.encode(text, bos && !state.chat_renderer.starts_with_bos(text), true);
+    } else if (!api.prompt_ids.empty()) {
+      prepared.prompt = api.prompt_ids;
+    } else {
+      prepared.prompt = tokenizer.encode(api.prompt, bos);
+    }
+  } catch (const ApiError& e) {
+    prepared.error_status = e.status;
+    prepared.error_type = e.type;
+    prepared.error_message = e.what();
+  } catch (const InputError& e) {
+    prepared.error_status = 400;
+    prepared.error_type = "invalid_request_error";
+    prepared.error_message = e.what();
+  } catch (const std::exception& e) {
+    // A bug, not the client's fault: say so without internals, keep them in the log.
+    std::fprintf(stderr, "tandem serve: internal error preparing a request: %s\n", e.what());
+    prepared.error_status = 500;
+    prepared.error_type = "server_error";
+    prepared.error_message = "internal error";
+  }
+  return prepared;
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest request, bool keep_alive) {
+  const unsigned version = request.version();
+  Engine* engine = state_.engine.load();
+  if (engine == nullptr) {
+    HttpResponse response = error_response(version, 503, "the model is still loading", "server_error", keep_alive);
+    response.set(http::field::retry_after, "1");
+    co_return co_await send(std::move(response));
+  }
+
+  const PreparedRequest prepared = co_await asio::co_spawn(
+      state_.work,
+      [&]() -> asio::awaitable<PreparedRequest> { co_return prepare(state_, *engine, endpoint, request.body()); },
+      asio::use_awaitable);
+  if (prepared.error_status != 0)
+    co_return co_await send(
+        error_response(version, prepared.error_status, prepared.error_message, prepared.error_type, keep_alive));
+
+  ServingCounters& counters = *state_.counters;
+  const int64_t capacity = engine->config().max_seqs + state_.config.max_queue;
+  if (state_.shutting_down || counters.in_engine.load() >= capacity) {
+    const bool shutting_down = state_.shutting_down;
+    if (!shutting_down) counters.metrics.count(TransportEvent::Shed);
+    HttpResponse response = error_response(
+        version, 503,
+        shutting_down ? "the server is shutting down"
+                      : fmt::format("the server is busy: {} requests are running or waiting (--parallel {} + "
+                                    "--max-queue {}); retry later",
+                                    counters.in_engine.load(), engine->config().max_seqs, state_.config.max_queue),
+        "server_error", keep_alive && !shutting_down);
+    response.set(http::field::retry_after, "1");
+    co_return co_await send(std::move(response));
+  }
+
+  const ApiRequest& api = prepared.api;
+  auto events = std::make_shared<EventStream>(stream_.get_executor());
+  uint64_t request_id = 0;
+  std::string refusal;  // submit's InputError (answered outside the handler: no co_await there)
+  ++counters.in_engine;
+  try {
+    request_id = engine->submit(prepared.prompt, api.params,
+                                [events, counters = state_.counters](RequestEvent&& event) {
+                                  const bool finished = event.finished;
+                                  if (finished) counters->metrics.observe(event);
+                                  events->push(std::move(event));
+                                  if (finished) --counters->in_engine;
+                                });
+  } catch (const InputError& e) {
+    --counters.in_engine;
+    refusal = e.what();
+  }
+  if (!refusal.empty()) co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
+
+  ResponseMeta meta;
+  meta.endpoint = endpoint;
+  meta.id = fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", state_.next_response_id++);
+  meta.created = unix_seconds();
+  meta.model = state_.model_id;
+  meta.logprobs = api.logprobs;
+
+  asio::steady_timer wake(stream_.get_executor());
+  events->set_waiter(&wake);
+  struct ClearWaiter {
+    EventStream& events;
+    ~ClearWaiter() { events.set_waiter(nullptr); }
+  } clear_waiter{*events};
+
+  // HTTP/1.0 has no chunked encoding: its stream is the body up to the close.
+  const bool chunked = version >= 11;
+  const auto write_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(state_.config.write_timeout_s));
+  bool gone = false;            // the client left: cancelled, waiting for the final event
+  bool headers_sent = false;
+  bool first = true;
+  Completion completion;
+  std::vector<RequestEvent> batch;
+  for (bool finished = false; !finished;) {
+    batch.clear();
+    if (!events->pop_all(batch)) {
+      wake.expires_after(kDisconnectPoll);
+      co_await wake.async_wait(kNoThrow);  // a push cancels it early
+      if (!gone && client_gone()) {
+        gone = true;
+        counters.metrics.count(TransportEvent::Disconnect);
+        engine->cancel(request_id);
+      }
+      continue;
+    }
+    const RequestEvent& last = batch.back();
+    finished = last.finished;
+    // Refused before it ran (shutdown): nothing was sent yet, so it can still be a 503.
+    const bool refused = finished && last.finish_reason == FinishReason::Cancelled && !last.admitted;
+
+    if (!api.stream) {
+      for (RequestEvent& event : batch) {
+        completion.text += event.text;
+        for (TokenLogprob& lp : event.logprobs) completion.logprobs.push_back(std::move(lp));
+      }
+      if (!finished) continue;
+      if (gone) co_return false;
+      completion.finish_reason = last.finish_reason;
+      completion.prompt_tokens = last.prompt_tokens;
+      completion.completion_tokens = last.completion_tokens;
+      completion.cached_tokens = last.cached_tokens;
+      if (completion.finish_reason == FinishReason::Cancelled) {
+        HttpResponse response = error_response(
+            version, 503, "the server is shutting down; the request was cancelled", "server_error", false);
+        response.set(http::field::retry_after, "1");
+        co_return co_await send(std::move(response));
+      }
+      HttpResponse response{http::status::ok, version};
+      response.set(http::field::content_type, "application/json");
+      response.keep_alive(keep_alive);
+      response.body() = dump_json(response_json(meta, completion));
+      co_return co_await send(std::move(response));
+    }
+
+    if (gone) continue;
+    if (!headers_sent && refused) {
+      HttpResponse response = error_response(version, 503, "the server is shutting down; the request was not started",
+                                             "server_error", false);
+      response.set(http::field::retry_after, "1");
+      co_return co_await send(std::move(response));
+    }
+    std::string chunks;
+    for (const RequestEvent& event : batch) {
+      chunks += sse_event(meta, event, first, api.include_usage);
+      first = false;
+    }
+    beast::error_code ec;
+    if (!headers_sent) {
+      http::response<http::empty_body> head{http::status::ok, version};
+      head.set(http::field::server, "tandem");
+      head.set(http::field::content_type, "text/event-stream");
+      head.set(http::field::cache_control, "no-cache");
+      if (chunked) {
+        head.chunked(true);
+        head.keep_alive(keep_alive);
+      } else {
+        head.keep_alive(false);
+      }
+      http::response_serializer<http::empty_body> serializer{head};
+      stream_.expires_after(write_timeout);
+      std::tie(ec, std::ignore) = co_await http::async_write_header(stream_, serializer, kNoThrow);
+      headers_sent = true;
+    }
+    if (!ec && !chunks.empty()) {
+      stream_.expires_after(write_timeout);
+      if (chunked) {
+        std::tie(ec, std::ignore) =
+            co_await asio::async_write(stream_, http::make_chunk(asio::buffer(chunks)), kNoThrow);
+      } else {
+        std::tie(ec, std::ignore) = co_await asio::async_write(stream_, asio::buffer(chunks), kNoThrow);
+      }
+    }
+    if (!ec && finished && chunked) {
+      stream_.expires_after(write_timeout);
+      std::tie(ec, std::ignore) = co_await asio::async_write(stream_, http::make_chunk_last(), kNoThrow);
+    }
+    stream_.expires_never();
+    if (ec) {
+      // The client left (or stopped reading): stop generating for it at the next step.
+      counters.metrics.count(ec == beast::error::timeout ? TransportEvent::WriteTimeout : TransportEvent::Disconnect);
+      if (!finished) engine->cancel(request_id);
+      co_return false;
+    }
+  }
+  co_return chunked && keep_alive;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,63 @@
+// HttpServer: the OpenAI-compatible HTTP/1.1 transport (Boost.Beast on Asio; why Beast is in
+// src/server/README.md). One I/O thread runs every connection as a coroutine, so a slow or
+// idle client holds a socket, never a thread; parsing and tokenizing run on a small worker
+// pool. Every read and write has a deadline, bodies are capped for every transfer encoding,
+// connections and waiting requests are capped (503 + Retry-After past them), and shutdown
+// lets admitted requests finish. Listens before the model is loaded (/health says 503 until
+// attach()). Owns no model state.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/chat_format.h"
+
+namespace tandem::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                     // 0: any free port (see HttpServer::port())
+  std::string api_key;                 // non-empty: every path but /health needs "Bearer KEY"
+  std::string metrics_key;             // non-empty: /metrics needs this key instead of api_key
+  size_t max_body_bytes = 8 << 20;     // larger bodies (any encoding) get 413
+  size_t max_header_bytes = 16 << 10;  // larger request heads get 431
+  int max_connections = 512;           // open connections; past it a new one gets 503
+  int max_queue = 64;                  // generation requests waiting beyond --parallel; past it 503
+  double read_timeout_s = 10.0;        // a request's head and body must arrive within this
+  double idle_timeout_s = 30.0;        // a keep-alive connection with no request is closed
+  double write_timeout_s = 30.0;       // a client that reads nothing for this long is dropped
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerConfig config);
+  ~HttpServer();  // stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the socket (never shared with another process); InputError when it cannot.
+  void bind();
+  int port() const;
+  // Serves on its own threads until shutdown() or stop().
+  void start();
+
+  // The model is loaded: completions are served and /health turns 200. The engine must
+  // outlive this server's use of it and stop before the server is destroyed.
+  void attach(Engine* engine, std::string model_id, ChatRenderer chat_renderer);
+
+  // Graceful: stop accepting (connections already waiting in the backlog are answered 503),
+  // refuse queued-but-unadmitted requests with 503, let admitted requests finish (streams end
+  // with their final chunk and [DONE]), close idle connections; after `timeout_s` cancel
+  // what is left. Returns when every response is written or the time is up. Thread-safe.
+  void shutdown(double timeout_s);
+  // Immediate: closes everything and joins the threads. Idempotent; safe before start().
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::server

@@ -1,0 +1,54 @@
+// ServerState: what the listener and every connection of one HttpServer share — the config,
+// the I/O context and worker pool, the attached engine, and the counters the engine thread
+// also updates (held by shared_ptr so an engine callback never outlives them).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+#include "engine/engine.h"
+#include "server/chat_format.h"
+#include "server/http/http_server.h"
+#include "server/metrics.h"
+
+namespace tandem::server {
+
+class Session;
+
+// Updated from the engine thread (request ends) and the I/O thread.
+struct ServingCounters {
+  Metrics metrics;
+  std::atomic<int64_t> in_engine{0};      // generation requests submitted, final event not yet pushed
+  std::atomic<int64_t> busy_sessions{0};  // connections between a request's head and its response's end
+  std::atomic<int64_t> open_connections{0};
+};
+
+struct ServerState {
+  explicit ServerState(ServerConfig config) : config(std::move(config)) {}
+
+  const ServerConfig config;
+  std::atomic<Engine*> engine{nullptr};  // stored last by attach(): publishes the two below
+  std::string model_id;
+  ChatRenderer chat_renderer;
+  std::shared_ptr<ServingCounters> counters = std::make_shared<ServingCounters>();
+  std::atomic<uint64_t> next_response_id{1};
+
+  // I/O thread only.
+  bool shutting_down = false;
+  std::unordered_set<Session*> sessions;
+
+  // Last, so they are destroyed first: the coroutine frames the I/O context still holds
+  // (connections open at stop) unregister themselves from `sessions` as they go.
+  boost::asio::io_context io{1};
+  // JSON parsing, chat rendering and tokenizing: a long prompt must not stall the I/O thread
+  // that answers /health and moves every stream.
+  boost::asio::thread_pool work{2};
+};
+
+}  // namespace tandem::server

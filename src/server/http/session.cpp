@@ -1,0 +1,294 @@
+// One connection's request loop (see session.h): idle wait, head, checks that need no body
+// (shutdown, route, key, size), body, then the route's answer.
+#include "server/http/session.h"
+
+#include <poll.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "server/api_key.h"
+
+namespace tandem::server {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+enum class Route { Health, Metrics, Models, Completions, Chat, NotFound };
+
+Route route_of(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  if (target == "/health") return Route::Health;
+  if (target == "/metrics") return Route::Metrics;
+  if (target == "/v1/models") return Route::Models;
+  if (target == "/v1/completions") return Route::Completions;
+  if (target == "/v1/chat/completions") return Route::Chat;
+  return Route::NotFound;
+}
+
+bool method_allowed(Route route, http::verb method) {
+  switch (route) {
+    case Route::Completions:
+    case Route::Chat: return method == http::verb::post;
+    case Route::NotFound: return true;  // answered 404 whatever the method
+    default: return method == http::verb::get || method == http::verb::head;
+  }
+}
+
+}  // namespace
+
+Session::Session(ServerState& state, asio::ip::tcp::socket socket) : state_(state), stream_(std::move(socket)) {
+  state_.sessions.insert(this);
+  ++state_.counters->open_connections;
+}
+
+Session::~Session() {
+  state_.sessions.erase(this);
+  --state_.counters->open_connections;
+}
+
+asio::awaitable<void> Session::run(std::shared_ptr<Session> self) {
+  bool open = true;
+  while (open) open = co_await self->serve_one();
+  co_await self->close(self->unread_body_);
+}
+
+asio::awaitable<void> Session::refuse(ServerState& state, asio::ip::tcp::socket socket) {
+  // Past --max-connections the request is not read: the answer is the same for every request.
+  beast::tcp_stream stream(std::move(socket));
+  HttpResponse response{http::status::service_unavailable, 11};
+  response.set(http::field::content_type, "application/json");
+  response.set(http::field::retry_after, "1");
+  response.keep_alive(false);
+  response.body() = dump_json(error_json(
+      fmt::format("the server has {} connections open (--max-connections); retry later", state.config.max_connections),
+      "server_error"));
+  response.prepare_payload();
+  stream.expires_after(1s);
+  co_await http::async_write(stream, response, kNoThrow);
+  beast::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream.close();
+}
+
+void Session::close_if_idle() {
+  if (!idle_ || buffer_.size() != 0) return;
+  beast::error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  stream_.socket().cancel(ignored);
+}
+
+asio::awaitable<void> Session::close(bool drain_unread) {
+  beast::error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  if (drain_unread) {
+    // A client still sending a body it was told we refused: if we close with its bytes
+    // unread, the kernel answers with a reset, and a client that writes its whole body before
+    // reading (Python requests, cpp-httplib) loses our response. Bytes are dropped as they
+    // come, so this costs bandwidth for a bounded time, never memory.
+    stream_.expires_after(2s);
+    const size_t limit = std::max<size_t>(16u << 20, 2 * state_.config.max_body_bytes);
+    size_t dropped = 0;
+    while (dropped < limit) {
+      auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(64 << 10), kNoThrow);
+      if (ec) break;
+      dropped += n;
+      buffer_.consume(buffer_.size());
+    }
+  }
+  stream_.close();
+}
+
+bool Session::client_gone() {
+  pollfd fd{stream_.socket().native_handle(), POLLRDHUP, 0};
+  return ::poll(&fd, 1, 0) > 0 && (fd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+HttpResponse Session::error_response(unsigned version, int status, std::string_view message, std::string_view type,
+                                     bool keep_alive) const {
+  if (status != 401) state_.counters->metrics.count_rejected();
+  HttpResponse response{static_cast<http::status>(status), version};
+  response.set(http::field::content_type, "application/json");
+  response.keep_alive(keep_alive);
+  response.body() = dump_json(error_json(message, type));
+  return response;
+}
+
+asio::awaitable<bool> Session::send(HttpResponse response) {
+  response.set(http::field::server, "tandem");
+  response.prepare_payload();
+  stream_.expires_after(seconds(state_.config.write_timeout_s));
+  auto [ec, n] = co_await http::async_write(stream_, response, kNoThrow);
+  stream_.expires_never();
+  if (ec == beast::error::timeout) state_.counters->metrics.count(TransportEvent::WriteTimeout);
+  co_return !ec && response.keep_alive();
+}
+
+asio::awaitable<bool> Session::serve_one() {
+  const ServerConfig& config = state_.config;
+  if (buffer_.size() == 0) {
+    // Between requests: wait for a first byte, no longer than the idle timeout.
+    if (state_.shutting_down) co_return false;
+    idle_ = true;
+    stream_.expires_after(seconds(config.idle_timeout_s));
+    auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(8192), kNoThrow);
+    idle_ = false;
+    if (ec) co_return false;  // closed, reset, idle too long, or shut down
+    buffer_.commit(n);
+  }
+
+  struct Busy {  // shutdown waits for connections that are answering a request
+    ServingCounters& counters;
+    explicit Busy(ServingCounters& c) : counters(c) { ++counters.busy_sessions; }
+    ~Busy() { --counters.busy_sessions; }
+  } busy(*state_.counters);
+
+  // The whole request, head and body, must arrive within the read timeout: a client
+  // trickling bytes loses its connection at the deadline, however steady the trickle.
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(static_cast<uint32_t>(config.max_header_bytes));
+  parser.body_limit(config.max_body_bytes);
+  const auto read_deadline = std::chrono::steady_clock::now() + seconds(config.read_timeout_s);
+  stream_.expires_at(read_deadline);
+  bool oversize = false;
+  {
+    auto [ec, n] = co_await http::async_read_header(stream_, buffer_, parser, kNoThrow);
+    stream_.expires_never();
+    if (ec == beast::error::timeout) {
+      state_.counters->metrics.count(TransportEvent::ReadTimeout);
+      co_return false;
+    }
+    if (ec == http::error::header_limit) {
+      unread_body_ = true;
+      co_await send(error_response(11, 431, fmt::format("the request head is over {} bytes", config.max_header_bytes),
+                                   "invalid_request_error", false));
+      co_return false;
+    }
+    // A Content-Length over the cap: the head is complete, so the key and the route are still
+    // checked first (below), and the body is never read.
+    oversize = ec == http::error::body_limit;
+    if (oversize) ec = {};
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
+      co_return false;
+    if (ec) {
+      unread_body_ = true;
+      co_await send(error_response(11, 400, "malformed HTTP request: " + ec.message(), "invalid_request_error", false));
+      co_return false;
+    }
+  }
+
+  const http::request<http::string_body>& head = parser.get();
+  const unsigned version = head.version();
+  const bool body_pending = oversize || !parser.is_done();
+  // Answering before the body is read means closing afterwards: its bytes would be taken
+  // for the next request.
+  const bool keep_alive = head.keep_alive();
+  const auto refuse_now = [&](int status, std::string_view message, std::string_view type) -> asio::awaitable<bool> {
+    unread_body_ = body_pending;
+    co_return co_await send(error_response(version, status, message, type, keep_alive && !body_pending));
+  };
+
+  if (state_.shutting_down) {
+    unread_body_ = body_pending;
+    HttpResponse response = error_response(version, 503, "the server is shutting down", "server_error", false);
+    response.set(http::field::retry_after, "1");
+    co_await send(std::move(response));
+    co_return false;
+  }
+  const Route route = route_of(head.target());
+  const std::string_view authorization = head[http::field::authorization];
+  const std::string& key = route == Route::Metrics && !config.metrics_key.empty() ? config.metrics_key : config.api_key;
+  if (route != Route::Health && !bearer_matches(authorization, key))
+    co_return co_await refuse_now(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
+                                  "authentication_error");
+  if (route == Route::NotFound)
+    co_return co_await refuse_now(404, fmt::format("no such endpoint: {}", std::string_view(head.target()).substr(0, 200)),
+                                  "not_found_error");
+  if (!method_allowed(route, head.method()))
+    co_return co_await refuse_now(405, fmt::format("{} is not allowed on this endpoint", std::string(head.method_string())),
+                                  "invalid_request_error");
+  if (oversize)
+    co_return co_await refuse_now(413, fmt::format("the request body is over the limit of {} bytes", config.max_body_bytes),
+                                  "invalid_request_error");
+
+  if (body_pending) {
+    if (beast::iequals(head[http::field::expect], "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_at(read_deadline);
+      co_await asio::async_write(stream_, asio::buffer(kContinue), kNoThrow);
+    }
+    stream_.expires_at(read_deadline);
+    auto [ec, n] = co_await http::async_read(stream_, buffer_, parser, kNoThrow);
+    stream_.expires_never();
+    if (ec == beast::error::timeout) {
+      state_.counters->metrics.count(TransportEvent::ReadTimeout);
+      co_return false;
+    }
+    if (ec == http::error::body_limit) {  // chunked (or lying) bodies are cut off here, at the cap
+      unread_body_ = true;
+      co_await send(error_response(version, 413,
+                                   fmt::format("the request body is over the limit of {} bytes", config.max_body_bytes),
+                                   "invalid_request_error", false));
+      co_return false;
+    }
+    if (ec) co_return false;
+  }
+  HttpRequest request = parser.release();
+
+  Engine* engine = state_.engine.load();
+  switch (route) {
+    case Route::Health: {
+      HttpResponse response{engine ? http::status::ok : http::status::service_unavailable, version};
+      response.set(http::field::content_type, "application/json");
+      response.keep_alive(keep_alive);
+      response.body() = engine ? R"({"status":"ok"})" : R"({"status":"loading model"})";
+      co_return co_await send(std::move(response));
+    }
+    case Route::Metrics: {
+      HttpResponse response{http::status::ok, version};
+      response.set(http::field::content_type, "text/plain; version=0.0.4");
+      response.keep_alive(keep_alive);
+      const TransportStats transport{state_.counters->open_connections.load(), state_.counters->in_engine.load()};
+      response.body() = state_.counters->metrics.render(engine ? engine->stats() : EngineStats{}, transport);
+      co_return co_await send(std::move(response));
+    }
+    case Route::Models: {
+      nlohmann::json data = nlohmann::json::array();
+      if (engine)
+        data.push_back({{"id", state_.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "tandem"}});
+      HttpResponse response{http::status::ok, version};
+      response.set(http::field::content_type, "application/json");
+      response.keep_alive(keep_alive);
+      response.body() = dump_json({{"object", "list"}, {"data", data}});
+      co_return co_await send(std::move(response));
+    }
+    case Route::Completions:
+      co_return co_await serve_generation(Endpoint::Completions, std::move(request), keep_alive);
+    case Route::Chat:
+      co_return co_await serve_generation(Endpoint::Chat, std::move(request), keep_alive);
+    case Route::NotFound: break;
+  }
+  co_return false;
+}
+
+}  // namespace tandem::server

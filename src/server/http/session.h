@@ -1,0 +1,66 @@
+// Session: one client connection, served by a coroutine on the I/O thread. Reads requests in
+// order (keep-alive and pipelining: bytes after one request stay buffered for the next)
+// under the idle and read deadlines, enforces the head and body caps and the API key before
+// a body is read, routes, and writes each response under the write deadline. Generation
+// requests (generation.cpp) wait on the engine's events and notice a client that left.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "server/http/server_state.h"
+#include "server/openai_protocol.h"
+
+namespace tandem::server {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using HttpRequest = http::request<http::string_body>;
+using HttpResponse = http::response<http::string_body>;
+
+class Session {
+ public:
+  Session(ServerState& state, boost::asio::ip::tcp::socket socket);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Serves the connection to its end, then closes it. Keeps `self` alive meanwhile.
+  static boost::asio::awaitable<void> run(std::shared_ptr<Session> self);
+  // Answers one canned 503 (past --max-connections) and closes.
+  static boost::asio::awaitable<void> refuse(ServerState& state, boost::asio::ip::tcp::socket socket);
+
+  // I/O thread, at shutdown: a connection waiting for its next request is closed now.
+  void close_if_idle();
+
+ private:
+  // Reads and answers one request; false when the connection must close.
+  boost::asio::awaitable<bool> serve_one();
+  boost::asio::awaitable<bool> serve_generation(Endpoint endpoint, HttpRequest request, bool keep_alive);
+  // Writes a whole response; false when the connection must close (or the write failed).
+  boost::asio::awaitable<bool> send(HttpResponse response);
+  // Shuts down sending, and when the client may still be sending a body we did not read,
+  // reads and drops it for a moment first, so the close is not a reset that eats the answer.
+  boost::asio::awaitable<void> close(bool drain_unread);
+
+  HttpResponse error_response(unsigned version, int status, std::string_view message, std::string_view type,
+                              bool keep_alive) const;
+  // The peer closed or reset its end (checked between events, without reading).
+  bool client_gone();
+
+  ServerState& state_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  bool idle_ = false;          // waiting for the first byte of the next request
+  bool unread_body_ = false;   // answered without reading the request's body
+};
+
+}  // namespace tandem::server
