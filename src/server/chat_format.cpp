@@ -1,12 +1,17 @@
 // Built-in chat renderers (see chat_format.h). Each writes the family's published turn
 // markers; special-token text such as "</s>" is emitted verbatim, as the templates do.
+// Also where a rendered prompt's message content is located for the tokenizer, so that
+// only the template's own text may hold control tokens.
 #include "server/chat_format.h"
+
+#include <algorithm>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja/chat_template.h"
-
 #include "base/error.h"
+#include "tokenizer/jinja/chat_template.h"
+#include "tokenizer/jinja/py_string.h"
 
 namespace tandem::server {
 
@@ -94,12 +99,134 @@ std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messa
   return out;
 }
 
-std::string ChatRenderer::render(const std::vector<ChatMessage>& messages) const {
-  if (jinja_template.empty()) return render_chat(format, messages);
+namespace {
+
+nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const ChatMessage& message : messages) list.push_back({{"role", message.role}, {"content", message.content}});
-  return render_chat_template(jinja_template, list, nlohmann::ordered_json(), /*add_generation_prompt=*/true, bos_token,
-                              eos_token);
+  return list;
+}
+
+// A role is printed by the template into text where control tokens are matched (it is part
+// of real markers such as "<|user|>"), so only the roles chat templates know are accepted: a
+// free-form lowercase name could still spell a marker ("<|{{role}}|>" with role "endoftext").
+void check_template_role(const std::string& role) {
+  static constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool", "ipython", "function"};
+  const bool known = std::find(std::begin(kRoles), std::end(kRoles), role) != std::end(kRoles);
+  TANDEM_CHECK_INPUT(known, "unknown chat role '{}' (expected system, developer, user, assistant, tool, ipython or function)",
+                     role.substr(0, 64));
+}
+
+// Content is located by rendering once more with each message's content replaced by a
+// sentinel. A template is a program (it may trim, drop, repeat or rewrite content, or move
+// a system prompt elsewhere), so rather than parse it, we watch where the sentinel lands.
+// The sentinel is private-use U+E000 around a tag: no template text contains it, and
+// neither Python's nor our strip() removes it (both count \x1c-\x1f as whitespace).
+std::string content_sentinel(size_t index) { return fmt::format("\xEE\x80\x80" "tandem:{}" "\xEE\x80\x80", index); }
+
+// Whitespace on both sides of the sentinel: it survives where the content is printed as
+// is and disappears where the template strips it. Unusual on purpose, so that a template
+// printing its own whitespace before stripped content (Llama 3's "\n\n" + content|trim)
+// is not mistaken for raw insertion.
+constexpr std::string_view kProbeSpace = " \t\n\t ";
+
+// The rendered text with each probed sentinel (and its surviving probe whitespace)
+// replaced by the real content, stripped on the sides the template stripped; nullopt when a
+// sentinel does not appear exactly once. The caller checks the result against a real render.
+std::optional<RenderedChat> splice_content(const std::string& probe_text, const std::vector<ChatMessage>& messages) {
+  struct Insert {
+    size_t begin = 0, end = 0;  // probe_text[begin, end) becomes `content`
+    std::string content;
+  };
+  std::vector<Insert> inserts;
+  for (size_t k = 0; k < messages.size(); ++k) {
+    if (messages[k].content.empty()) continue;  // rendered with its real (empty) content
+    const std::string mark = content_sentinel(k);
+    const size_t at = probe_text.find(mark);
+    if (at == std::string::npos || probe_text.find(mark, at + 1) != std::string::npos) return std::nullopt;
+    Insert insert{at, at + mark.size(), messages[k].content};
+    const bool raw_left =
+        at >= kProbeSpace.size() && probe_text.compare(at - kProbeSpace.size(), kProbeSpace.size(), kProbeSpace) == 0;
+    const bool raw_right = probe_text.compare(insert.end, kProbeSpace.size(), kProbeSpace) == 0;
+    if (raw_left) insert.begin -= kProbeSpace.size();
+    if (raw_right) insert.end += kProbeSpace.size();
+    if (!raw_left || !raw_right) insert.content = jinja::py_strip(insert.content, std::nullopt, !raw_left, !raw_right);
+    inserts.push_back(std::move(insert));
+  }
+  std::sort(inserts.begin(), inserts.end(), [](const Insert& a, const Insert& b) { return a.begin < b.begin; });
+
+  RenderedChat chat;
+  // Template text joins the previous span when no content came between (empty content).
+  auto add_template_text = [&chat](std::string_view text) {
+    if (text.empty()) return;
+    const size_t at = chat.text.size();
+    if (!chat.special_spans.empty() && chat.special_spans.back().end == at) {
+      chat.special_spans.back().end += text.size();
+    } else {
+      chat.special_spans.push_back({at, at + text.size()});
+    }
+    chat.text += text;
+  };
+  size_t pos = 0;
+  for (const Insert& insert : inserts) {
+    if (insert.begin < pos) return std::nullopt;  // overlapping: not a plain insertion
+    add_template_text(std::string_view(probe_text).substr(pos, insert.begin - pos));
+    chat.text += insert.content;
+    pos = insert.end;
+  }
+  add_template_text(std::string_view(probe_text).substr(pos));
+  return chat;
+}
+
+}  // namespace
+
+std::string ChatRenderer::render(const std::vector<ChatMessage>& messages) const {
+  if (jinja_template.empty()) return render_chat(format, messages);
+  return render_chat_template(jinja_template, messages_json(messages), nlohmann::ordered_json(),
+                              /*add_generation_prompt=*/true, bos_token, eos_token);
+}
+
+RenderedChat ChatRenderer::render_for_tokenizer(const std::vector<ChatMessage>& messages,
+                                                const Tokenizer& tokenizer) const {
+  std::optional<ChatTemplate> parsed;
+  if (!jinja_template.empty()) {
+    for (const ChatMessage& message : messages) check_template_role(message.role);
+    parsed.emplace(jinja_template);
+  }
+  auto render_messages = [&](const std::vector<ChatMessage>& list) {
+    if (!parsed) return render_chat(format, list);
+    return parsed->render(messages_json(list), nlohmann::ordered_json(), /*add_generation_prompt=*/true, bos_token,
+                          eos_token);
+  };
+
+  // The real render comes first, so its errors are the ones reported; the probe render must
+  // then reproduce it byte for byte once the content is spliced back, which also rejects
+  // templates that branch on what the content says.
+  const std::string text = render_messages(messages);
+  std::vector<ChatMessage> probe = messages;
+  for (size_t k = 0; k < probe.size(); ++k) {
+    if (!probe[k].content.empty()) {
+      probe[k].content = std::string(kProbeSpace) + content_sentinel(k) + std::string(kProbeSpace);
+    }
+  }
+  std::optional<RenderedChat> chat;
+  try {
+    chat = splice_content(render_messages(probe), messages);
+  } catch (const InputError&) {
+    // The template refused the stand-in content: fall through to the checked whole text.
+  }
+  if (chat && chat->text == text) return std::move(*chat);
+
+  // The content could not be told apart from the template's text: the whole text may hold
+  // control tokens, which is safe only when no message wrote a control token's text.
+  for (const ChatMessage& message : messages) {
+    const std::string_view control = tokenizer.find_control_text(message.content);
+    TANDEM_CHECK_INPUT(control.empty(),
+                       "message content contains the control-token text '{}', which this chat template would "
+                       "not keep as plain text",
+                       control);
+  }
+  return RenderedChat{text, {TextSpan{0, text.size()}}};
 }
 
 }  // namespace tandem::server

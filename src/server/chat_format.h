@@ -1,13 +1,16 @@
 // Chat formats: renders a conversation into the prompt text a chat model was trained on.
 // Built-in renderers for the common families (Llama 2 [INST], ChatML, Llama 3, Zephyr),
-// chosen by recognising a GGUF's tokenizer.chat_template or by name. render_chat() is the
-// single seam where a full Jinja renderer can replace the built-ins later.
+// chosen by recognising a GGUF's tokenizer.chat_template or by name, or the model's own Jinja
+// template. render_for_tokenizer() also says which bytes are the template's own, so that
+// special-token text typed inside a message can never become a control token.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tokenizer/tokenizer.h"
 
 namespace tandem::server {
 
@@ -28,6 +31,13 @@ ChatFormat detect_chat_format(std::string_view jinja_template);
 // the text (the tokenizer adds it). Throws InputError for an unknown role.
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
 
+// A rendered prompt and where the tokenizer may match control tokens: everything except the
+// messages' content (Tokenizer::encode with spans).
+struct RenderedChat {
+  std::string text;
+  std::vector<TextSpan> special_spans;  // sorted, non-overlapping byte ranges of `text`
+};
+
 // What the chat endpoint renders with: the model's own Jinja template (GGUF
 // tokenizer.chat_template) when it has one and no built-in was asked for, else a built-in.
 struct ChatRenderer {
@@ -39,6 +49,14 @@ struct ChatRenderer {
   // Prompt text ending with the assistant's turn opener. Throws InputError (bad role, or an
   // error the template raises).
   std::string render(const std::vector<ChatMessage>& messages) const;
+  // The same text as render(), with the spans outside the messages' content, for
+  // tokenizer.encode(chat.text, add_bos, chat.special_spans). When the template does not
+  // insert each content verbatim (or trimmed) exactly once, the content cannot be located:
+  // then the whole text is special, which is allowed only if no content holds the text of one
+  // of `tokenizer`'s control tokens (InputError otherwise). Jinja-template roles must be made
+  // of a-z and '_' (InputError), since they reach the special spans.
+  RenderedChat render_for_tokenizer(const std::vector<ChatMessage>& messages,
+                                    const Tokenizer& tokenizer) const;
   // Whether the rendered text already begins with BOS (so the tokenizer must not add one).
   bool starts_with_bos(const std::string& text) const {
     return !bos_token.empty() && text.compare(0, bos_token.size(), bos_token) == 0;

@@ -91,31 +91,67 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::make_shared<const Vocab>(std::mo
   }
 }
 
+size_t Tokenizer::find_piece(std::string_view text, size_t from, int32_t id,
+                             std::span<const TextSpan> special_spans) const {
+  const std::string& piece = vocab_->pieces[id];
+  if (vocab_->types[id] != TokenType::Control) return text.find(piece, from);
+  // A control token must lie wholly inside one span, so it is searched for span by span:
+  // text outside the spans (message content) is never scanned for it at all. The first span
+  // that ends after `from` is the first that can hold it.
+  auto span = std::upper_bound(special_spans.begin(), special_spans.end(), from,
+                               [](size_t pos, const TextSpan& s) { return pos < s.end; });
+  for (; span != special_spans.end(); ++span) {
+    const size_t begin = std::max(from, span->begin);
+    if (span->end < begin + piece.size()) continue;
+    const size_t at = text.substr(0, span->end).find(piece, begin);
+    if (at != std::string_view::npos) return at;
+  }
+  return std::string_view::npos;
+}
+
 std::pair<int32_t, size_t> Tokenizer::find_special(std::string_view text, size_t from,
-                                                   bool parse_special) const {
+                                                   std::span<const TextSpan> special_spans,
+                                                   std::vector<size_t>& next_at) const {
   std::pair<int32_t, size_t> best{-1, text.size()};
-  for (int32_t id : specials_) {
-    if (!parse_special && vocab_->types[id] == TokenType::Control) continue;
+  for (size_t i = 0; i < specials_.size(); ++i) {
+    // next_at[i] is the first occurrence at or after an earlier `from` with none between, so
+    // it stays right until `from` passes it: each piece's search moves forward through the
+    // text once per encode instead of rescanning it after every special (a chat with
+    // thousands of turn markers and Llama 3's 256 control tokens took seconds).
+    size_t& at = next_at[i];
+    if (at == kNotSearched || at < from) at = find_piece(text, from, specials_[i], special_spans);
     // Only a strictly earlier start beats the current best: at equal starts the longer
     // piece, seen first, stays.
-    const std::string& piece = vocab_->pieces[id];
-    if (piece.size() > text.size() - from) continue;
-    const size_t at = text.substr(0, std::min(text.size(), best.second + piece.size()))
-                          .find(piece, from);
-    if (at != std::string_view::npos && (best.first < 0 || at < best.second)) best = {id, at};
+    if (at != std::string_view::npos && (best.first < 0 || at < best.second)) {
+      best = {specials_[i], at};
+    }
   }
   return best;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
                                        bool parse_special) const {
+  const TextSpan whole{0, text.size()};
+  return encode(text, add_bos,
+                parse_special ? std::span<const TextSpan>(&whole, 1) : std::span<const TextSpan>());
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       std::span<const TextSpan> special_spans) const {
+  for (size_t i = 0; i < special_spans.size(); ++i) {
+    // Spans come from code (the chat renderer), never from a user: a bad one is a bug.
+    TANDEM_ASSERT(special_spans[i].begin <= special_spans[i].end &&
+                  special_spans[i].end <= text.size());
+    TANDEM_ASSERT(i == 0 || special_spans[i - 1].end <= special_spans[i].begin);
+  }
   std::vector<int32_t> ids;
   if (add_bos && vocab_->bos_id >= 0) ids.push_back(vocab_->bos_id);
+  std::vector<size_t> next_at(specials_.size(), kNotSearched);  // [n_specials] see find_special
   bool starts_sequence = true;  // SentencePiece adds its space prefix here and after specials
   for (size_t pos = 0; pos < text.size();) {
     const auto [special, at] =
         specials_.empty() ? std::pair<int32_t, size_t>{-1, text.size()}
-                          : find_special(text, pos, parse_special);
+                          : find_special(text, pos, special_spans, next_at);
     if (at > pos) {
       encoder_->encode(text.substr(pos, at - pos), starts_sequence, ids);
       starts_sequence = false;
@@ -126,6 +162,15 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
     pos = at + vocab_->pieces[special].size();
   }
   return ids;
+}
+
+std::string_view Tokenizer::find_control_text(std::string_view text) const {
+  for (int32_t id : specials_) {  // longest first
+    if (vocab_->types[id] != TokenType::Control) continue;
+    const std::string& piece = vocab_->pieces[id];
+    if (text.find(piece) != std::string_view::npos) return piece;
+  }
+  return {};
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {

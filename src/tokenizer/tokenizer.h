@@ -4,6 +4,7 @@
 // copies share the vocabulary. Streaming decode is streaming_detokenizer.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -15,6 +16,11 @@
 #include "tokenizer/vocab.h"
 
 namespace tandem {
+
+// A byte range [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0, end = 0;
+};
 
 class Tokenizer {
  public:
@@ -32,6 +38,18 @@ class Tokenizer {
   // As above; with `parse_special`, control tokens written in the text are matched whole too
   // (longest first), for chat templates whose markup is special tokens.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+  // As above, but a control token is matched only where its whole piece lies inside one of
+  // `special_spans` (sorted, non-overlapping, within `text`): a chat prompt marks the
+  // template's own text so that turn markers typed inside a message stay plain text.
+  // User-defined tokens are matched anywhere. The text between matched tokens is encoded as
+  // one run, as with parse_special: spans covering all of `text` give parse_special=true's
+  // ids, no spans give parse_special=false's.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                              std::span<const TextSpan> special_spans) const;
+
+  // The piece of a control token that occurs in `text` (the longest, if several do); empty
+  // when none does. For callers that must refuse text whose control tokens would be lost.
+  std::string_view find_control_text(std::string_view text) const;
 
   // The raw bytes of one token: "▁" -> " ", "<0x0A>" -> "\n", "Ġ" -> " " (byte-level),
   // control/unused -> "". May be part of a UTF-8 character. InputError when out of range.
@@ -52,16 +70,24 @@ class Tokenizer {
 
  private:
   // Where the next special token in `text` starts at or after `from`: its id and position;
-  // id -1 when there is none.
+  // id -1 when there is none. Control tokens count only inside one of `special_spans`.
+  // `next_at` ([specials_.size()], kNotSearched at first) carries each piece's next
+  // occurrence from one call to the next within one encode().
   std::pair<int32_t, size_t> find_special(std::string_view text, size_t from,
-                                          bool parse_special) const;
+                                          std::span<const TextSpan> special_spans,
+                                          std::vector<size_t>& next_at) const;
+  // The first occurrence of special `id` at or after `from` (a control token: inside one
+  // span); npos when there is none.
+  size_t find_piece(std::string_view text, size_t from, int32_t id,
+                    std::span<const TextSpan> special_spans) const;
+  static constexpr size_t kNotSearched = std::string_view::npos - 1;
 
   // Heap-held so the encoder's reference to the vocab survives moves of the Tokenizer.
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<const TextEncoder> encoder_;
   std::vector<std::string> bytes_;  // [vocab_size] token_bytes
   // Tokens matched whole in text, longest piece first: UserDefined always, Control only
-  // with parse_special.
+  // with parse_special or inside a special span.
   std::vector<int32_t> specials_;
 };
 

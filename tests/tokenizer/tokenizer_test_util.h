@@ -2,6 +2,7 @@
 // loaders for the test vocabularies and llama.cpp's .inp/.out vectors, a UTF-8 validity check.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -42,6 +43,35 @@ inline std::string read_file(const std::string& path) {
 
 inline Tokenizer gguf_tokenizer(const std::string& relative) {
   return Tokenizer(vocab_from_gguf(GgufFile::open(shared_path(relative))));
+}
+
+// `vocab` with each of `pieces` a control token: existing pieces change type, new ones are
+// appended. The GPT-2 vocabulary plus ChatML's or Llama 3's turn markers stands in for a Qwen
+// or Llama 3 vocabulary (byte-level BPE with added control tokens) where those are missing.
+inline Vocab with_control_tokens(Vocab vocab, const std::vector<std::string>& pieces) {
+  for (const std::string& piece : pieces) {
+    const auto it = std::find(vocab.pieces.begin(), vocab.pieces.end(), piece);
+    if (it != vocab.pieces.end()) {
+      vocab.types[static_cast<size_t>(it - vocab.pieces.begin())] = TokenType::Control;
+      continue;
+    }
+    vocab.pieces.push_back(piece);
+    vocab.scores.push_back(0);
+    vocab.types.push_back(TokenType::Control);
+  }
+  return vocab;
+}
+
+inline int32_t id_of_piece(const Tokenizer& tokenizer, std::string_view piece) {
+  const auto& pieces = tokenizer.vocab().pieces;
+  const auto it = std::find(pieces.begin(), pieces.end(), piece);
+  return it == pieces.end() ? -1 : static_cast<int32_t>(it - pieces.begin());
+}
+
+inline size_t count_control_ids(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
+  return static_cast<size_t>(std::count_if(ids.begin(), ids.end(), [&](int32_t id) {
+    return tokenizer.vocab().types[static_cast<size_t>(id)] == TokenType::Control;
+  }));
 }
 
 struct TestVector {

@@ -54,8 +54,9 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     const bool bos = tokenizer.vocab().add_bos;
     if (endpoint == Endpoint::Chat) {
       // Control tokens are matched only in the template's own text, never in what a user wrote.
-      const std::string text = state.chat_renderer.render(api.messages);  // TEMP until spans land
-      prepared.prompt = tokenizer.encode(text, bos && !state.chat_renderer.starts_with_bos(text), true);
+      const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, tokenizer);
+      prepared.prompt = tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text),
+                                         chat.special_spans);
     } else if (!api.prompt_ids.empty()) {
       prepared.prompt = api.prompt_ids;
     } else {
