@@ -55,6 +55,11 @@ TEST(Server, RejectsBadRequestsWithOpenAIErrors) {
                "unknown role");
   expect_error(post(client, "/v1/completions", std::string(9 << 20, ' ')), 413, "body over the limit");
   expect_error(client.Get("/v1/nothing"), 404, "unknown path");
+  expect_error(client.Get("/v1/completions"), 405, "GET on a POST endpoint");
+  const auto head = client.Head("/health");  // headers only, as HTTP requires for HEAD
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty()) << head->body;
 
   // The server is still fine after all that.
   const auto ok = post(client, "/v1/completions", R"({"prompt": "The dream", "max_tokens": 4})");

@@ -136,6 +136,7 @@ HttpResponse Session::error_response(unsigned version, int status, std::string_v
 asio::awaitable<bool> Session::send(HttpResponse response) {
   response.set(http::field::server, "tandem");
   response.prepare_payload();
+  if (head_only_) response.body().clear();  // Content-Length still says what GET would send
   stream_.expires_after(seconds(state_.config.write_timeout_s));
   auto [ec, n] = co_await http::async_write(stream_, response, kNoThrow);
   stream_.expires_never();
@@ -145,6 +146,7 @@ asio::awaitable<bool> Session::send(HttpResponse response) {
 
 asio::awaitable<bool> Session::serve_one() {
   const ServerConfig& config = state_.config;
+  head_only_ = false;
   if (buffer_.size() == 0) {
     // Between requests: wait for a first byte, no longer than the idle timeout.
     if (state_.shutting_down) co_return false;
@@ -215,6 +217,7 @@ asio::awaitable<bool> Session::serve_one() {
     co_await send(std::move(response));
     co_return false;
   }
+  head_only_ = head.method() == http::verb::head;
   const Route route = route_of(head.target());
   const std::string_view authorization = head[http::field::authorization];
   const std::string& key = route == Route::Metrics && !config.metrics_key.empty() ? config.metrics_key : config.api_key;

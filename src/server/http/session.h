@@ -61,6 +61,7 @@ class Session {
   beast::flat_buffer buffer_;
   bool idle_ = false;          // waiting for the first byte of the next request
   bool unread_body_ = false;   // answered without reading the request's body
+  bool head_only_ = false;     // the request was HEAD: the response carries headers only
 };
 
 }  // namespace tandem::server
