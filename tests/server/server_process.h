@@ -1,6 +1,7 @@
 // ServerProcess: starts the real `tandem serve` binary on a free loopback port (--port 0;
 // the port is read from its "listening on" line), waits for /health, and stops it with
-// SIGTERM, reporting the exit status. Tests drive it over plain HTTP or with Node.js.
+// SIGTERM, reporting the exit status. Tests drive it over plain HTTP or with Node.js. spawn()
+// and wait_exit() run it without waiting for /health (start-up failures, shutdown timing).
 #pragma once
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -35,13 +37,36 @@ inline std::string read_file(const std::filesystem::path& path) {
 
 class ServerProcess {
  public:
-  // Starts `tandem serve -m MODEL --port 0 <extra>`; returns false (with log()) on failure.
+  // Starts `tandem serve -m MODEL --port 0 -t 2 <extra>` and waits for /health; false (with
+  // log()) on failure.
   bool start(const std::vector<std::string>& extra, double timeout_s = 30.0) {
+    std::vector<std::string> args = {"serve", "-m", shared_path("models/aidreams260K/model.gguf"), "--port", "0",
+                                     "-t", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    if (!spawn(args)) return false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (wait_port(0.0) != 0) {
+        httplib::Client client("127.0.0.1", port_);
+        const auto res = client.Get("/health");
+        if (res && res->status == 200) return true;
+      }
+      if (wait_exit(0.0)) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // Runs `tandem ARGS...` (stdout to /dev/null, stderr to log()) and returns at once, without
+  // waiting for it to listen: for runs that are meant to fail, and for tests that watch start-up.
+  // Only on a ServerProcess whose previous run (if any) has ended.
+  bool spawn(const std::vector<std::string>& args_after_binary) {
+    std::error_code ignored;
+    if (!log_path_.empty()) std::filesystem::remove(log_path_, ignored);  // a previous run's
     log_path_ = std::filesystem::temp_directory_path() /
                 ("tandem-server-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++) + ".log");
-    std::vector<std::string> args = {TANDEM_BINARY, "serve", "-m", shared_path("models/aidreams260K/model.gguf"),
-                                     "--port", "0", "-t", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<std::string> args = {TANDEM_BINARY};
+    args.insert(args.end(), args_after_binary.begin(), args_after_binary.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -49,44 +74,62 @@ class ServerProcess {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    port_ = 0;
+    exit_code_ = -1;
     const int rc = posix_spawn(&pid_, TANDEM_BINARY, &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return false;
+    if (rc != 0) pid_ = -1;
+    return rc == 0;
+  }
+
+  // The port from the "listening on" line, waiting up to `timeout_s` for it; 0 if none yet.
+  int wait_port(double timeout_s) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     const std::regex listening("listening on http://[0-9.]+:([0-9]+)");
-    while (std::chrono::steady_clock::now() < deadline) {
+    for (;;) {
       std::smatch match;
       const std::string text = log();
       if (port_ == 0 && std::regex_search(text, match, listening)) port_ = std::stoi(match[1]);
-      if (port_ != 0) {
-        httplib::Client client("127.0.0.1", port_);
-        const auto res = client.Get("/health");
-        if (res && res->status == 200) return true;
-      }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (port_ != 0 || std::chrono::steady_clock::now() >= deadline) return port_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return false;
   }
 
-  // SIGTERM, then the exit code (128 + signal if killed; -1 if it had to be SIGKILLed).
-  int stop(double timeout_s = 20.0) {
+  // Waits up to `timeout_s` for the process to end; its exit code (128 + signal if killed),
+  // or nullopt while it still runs. Does not signal it.
+  std::optional<int> wait_exit(double timeout_s) {
     if (pid_ <= 0) return exit_code_;
-    ::kill(pid_, SIGTERM);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    while (std::chrono::steady_clock::now() < deadline) {
+    for (;;) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         return exit_code_;
       }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+  }
+
+  // Sends a signal (SIGTERM to start a graceful shutdown) without waiting.
+  void send_signal(int signal) const {
+    if (pid_ > 0) ::kill(pid_, signal);
+  }
+
+  // Resident memory of the running server (VmRSS), in bytes; 0 when it cannot be read.
+  int64_t rss_bytes() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmRSS:  1234 kB"
+    return 0;
+  }
+
+  // SIGTERM, then the exit code (128 + signal if killed; -1 if it had to be SIGKILLed).
+  int stop(double timeout_s = 20.0) {
+    if (pid_ <= 0) return exit_code_;
+    ::kill(pid_, SIGTERM);
+    if (const auto code = wait_exit(timeout_s)) return *code;
     ::kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
@@ -100,6 +143,7 @@ class ServerProcess {
   }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string log() const { return read_file(log_path_); }
   httplib::Client client() const {

@@ -23,6 +23,9 @@ namespace tandem::server {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
+// At shutdown, how long a connection that has sent nothing yet may take to send its request.
+constexpr std::chrono::milliseconds kFreshConnectionGrace{1000};
+
 struct HttpServer::Impl {
   explicit Impl(ServerConfig config) : state(std::move(config)), acceptor(state.io) {}
 
@@ -74,7 +77,16 @@ struct HttpServer::Impl {
       }
       acceptor.close(ec);
     }
-    for (Session* session : state.sessions) session->close_if_idle();
+    for (Session* session : state.sessions) session->close_if_idle(/*include_fresh=*/false);
+    // Connections that have sent nothing yet get a moment for their request, then close.
+    asio::co_spawn(
+        state.io,
+        [this]() -> asio::awaitable<void> {
+          asio::steady_timer grace(state.io, kFreshConnectionGrace);
+          co_await grace.async_wait(asio::as_tuple(asio::use_awaitable));
+          for (Session* session : state.sessions) session->close_if_idle(/*include_fresh=*/true);
+        },
+        asio::detached);
   }
 };
 
@@ -149,9 +161,10 @@ void HttpServer::shutdown(double timeout_s) {
       wait_until(Clock::now() + std::chrono::seconds(2), [&] { return counters.in_engine.load() == 0; });
     }
   }
-  // Let the last final chunks and 503s reach their clients.
+  // Let the last final chunks and 503s reach their clients, and connections accepted but
+  // still silent send their request (they are closed after kFreshConnectionGrace).
   wait_until(std::max(deadline, Clock::now() + std::chrono::milliseconds(200)),
-             [&] { return counters.busy_sessions.load() == 0; });
+             [&] { return counters.busy_sessions.load() == 0 && counters.fresh_connections.load() == 0; });
   stop();
 }
 

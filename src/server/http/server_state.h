@@ -27,6 +27,7 @@ struct ServingCounters {
   std::atomic<int64_t> in_engine{0};      // generation requests submitted, final event not yet pushed
   std::atomic<int64_t> busy_sessions{0};  // connections between a request's head and its response's end
   std::atomic<int64_t> open_connections{0};
+  std::atomic<int64_t> fresh_connections{0};  // open, no request head read yet (shutdown answers them)
 };
 
 struct ServerState {

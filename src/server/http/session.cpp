@@ -59,11 +59,13 @@ bool method_allowed(Route route, http::verb method) {
 Session::Session(ServerState& state, asio::ip::tcp::socket socket) : state_(state), stream_(std::move(socket)) {
   state_.sessions.insert(this);
   ++state_.counters->open_connections;
+  ++state_.counters->fresh_connections;
 }
 
 Session::~Session() {
   state_.sessions.erase(this);
   --state_.counters->open_connections;
+  if (requests_read_ == 0) --state_.counters->fresh_connections;
 }
 
 asio::awaitable<void> Session::run(std::shared_ptr<Session> self) {
@@ -90,9 +92,13 @@ asio::awaitable<void> Session::refuse(ServerState& state, asio::ip::tcp::socket 
   stream.close();
 }
 
-void Session::close_if_idle() {
-  if (!idle_ || buffer_.size() != 0) return;
+void Session::close_if_idle(bool include_fresh) {
+  // A connection that never sent a request is owed an answer (its request may be on the way:
+  // it connected before the signal); so is one whose next request is already in the kernel.
   beast::error_code ignored;
+  if (!idle_ || buffer_.size() != 0 || (requests_read_ == 0 && !include_fresh) ||
+      stream_.socket().available(ignored) != 0)
+    return;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   stream_.socket().cancel(ignored);
 }
@@ -149,7 +155,9 @@ asio::awaitable<bool> Session::serve_one() {
   head_only_ = false;
   if (buffer_.size() == 0) {
     // Between requests: wait for a first byte, no longer than the idle timeout.
-    if (state_.shutting_down) co_return false;
+    // At shutdown a kept-alive connection is done; a new one gets a grace period to send its
+    // request and hear 503 (HttpServer closes it after that).
+    if (state_.shutting_down && requests_read_ > 0) co_return false;
     idle_ = true;
     stream_.expires_after(seconds(config.idle_timeout_s));
     auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(8192), kNoThrow);
@@ -199,6 +207,7 @@ asio::awaitable<bool> Session::serve_one() {
     }
   }
 
+  if (requests_read_++ == 0) --state_.counters->fresh_connections;
   const http::request<http::string_body>& head = parser.get();
   const unsigned version = head.version();
   const bool body_pending = oversize || !parser.is_done();

@@ -38,8 +38,9 @@ class Session {
   // Answers one canned 503 (past --max-connections) and closes.
   static boost::asio::awaitable<void> refuse(ServerState& state, boost::asio::ip::tcp::socket socket);
 
-  // I/O thread, at shutdown: a connection waiting for its next request is closed now.
-  void close_if_idle();
+  // I/O thread, at shutdown: a connection waiting for its next request is closed now; one
+  // that has not sent any request yet only when `include_fresh` (after a grace period).
+  void close_if_idle(bool include_fresh);
 
  private:
   // Reads and answers one request; false when the connection must close.
@@ -60,6 +61,7 @@ class Session {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   bool idle_ = false;          // waiting for the first byte of the next request
+  int64_t requests_read_ = 0;  // request heads read on this connection
   bool unread_body_ = false;   // answered without reading the request's body
   bool head_only_ = false;     // the request was HEAD: the response carries headers only
 };
