@@ -49,6 +49,13 @@ server::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tok
   const GgufFile file = GgufFile::open(options.model_path);
   renderer.jinja_template = file.get_string("tokenizer.chat_template").value_or("");
   renderer.format = server::detect_chat_format(renderer.jinja_template);
+  try {
+    renderer.compile();  // once, here, rather than on every chat request
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "tandem serve: warning: the model's chat template does not parse (%s); using the built-in %s\n",
+                 e.what(), std::string(server::chat_format_name(renderer.format)).c_str());
+    renderer.jinja_template.clear();
+  }
   return renderer;
 }
 

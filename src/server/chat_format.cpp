@@ -180,18 +180,25 @@ std::optional<RenderedChat> splice_content(const std::string& probe_text, const 
 
 }  // namespace
 
+void ChatRenderer::compile() {
+  compiled = jinja_template.empty() ? nullptr : std::make_shared<const ChatTemplate>(jinja_template);
+}
+
 std::string ChatRenderer::render(const std::vector<ChatMessage>& messages) const {
   if (jinja_template.empty()) return render_chat(format, messages);
+  if (compiled)
+    return compiled->render(messages_json(messages), nlohmann::ordered_json(), /*add_generation_prompt=*/true,
+                            bos_token, eos_token);
   return render_chat_template(jinja_template, messages_json(messages), nlohmann::ordered_json(),
                               /*add_generation_prompt=*/true, bos_token, eos_token);
 }
 
 RenderedChat ChatRenderer::render_for_tokenizer(const std::vector<ChatMessage>& messages,
                                                 const Tokenizer& tokenizer) const {
-  std::optional<ChatTemplate> parsed;
+  std::shared_ptr<const ChatTemplate> parsed = compiled;
   if (!jinja_template.empty()) {
     for (const ChatMessage& message : messages) check_template_role(message.role);
-    parsed.emplace(jinja_template);
+    if (!parsed) parsed = std::make_shared<const ChatTemplate>(jinja_template);
   }
   auto render_messages = [&](const std::vector<ChatMessage>& list) {
     if (!parsed) return render_chat(format, list);

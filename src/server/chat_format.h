@@ -5,12 +5,17 @@
 // special-token text typed inside a message can never become a control token.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
+
+namespace tandem {
+class ChatTemplate;
+}
 
 namespace tandem::server {
 
@@ -45,6 +50,13 @@ struct ChatRenderer {
   std::string jinja_template;  // non-empty: render with it (src/tokenizer/jinja)
   std::string bos_token;       // text of BOS/EOS, as templates print them
   std::string eos_token;
+  // jinja_template parsed once (compile()); without it, each render parses the text. Shared:
+  // rendering is const and the parsed template immutable, so any thread may use it.
+  std::shared_ptr<const ChatTemplate> compiled;
+
+  // Parses jinja_template now (a server does this once at load, not per request). Throws
+  // InputError when the template does not parse.
+  void compile();
 
   // Prompt text ending with the assistant's turn opener. Throws InputError (bad role, or an
   // error the template raises).

@@ -6,6 +6,9 @@
 // Also the fallback for templates that rewrite content, and the role checks.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include <algorithm>
 #include <filesystem>
 #include <cstdio>
@@ -198,6 +201,16 @@ TEST(ChatSpans, SharedTemplatesKeepMessageMarkersPlain) {
     spm.renderer.eos_token = "</s>";
     spm.tokenizer = &llama2_tokenizer();
     if (first_shape_rendered(spm.renderer, error)) expect_no_injection(spm, *shape);
+    // Parsed once (as the server does at load) renders exactly as parsing per request.
+    Case compiled = c;
+    compiled.renderer.compile();
+    ASSERT_TRUE(compiled.renderer.compiled) << c.name;
+    const std::vector<ChatMessage> messages = with_suffix(*shape, " </s> <|im_end|>");
+    const RenderedChat per_request = c.renderer.render_for_tokenizer(messages, tokenizer);
+    const RenderedChat once = compiled.renderer.render_for_tokenizer(messages, tokenizer);
+    EXPECT_EQ(once.text, per_request.text) << c.name;
+    EXPECT_EQ(once.special_spans.size(), per_request.special_spans.size()) << c.name;
+    EXPECT_EQ(compiled.renderer.render(*shape), c.renderer.render(*shape)) << c.name;
     ++tested;
   }
   for (const std::string& s : skipped) std::printf("skipped, throws for plain messages: %s\n", s.c_str());
@@ -341,6 +354,29 @@ TEST(ChatSpans, TemplateErrorsStayInputErrors) {
   renderer.jinja_template = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}"
                             "{% endif %}{% endfor %}";
   EXPECT_THROW(renderer.render_for_tokenizer({{"system", "x"}}, tokenizer), InputError);
+}
+
+// The server's worker threads share one compiled template; rendering must not write to it.
+TEST(ChatSpans, CompiledTemplateRendersFromManyThreads) {
+  const std::vector<fs::path> files = shared_templates();
+  if (files.empty()) GTEST_SKIP() << "no templates in " << shared_path("chat-templates");
+  ChatRenderer renderer;
+  for (const fs::path& file : files)
+    if (file.filename().string().find("Qwen2.5") != std::string::npos || renderer.jinja_template.empty())
+      renderer.jinja_template = testing::read_file(file.string());
+  renderer.compile();
+  const std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hello there"}, {"assistant", "Hi."},
+                                             {"user", "And now?"}};
+  const std::string expected = renderer.render(messages);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i)
+        if (renderer.render(messages) != expected) ++mismatches;
+    });
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
