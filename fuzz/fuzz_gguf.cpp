@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

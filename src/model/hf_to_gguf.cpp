@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/quant.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 #include "model/llama_file_type.h"
 #include "model/model.h"
 

@@ -11,6 +11,7 @@
 #include "base/quant.h"
 #include "base/thread_pool.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 #include "model/llama_file_type.h"
 
 namespace tandem {

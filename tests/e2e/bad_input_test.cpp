@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 #include "run_binary.h"
 
 namespace tandem::testing {

@@ -9,6 +9,7 @@
 #include "base/quant.h"
 #include "io/gguf_bytes.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 
 namespace tandem {
 namespace {

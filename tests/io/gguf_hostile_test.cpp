@@ -4,6 +4,7 @@
 
 #include "io/gguf_bytes.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 
 namespace tandem {
 namespace {

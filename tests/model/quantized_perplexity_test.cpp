@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "engine/perplexity.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "tokenizer/load_tokenizer.h"

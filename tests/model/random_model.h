@@ -15,6 +15,7 @@
 #include "base/dtype.h"
 #include "base/quant.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 
 namespace tandem::test_support {
 

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "io/gguf_file.h"
+#include "io/gguf_writer.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/load_tokenizer.h"

@@ -3,6 +3,7 @@
 // and the leading-space rule in decode.
 #include <algorithm>
 
+#include "io/gguf_writer.h"
 #include "tokenizer_test_util.h"
 
 namespace tandem {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "io/gguf_writer.h"
 #include "tokenizer_test_util.h"
 
 namespace tandem {
