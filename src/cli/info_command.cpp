@@ -53,10 +53,10 @@ void print_info(const std::string& path) {
     fmt::print("tensors {:<8} {} tensors, {} ({} bytes)\n", type + ":", totals.first, human_bytes(totals.second),
                totals.second);
   fmt::print("weights total:   {} ({} bytes)\n", human_bytes(model->weight_bytes_total()), model->weight_bytes_total());
-  const int64_t kv_per_token = KvCache::bytes_per_token(c);
+  const int64_t kv_per_token = KvCache::bytes_per_token(c.kv_shape());
   fmt::print("KV cache:        {} bytes/token (2 x {} layers x {} floats per row: {} kv heads x {} head dim, padded "
              "to whole 64-byte lines plus one, x 4 bytes f32), {} at full context ({} tokens)\n",
-             kv_per_token, c.n_layers, KvCache::row_stride(c), c.n_kv_heads, c.head_dim,
+             kv_per_token, c.n_layers, KvCache::row_stride(c.kv_shape()), c.n_kv_heads, c.head_dim,
              human_bytes(kv_per_token * c.context_length), c.context_length);
   // The paged pool `tandem serve` builds: 16-token blocks (its --kv-block default).
   const int64_t block_tokens = 16, blocks_per_context = (c.context_length + block_tokens - 1) / block_tokens;

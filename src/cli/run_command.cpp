@@ -69,7 +69,7 @@ void run(const RunOptions& options) {
                      "the prompt is {} tokens long but the model's context is {} tokens", prompt.size(),
                      config.context_length);
   Forward forward(model, std::max<int64_t>(1, static_cast<int64_t>(prompt.size())), pool);
-  KvCache cache(config, config.context_length, 1);
+  KvCache cache(config.kv_shape(), config.context_length, 1);
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
 
   SamplingParams sampling = options.sampling;

@@ -140,7 +140,7 @@ BenchResult Benchmark::run_prefill(int64_t n_prompt) {
   for (int64_t i = 0; i < n_prompt; ++i)
     batch.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prompt - 1);
   // Sized to the test, so peak RSS reflects what this test needs, not the full context.
-  KvCache cache(config, n_prompt, 1);
+  KvCache cache(config.kv_shape(), n_prompt, 1);
   for (int rep = 0; rep <= options_.repetitions; ++rep) {  // rep 0 is the warm-up
     cache.release(0);
     TANDEM_ASSERT(cache.reserve(0, n_prompt));
@@ -167,7 +167,7 @@ BenchResult Benchmark::run_decode(int64_t n_gen) {
   Batch prefill;
   for (int64_t i = 0; i < n_prefill; ++i)
     prefill.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prefill - 1);
-  KvCache cache(config, n_prefill + n_gen, 1);
+  KvCache cache(config.kv_shape(), n_prefill + n_gen, 1);
   Batch step;
   step.add(0, 0, 0, true);
   for (int rep = 0; rep <= options_.repetitions; ++rep) {

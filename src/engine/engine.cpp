@@ -65,7 +65,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
         return config;
       }()),
       blocks_([&] {
-        const int64_t per_block = KvCache::bytes_per_token(model_->config) * config_.block_size;
+        const int64_t per_block = KvCache::bytes_per_token(model_->config.kv_shape()) * config_.block_size;
         const int64_t per_seq = (config_.context_length + config_.block_size - 1) / config_.block_size;
         const int64_t n_blocks = config_.kv_memory_bytes > 0 ? config_.kv_memory_bytes / per_block
                                                              : per_seq * config_.max_seqs;
@@ -76,7 +76,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
                            n_blocks, config_.block_size, config_.context_length, per_seq);
         return BlockAllocator(n_blocks, config_.block_size);
       }()),
-      cache_(model_->config, blocks_.n_blocks() * config_.block_size, config_.max_seqs, KvCache::SlotOwner::External),
+      cache_(model_->config.kv_shape(), blocks_.n_blocks() * config_.block_size, config_.max_seqs, KvCache::SlotOwner::External),
       forward_(model_, config_.max_batch_tokens, pool),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
       lane_owner_(static_cast<size_t>(config_.max_seqs), -1),

@@ -21,7 +21,7 @@ PerplexityResult compute_perplexity(Forward& forward, std::span<const int32_t> t
   batch_tokens = std::min(batch_tokens, forward.max_batch_tokens());
   const int64_t vocab = config.vocab_size;
 
-  KvCache cache(config, ctx, 1);
+  KvCache cache(config.kv_shape(), ctx, 1);
   double sum_nll = 0.0, sum_nll_squared = 0.0;
   int64_t count = 0;
   Batch batch;

@@ -29,7 +29,7 @@ TextGenerator TextGenerator::load(const std::string& model_path, const std::stri
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
                      model->config.vocab_size);
   auto state = std::unique_ptr<State>(new State{model, std::move(tokenizer), std::make_unique<ThreadPool>(threads),
-                                                std::make_unique<KvCache>(model->config, model->config.context_length, 1)});
+                                                std::make_unique<KvCache>(model->config.kv_shape(), model->config.context_length, 1)});
   return TextGenerator(std::move(state));
 }
 

@@ -6,8 +6,8 @@
 
 namespace tandem {
 
-KvCache::KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs, SlotOwner owner)
-    : n_layers_(config.n_layers), n_slots_(n_slots), owner_(owner), row_stride_(row_stride(config)) {
+KvCache::KvCache(const KvShape& shape, int64_t n_slots, int32_t max_seqs, SlotOwner owner)
+    : n_layers_(shape.n_layers), n_slots_(n_slots), owner_(owner), row_stride_(row_stride(shape)) {
   TANDEM_ASSERT(n_slots > 0 && max_seqs > 0);
   const auto lines = static_cast<size_t>(n_layers_ * n_slots_ * row_stride_ / 16);
   keys_.assign(lines, CacheLine{});

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "model/model_config.h"
+#include "kv/kv_shape.h"
 
 namespace tandem {
 
@@ -20,7 +20,7 @@ class KvCache {
   enum class SlotOwner { Cache, External };
 
   // n_slots: tokens the pool can hold (all sequences together); max_seqs: sequence ids 0..max_seqs-1.
-  KvCache(const ModelConfig& config, int64_t n_slots, int32_t max_seqs, SlotOwner owner = SlotOwner::Cache);
+  KvCache(const KvShape& shape, int64_t n_slots, int32_t max_seqs, SlotOwner owner = SlotOwner::Cache);
 
   int64_t n_slots() const { return n_slots_; }
   int32_t max_seqs() const { return static_cast<int32_t>(tables_.size()); }
@@ -58,10 +58,8 @@ class KvCache {
   // 2 (K and V) x layers x row_stride() x bytes per element: what a token's slot occupies.
   int64_t bytes_per_token() const { return bytes_per_token(n_layers_, row_stride_); }
   // The same for a model before any cache exists (pool sizing, `tandem info`).
-  static int64_t row_stride(const ModelConfig& config) { return (config.kv_width() + 15) / 16 * 16 + 16; }
-  static int64_t bytes_per_token(const ModelConfig& config) {
-    return bytes_per_token(config.n_layers, row_stride(config));
-  }
+  static int64_t row_stride(const KvShape& shape) { return (shape.kv_width() + 15) / 16 * 16 + 16; }
+  static int64_t bytes_per_token(const KvShape& shape) { return bytes_per_token(shape.n_layers, row_stride(shape)); }
   int64_t bytes_in_use() const { return n_used_slots() * bytes_per_token(); }
   int64_t bytes_total() const { return n_slots_ * bytes_per_token(); }
 

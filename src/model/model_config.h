@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_shape.h"
+
 namespace tandem {
 
 struct ModelConfig {
@@ -26,6 +28,7 @@ struct ModelConfig {
 
   int64_t q_width() const { return n_heads * head_dim; }
   int64_t kv_width() const { return n_kv_heads * head_dim; }
+  KvShape kv_shape() const { return {n_layers, n_kv_heads, head_dim}; }
   // Throws InputError naming the first inconsistent value.
   void validate() const;
 };

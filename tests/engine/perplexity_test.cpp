@@ -69,7 +69,7 @@ TEST_F(PerplexityTest, MatchesDirectComputation) {
   for (int64_t chunk = 0; chunk < 4; ++chunk) {
     std::vector<int32_t> chunk_tokens(tokens.begin() + chunk * ctx, tokens.begin() + (chunk + 1) * ctx);
     chunk_tokens[0] = kBos;
-    KvCache cache(model_->config, ctx, 1);
+    KvCache cache(model_->config.kv_shape(), ctx, 1);
     ASSERT_TRUE(cache.reserve(0, ctx));
     Batch batch;
     for (int64_t p = 0; p < ctx; ++p) batch.add(chunk_tokens[p], static_cast<int32_t>(p), 0, true);

@@ -19,7 +19,7 @@ namespace tandem::test_support {
 inline std::vector<float> prefill_logits(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& tokens) {
   ThreadPool pool(2);
   Forward forward(model, static_cast<int64_t>(tokens.size()), pool);
-  KvCache cache(model->config, static_cast<int64_t>(tokens.size()), 1);
+  KvCache cache(model->config.kv_shape(), static_cast<int64_t>(tokens.size()), 1);
   EXPECT_TRUE(cache.reserve(0, static_cast<int64_t>(tokens.size())));
   Batch batch;
   for (size_t t = 0; t < tokens.size(); ++t) batch.add(tokens[t], static_cast<int32_t>(t), 0, true);
@@ -32,7 +32,7 @@ inline std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model
   const int64_t total = static_cast<int64_t>(prompt.size()) + n_new;
   ThreadPool pool(2);
   Forward forward(model, total, pool);
-  KvCache cache(model->config, total, 1);
+  KvCache cache(model->config.kv_shape(), total, 1);
   Batch batch;
   for (size_t t = 0; t < prompt.size(); ++t) batch.add(prompt[t], static_cast<int32_t>(t), 0, t + 1 == prompt.size());
   std::vector<int32_t> generated;

@@ -62,7 +62,7 @@ TEST(EmbeddingLookup, PrefillOverEveryTokenLeavesTheTableUnmapped) {
   Forward forward(model, context, pool);
   std::vector<float> first_logits;
   for (int64_t first = 0; first < vocab; first += context) {  // every token id once
-    KvCache cache(model->config, context, 1);
+    KvCache cache(model->config.kv_shape(), context, 1);
     const int64_t n = std::min(context, vocab - first);
     ASSERT_TRUE(cache.reserve(0, n));
     Batch batch;
@@ -78,7 +78,7 @@ TEST(EmbeddingLookup, PrefillOverEveryTokenLeavesTheTableUnmapped) {
   EXPECT_LE(mapped, 2) << "of " << (end - begin + page - 1) / page << " embedding pages mapped after lookups";
   // The rows read are the table's: the same prompt through a fresh Forward gives the same logits.
   Forward again(model, context, pool);
-  KvCache cache(model->config, context, 1);
+  KvCache cache(model->config.kv_shape(), context, 1);
   ASSERT_TRUE(cache.reserve(0, context));
   Batch batch;
   for (int64_t i = 0; i < context; ++i) batch.add(static_cast<int32_t>(i), static_cast<int32_t>(i), 0, i == context - 1);

@@ -29,7 +29,7 @@ std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model, co
                                    int64_t step) {
   ThreadPool pool(2);
   Forward forward(model, static_cast<int64_t>(tokens.size()), pool);
-  KvCache cache(model->config, static_cast<int64_t>(tokens.size()), 1);
+  KvCache cache(model->config.kv_shape(), static_cast<int64_t>(tokens.size()), 1);
   EXPECT_TRUE(cache.reserve(0, static_cast<int64_t>(tokens.size())));
   std::vector<float> logits;
   Batch batch;

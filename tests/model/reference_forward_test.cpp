@@ -246,12 +246,12 @@ void check_prefill(const Case& c, std::shared_ptr<const Model> model, const Rand
     Batch batch;
     for (int64_t t = 0; t < length; ++t) batch.add(tokens[t], static_cast<int32_t>(t), 0, true);
     const std::string what = c.name + " prefill of " + std::to_string(length);
-    KvCache cache(model->config, 32, 1);
+    KvCache cache(model->config.kv_shape(), 32, 1);
     ASSERT_TRUE(cache.reserve(0, length));
     run_and_compare(forward, cache, batch, c.spec, {reference_forward(c.spec, weights, tokens, c.q8_inputs)},
                     c.rel_tol, what);
     if (c.q8_inputs) {
-      KvCache fresh(model->config, 32, 1);
+      KvCache fresh(model->config.kv_shape(), 32, 1);
       ASSERT_TRUE(fresh.reserve(0, length));
       run_and_compare(forward, fresh, batch, c.spec, {reference_forward(c.spec, weights, tokens)}, c.plain_rel_tol,
                       what + " (exact reference)");
@@ -300,7 +300,7 @@ TEST_F(ReferenceForwardTest, InterleavedSequencesMatchTheirOwnReference) {
     const std::vector<ReferenceRun> reference = {reference_forward(c.spec, weights, seq0),
                                                  reference_forward(c.spec, weights, seq1)};
     Forward forward(model, 32, pool_);
-    KvCache cache(model->config, 40, 2);
+    KvCache cache(model->config.kv_shape(), 40, 2);
     ASSERT_TRUE(cache.reserve(1, 5));
     Batch batch;
     for (int32_t p = 0; p < 5; ++p) batch.add(seq1[p], p, 1, p == 4);
@@ -328,7 +328,7 @@ TEST_F(ReferenceForwardTest, PrefillThenDecodeMatchesFullSequence) {
     const std::vector<int32_t> tokens = random_tokens(17, c.spec.vocab_size, 21);
     const std::vector<ReferenceRun> reference = {reference_forward(c.spec, weights, tokens, c.q8_inputs)};
     Forward forward(model, 16, pool_);
-    KvCache cache(model->config, 17, 1);
+    KvCache cache(model->config.kv_shape(), 17, 1);
     Batch batch;
     auto feed = [&](int32_t begin, int32_t end, const std::string& what) {
       ASSERT_TRUE(cache.reserve(0, end));
@@ -355,7 +355,7 @@ std::vector<int32_t> stories_tokens(int64_t n, uint32_t seed) {
 // Feeds `tokens` as sequence `seq` in batches of `step` tokens, every row asking for logits.
 std::vector<float> run_in_steps(Forward& forward, const std::vector<int32_t>& tokens, int64_t step) {
   const int64_t n = static_cast<int64_t>(tokens.size()), vocab = forward.model().config.vocab_size;
-  KvCache cache(forward.model().config, n, 1);
+  KvCache cache(forward.model().config.kv_shape(), n, 1);
   EXPECT_TRUE(cache.reserve(0, n));
   std::vector<float> logits;
   Batch batch;
@@ -404,7 +404,7 @@ TEST(Stories260KTest, BatchInvariance) {
   const std::vector<float> alone = run_in_steps(alone_forward, a, 30);
 
   Forward mixed_forward(model, 64, two);
-  KvCache cache(model->config, 64, 2);
+  KvCache cache(model->config.kv_shape(), 64, 2);
   ASSERT_TRUE(cache.reserve(1, 30));
   ASSERT_TRUE(cache.reserve(0, 24));
   std::vector<float> mixed(alone.size());

@@ -128,11 +128,8 @@ TEST(BlockAllocator, DuplicatePublishKeepsFirstCopyAndFreesTheOther) {
 }
 
 TEST(KvCachePaged, SlotTablesFollowBlockTables) {
-  ModelConfig config;
-  config.n_layers = 1;
-  config.n_heads = config.n_kv_heads = 1;
-  config.head_dim = 2;
-  KvCache cache(config, 4 * 8, 2, KvCache::SlotOwner::External);
+  const KvShape shape{/*n_layers=*/1, /*n_kv_heads=*/1, /*head_dim=*/2};
+  KvCache cache(shape, 4 * 8, 2, KvCache::SlotOwner::External);
   const std::vector<int32_t> table = {3, 1};
   cache.map_blocks(0, table, 8, 10);
   const std::vector<int32_t>& slots = cache.slot_table(0);

@@ -95,7 +95,7 @@ std::vector<int32_t> alone(const std::string& prompt, int64_t max_tokens) {
   Fixture& f = fixture();
   const std::vector<int32_t> ids = f.tokenizer.encode(prompt, true);
   Forward forward(f.model, static_cast<int64_t>(ids.size()), f.pool);
-  KvCache cache(f.model->config, f.model->config.context_length, 1);
+  KvCache cache(f.model->config.kv_shape(), f.model->config.context_length, 1);
   SamplingParams sampling;
   sampling.temperature = 0.0f;
   Sampler sampler(sampling, f.model->config.vocab_size);
@@ -189,7 +189,7 @@ TEST(Engine, TinyPoolPreemptsAndStillMatchesAlone) {
   EXPECT_THROW(run_jobs(jobs, config), InputError);
   // Exactly one full context (128 tokens = 8 blocks) for five long sequences.
   const ModelConfig& c = fixture().model->config;
-  config.kv_memory_bytes = 8 * 16 * KvCache::bytes_per_token(c);
+  config.kv_memory_bytes = 8 * 16 * KvCache::bytes_per_token(c.kv_shape());
   EngineStats stats;
   const std::vector<Outcome> outcomes = run_jobs(jobs, config, false, &stats);
   EXPECT_GT(stats.preemptions, 0);
