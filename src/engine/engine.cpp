@@ -149,8 +149,9 @@ void Engine::intake() {
     sequences_.emplace(request->id, std::move(sequence));
     scheduler_.add(request);
   }
-  for (const auto& [id, sequence] : sequences_)
-    if (everything || (unadmitted && sequence->request.cached_prompt_tokens < 0)) cancels.insert(id);
+  if (everything || unadmitted)  // a walk over every sequence only when asked, not on each step
+    for (const auto& [id, sequence] : sequences_)
+      if (everything || sequence->request.cached_prompt_tokens < 0) cancels.insert(id);
   for (uint64_t id : cancels) {
     const auto it = sequences_.find(id);
     if (it == sequences_.end()) continue;
