@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
-#include "tokenizer/jinja/chat_template.h"
+#include "chat/jinja/chat_template.h"
 
 namespace tandem::cli {
 namespace {

@@ -33,13 +33,13 @@ struct ServeOptions {
 
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
 // (GGUF tokenizer.chat_template), falling back to ChatML when it has none.
-server::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tokenizer& tokenizer) {
-  server::ChatRenderer renderer;
+chat::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tokenizer& tokenizer) {
+  chat::ChatRenderer renderer;
   const Vocab& vocab = tokenizer.vocab();
   if (vocab.bos_id >= 0) renderer.bos_token = vocab.pieces[static_cast<size_t>(vocab.bos_id)];
   if (vocab.eos_id >= 0) renderer.eos_token = vocab.pieces[static_cast<size_t>(vocab.eos_id)];
   if (!options.chat_template.empty()) {
-    const auto format = server::chat_format_from_name(options.chat_template);
+    const auto format = chat::chat_format_from_name(options.chat_template);
     TANDEM_CHECK_INPUT(format.has_value(), "unknown --chat-template '{}' (chatml, llama2, llama3, zephyr)",
                        options.chat_template);
     renderer.format = *format;
@@ -48,12 +48,12 @@ server::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tok
   if (!is_gguf_path(options.model_path)) return renderer;
   const GgufFile file = GgufFile::open(options.model_path);
   renderer.jinja_template = file.get_string("tokenizer.chat_template").value_or("");
-  renderer.format = server::detect_chat_format(renderer.jinja_template);
+  renderer.format = chat::detect_chat_format(renderer.jinja_template);
   try {
     renderer.compile();  // once, here, rather than on every chat request
   } catch (const InputError& e) {
     std::fprintf(stderr, "tandem serve: warning: the model's chat template does not parse (%s); using the built-in %s\n",
-                 e.what(), std::string(server::chat_format_name(renderer.format)).c_str());
+                 e.what(), std::string(chat::chat_format_name(renderer.format)).c_str());
     renderer.jinja_template.clear();
   }
   return renderer;
@@ -101,7 +101,7 @@ void serve(const ServeOptions& options) {
   TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
                      model->config.vocab_size);
-  const server::ChatRenderer chat_renderer = choose_chat_renderer(options, tokenizer);
+  const chat::ChatRenderer chat_renderer = choose_chat_renderer(options, tokenizer);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the engine's threads start
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);

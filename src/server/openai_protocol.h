@@ -12,9 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "server/chat_format.h"
+#include "chat/chat_format.h"
 
 namespace tandem::server {
+
+// The chat types the protocol carries (src/chat/).
+using chat::ChatMessage;
+using chat::ChatRenderer;
+using chat::RenderedChat;
 
 // A request the server refuses; `status` is the HTTP status, `type` OpenAI's error type.
 class ApiError : public std::runtime_error {

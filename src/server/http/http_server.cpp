@@ -123,7 +123,7 @@ void HttpServer::start() {
   impl_->io_thread = std::thread([this] { impl_->state.io.run(); });
 }
 
-void HttpServer::attach(Engine* engine, std::string model_id, ChatRenderer chat_renderer) {
+void HttpServer::attach(Engine* engine, std::string model_id, chat::ChatRenderer chat_renderer) {
   impl_->state.model_id = std::move(model_id);
   impl_->state.chat_renderer = std::move(chat_renderer);
   impl_->state.engine.store(engine);  // publishes model_id and chat_renderer to the I/O thread

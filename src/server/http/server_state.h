@@ -13,7 +13,7 @@
 #include <unordered_set>
 
 #include "engine/engine.h"
-#include "server/chat_format.h"
+#include "chat/chat_format.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
 
@@ -36,7 +36,7 @@ struct ServerState {
   const ServerConfig config;
   std::atomic<Engine*> engine{nullptr};  // stored last by attach(): publishes the two below
   std::string model_id;
-  ChatRenderer chat_renderer;
+  chat::ChatRenderer chat_renderer;
   std::shared_ptr<ServingCounters> counters = std::make_shared<ServingCounters>();
   std::atomic<uint64_t> next_response_id{1};
 

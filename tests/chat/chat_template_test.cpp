@@ -1,5 +1,5 @@
 // Chat templates against the reference: every template in ../shared/chat-templates and
-// tests/chat_template/data/templates, with every message set in data/messages, with and
+// tests/chat/data/templates, with every message set in data/messages, with and
 // without add_generation_prompt, must render byte-identically to python3-jinja2 configured
 // as transformers configures it (render_reference.py), or fail where Python fails.
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja/chat_template.h"
+#include "chat/jinja/chat_template.h"
 
 namespace tandem {
 namespace {

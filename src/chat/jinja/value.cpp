@@ -1,6 +1,6 @@
 // Value construction and the Python object protocol templates rely on: truthiness, ==,
 // ordering, str() and repr(). Output must match CPython byte for byte (floats included).
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 #include <charconv>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/py_string.h"
+#include "chat/jinja/py_string.h"
 
 namespace tandem::jinja {
 

@@ -1,9 +1,9 @@
 // Chat-template entry points (see chat_template.h): JSON → Values, parse, render.
-#include "tokenizer/jinja/chat_template.h"
+#include "chat/jinja/chat_template.h"
 
-#include "tokenizer/jinja/evaluator.h"
-#include "tokenizer/jinja/json_value.h"
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/evaluator.h"
+#include "chat/jinja/json_value.h"
+#include "chat/jinja/parser.h"
 
 namespace tandem {
 

@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "tokenizer/jinja/evaluator.h"
-#include "tokenizer/jinja/json_value.h"
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/evaluator.h"
+#include "chat/jinja/json_value.h"
+#include "chat/jinja/parser.h"
 
 namespace tandem::jinja {
 namespace {

@@ -2,15 +2,15 @@
 // first: ternary, or, and, not, comparisons/in, + -, ~, * / // %, **, unary - +, then
 // postfix (. [] ()) with filters and tests. Nesting is capped so hostile input cannot
 // exhaust the stack.
-#include "tokenizer/jinja/parser.h"
+#include "chat/jinja/parser.h"
 
 #include <algorithm>
 #include <initializer_list>
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/filters.h"
-#include "tokenizer/jinja/lexer.h"
+#include "chat/jinja/filters.h"
+#include "chat/jinja/lexer.h"
 
 namespace tandem::jinja {
 namespace {

@@ -1,14 +1,14 @@
 // Value operations with Python's rules (see operators.h): int overflow and oversized
 // results are errors rather than silent wraparound, Markup strings escape what is added to
 // them, and lookups that fail yield Undefined exactly where Jinja's getattr/getitem do.
-#include "tokenizer/jinja/operators.h"
+#include "chat/jinja/operators.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/py_string.h"
+#include "chat/jinja/py_string.h"
 
 namespace tandem::jinja {
 namespace {

@@ -1,15 +1,15 @@
 // Tree-walking renderer (see evaluator.h). Statements append to an output string;
 // expressions evaluate to Values through operators.h and filters.h. Every runtime error
 // leaves here as a TemplateError carrying the line of the statement that failed.
-#include "tokenizer/jinja/evaluator.h"
+#include "chat/jinja/evaluator.h"
 
 #include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/filters.h"
-#include "tokenizer/jinja/operators.h"
+#include "chat/jinja/filters.h"
+#include "chat/jinja/operators.h"
 
 namespace tandem::jinja {
 namespace {

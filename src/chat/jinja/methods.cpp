@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/operators.h"
-#include "tokenizer/jinja/py_string.h"
+#include "chat/jinja/operators.h"
+#include "chat/jinja/py_string.h"
 
 namespace tandem::jinja {
 namespace {

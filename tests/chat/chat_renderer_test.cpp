@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "server/chat_format.h"
+#include "chat/chat_format.h"
 
-namespace tandem::server {
+namespace tandem::chat {
 namespace {
 
 TEST(ServerChatRenderer, UsesTheModelsJinjaTemplate) {
@@ -37,4 +37,4 @@ TEST(ServerChatRenderer, BuiltInFormatWhenNoTemplate) {
 }
 
 }  // namespace
-}  // namespace tandem::server
+}  // namespace tandem::chat

@@ -1,7 +1,7 @@
 // Filters and tests (see filters.h), each a small function keyed by its Jinja name.
 // Results that Jinja produces as Python generators (map, select*, reject*, unique, items)
 // are generator Values, so `|length` on them fails and `|list` is needed, as in Jinja.
-#include "tokenizer/jinja/filters.h"
+#include "chat/jinja/filters.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/json_value.h"
-#include "tokenizer/jinja/operators.h"
-#include "tokenizer/jinja/py_string.h"
+#include "chat/jinja/json_value.h"
+#include "chat/jinja/operators.h"
+#include "chat/jinja/py_string.h"
 
 namespace tandem::jinja {
 namespace {

@@ -1,11 +1,11 @@
 // JSON in and out of template Values (see json_value.h). Output follows CPython's json
 // module: separators, indentation, float repr, NaN/Infinity, key coercion to strings.
-#include "tokenizer/jinja/json_value.h"
+#include "chat/jinja/json_value.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "tokenizer/jinja/py_string.h"
+#include "chat/jinja/py_string.h"
 
 namespace tandem::jinja {
 namespace {

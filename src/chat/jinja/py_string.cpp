@@ -1,6 +1,6 @@
 // Python str operations over UTF-8 (see py_string.h). Decoding is lenient: a byte that does
 // not start a well-formed sequence is one code point of its own, so nothing here throws.
-#include "tokenizer/jinja/py_string.h"
+#include "chat/jinja/py_string.h"
 
 #include <fmt/format.h>
 

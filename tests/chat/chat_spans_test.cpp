@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "base/error.h"
-#include "server/chat_format.h"
+#include "chat/chat_format.h"
 #include "tokenizer/tokenizer_test_util.h"
 
-namespace tandem::server {
+namespace tandem::chat {
 namespace {
 
 namespace fs = std::filesystem;
@@ -380,4 +380,4 @@ TEST(ChatSpans, CompiledTemplateRendersFromManyThreads) {
 }
 
 }  // namespace
-}  // namespace tandem::server
+}  // namespace tandem::chat

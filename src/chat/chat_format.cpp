@@ -2,7 +2,7 @@
 // markers; special-token text such as "</s>" is emitted verbatim, as the templates do.
 // Also where a rendered prompt's message content is located for the tokenizer, so that
 // only the template's own text may hold control tokens.
-#include "server/chat_format.h"
+#include "chat/chat_format.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "tokenizer/jinja/chat_template.h"
-#include "tokenizer/jinja/py_string.h"
+#include "chat/jinja/chat_template.h"
+#include "chat/jinja/py_string.h"
 
-namespace tandem::server {
+namespace tandem::chat {
 
 std::optional<ChatFormat> chat_format_from_name(std::string_view name) {
   if (name == "chatml") return ChatFormat::ChatML;
@@ -236,4 +236,4 @@ RenderedChat ChatRenderer::render_for_tokenizer(const std::vector<ChatMessage>& 
   return RenderedChat{text, {TextSpan{0, text.size()}}};
 }
 
-}  // namespace tandem::server
+}  // namespace tandem::chat

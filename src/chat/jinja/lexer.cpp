@@ -1,7 +1,7 @@
 // The template lexer (see lexer.h). It follows Jinja2's lexer rule by rule where the output
 // depends on it: which whitespace `-`, trim_blocks and lstrip_blocks remove, that tag ends
 // only count outside brackets, and Python's string-literal escapes.
-#include "tokenizer/jinja/lexer.h"
+#include "chat/jinja/lexer.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/template_error.h"
+#include "chat/jinja/template_error.h"
 #include "tokenizer/utf8.h"
 
 namespace tandem::jinja {

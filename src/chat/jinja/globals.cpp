@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja/evaluator.h"
-#include "tokenizer/jinja/operators.h"
+#include "chat/jinja/evaluator.h"
+#include "chat/jinja/operators.h"
 
 namespace tandem::jinja {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 namespace tandem::jinja {
 

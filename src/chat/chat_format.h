@@ -17,7 +17,7 @@ namespace tandem {
 class ChatTemplate;
 }
 
-namespace tandem::server {
+namespace tandem::chat {
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"
@@ -76,4 +76,4 @@ struct ChatRenderer {
   std::string name() const { return jinja_template.empty() ? std::string(chat_format_name(format)) : "model template"; }
 };
 
-}  // namespace tandem::server
+}  // namespace tandem::chat

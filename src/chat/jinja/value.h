@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja/template_error.h"
+#include "chat/jinja/template_error.h"
 
 namespace tandem::jinja {
 

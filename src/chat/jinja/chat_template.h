@@ -1,14 +1,14 @@
 // Chat-template rendering as Hugging Face transformers does it: the template text from
 // tokenizer_config.json / GGUF `tokenizer.chat_template`, OpenAI-style messages and tools,
-// rendered by Tandem's Jinja2 subset (src/tokenizer/jinja/). Errors are TemplateError.
+// rendered by Tandem's Jinja2 subset (src/chat/jinja/). Errors are TemplateError.
 #pragma once
 
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/template_error.h"
+#include "chat/jinja/ast.h"
+#include "chat/jinja/template_error.h"
 
 namespace tandem {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/value.h"
 
 namespace tandem::jinja {
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja/ast.h"
-#include "tokenizer/jinja/value.h"
+#include "chat/jinja/ast.h"
+#include "chat/jinja/value.h"
 
 namespace tandem::jinja {
 

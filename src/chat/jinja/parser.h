@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja/ast.h"
+#include "chat/jinja/ast.h"
 
 namespace tandem::jinja {
 
