@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "tokenizer/jinja/chat_template.h"
+#include "chat/jinja/chat_template.h"
 
 namespace {
 

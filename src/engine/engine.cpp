@@ -260,6 +260,7 @@ void Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
 
 void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event) {
   Request& request = sequence.request;
+  event.kv_bytes = static_cast<int64_t>(request.block_table.size()) * cache_.bytes_per_token() * config_.block_size;
   scheduler_.remove(&request, state);
   request.finish_reason = reason;
   request.times.finished = RequestClock::now();
@@ -274,6 +275,11 @@ void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason,
   event.admitted = was_admitted;
   event.queue_ms = ms_between(times.arrival, was_admitted ? times.admitted : times.finished);
   event.ttft_ms = request.generated.empty() ? 0.0 : ms_between(times.arrival, times.first_token);
+  if (was_admitted && !request.generated.empty()) {
+    event.prefill_ms = ms_between(times.admitted, times.first_token);
+    event.decode_ms = ms_between(times.first_token, times.last_token);
+  }
+  event.preemptions = request.n_preemptions;
   event.e2e_ms = ms_between(times.arrival, times.finished);
   event.itl_ms = times.itl_ms;
   EventCallback on_event = std::move(sequence.on_event);

@@ -58,9 +58,15 @@ struct RequestEvent {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;          // prompt tokens served from the prefix cache
   int64_t completion_tokens = 0;
-  // Set on the final event, in milliseconds.
-  double queue_ms = 0.0, ttft_ms = 0.0, e2e_ms = 0.0;
+  // Set on the final event, in milliseconds: queue (arrival -> first admission), TTFT
+  // (arrival -> first token), prefill (first admission -> first token: the prompt's forward
+  // passes, chunked or not), decode (first -> last token), end to end; itl_ms holds the gaps
+  // between consecutive tokens (TPOT percentiles). kv_bytes: the KV cache the sequence held
+  // at its end (its blocks x bytes per block; blocks shared through the prefix cache count).
+  double queue_ms = 0.0, ttft_ms = 0.0, prefill_ms = 0.0, decode_ms = 0.0, e2e_ms = 0.0;
   std::vector<double> itl_ms;
+  int64_t kv_bytes = 0;
+  int32_t preemptions = 0;
 };
 using EventCallback = std::function<void(RequestEvent&&)>;
 
