@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/generation.h"
+#include "engine/request.h"
 #include "engine/sampler.h"
 
 namespace tandem {
@@ -30,8 +30,7 @@ struct GenerateRequest {
 struct GenerateResponse {
   std::string text;             // the generated text (prompt not included)
   std::vector<int32_t> tokens;  // BOS, prompt ids, generated ids
-  StopReason stop_reason = StopReason::TokenLimit;
-  GenerationTimings timings;
+  FinishReason finish_reason = FinishReason::None;
 };
 
 class TextGenerator {

@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
-#include "engine/generation.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/load_tokenizer.h"
 #include "tokenizer/streaming_detokenizer.h"
@@ -34,24 +34,36 @@ double percentile(std::vector<double> values, double fraction) {
   return values[std::min(index, values.size() - 1)];
 }
 
-void print_timings(double load_ms, const GenerationResult& result, int64_t kv_bytes_per_token) {
-  const GenerationTimings& t = result.timings;
+const char* stop_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::EndOfSequence: return "end of sequence";
+    case FinishReason::Length: return "token limit";
+    case FinishReason::ContextLimit: return "context limit";
+    case FinishReason::StopString: return "stop string";
+    case FinishReason::Cancelled: return "cancelled";
+    default: return "error";
+  }
+}
+
+// The timing summary, from the engine's per-request timings (what /metrics aggregates).
+void print_timings(double load_ms, const RequestEvent& done, int64_t kv_bytes_per_token) {
   const auto per_second = [](int64_t tokens, double ms) { return ms > 0 ? tokens * 1000.0 / ms : 0.0; };
-  const int64_t decoded = static_cast<int64_t>(t.step_ms.size());
+  const auto decoded = static_cast<int64_t>(done.itl_ms.size());
   std::fprintf(stderr, "\n\nload:    %.2f ms\n", load_ms);
   std::fprintf(stderr, "prefill: %lld prompt tokens in %.2f ms (%.1f tokens/s)\n",
-               static_cast<long long>(t.prompt_tokens), t.prefill_ms, per_second(t.prompt_tokens, t.prefill_ms));
-  std::fprintf(stderr, "TTFT:    %.2f ms\n", t.ttft_ms);
+               static_cast<long long>(done.prompt_tokens), done.prefill_ms,
+               per_second(done.prompt_tokens, done.prefill_ms));
+  std::fprintf(stderr, "TTFT:    %.2f ms\n", done.ttft_ms);
   std::fprintf(stderr, "decode:  %lld tokens generated; %lld decode steps in %.2f ms (%.1f tokens/s)\n",
-               static_cast<long long>(t.generated_tokens), static_cast<long long>(decoded), t.decode_ms,
-               per_second(decoded, t.decode_ms));
-  const double mean = decoded > 0 ? t.decode_ms / static_cast<double>(decoded) : 0.0;
-  std::fprintf(stderr, "TPOT:    mean %.3f ms, p50 %.3f ms, p99 %.3f ms\n", mean, percentile(t.step_ms, 0.5),
-               percentile(t.step_ms, 0.99));
-  std::fprintf(stderr, "KV cache: %lld bytes in use (%lld tokens x %lld bytes/token)\n",
-               static_cast<long long>(t.kv_bytes_in_use), static_cast<long long>(t.kv_bytes_in_use / kv_bytes_per_token),
+               static_cast<long long>(done.completion_tokens), static_cast<long long>(decoded), done.decode_ms,
+               per_second(decoded, done.decode_ms));
+  const double mean = decoded > 0 ? done.decode_ms / static_cast<double>(decoded) : 0.0;
+  std::fprintf(stderr, "TPOT:    mean %.3f ms, p50 %.3f ms, p99 %.3f ms\n", mean, percentile(done.itl_ms, 0.5),
+               percentile(done.itl_ms, 0.99));
+  std::fprintf(stderr, "KV cache: %lld bytes in use (%lld token slots x %lld bytes/token)\n",
+               static_cast<long long>(done.kv_bytes), static_cast<long long>(done.kv_bytes / kv_bytes_per_token),
                static_cast<long long>(kv_bytes_per_token));
-  std::fprintf(stderr, "stop:    %s\n", std::string(stop_reason_name(result.stop_reason)).c_str());
+  std::fprintf(stderr, "stop:    %s\n", stop_name(done.finish_reason));
 }
 
 void run(const RunOptions& options) {
@@ -65,40 +77,53 @@ void run(const RunOptions& options) {
   ThreadPool pool(options.threads);
   const std::vector<int32_t> prompt = tokenizer.encode(options.prompt, tokenizer.vocab().add_bos);  // gpt-2 style vocabularies add none
   const ModelConfig& config = model->config;
+  TANDEM_CHECK_INPUT(!prompt.empty(), "the prompt is empty (no tokens)");
   TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= config.context_length,
                      "the prompt is {} tokens long but the model's context is {} tokens", prompt.size(),
                      config.context_length);
-  Forward forward(model, std::max<int64_t>(1, static_cast<int64_t>(prompt.size())), pool);
-  KvCache cache(config.kv_shape(), config.context_length, 1);
+  // A batch of one: the whole prompt in one forward pass (scratch sized for exactly it), a
+  // KV pool of one full context.
+  EngineConfig engine_config;
+  engine_config.max_seqs = 1;
+  engine_config.max_batch_tokens = static_cast<int64_t>(prompt.size());
+  Engine engine(model, tokenizer, engine_config, pool);
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
 
-  SamplingParams sampling = options.sampling;
-  sampling.seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
-  Sampler sampler(sampling, config.vocab_size);
+  GenerationParams params;
+  params.sampling = options.sampling;
+  params.sampling.seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
+  if (options.max_new_tokens == 0) {  // nothing to generate: the engine takes max_tokens >= 1
+    if (!options.print_ids) std::fputs(options.prompt.c_str(), stdout);
+    else for (size_t i = 0; i < prompt.size(); ++i) std::printf(i ? " %d" : "%d", prompt[i]);
+    std::printf("\n");
+    return;
+  }
+  params.max_tokens = options.max_new_tokens;
 
-  StreamingDetokenizer detokenizer(tokenizer);
-  for (int32_t id : prompt) detokenizer.push(id);  // context for the space rule; the prompt is echoed as typed
   if (!options.print_ids) {
-    std::fputs(options.prompt.c_str(), stdout);
+    std::fputs(options.prompt.c_str(), stdout);  // the prompt is echoed as typed
     std::fflush(stdout);
   }
-  const int32_t eos = tokenizer.vocab().eos_id;
-  const GenerationResult result =
-      generate(forward, cache, sampler, prompt, options.max_new_tokens, eos, 0, [&](int32_t token) {
-        if (options.print_ids || token == eos) return;
-        std::fputs(detokenizer.push(token).c_str(), stdout);
-        std::fflush(stdout);
-      });
+  std::vector<int32_t> generated;
+  RequestEvent done;
+  engine.submit(prompt, params, [&](RequestEvent&& event) {
+    generated.insert(generated.end(), event.tokens.begin(), event.tokens.end());
+    if (!options.print_ids && !event.text.empty()) {
+      std::fputs(event.text.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (event.finished) done = std::move(event);
+  });
+  engine.run_until_idle();
   if (options.print_ids) {
-    for (size_t i = 0; i < result.tokens.size(); ++i) std::printf(i ? " %d" : "%d", result.tokens[i]);
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), generated.begin(), generated.end());
+    for (size_t i = 0; i < all.size(); ++i) std::printf(i ? " %d" : "%d", all[i]);
     std::printf("\n");
     std::fflush(stdout);
-  } else {
-    std::fputs(detokenizer.finish().c_str(), stdout);
-    std::fflush(stdout);
   }
-  std::fprintf(stderr, "seed:    %llu\n", static_cast<unsigned long long>(sampling.seed));
-  print_timings(load_ms, result, cache.bytes_per_token());
+  std::fprintf(stderr, "seed:    %llu\n", static_cast<unsigned long long>(params.sampling.seed));
+  print_timings(load_ms, done, KvCache::bytes_per_token(config.kv_shape()));
 }
 
 }  // namespace

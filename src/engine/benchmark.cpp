@@ -1,6 +1,6 @@
-// Benchmark: times Forward::run for prefill and greedy decode, as llama-bench does. Every
-// buffer (batch, KV cache slots) is prepared before the clock starts, so a sample is the
-// forward passes (and, in decode, the argmax that picks the next token) and nothing else.
+// Benchmark: times prefill (Forward::run over the whole prompt, as llama-bench does) and
+// greedy decode (through the Engine, the one generation loop every command uses: a batch of
+// one request, its decode time the engine's own first-to-last-token timing).
 #include "engine/benchmark.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "engine/engine.h"
 #include "kv/kv_cache.h"
 
 namespace tandem {
@@ -24,8 +25,18 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-int32_t argmax(const float* logits, int64_t n) {
-  return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
+// The decode test needs a vocabulary only for the engine's detokenizer (EOS is ignored and
+// the text unused), so any placeholder of the right size does; a real one would tie the
+// benchmark to model files that carry their vocabulary.
+Tokenizer placeholder_tokenizer(int64_t vocab_size) {
+  Vocab vocab;
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    vocab.pieces.push_back("<t" + std::to_string(i) + ">");
+    vocab.scores.push_back(0.0f);
+    vocab.types.push_back(TokenType::Normal);
+  }
+  vocab.bos_id = vocab.eos_id = vocab.unk_id = -1;
+  return Tokenizer(std::move(vocab));
 }
 
 // Forward's scratch is sized once for the largest batch any test runs; checks the context
@@ -126,7 +137,8 @@ Benchmark::Benchmark(std::shared_ptr<const Model> model, const BenchOptions& opt
     : model_(model),
       options_(options),
       pool_(options.threads),
-      forward_(model, checked_max_batch(*model, options), pool_) {}
+      forward_(model, checked_max_batch(*model, options), pool_),
+      bench_tokenizer_(placeholder_tokenizer(model->config.vocab_size)) {}
 
 BenchResult Benchmark::run_prefill(int64_t n_prompt) {
   const ModelConfig& config = model_->config;
@@ -136,26 +148,25 @@ BenchResult Benchmark::run_prefill(int64_t n_prompt) {
   result.threads = options_.threads;
 
   const std::vector<int32_t> prompt = bench_prompt(n_prompt, config.vocab_size, options_.seed);
-  Batch batch;
+  Batch batch;  // one sequence, id 0, holding the whole (test-sized) pool
   for (int64_t i = 0; i < n_prompt; ++i)
     batch.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prompt - 1);
   // Sized to the test, so peak RSS reflects what this test needs, not the full context.
-  KvCache cache(config.kv_shape(), n_prompt, 1);
+  constexpr int32_t kBlockSize = 16;
+  KvCache cache(config.kv_shape(), (n_prompt + kBlockSize - 1) / kBlockSize, kBlockSize);
+  batch.add_sequence(cache.whole_pool_blocks());
   for (int rep = 0; rep <= options_.repetitions; ++rep) {  // rep 0 is the warm-up
-    cache.release(0);
-    TANDEM_ASSERT(cache.reserve(0, n_prompt));
     const Clock::time_point start = Clock::now();
     forward_.run(batch, cache);
     const double elapsed = seconds_since(start);
     if (rep > 0) result.samples.push_back(static_cast<double>(n_prompt) / elapsed);
   }
-  result.kv_bytes = cache.bytes_in_use();
+  result.kv_bytes = n_prompt * cache.bytes_per_token();
   result.peak_rss_bytes = peak_rss_bytes();
   return result;
 }
 
 BenchResult Benchmark::run_decode(int64_t n_gen) {
-  const ModelConfig& config = model_->config;
   const int64_t n_prefill = options_.decode_prefill;
   BenchResult result;
   result.test = "tg" + std::to_string(n_gen);
@@ -163,29 +174,29 @@ BenchResult Benchmark::run_decode(int64_t n_gen) {
   result.n_gen = n_gen;
   result.threads = options_.threads;
 
-  const std::vector<int32_t> prompt = bench_prompt(n_prefill, config.vocab_size, options_.seed);
-  Batch prefill;
-  for (int64_t i = 0; i < n_prefill; ++i)
-    prefill.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prefill - 1);
-  KvCache cache(config.kv_shape(), n_prefill + n_gen, 1);
-  Batch step;
-  step.add(0, 0, 0, true);
+  EngineConfig config;
+  config.max_seqs = 1;
+  config.max_batch_tokens = n_prefill;
+  config.context_length = n_prefill + n_gen;  // checked against the model's at construction
+  Engine engine(model_, bench_tokenizer_, config, pool_);
+  const std::vector<int32_t> prompt = bench_prompt(n_prefill, model_->config.vocab_size, options_.seed);
   for (int rep = 0; rep <= options_.repetitions; ++rep) {
     // The warm-up only needs to page the weights in and warm the caches: a few steps do.
     const int64_t steps = rep == 0 ? std::min<int64_t>(n_gen, 8) : n_gen;
-    cache.release(0);
-    TANDEM_ASSERT(cache.reserve(0, n_prefill + steps));
-    int32_t token = argmax(forward_.run(prefill, cache).data(), config.vocab_size);
-    const Clock::time_point start = Clock::now();
-    for (int64_t i = 0; i < steps; ++i) {
-      step.tokens[0] = token;
-      step.positions[0] = static_cast<int32_t>(n_prefill + i);
-      token = argmax(forward_.run(step, cache).data(), config.vocab_size);
-    }
-    const double elapsed = seconds_since(start);
-    if (rep > 0) result.samples.push_back(static_cast<double>(steps) / elapsed);
+    GenerationParams params;
+    params.sampling.temperature = 0.0f;  // greedy, as llama-bench's argmax
+    params.max_tokens = steps + 1;       // the first token comes from the (untimed) prefill
+    params.ignore_eos = true;
+    RequestEvent last;
+    engine.submit(prompt, params, [&](RequestEvent&& event) {
+      if (event.finished) last = std::move(event);
+    });
+    engine.run_until_idle();
+    TANDEM_ASSERT(last.finished && last.completion_tokens == steps + 1);
+    // decode_ms runs from the first token to the last: exactly `steps` decode steps.
+    if (rep > 0) result.samples.push_back(static_cast<double>(steps) / (last.decode_ms / 1000.0));
+    result.kv_bytes = last.kv_bytes;
   }
-  result.kv_bytes = cache.bytes_in_use();
   result.peak_rss_bytes = peak_rss_bytes();
   return result;
 }

@@ -1,6 +1,6 @@
 // Benchmark: llama-bench-style throughput measurement of one model — prefill (ppN: one
 // forward pass of exactly N tokens into a fresh KV cache) and decode (tgN: N greedy steps of
-// one token each) — as tokens/s per repetition, plus the memory figures the targets name
+// one token each, through the Engine) — as tokens/s per repetition, plus the memory figures the targets name
 // (peak RSS, file size, KV bytes). Measuring only: printing and flags live in cli/bench.
 #pragma once
 
@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem {
 
@@ -73,7 +74,8 @@ class Benchmark {
   std::shared_ptr<const Model> model_;
   BenchOptions options_;
   ThreadPool pool_;
-  Forward forward_;
+  Forward forward_;            // the prefill tests' (one forward pass each)
+  Tokenizer bench_tokenizer_;  // the decode test's engine detokenizes with it
 };
 
 // The JSON line of one test: {"test", "n_prompt", "n_gen", "threads", "tokens_per_s",

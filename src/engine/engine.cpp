@@ -1,5 +1,5 @@
 // Engine step loop (see engine.h). Each step: take in new requests and cancellations, plan,
-// map every scheduled sequence's blocks to cache slots, one forward pass, then per sampling
+// one forward pass over the planned chunks (each with its block table), then per sampling
 // row: sample, detokenize, match stop strings, emit. Only the engine thread touches the
 // scheduler, the cache and the sequences; the mutex guards the hand-over queues and stats.
 #include "engine/engine.h"
@@ -76,10 +76,9 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
                            n_blocks, config_.block_size, config_.context_length, per_seq);
         return BlockAllocator(n_blocks, config_.block_size);
       }()),
-      cache_(model_->config.kv_shape(), blocks_.n_blocks() * config_.block_size, config_.max_seqs, KvCache::SlotOwner::External),
+      cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size),
       forward_(model_, config_.max_batch_tokens, pool),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
-      lane_owner_(static_cast<size_t>(config_.max_seqs), -1),
       logprob_work_(static_cast<size_t>(model_->config.vocab_size)),
       logprob_ids_(static_cast<size_t>(model_->config.vocab_size)) {
   update_stats();
@@ -168,19 +167,14 @@ bool Engine::step() {
     return false;
   }
 
-  const int32_t block_size = config_.block_size;
   batch_.clear();
   for (const ScheduledChunk& chunk : plan.chunks) {
-    Request& request = *chunk.request;
-    // A lane reused by another admission still maps the old blocks: start it afresh.
-    if (lane_owner_[static_cast<size_t>(request.seq)] != request.admit_order) {
-      cache_.release(request.seq);
-      lane_owner_[static_cast<size_t>(request.seq)] = request.admit_order;
-    }
-    cache_.map_blocks(request.seq, request.block_table, block_size, chunk.start + chunk.n_tokens);
+    const Request& request = *chunk.request;
+    // The scheduler grew the block table to cover the chunk; the forward pass reads it.
+    const int32_t seq = batch_.add_sequence(request.block_table);
     for (int64_t i = 0; i < chunk.n_tokens; ++i) {
       const int64_t position = chunk.start + i;
-      batch_.add(request.tokens[static_cast<size_t>(position)], static_cast<int32_t>(position), request.seq,
+      batch_.add(request.tokens[static_cast<size_t>(position)], static_cast<int32_t>(position), seq,
                  chunk.samples && i == chunk.n_tokens - 1);
     }
   }
@@ -221,7 +215,7 @@ void Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
   event.tokens.push_back(token);
 
   FinishReason reason = FinishReason::None;
-  if (token == tokenizer_.vocab().eos_id) {
+  if (token == tokenizer_.vocab().eos_id && !params.ignore_eos) {
     reason = FinishReason::EndOfSequence;
   } else {
     sequence.held += sequence.detokenizer.push(token);
@@ -260,7 +254,7 @@ void Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
 
 void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event) {
   Request& request = sequence.request;
-  event.kv_bytes = static_cast<int64_t>(request.block_table.size()) * cache_.bytes_per_token() * config_.block_size;
+  event.kv_bytes = static_cast<int64_t>(request.block_table.size()) * cache_.bytes_per_block();
   scheduler_.remove(&request, state);
   request.finish_reason = reason;
   request.times.finished = RequestClock::now();
@@ -322,7 +316,7 @@ void Engine::update_stats() {
   stats_.waiting = static_cast<int64_t>(scheduler_.waiting().size() + incoming_.size());
   stats_.blocks = blocks;
   stats_.block_size = config_.block_size;
-  stats_.bytes_per_block = cache_.bytes_per_token() * config_.block_size;
+  stats_.bytes_per_block = cache_.bytes_per_block();
   stats_.steps = steps_;
   stats_.context_length = config_.context_length;
 }

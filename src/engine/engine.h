@@ -1,6 +1,7 @@
-// Engine: the serving step loop — schedule -> build one ragged Batch -> Forward::run ->
-// sample per sequence -> detokenize -> emit events. It owns the paged KV cache (blocks +
-// slots), the scheduler and every in-flight request; requests arrive thread-safely via
+// Engine: the one generation loop (server, `tandem run`, the library, the decode benchmark)
+// — schedule -> build one ragged Batch -> Forward::run -> sample per sequence -> detokenize
+// -> emit events. A single request is a batch of one. It owns the KV storage, the block
+// allocator (which blocks each sequence holds), the scheduler and every in-flight request; requests arrive thread-safely via
 // submit() and leave as events through their callback. Runs on its own thread (start()) or
 // is stepped by hand (tests). Knows nothing of HTTP or JSON.
 #pragma once
@@ -133,7 +134,6 @@ class Engine {
   Forward forward_;
   Scheduler scheduler_;
   Batch batch_;
-  std::vector<int64_t> lane_owner_;    // [max_seqs] admit_order of the request whose slots the lane maps
   std::vector<float> logprob_work_;    // [vocab_size]
   std::vector<int32_t> logprob_ids_;   // [vocab_size]
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only

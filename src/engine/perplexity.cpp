@@ -1,4 +1,6 @@
-// compute_perplexity: teacher-forced scoring, log-softmax in double.
+// compute_perplexity: teacher-forced scoring, log-softmax in double. It needs logits at every
+// scored position, which the Engine (one sampled row per sequence) does not give, so it
+// drives Forward directly over a KV pool of its own.
 #include "engine/perplexity.h"
 
 #include <algorithm>
@@ -21,21 +23,22 @@ PerplexityResult compute_perplexity(Forward& forward, std::span<const int32_t> t
   batch_tokens = std::min(batch_tokens, forward.max_batch_tokens());
   const int64_t vocab = config.vocab_size;
 
-  KvCache cache(config.kv_shape(), ctx, 1);
+  constexpr int32_t kBlockSize = 16;
+  KvCache cache(config.kv_shape(), (ctx + kBlockSize - 1) / kBlockSize, kBlockSize);
+  const std::vector<int32_t> blocks = cache.whole_pool_blocks();  // each chunk overwrites the last
   double sum_nll = 0.0, sum_nll_squared = 0.0;
   int64_t count = 0;
   Batch batch;
   for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
     std::vector<int32_t> chunk_tokens(tokens.begin() + chunk * ctx, tokens.begin() + (chunk + 1) * ctx);
     if (bos_id >= 0) chunk_tokens[0] = bos_id;  // vocabularies without BOS keep the text token
-    cache.release(0);
-    TANDEM_ASSERT(cache.reserve(0, ctx));
     const int64_t first_scored = ctx / 2;
     for (int64_t start = 0; start < ctx; start += batch_tokens) {
       const int64_t end = std::min(ctx, start + batch_tokens);
       batch.clear();
+      const int32_t seq = batch.add_sequence(blocks);
       for (int64_t i = start; i < end; ++i)
-        batch.add(chunk_tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i >= first_scored && i <= ctx - 2);
+        batch.add(chunk_tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), seq, i >= first_scored && i <= ctx - 2);
       std::span<const float> logits = forward.run(batch, cache);
       int64_t row = 0;
       for (int64_t i = start; i < end; ++i) {

@@ -27,6 +27,7 @@ struct GenerationParams {
   int64_t max_tokens = 16;          // >= 1
   std::vector<std::string> stop;    // never emitted; matched across token boundaries
   int32_t top_logprobs = -1;        // < 0: no logprobs; 0..20: chosen token plus this many alternatives
+  bool ignore_eos = false;          // EOS is an ordinary token (benchmarks generating exactly max_tokens)
 };
 
 using RequestClock = std::chrono::steady_clock;
@@ -50,7 +51,6 @@ struct Request {
   // Scheduler bookkeeping. tokens() = prompt + generated; positions [0, n_computed) have K/V.
   std::vector<int32_t> tokens;
   int64_t n_computed = 0;
-  int32_t seq = -1;                      // KV cache lane while admitted
   std::vector<int32_t> block_table;      // block of each block_size positions
   std::vector<uint64_t> block_hashes;    // hashes of the leading full blocks, published or matched
   int64_t cached_prompt_tokens = -1;     // prefix-cache hit at first admission (-1: not admitted yet)
@@ -60,7 +60,8 @@ struct Request {
   FinishReason finish_reason = FinishReason::None;
   RequestTimes times;
 
-  bool admitted() const { return seq >= 0; }
+  // In the running batch (holding KV blocks): admitted and not preempted since.
+  bool admitted() const { return state == RequestState::Prefilling || state == RequestState::Decoding; }
   bool done() const { return state == RequestState::Finished || state == RequestState::Cancelled; }
   // Tokens whose K/V must still be computed before the next sample.
   int64_t n_pending() const { return static_cast<int64_t>(tokens.size()) - n_computed; }

@@ -13,7 +13,6 @@ Scheduler::Scheduler(SchedulerConfig config, BlockAllocator& blocks)
   TANDEM_ASSERT(config_.max_seqs > 0);
   // Every decoding sequence must fit in one step's batch.
   config_.max_batch_tokens = std::max<int64_t>(config_.max_batch_tokens, config_.max_seqs);
-  for (int32_t lane = config_.max_seqs - 1; lane >= 0; --lane) free_lanes_.push_back(lane);
 }
 
 void Scheduler::add(Request* request) {
@@ -42,7 +41,7 @@ void Scheduler::release_blocks(Request* request) {
 }
 
 bool Scheduler::admit(Request* request) {
-  if (free_lanes_.empty()) return false;
+  if (static_cast<int32_t>(running_.size()) >= config_.max_seqs) return false;
   const auto n_tokens = static_cast<int64_t>(request->tokens.size());
   // The last token is always computed: its logits choose the next token.
   request->block_hashes.clear();
@@ -63,8 +62,6 @@ bool Scheduler::admit(Request* request) {
     blocks_.count_lookup(static_cast<int64_t>(request->prompt.size()), request->n_computed);
     request->times.admitted = RequestClock::now();
   }
-  request->seq = free_lanes_.back();
-  free_lanes_.pop_back();
   request->admit_order = next_admit_order_++;
   request->state = RequestState::Prefilling;
   running_.push_back(request);
@@ -73,8 +70,6 @@ bool Scheduler::admit(Request* request) {
 
 void Scheduler::preempt(Request* request) {
   release_blocks(request);
-  free_lanes_.push_back(request->seq);
-  request->seq = -1;
   request->n_computed = 0;
   request->state = RequestState::Waiting;
   ++request->n_preemptions;
@@ -116,7 +111,7 @@ StepPlan Scheduler::schedule() {
     budget -= n;
   }
 
-  // 3. Admit waiting requests in order while the budget, lanes and blocks allow.
+  // 3. Admit waiting requests in order while the budget, max_seqs and blocks allow.
   while (budget > 0 && !waiting_.empty() && admit(waiting_.front())) {
     Request* request = waiting_.front();
     waiting_.pop_front();
@@ -153,8 +148,6 @@ void Scheduler::remove(Request* request, RequestState final_state) {
   TANDEM_ASSERT(final_state == RequestState::Finished || final_state == RequestState::Cancelled);
   if (request->admitted()) {
     release_blocks(request);
-    free_lanes_.push_back(request->seq);
-    request->seq = -1;
     running_.erase(std::find(running_.begin(), running_.end(), request));
   } else {
     const auto it = std::find(waiting_.begin(), waiting_.end(), request);

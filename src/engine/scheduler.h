@@ -15,7 +15,7 @@
 namespace tandem {
 
 struct SchedulerConfig {
-  int32_t max_seqs = 4;             // sequences admitted at once (KV cache lanes)
+  int32_t max_seqs = 4;             // sequences admitted at once
   int64_t max_batch_tokens = 512;   // tokens per step, decode and prefill together (>= max_seqs)
 };
 
@@ -48,7 +48,7 @@ class Scheduler {
   // The plan's K/V is now in the cache: advances computed positions, publishes newly full
   // blocks to the prefix cache, and moves requests whose chunk sampled to Decoding.
   void complete(const StepPlan& plan);
-  // Ends a request in any state (Finished or Cancelled), returning its blocks and lane.
+  // Ends a request in any state (Finished or Cancelled), returning its blocks.
   void remove(Request* request, RequestState final_state);
 
   const std::vector<Request*>& running() const { return running_; }
@@ -70,7 +70,6 @@ class Scheduler {
   int32_t block_size_;
   std::vector<Request*> running_;    // admitted, oldest admission first
   std::deque<Request*> waiting_;     // FIFO; preempted requests go to the front
-  std::vector<int32_t> free_lanes_;  // a stack; lowest lane on top
   int64_t next_admit_order_ = 0;
 };
 

@@ -1,12 +1,12 @@
 // TextGenerator (include/tandem/tandem.h): model + tokenizer + thread pool behind one object;
-// each generate() call gets a fresh KV cache region and sampler.
+// each generate() call runs a one-request Engine (the one generation loop).
 #include <algorithm>
 
 #include "base/thread_pool.h"
 #include "model/model.h"
 #include "tandem/tandem.h"
 #include "tokenizer/load_tokenizer.h"
-#include "tokenizer/streaming_detokenizer.h"
+#include "engine/engine.h"
 
 namespace tandem {
 
@@ -14,7 +14,6 @@ struct TextGenerator::State {
   std::shared_ptr<const Model> model;
   Tokenizer tokenizer;
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<KvCache> cache;
 };
 
 TextGenerator::TextGenerator(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -28,8 +27,7 @@ TextGenerator TextGenerator::load(const std::string& model_path, const std::stri
   TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
                      model->config.vocab_size);
-  auto state = std::unique_ptr<State>(new State{model, std::move(tokenizer), std::make_unique<ThreadPool>(threads),
-                                                std::make_unique<KvCache>(model->config.kv_shape(), model->config.context_length, 1)});
+  auto state = std::unique_ptr<State>(new State{model, std::move(tokenizer), std::make_unique<ThreadPool>(threads)});
   return TextGenerator(std::move(state));
 }
 
@@ -39,26 +37,22 @@ GenerateResponse TextGenerator::generate(const GenerateRequest& request,
   TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= state_->model->config.context_length,
                      "the prompt is {} tokens long but the model's context is {} tokens", prompt.size(),
                      state_->model->config.context_length);
-  Forward forward(state_->model, static_cast<int64_t>(prompt.size()), *state_->pool);
-  Sampler sampler(request.sampling, state_->model->config.vocab_size);
-  state_->cache->release(0);
-  StreamingDetokenizer detokenizer(state_->tokenizer);
-  for (int32_t id : prompt) detokenizer.push(id);
+  EngineConfig config;
+  config.max_seqs = 1;
+  config.max_batch_tokens = std::max<int64_t>(1, static_cast<int64_t>(prompt.size()));
+  Engine engine(state_->model, state_->tokenizer, config, *state_->pool);
+  GenerationParams params;
+  params.sampling = request.sampling;
+  params.max_tokens = request.max_new_tokens;
   GenerateResponse response;
-  const int32_t eos = state_->tokenizer.vocab().eos_id;
-  GenerationResult result = tandem::generate(forward, *state_->cache, sampler, prompt, request.max_new_tokens, eos, 0,
-                                             [&](int32_t token) {
-                                               if (token == eos) return;
-                                               const std::string piece = detokenizer.push(token);
-                                               response.text += piece;
-                                               if (on_text && !piece.empty()) on_text(piece);
-                                             });
-  const std::string rest = detokenizer.finish();
-  response.text += rest;
-  if (on_text && !rest.empty()) on_text(rest);
-  response.tokens = std::move(result.tokens);
-  response.stop_reason = result.stop_reason;
-  response.timings = std::move(result.timings);
+  response.tokens = prompt;
+  engine.submit(prompt, params, [&](RequestEvent&& event) {
+    response.tokens.insert(response.tokens.end(), event.tokens.begin(), event.tokens.end());
+    response.text += event.text;
+    if (on_text && !event.text.empty()) on_text(event.text);
+    if (event.finished) response.finish_reason = event.finish_reason;
+  });
+  engine.run_until_idle();
   return response;
 }
 

@@ -60,10 +60,11 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
                        batch.tokens[t], c.vocab_size - 1);
     TANDEM_CHECK_INPUT(batch.positions[t] >= 0 && batch.positions[t] < c.context_length,
                        "position {} is outside the context (0..{})", batch.positions[t], c.context_length - 1);
-    TANDEM_CHECK_INPUT(batch.seq_ids[t] >= 0 && batch.seq_ids[t] < cache.max_seqs(), "sequence id {} is out of range",
-                       batch.seq_ids[t]);
-    TANDEM_ASSERT(cache.length(batch.seq_ids[t]) > batch.positions[t]);  // caller reserved the slots
+    TANDEM_CHECK_INPUT(batch.seq_ids[t] >= 0 && batch.seq_ids[t] < batch.n_sequences(),
+                       "sequence id {} is out of range (the batch has {} sequences)", batch.seq_ids[t],
+                       batch.n_sequences());
   }
+  map_slots(batch, cache);
 
   const int64_t d = c.d_model;
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -147,6 +148,35 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   return {logits_.data(), static_cast<size_t>(n_rows * c.vocab_size)};
 }
 
+void Forward::map_slots(const Batch& batch, const KvCache& cache) {
+  // Each sequence's positions 0..(its highest position in the batch) through its block
+  // table, into one buffer: attention reads history by slot, and a step's new tokens are
+  // written to theirs. Rebuilt every run; a sequence's slots cost one int per position.
+  const int32_t n_seqs = batch.n_sequences();
+  seq_length_.assign(static_cast<size_t>(n_seqs), 0);
+  for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+    int64_t& length = seq_length_[static_cast<size_t>(batch.seq_ids[t])];
+    length = std::max<int64_t>(length, batch.positions[t] + 1);
+  }
+  seq_slot_start_.resize(static_cast<size_t>(n_seqs) + 1);
+  seq_slot_start_[0] = 0;
+  for (int32_t s = 0; s < n_seqs; ++s) seq_slot_start_[s + 1] = seq_slot_start_[s] + seq_length_[static_cast<size_t>(s)];
+  slots_.resize(static_cast<size_t>(seq_slot_start_[static_cast<size_t>(n_seqs)]));
+  const int64_t block_size = cache.block_size();
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    const std::vector<int32_t>& table = batch.block_tables[static_cast<size_t>(s)];
+    const int64_t length = seq_length_[static_cast<size_t>(s)];
+    TANDEM_CHECK_INPUT(length <= static_cast<int64_t>(table.size()) * block_size,
+                       "sequence {} reaches position {} but its {} KV blocks hold {} positions", s, length - 1,
+                       table.size(), static_cast<int64_t>(table.size()) * block_size);
+    for (int64_t b = 0; b < (length + block_size - 1) / block_size; ++b)
+      TANDEM_CHECK_INPUT(table[static_cast<size_t>(b)] >= 0 && table[static_cast<size_t>(b)] < cache.n_blocks(),
+                         "KV block {} is outside the pool of {} blocks", table[static_cast<size_t>(b)], cache.n_blocks());
+    int32_t* out = slots_.data() + seq_slot_start_[static_cast<size_t>(s)];
+    for (int64_t p = 0; p < length; ++p) out[p] = cache.slot(table, p);
+  }
+}
+
 void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   const ModelConfig& c = model_->config;
   const int64_t n_tokens = batch.n_tokens();
@@ -163,7 +193,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     const float* sin_table = rope_sin_.data() + t * half_rope;
     rope(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
     rope(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
-    const int32_t slot = cache.slot_table(batch.seq_ids[t])[static_cast<size_t>(batch.positions[t])];
+    const int32_t slot = slots_[static_cast<size_t>(seq_slot_start_[static_cast<size_t>(batch.seq_ids[t])] + batch.positions[t])];
     std::copy_n(k_.data() + t * kv_width, kv_width, keys + slot * kv_stride);
     std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_stride);
   }
@@ -195,10 +225,10 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       const int64_t block = block_of(item / c.n_kv_heads), kv_head = item % c.n_kv_heads;
       const int64_t first = block_starts[static_cast<size_t>(block)];
       const int64_t block_tokens = block_starts[static_cast<size_t>(block + 1)] - first;
-      const std::vector<int32_t>& slots = cache.slot_table(batch.seq_ids[first]);
+      const int32_t* slots = slots_.data() + seq_slot_start_[static_cast<size_t>(batch.seq_ids[first])];
       const int64_t first_query = first * c.q_width() + kv_head * group * head_dim;
       attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, batch.positions.data() + first, keys,
-                       values, kv_stride, kv_head * head_dim, slots.data(), head_dim, scratch,
+                       values, kv_stride, kv_head * head_dim, slots, head_dim, scratch,
                        attn_out_.data() + first_query, c.q_width());
     }
   });

@@ -1,7 +1,7 @@
 // Forward: runs a Batch through the model, writing K/V into the cache and returning logits
 // for the rows that asked for them. One code path for prefill and decode: per layer the
 // projections are matrix products over all tokens of the batch; attention reads each
-// token's sequence history through the KV cache's slot table, with the causal mask.
+// token's sequence history through the KV blocks of its block table, with the causal mask.
 // Scratch buffers are allocated once for `max_batch_tokens` and reused.
 #pragma once
 
@@ -22,8 +22,8 @@ class Forward {
  public:
   Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool);
 
-  // Runs the batch. Before calling, the cache must have slots for every (seq, position) in
-  // the batch (KvCache::reserve). Returns [n_logit_rows, vocab_size] row-major, rows in
+  // Runs the batch. Every sequence's block table must cover its positions in the batch
+  // (blocks from the cache's pool). Returns [n_logit_rows, vocab_size] row-major, rows in
   // batch order of tokens with wants_logits; valid until the next run().
   // Throws InputError for out-of-range tokens/positions or a batch larger than max.
   std::span<const float> run(const Batch& batch, KvCache& cache);
@@ -36,6 +36,7 @@ class Forward {
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
 
  private:
+  void map_slots(const Batch& batch, const KvCache& cache);
   void attention(const Batch& batch, KvCache& cache, int64_t layer);
 
   std::shared_ptr<const Model> model_;
@@ -56,6 +57,9 @@ class Forward {
   std::vector<int64_t> attention_block_starts_;  // [n_blocks + 1] attention's token blocks, then n_tokens
   std::vector<float> rope_cos_;    // [n_tokens, rope_dims / 2]
   std::vector<float> rope_sin_;    // [n_tokens, rope_dims / 2]
+  std::vector<int64_t> seq_length_;      // [n_sequences] highest position in the batch + 1
+  std::vector<int64_t> seq_slot_start_;  // [n_sequences + 1] each sequence's first entry in slots_
+  std::vector<int32_t> slots_;           // per sequence: position -> KV slot, from its block table
   MatmulScratch matmul_scratch_;
   std::vector<float> logits_;      // [n_logit_rows, vocab_size]
   std::vector<float> logit_rows_;  // [n_logit_rows, d_model] gathered hidden states

@@ -17,7 +17,7 @@ TEST(LibraryApi, GreedyGenerationThroughThePublicHeader) {
   const GenerateResponse response = generator.generate(request, [&](std::string_view piece) { streamed += piece; });
   EXPECT_EQ(streamed, response.text);
   EXPECT_EQ(response.text.rfind(" align, as I seep into the void.", 0), 0u) << response.text;
-  EXPECT_EQ(response.stop_reason, StopReason::TokenLimit);
+  EXPECT_EQ(response.finish_reason, FinishReason::Length);
   // A second request on the same generator starts from an empty cache.
   EXPECT_EQ(generator.generate(request).text, response.text);
 }

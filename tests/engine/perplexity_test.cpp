@@ -70,9 +70,9 @@ TEST_F(PerplexityTest, MatchesDirectComputation) {
     std::vector<int32_t> chunk_tokens(tokens.begin() + chunk * ctx, tokens.begin() + (chunk + 1) * ctx);
     chunk_tokens[0] = kBos;
     KvCache cache(model_->config.kv_shape(), ctx, 1);
-    ASSERT_TRUE(cache.reserve(0, ctx));
     Batch batch;
-    for (int64_t p = 0; p < ctx; ++p) batch.add(chunk_tokens[p], static_cast<int32_t>(p), 0, true);
+    const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
+    for (int64_t p = 0; p < ctx; ++p) batch.add(chunk_tokens[p], static_cast<int32_t>(p), seq, true);
     const std::span<const float> logits = forward.run(batch, cache);
     ASSERT_EQ(static_cast<int64_t>(logits.size()), ctx * vocab);
     for (int64_t p = ctx / 2; p <= ctx - 2; ++p) {

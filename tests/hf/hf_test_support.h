@@ -20,8 +20,8 @@ inline std::vector<float> prefill_logits(const std::shared_ptr<const Model>& mod
   ThreadPool pool(2);
   Forward forward(model, static_cast<int64_t>(tokens.size()), pool);
   KvCache cache(model->config.kv_shape(), static_cast<int64_t>(tokens.size()), 1);
-  EXPECT_TRUE(cache.reserve(0, static_cast<int64_t>(tokens.size())));
   Batch batch;
+  batch.add_sequence(cache.whole_pool_blocks());
   for (size_t t = 0; t < tokens.size(); ++t) batch.add(tokens[t], static_cast<int32_t>(t), 0, true);
   const std::span<const float> logits = forward.run(batch, cache);
   return {logits.begin(), logits.end()};
@@ -34,16 +34,17 @@ inline std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model
   Forward forward(model, total, pool);
   KvCache cache(model->config.kv_shape(), total, 1);
   Batch batch;
+  batch.add_sequence(cache.whole_pool_blocks());
   for (size_t t = 0; t < prompt.size(); ++t) batch.add(prompt[t], static_cast<int32_t>(t), 0, t + 1 == prompt.size());
   std::vector<int32_t> generated;
   for (int i = 0; i < n_new; ++i) {
-    EXPECT_TRUE(cache.reserve(0, static_cast<int64_t>(prompt.size()) + i));
     const std::span<const float> logits = forward.run(batch, cache);
     int32_t best = 0;
     for (int64_t v = 1; v < model->config.vocab_size; ++v)
       if (logits[v] > logits[best]) best = static_cast<int32_t>(v);
     generated.push_back(best);
     batch.clear();
+    batch.add_sequence(cache.whole_pool_blocks());
     batch.add(best, static_cast<int32_t>(prompt.size()) + i, 0, true);
   }
   return generated;

@@ -64,10 +64,10 @@ TEST(EmbeddingLookup, PrefillOverEveryTokenLeavesTheTableUnmapped) {
   for (int64_t first = 0; first < vocab; first += context) {  // every token id once
     KvCache cache(model->config.kv_shape(), context, 1);
     const int64_t n = std::min(context, vocab - first);
-    ASSERT_TRUE(cache.reserve(0, n));
     Batch batch;
+    const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
     for (int64_t i = 0; i < n; ++i)
-      batch.add(static_cast<int32_t>(first + i), static_cast<int32_t>(i), 0, i == n - 1);
+      batch.add(static_cast<int32_t>(first + i), static_cast<int32_t>(i), seq, i == n - 1);
     const std::span<const float> logits = forward.run(batch, cache);
     if (first == 0) first_logits.assign(logits.begin(), logits.end());
   }
@@ -79,9 +79,9 @@ TEST(EmbeddingLookup, PrefillOverEveryTokenLeavesTheTableUnmapped) {
   // The rows read are the table's: the same prompt through a fresh Forward gives the same logits.
   Forward again(model, context, pool);
   KvCache cache(model->config.kv_shape(), context, 1);
-  ASSERT_TRUE(cache.reserve(0, context));
   Batch batch;
-  for (int64_t i = 0; i < context; ++i) batch.add(static_cast<int32_t>(i), static_cast<int32_t>(i), 0, i == context - 1);
+  const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
+  for (int64_t i = 0; i < context; ++i) batch.add(static_cast<int32_t>(i), static_cast<int32_t>(i), seq, i == context - 1);
   const std::span<const float> logits = again.run(batch, cache);
   EXPECT_EQ(std::vector<float>(logits.begin(), logits.end()), first_logits);
 }

@@ -30,13 +30,13 @@ std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model, co
   ThreadPool pool(2);
   Forward forward(model, static_cast<int64_t>(tokens.size()), pool);
   KvCache cache(model->config.kv_shape(), static_cast<int64_t>(tokens.size()), 1);
-  EXPECT_TRUE(cache.reserve(0, static_cast<int64_t>(tokens.size())));
   std::vector<float> logits;
   Batch batch;
   const int64_t n = static_cast<int64_t>(tokens.size());
   for (int64_t begin = 0; begin < n; begin += step) {
     batch.clear();
-    for (int64_t p = begin; p < std::min(n, begin + step); ++p) batch.add(tokens[p], static_cast<int32_t>(p), 0, true);
+    const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
+    for (int64_t p = begin; p < std::min(n, begin + step); ++p) batch.add(tokens[p], static_cast<int32_t>(p), seq, true);
     std::span<const float> out = forward.run(batch, cache);
     logits.insert(logits.end(), out.begin(), out.end());
   }

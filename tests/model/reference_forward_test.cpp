@@ -243,16 +243,17 @@ void check_prefill(const Case& c, std::shared_ptr<const Model> model, const Rand
   Forward forward(model, 32, pool);
   for (int64_t length : {1, 2, 7, 20}) {
     const std::vector<int32_t> tokens = random_tokens(length, c.spec.vocab_size, static_cast<uint32_t>(length));
+    // Blocks of 4 positions, handed out in a scrambled order: the forward pass must follow
+    // the block table, not assume the sequence's K/V are contiguous.
+    KvCache cache(model->config.kv_shape(), 8, 4);
     Batch batch;
-    for (int64_t t = 0; t < length; ++t) batch.add(tokens[t], static_cast<int32_t>(t), 0, true);
+    const int32_t seq = batch.add_sequence(std::vector<int32_t>{5, 2, 7, 0, 3});
+    for (int64_t t = 0; t < length; ++t) batch.add(tokens[t], static_cast<int32_t>(t), seq, true);
     const std::string what = c.name + " prefill of " + std::to_string(length);
-    KvCache cache(model->config.kv_shape(), 32, 1);
-    ASSERT_TRUE(cache.reserve(0, length));
     run_and_compare(forward, cache, batch, c.spec, {reference_forward(c.spec, weights, tokens, c.q8_inputs)},
                     c.rel_tol, what);
     if (c.q8_inputs) {
-      KvCache fresh(model->config.kv_shape(), 32, 1);
-      ASSERT_TRUE(fresh.reserve(0, length));
+      KvCache fresh(model->config.kv_shape(), 8, 4);
       run_and_compare(forward, fresh, batch, c.spec, {reference_forward(c.spec, weights, tokens)}, c.plain_rel_tol,
                       what + " (exact reference)");
     }
@@ -300,15 +301,18 @@ TEST_F(ReferenceForwardTest, InterleavedSequencesMatchTheirOwnReference) {
     const std::vector<ReferenceRun> reference = {reference_forward(c.spec, weights, seq0),
                                                  reference_forward(c.spec, weights, seq1)};
     Forward forward(model, 32, pool_);
-    KvCache cache(model->config.kv_shape(), 40, 2);
-    ASSERT_TRUE(cache.reserve(1, 5));
+    // Blocks of 4 positions from one pool, the two sequences' blocks interleaved.
+    KvCache cache(model->config.kv_shape(), 10, 4);
+    const std::vector<int32_t> blocks0 = {7, 2, 9}, blocks1 = {4, 0, 8, 1};
     Batch batch;
+    batch.add_sequence(blocks0);  // sequence id 0
+    batch.add_sequence(blocks1);  // sequence id 1
     for (int32_t p = 0; p < 5; ++p) batch.add(seq1[p], p, 1, p == 4);
     run_and_compare(forward, cache, batch, c.spec, reference, c.rel_tol, c.name + " prefix of seq 1");
 
-    ASSERT_TRUE(cache.reserve(1, 13));
-    ASSERT_TRUE(cache.reserve(0, 8));
     batch.clear();
+    batch.add_sequence(blocks0);
+    batch.add_sequence(blocks1);
     for (int32_t i = 0; i < 8; ++i) {
       batch.add(seq1[5 + i], 5 + i, 1, true);
       batch.add(seq0[i], i, 0, i % 2 == 1);  // only some rows want logits
@@ -328,12 +332,13 @@ TEST_F(ReferenceForwardTest, PrefillThenDecodeMatchesFullSequence) {
     const std::vector<int32_t> tokens = random_tokens(17, c.spec.vocab_size, 21);
     const std::vector<ReferenceRun> reference = {reference_forward(c.spec, weights, tokens, c.q8_inputs)};
     Forward forward(model, 16, pool_);
-    KvCache cache(model->config.kv_shape(), 17, 1);
+    KvCache cache(model->config.kv_shape(), 5, 4);
+    const std::vector<int32_t> blocks = {3, 0, 4, 1, 2};
     Batch batch;
     auto feed = [&](int32_t begin, int32_t end, const std::string& what) {
-      ASSERT_TRUE(cache.reserve(0, end));
       batch.clear();
-      for (int32_t p = begin; p < end; ++p) batch.add(tokens[p], p, 0, p == end - 1);
+      const int32_t seq = batch.add_sequence(blocks);
+      for (int32_t p = begin; p < end; ++p) batch.add(tokens[p], p, seq, p == end - 1);
       run_and_compare(forward, cache, batch, c.spec, reference, c.rel_tol, c.name + " " + what);
     };
     feed(0, 6, "prefill chunk 1");
@@ -356,12 +361,12 @@ std::vector<int32_t> stories_tokens(int64_t n, uint32_t seed) {
 std::vector<float> run_in_steps(Forward& forward, const std::vector<int32_t>& tokens, int64_t step) {
   const int64_t n = static_cast<int64_t>(tokens.size()), vocab = forward.model().config.vocab_size;
   KvCache cache(forward.model().config.kv_shape(), n, 1);
-  EXPECT_TRUE(cache.reserve(0, n));
   std::vector<float> logits;
   Batch batch;
   for (int64_t begin = 0; begin < n; begin += step) {
     batch.clear();
-    for (int64_t p = begin; p < std::min(n, begin + step); ++p) batch.add(tokens[p], static_cast<int32_t>(p), 0, true);
+    const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
+    for (int64_t p = begin; p < std::min(n, begin + step); ++p) batch.add(tokens[p], static_cast<int32_t>(p), seq, true);
     std::span<const float> out = forward.run(batch, cache);
     EXPECT_EQ(static_cast<int64_t>(out.size()), batch.n_tokens() * vocab);
     logits.insert(logits.end(), out.begin(), out.end());
@@ -404,11 +409,13 @@ TEST(Stories260KTest, BatchInvariance) {
   const std::vector<float> alone = run_in_steps(alone_forward, a, 30);
 
   Forward mixed_forward(model, 64, two);
-  KvCache cache(model->config.kv_shape(), 64, 2);
-  ASSERT_TRUE(cache.reserve(1, 30));
-  ASSERT_TRUE(cache.reserve(0, 24));
+  // Blocks of 4 from one pool of 16, the two sequences' interleaved.
+  KvCache cache(model->config.kv_shape(), 16, 4);
+  const std::vector<int32_t> blocks_b = {15, 3, 9, 0, 12, 6}, blocks_a = {1, 14, 2, 8, 11, 5, 13, 10};
   std::vector<float> mixed(alone.size());
   Batch batch;
+  batch.add_sequence(blocks_b);  // sequence id 0
+  batch.add_sequence(blocks_a);  // sequence id 1
   // Batch 1: B's first 20 tokens, then A's first 10. Batch 2..: A and B interleaved (B decoding).
   for (int32_t p = 0; p < 20; ++p) batch.add(b[p], p, 0, true);
   for (int32_t p = 0; p < 10; ++p) batch.add(a[p], p, 1, true);
@@ -417,6 +424,8 @@ TEST(Stories260KTest, BatchInvariance) {
   int32_t next_b = 20;
   for (int32_t p = 10; p < 30; p += 5) {
     batch.clear();
+    batch.add_sequence(blocks_b);
+    batch.add_sequence(blocks_a);
     for (int32_t i = p; i < p + 5; ++i) batch.add(a[i], i, 1, true);
     if (next_b < 24) {
       batch.add(b[next_b], next_b, 0, true);

@@ -127,21 +127,17 @@ TEST(BlockAllocator, DuplicatePublishKeepsFirstCopyAndFreesTheOther) {
   EXPECT_EQ(s.free, 1);
 }
 
-TEST(KvCachePaged, SlotTablesFollowBlockTables) {
+TEST(KvCachePaged, SlotsFollowBlockTables) {
   const KvShape shape{/*n_layers=*/1, /*n_kv_heads=*/1, /*head_dim=*/2};
-  KvCache cache(shape, 4 * 8, 2, KvCache::SlotOwner::External);
+  KvCache cache(shape, 4, 8);
+  EXPECT_EQ(cache.n_slots(), 32);
   const std::vector<int32_t> table = {3, 1};
-  cache.map_blocks(0, table, 8, 10);
-  const std::vector<int32_t>& slots = cache.slot_table(0);
-  ASSERT_EQ(slots.size(), 10u);
-  EXPECT_EQ(slots[0], 24);
-  EXPECT_EQ(slots[7], 31);
-  EXPECT_EQ(slots[8], 8);
-  EXPECT_EQ(slots[9], 9);
-  cache.map_blocks(0, table, 8, 11);  // a decode step appends one entry
-  EXPECT_EQ(cache.slot_table(0).back(), 10);
-  cache.release(0);
-  EXPECT_EQ(cache.length(0), 0);
+  EXPECT_EQ(cache.slot(table, 0), 24);
+  EXPECT_EQ(cache.slot(table, 7), 31);
+  EXPECT_EQ(cache.slot(table, 8), 8);
+  EXPECT_EQ(cache.slot(table, 10), 10);
+  EXPECT_EQ(cache.whole_pool_blocks(), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(cache.bytes_per_block(), 8 * cache.bytes_per_token());
 }
 
 }  // namespace

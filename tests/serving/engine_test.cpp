@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "engine/engine.h"
-#include "engine/generation.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/load_tokenizer.h"
@@ -88,20 +87,37 @@ std::vector<Outcome> run_jobs(const std::vector<Job>& jobs, EngineConfig config,
   return outcomes;
 }
 
-// What `tandem run --ids` computes: the single-sequence loop on a fresh cache.
+// The plain single-sequence loop, written here as the reference the engine is held to: the
+// whole prompt in one forward pass, then one token per pass, all on a KV pool of its own,
+// greedy through the same Sampler; stops at EOS, max_tokens or the context.
 std::vector<int32_t> alone(const std::string& prompt, int64_t max_tokens) {
   static std::map<std::pair<std::string, int64_t>, std::vector<int32_t>> memo;  // references are pure
   if (const auto it = memo.find({prompt, max_tokens}); it != memo.end()) return it->second;
   Fixture& f = fixture();
-  const std::vector<int32_t> ids = f.tokenizer.encode(prompt, true);
-  Forward forward(f.model, static_cast<int64_t>(ids.size()), f.pool);
-  KvCache cache(f.model->config.kv_shape(), f.model->config.context_length, 1);
+  const int64_t context = f.model->config.context_length;
+  std::vector<int32_t> tokens = f.tokenizer.encode(prompt, true);
+  const auto n_prompt = static_cast<int64_t>(tokens.size());
+  Forward forward(f.model, n_prompt, f.pool);
+  KvCache cache(f.model->config.kv_shape(), context, 1);
   SamplingParams sampling;
   sampling.temperature = 0.0f;
   Sampler sampler(sampling, f.model->config.vocab_size);
-  GenerationResult result = generate(forward, cache, sampler, ids, max_tokens, f.tokenizer.vocab().eos_id, 0, {});
-  return memo[{prompt, max_tokens}] = {result.tokens.begin() + static_cast<std::ptrdiff_t>(ids.size()),
-                                        result.tokens.end()};
+  Batch batch;
+  batch.add_sequence(cache.whole_pool_blocks());
+  for (int64_t i = 0; i < n_prompt; ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i == n_prompt - 1);
+  std::vector<int32_t> generated;
+  for (;;) {
+    const int32_t next = sampler.sample(forward.run(batch, cache), tokens);
+    tokens.push_back(next);
+    generated.push_back(next);
+    if (next == f.tokenizer.vocab().eos_id || static_cast<int64_t>(generated.size()) >= max_tokens ||
+        static_cast<int64_t>(tokens.size()) > context)
+      break;
+    batch.clear();
+    batch.add_sequence(cache.whole_pool_blocks());
+    batch.add(next, static_cast<int32_t>(tokens.size() - 1), 0, true);
+  }
+  return memo[{prompt, max_tokens}] = generated;
 }
 
 std::vector<Job> mixed_jobs() {
