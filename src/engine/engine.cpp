@@ -74,7 +74,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
                            "the KV pool holds {} blocks of {} tokens but one {}-token context needs {} "
                            "(raise --kv-memory or lower --ctx)",
                            n_blocks, config_.block_size, config_.context_length, per_seq);
-        return BlockAllocator(n_blocks, config_.block_size);
+        return BlockManager(n_blocks, config_.block_size);
       }()),
       cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size),
       forward_(model_, config_.max_batch_tokens, pool),
@@ -171,7 +171,7 @@ bool Engine::step() {
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Request& request = *chunk.request;
     // The scheduler grew the block table to cover the chunk; the forward pass reads it.
-    const int32_t seq = batch_.add_sequence(request.block_table);
+    const int32_t seq = batch_.add_sequence(request.blocks.table);
     for (int64_t i = 0; i < chunk.n_tokens; ++i) {
       const int64_t position = chunk.start + i;
       batch_.add(request.tokens[static_cast<size_t>(position)], static_cast<int32_t>(position), seq,
@@ -254,7 +254,7 @@ void Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
 
 void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event) {
   Request& request = sequence.request;
-  event.kv_bytes = static_cast<int64_t>(request.block_table.size()) * cache_.bytes_per_block();
+  event.kv_bytes = static_cast<int64_t>(request.blocks.table.size()) * cache_.bytes_per_block();
   scheduler_.remove(&request, state);
   request.finish_reason = reason;
   request.times.finished = RequestClock::now();

@@ -21,7 +21,7 @@
 #include "base/thread_pool.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
-#include "kv/block_allocator.h"
+#include "kv/block_manager.h"
 #include "kv/kv_cache.h"
 #include "model/forward.h"
 #include "tokenizer/streaming_detokenizer.h"
@@ -129,7 +129,7 @@ class Engine {
   std::shared_ptr<const Model> model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
-  BlockAllocator blocks_;
+  BlockManager blocks_;
   KvCache cache_;
   Forward forward_;
   Scheduler scheduler_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "kv/block_manager.h"
 
 namespace tandem {
 
@@ -51,8 +52,7 @@ struct Request {
   // Scheduler bookkeeping. tokens() = prompt + generated; positions [0, n_computed) have K/V.
   std::vector<int32_t> tokens;
   int64_t n_computed = 0;
-  std::vector<int32_t> block_table;      // block of each block_size positions
-  std::vector<uint64_t> block_hashes;    // hashes of the leading full blocks, published or matched
+  SequenceBlocks blocks;                 // its KV blocks (changed only by the BlockManager)
   int64_t cached_prompt_tokens = -1;     // prefix-cache hit at first admission (-1: not admitted yet)
   int64_t admit_order = 0;               // preemption takes the newest admitted first
   int32_t n_preemptions = 0;

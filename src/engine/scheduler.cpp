@@ -8,8 +8,8 @@
 
 namespace tandem {
 
-Scheduler::Scheduler(SchedulerConfig config, BlockAllocator& blocks)
-    : config_(config), blocks_(blocks), block_size_(blocks.block_size()) {
+Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks)
+    : config_(config), blocks_(blocks) {
   TANDEM_ASSERT(config_.max_seqs > 0);
   // Every decoding sequence must fit in one step's batch.
   config_.max_batch_tokens = std::max<int64_t>(config_.max_batch_tokens, config_.max_seqs);
@@ -24,38 +24,11 @@ void Scheduler::add(Request* request) {
   waiting_.push_back(request);
 }
 
-bool Scheduler::grow_blocks(Request* request, int64_t n_tokens) {
-  while (static_cast<int64_t>(request->block_table.size()) * block_size_ < n_tokens) {
-    const int32_t block = blocks_.allocate();
-    if (block < 0) return false;
-    request->block_table.push_back(block);
-  }
-  return true;
-}
-
-void Scheduler::release_blocks(Request* request) {
-  // Last block first, so that with equal LRU age a prefix's head outlives its tail.
-  for (auto it = request->block_table.rbegin(); it != request->block_table.rend(); ++it) blocks_.release(*it);
-  request->block_table.clear();
-  request->block_hashes.clear();
-}
-
 bool Scheduler::admit(Request* request) {
   if (static_cast<int32_t>(running_.size()) >= config_.max_seqs) return false;
-  const auto n_tokens = static_cast<int64_t>(request->tokens.size());
-  // The last token is always computed: its logits choose the next token.
-  request->block_hashes.clear();
-  std::vector<int32_t> matched =
-      blocks_.match_prefix(request->tokens, (n_tokens - 1) / block_size_, request->block_hashes);
-  const int64_t needed = blocks_for(n_tokens) - static_cast<int64_t>(matched.size());
-  if (blocks_.n_available() < needed) {
-    for (auto it = matched.rbegin(); it != matched.rend(); ++it) blocks_.release(*it);
-    request->block_hashes.clear();
-    return false;
-  }
-  request->block_table = std::move(matched);
-  TANDEM_ASSERT(grow_blocks(request, n_tokens));
-  request->n_computed = static_cast<int64_t>(request->block_hashes.size()) * block_size_;
+  const int64_t cached = blocks_.assign(request->blocks, request->tokens);
+  if (cached < 0) return false;
+  request->n_computed = cached;
   if (request->cached_prompt_tokens < 0) {
     // Counted once per request: a recompute after preemption is not a prompt lookup.
     request->cached_prompt_tokens = request->n_computed;
@@ -69,7 +42,7 @@ bool Scheduler::admit(Request* request) {
 }
 
 void Scheduler::preempt(Request* request) {
-  release_blocks(request);
+  blocks_.release(request->blocks);
   request->n_computed = 0;
   request->state = RequestState::Waiting;
   ++request->n_preemptions;
@@ -88,7 +61,7 @@ StepPlan Scheduler::schedule() {
     if (request->state != RequestState::Decoding) continue;
     TANDEM_ASSERT(request->n_pending() == 1);
     bool preempted_self = false;
-    while (!grow_blocks(request, static_cast<int64_t>(request->tokens.size()))) {
+    while (!blocks_.grow(request->blocks, static_cast<int64_t>(request->tokens.size()))) {
       Request* victim = running_.back();
       preempt(victim);
       plan.preempted.push_back(victim);
@@ -124,22 +97,12 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
-void Scheduler::publish_full_blocks(Request* request) {
-  const int64_t full = request->n_computed / block_size_;
-  for (auto i = static_cast<int64_t>(request->block_hashes.size()); i < full; ++i) {
-    const uint64_t parent = i == 0 ? BlockAllocator::kRootHash : request->block_hashes.back();
-    const std::span<const int32_t> piece(request->tokens.data() + i * block_size_, static_cast<size_t>(block_size_));
-    blocks_.publish(request->block_table[static_cast<size_t>(i)], parent, piece);
-    request->block_hashes.push_back(BlockAllocator::hash_block(parent, piece));
-  }
-}
-
 void Scheduler::complete(const StepPlan& plan) {
   for (const ScheduledChunk& chunk : plan.chunks) {
     Request* request = chunk.request;
     TANDEM_ASSERT(request->admitted() && chunk.start == request->n_computed);
     request->n_computed += chunk.n_tokens;
-    publish_full_blocks(request);
+    blocks_.publish_computed(request->blocks, request->tokens, request->n_computed);
     if (chunk.samples) request->state = RequestState::Decoding;
   }
 }
@@ -147,7 +110,7 @@ void Scheduler::complete(const StepPlan& plan) {
 void Scheduler::remove(Request* request, RequestState final_state) {
   TANDEM_ASSERT(final_state == RequestState::Finished || final_state == RequestState::Cancelled);
   if (request->admitted()) {
-    release_blocks(request);
+    blocks_.release(request->blocks);
     running_.erase(std::find(running_.begin(), running_.end(), request));
   } else {
     const auto it = std::find(waiting_.begin(), waiting_.end(), request);

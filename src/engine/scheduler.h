@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "kv/block_allocator.h"
+#include "kv/block_manager.h"
 
 namespace tandem {
 
@@ -37,8 +37,8 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  // `blocks` must outlive the scheduler; every block the scheduler holds comes from it.
-  Scheduler(SchedulerConfig config, BlockAllocator& blocks);
+  // `blocks` must outlive the scheduler; it decides which blocks each request holds.
+  Scheduler(SchedulerConfig config, BlockManager& blocks);
 
   // Queues a request (tokens = prompt, state Waiting). The caller checked that it fits: its
   // prompt plus output never needs more blocks than the pool has.
@@ -55,19 +55,14 @@ class Scheduler {
   const std::deque<Request*>& waiting() const { return waiting_; }
   bool idle() const { return running_.empty() && waiting_.empty(); }
   const SchedulerConfig& config() const { return config_; }
-  int64_t blocks_for(int64_t n_tokens) const { return (n_tokens + block_size_ - 1) / block_size_; }
+  int64_t blocks_for(int64_t n_tokens) const { return blocks_.blocks_for(n_tokens); }
 
  private:
   bool admit(Request* request);
   void preempt(Request* request);
-  // Grows the block table to cover n_tokens positions; false if the pool ran dry.
-  bool grow_blocks(Request* request, int64_t n_tokens);
-  void release_blocks(Request* request);
-  void publish_full_blocks(Request* request);
 
   SchedulerConfig config_;
-  BlockAllocator& blocks_;
-  int32_t block_size_;
+  BlockManager& blocks_;
   std::vector<Request*> running_;    // admitted, oldest admission first
   std::deque<Request*> waiting_;     // FIFO; preempted requests go to the front
   int64_t next_admit_order_ = 0;

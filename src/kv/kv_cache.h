@@ -1,7 +1,7 @@
 // KvCache: per-layer K (after RoPE) and V storage for a pool of fixed-size blocks of token
-// slots. Storage only: which blocks a sequence holds is the BlockAllocator's and the
-// scheduler's business (a block table per sequence, handed to the forward pass in the Batch);
-// this class maps (block table, position) to a slot and owns the floats. No arithmetic here.
+// slots. Storage only: which blocks a sequence holds is the BlockManager's business (a block
+// table per sequence, handed to the forward pass in the Batch); this class maps (block
+// table, position) to a slot and owns the floats. No arithmetic here.
 #pragma once
 
 #include <cstdint>

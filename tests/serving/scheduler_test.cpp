@@ -38,7 +38,7 @@ struct FakeRun {
 };
 
 // Drives the scheduler to completion, checking every plan against the budget and blocks.
-FakeRun run_to_completion(Scheduler& scheduler, BlockAllocator& blocks, std::vector<std::unique_ptr<Request>>& requests,
+FakeRun run_to_completion(Scheduler& scheduler, BlockManager& blocks, std::vector<std::unique_ptr<Request>>& requests,
                           int64_t arrive_every = 0) {
   FakeRun run;
   size_t next = 0;
@@ -64,9 +64,9 @@ FakeRun run_to_completion(Scheduler& scheduler, BlockAllocator& blocks, std::vec
       EXPECT_TRUE(seen.insert(r).second) << "a request twice in one step";
       EXPECT_TRUE(r->admitted());
       EXPECT_EQ(chunk.start, r->n_computed);
-      EXPECT_GE(static_cast<int64_t>(r->block_table.size()) * blocks.block_size(), chunk.start + chunk.n_tokens);
+      EXPECT_GE(static_cast<int64_t>(r->blocks.table.size()) * blocks.block_size(), chunk.start + chunk.n_tokens);
       EXPECT_EQ(chunk.samples, chunk.start + chunk.n_tokens == static_cast<int64_t>(r->tokens.size()));
-      for (int32_t b : r->block_table) EXPECT_GT(blocks.ref_count(b), 0);
+      for (int32_t b : r->blocks.table) EXPECT_GT(blocks.ref_count(b), 0);
       n_tokens += chunk.n_tokens;
     }
     EXPECT_EQ(n_tokens, plan.n_tokens);
@@ -99,11 +99,11 @@ std::vector<int32_t> prompt_of(int32_t seed, int32_t n) {
   return p;
 }
 
-void expect_outputs_and_no_leak(const std::vector<std::unique_ptr<Request>>& requests, const BlockAllocator& blocks) {
+void expect_outputs_and_no_leak(const std::vector<std::unique_ptr<Request>>& requests, const BlockManager& blocks) {
   for (const auto& r : requests) {
     EXPECT_EQ(r->state, RequestState::Finished);
     EXPECT_EQ(r->generated, expected_output(r->prompt, r->params.max_tokens)) << "request " << r->id;
-    EXPECT_TRUE(r->block_table.empty());
+    EXPECT_TRUE(r->blocks.table.empty());
   }
   const BlockStats s = blocks.stats();
   EXPECT_EQ(s.used, 0);
@@ -111,7 +111,7 @@ void expect_outputs_and_no_leak(const std::vector<std::unique_ptr<Request>>& req
 }
 
 TEST(Scheduler, BatchesManyRequestsUnderTheTokenBudget) {
-  BlockAllocator blocks(64, 4);
+  BlockManager blocks(64, 4);
   Scheduler scheduler({4, 8}, blocks);
   std::vector<std::unique_ptr<Request>> requests;
   for (int i = 0; i < 10; ++i) requests.push_back(make_request(i, prompt_of(i, 3 + 5 * i), 6 + i));
@@ -122,7 +122,7 @@ TEST(Scheduler, BatchesManyRequestsUnderTheTokenBudget) {
 }
 
 TEST(Scheduler, LongPromptIsChunkedWhileOthersKeepDecoding) {
-  BlockAllocator blocks(64, 4);
+  BlockManager blocks(64, 4);
   Scheduler scheduler({2, 4}, blocks);
   std::vector<std::unique_ptr<Request>> requests;
   requests.push_back(make_request(0, prompt_of(1, 2), 30));
@@ -154,7 +154,7 @@ TEST(Scheduler, LongPromptIsChunkedWhileOthersKeepDecoding) {
 }
 
 TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
-  BlockAllocator blocks(32, 4);
+  BlockManager blocks(32, 4);
   Scheduler scheduler({2, 64}, blocks);
   std::vector<std::unique_ptr<Request>> first;
   first.push_back(make_request(0, prompt_of(5, 12), 3));  // exactly 3 full blocks
@@ -181,7 +181,7 @@ TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
 
 TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndOutputIsUnchanged) {
   // 8 blocks of 4 tokens; each request grows to 5 + 20 = 25 tokens (7 blocks).
-  BlockAllocator blocks(8, 4);
+  BlockManager blocks(8, 4);
   Scheduler scheduler({4, 16}, blocks);
   std::vector<std::unique_ptr<Request>> requests;
   for (int i = 0; i < 4; ++i) requests.push_back(make_request(i, prompt_of(i + 20, 5), 20));
@@ -194,7 +194,7 @@ TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndOutputIsUnchanged) {
 }
 
 TEST(Scheduler, CancelAnywhereReturnsEveryBlock) {
-  BlockAllocator blocks(16, 4);
+  BlockManager blocks(16, 4);
   Scheduler scheduler({2, 6}, blocks);
   std::vector<std::unique_ptr<Request>> requests;
   for (int i = 0; i < 4; ++i) requests.push_back(make_request(i, prompt_of(i, 9), 50));

@@ -1,0 +1,49 @@
+// BlockManager (see block_manager.h): sequence-level block bookkeeping on the allocator.
+#include "kv/block_manager.h"
+
+#include "base/error.h"
+
+namespace tandem {
+
+int64_t BlockManager::assign(SequenceBlocks& sequence, std::span<const int32_t> tokens) {
+  TANDEM_ASSERT(sequence.empty() && !tokens.empty());
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  std::vector<int32_t> matched = allocator_.match_prefix(tokens, (n_tokens - 1) / block_size(), sequence.hashes);
+  const int64_t needed = blocks_for(n_tokens) - static_cast<int64_t>(matched.size());
+  if (allocator_.n_available() < needed) {
+    for (auto it = matched.rbegin(); it != matched.rend(); ++it) allocator_.release(*it);
+    sequence.hashes.clear();
+    return -1;
+  }
+  sequence.table = std::move(matched);
+  TANDEM_ASSERT(grow(sequence, n_tokens));
+  return static_cast<int64_t>(sequence.hashes.size()) * block_size();
+}
+
+bool BlockManager::grow(SequenceBlocks& sequence, int64_t n_tokens) {
+  while (static_cast<int64_t>(sequence.table.size()) * block_size() < n_tokens) {
+    const int32_t block = allocator_.allocate();
+    if (block < 0) return false;
+    sequence.table.push_back(block);
+  }
+  return true;
+}
+
+void BlockManager::publish_computed(SequenceBlocks& sequence, std::span<const int32_t> tokens, int64_t n_computed) {
+  const int64_t full = n_computed / block_size();
+  for (auto i = static_cast<int64_t>(sequence.hashes.size()); i < full; ++i) {
+    const uint64_t parent = i == 0 ? BlockAllocator::kRootHash : sequence.hashes.back();
+    const std::span<const int32_t> piece = tokens.subspan(static_cast<size_t>(i * block_size()),
+                                                          static_cast<size_t>(block_size()));
+    allocator_.publish(sequence.table[static_cast<size_t>(i)], parent, piece);
+    sequence.hashes.push_back(BlockAllocator::hash_block(parent, piece));
+  }
+}
+
+void BlockManager::release(SequenceBlocks& sequence) {
+  for (auto it = sequence.table.rbegin(); it != sequence.table.rend(); ++it) allocator_.release(*it);
+  sequence.table.clear();
+  sequence.hashes.clear();
+}
+
+}  // namespace tandem

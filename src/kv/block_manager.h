@@ -1,0 +1,58 @@
+// BlockManager: the one owner of which KV blocks each sequence holds. A sequence's blocks
+// (its block table and the hashes of its full blocks) live in a SequenceBlocks beside the
+// request, but only this class changes them: admission with prefix reuse, growth as tokens
+// are added, publication of computed full blocks to the prefix cache, and release. Built on
+// the BlockAllocator (free list, reference counts, prefix cache); knows nothing of models,
+// requests or scheduling policy.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/block_allocator.h"
+
+namespace tandem {
+
+// The blocks one sequence holds. Read it freely (the forward pass reads `table` through the
+// Batch); change it only through BlockManager.
+struct SequenceBlocks {
+  std::vector<int32_t> table;    // block of each block_size positions
+  std::vector<uint64_t> hashes;  // hashes of the leading full blocks, published or matched
+
+  bool empty() const { return table.empty(); }
+};
+
+class BlockManager {
+ public:
+  BlockManager(int64_t n_blocks, int32_t block_size) : allocator_(n_blocks, block_size) {}
+
+  int32_t block_size() const { return allocator_.block_size(); }
+  int64_t n_blocks() const { return allocator_.n_blocks(); }
+  int64_t blocks_for(int64_t n_tokens) const { return (n_tokens + block_size() - 1) / block_size(); }
+  BlockStats stats() const { return allocator_.stats(); }
+  int32_t ref_count(int32_t block) const { return allocator_.ref_count(block); }
+
+  // Gives an empty `sequence` blocks for all of `tokens`, reusing the longest cached prefix
+  // of full blocks (never the block of the last token, whose logits must be computed).
+  // Returns how many leading tokens already have their K/V (a multiple of block_size), or
+  // -1, holding nothing, when the pool cannot take the rest.
+  int64_t assign(SequenceBlocks& sequence, std::span<const int32_t> tokens);
+  // Grows the table to cover n_tokens positions; false if the pool ran dry (the blocks
+  // taken so far stay with the sequence).
+  bool grow(SequenceBlocks& sequence, int64_t n_tokens);
+  // Publishes the full blocks among the first n_computed positions (their K/V now written)
+  // to the prefix cache; `tokens` are the sequence's tokens.
+  void publish_computed(SequenceBlocks& sequence, std::span<const int32_t> tokens, int64_t n_computed);
+  // Returns every block (last first, so that with equal LRU age a prefix's head outlives
+  // its tail) and empties the sequence.
+  void release(SequenceBlocks& sequence);
+
+  // Hit-ratio bookkeeping, once per request: prompt tokens looked up, tokens served from cache.
+  void count_lookup(int64_t prompt_tokens, int64_t hit_tokens) { allocator_.count_lookup(prompt_tokens, hit_tokens); }
+
+ private:
+  BlockAllocator allocator_;
+};
+
+}  // namespace tandem
