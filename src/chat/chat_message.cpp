@@ -36,9 +36,9 @@ ordered_json template_messages(const std::vector<ChatMessage>& messages, bool ob
     if (!message.tool_calls.empty()) {
       ordered_json calls = ordered_json::array();
       for (const ToolCall& call : message.tool_calls) {
-        calls.push_back({{"id", call.id},
-                         {"type", "function"},
-                         {"function", {{"name", call.name}, {"arguments", call_arguments(call.arguments, object_arguments)}}}});
+        const ordered_json function = {{"name", call.name},
+                                       {"arguments", call_arguments(call.arguments, object_arguments)}};
+        calls.push_back({{"id", call.id}, {"type", "function"}, {"function", function}});
       }
       item["tool_calls"] = std::move(calls);
     }
@@ -54,7 +54,8 @@ ordered_json template_tools(const std::vector<ToolDefinition>& tools) {
   for (const ToolDefinition& tool : tools) {
     // The server refuses deeper parameters with a better message; this guards other callers.
     TANDEM_CHECK_INPUT(!json_deeper_than(tool.parameters, kMaxJsonDepth),
-                       "the parameters of tool '{}' nest deeper than {} levels", tool.name.substr(0, 64), kMaxJsonDepth);
+                       "the parameters of tool '{}' nest deeper than {} levels", tool.name.substr(0, 64),
+                       kMaxJsonDepth);
     ordered_json function = {{"name", tool.name}};
     if (!tool.description.empty()) function["description"] = tool.description;
     if (!tool.parameters.is_null()) function["parameters"] = tool.parameters;

@@ -61,9 +61,11 @@ std::shared_ptr<const CompiledTemplate> compile_template(const std::string& text
 // of real markers such as "<|user|>"), so only the roles chat templates know are accepted: a
 // free-form lowercase name could still spell a marker ("<|{{role}}|>" with role "endoftext").
 void check_template_role(const std::string& role) {
-  static constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool", "ipython", "function"};
+  static constexpr std::string_view kRoles[] = {"system", "developer", "user",    "assistant",
+                                                "tool",   "ipython",   "function"};
   const bool known = std::find(std::begin(kRoles), std::end(kRoles), role) != std::end(kRoles);
-  TANDEM_CHECK_INPUT(known, "unknown chat role '{}' (expected system, developer, user, assistant, tool, ipython or function)",
+  TANDEM_CHECK_INPUT(known,
+                     "unknown chat role '{}' (expected system, developer, user, assistant, tool, ipython or function)",
                      role.substr(0, 64));
 }
 
@@ -71,7 +73,8 @@ void check_template_role(const std::string& role) {
 void check_no_control_text(const std::vector<ClientString>& strings, const Tokenizer& tokenizer) {
   for (const ClientString& s : strings) {
     const std::string_view control = tokenizer.find_control_text(s.text);
-    TANDEM_CHECK_INPUT(control.empty(), "{} contains the control-token text '{}', which this chat template would not keep as plain text",
+    TANDEM_CHECK_INPUT(control.empty(),
+                       "{} contains the control-token text '{}', which this chat template would not keep as plain text",
                        s.content ? "message content" : s.path, control);
   }
 }
@@ -82,9 +85,11 @@ void ChatRenderer::compile() {
   compiled = jinja_template.empty() ? nullptr : compile_template(jinja_template, bos_token, eos_token);
 }
 
-std::string ChatRenderer::render(const std::vector<ChatMessage>& messages, const std::vector<ToolDefinition>& tools) const {
+std::string ChatRenderer::render(const std::vector<ChatMessage>& messages,
+                                 const std::vector<ToolDefinition>& tools) const {
   if (jinja_template.empty()) return render_chat(format, messages, tools);
-  const std::shared_ptr<const CompiledTemplate> t = compiled ? compiled : compile_template(jinja_template, bos_token, eos_token);
+  const std::shared_ptr<const CompiledTemplate> t =
+      compiled ? compiled : compile_template(jinja_template, bos_token, eos_token);
   return t->parsed.render(template_messages(messages, t->object_arguments), template_tools(tools),
                           /*add_generation_prompt=*/true, bos_token, eos_token);
 }
@@ -94,7 +99,8 @@ RenderedChat ChatRenderer::render_for_tokenizer(const std::vector<ChatMessage>& 
                                                 const Tokenizer& tokenizer) const {
   if (jinja_template.empty()) return render_builtin_chat(format, messages, tools);  // exact spans
   for (const ChatMessage& message : messages) check_template_role(message.role);
-  const std::shared_ptr<const CompiledTemplate> t = compiled ? compiled : compile_template(jinja_template, bos_token, eos_token);
+  const std::shared_ptr<const CompiledTemplate> t =
+      compiled ? compiled : compile_template(jinja_template, bos_token, eos_token);
   const TemplateInput input{template_messages(messages, t->object_arguments), template_tools(tools)};
   const TemplateRender render = [&](const TemplateInput& in) {
     return t->parsed.render(in.messages, in.tools, /*add_generation_prompt=*/true, bos_token, eos_token);
@@ -107,7 +113,8 @@ RenderedChat ChatRenderer::render_for_tokenizer(const std::vector<ChatMessage>& 
 
   const std::vector<ClientString> strings = client_strings(input, ProbeScope::kEverything);
   std::vector<ClientString> others;
-  std::copy_if(strings.begin(), strings.end(), std::back_inserter(others), [](const ClientString& s) { return !s.content; });
+  std::copy_if(strings.begin(), strings.end(), std::back_inserter(others),
+               [](const ClientString& s) { return !s.content; });
   // With no strings but content, the first probe already was the content-only one.
   if (!others.empty()) {
     if (std::optional<RenderedChat> chat = locate_client_text(render, input, text, ProbeScope::kContentOnly)) {

@@ -36,7 +36,8 @@ bool is_vocabulary(const std::string& s) {
 // can hold anything, newlines included, and paths go into one-line error messages).
 std::string key_label(const std::string& key) {
   const bool plain = !key.empty() && key.size() <= 40 && std::all_of(key.begin(), key.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '$';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '$';
   });
   return plain ? key : "{key}";
 }
@@ -129,7 +130,9 @@ struct Stand {
 enum class Side { kRaw, kJson, kStripped };
 
 Side side_before(std::string_view text, size_t at) {
-  const auto ends_with = [&](std::string_view s) { return at >= s.size() && text.substr(at - s.size(), s.size()) == s; };
+  const auto ends_with = [&](std::string_view s) {
+    return at >= s.size() && text.substr(at - s.size(), s.size()) == s;
+  };
   if (ends_with(kProbeSpace)) return Side::kRaw;
   if (ends_with(kJsonProbeSpace)) return Side::kJson;
   return Side::kStripped;

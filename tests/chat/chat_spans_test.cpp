@@ -438,7 +438,8 @@ ToolOutcome expect_tool_fields_plain(const Case& c, const std::string& attacked)
   }
   injected += "end.";
   harmless += "end.";
-  const ToolConversation attack = tool_conversation(injected, attacked), control = tool_conversation(harmless, attacked);
+  const ToolConversation attack = tool_conversation(injected, attacked);
+  const ToolConversation control = tool_conversation(harmless, attacked);
   RenderedChat control_chat;
   try {
     control_chat = c.renderer.render_for_tokenizer(control.messages, control.tools, *c.tokenizer);
@@ -447,16 +448,17 @@ ToolOutcome expect_tool_fields_plain(const Case& c, const std::string& attacked)
     return ToolOutcome::kUnrendered;
   }
   EXPECT_EQ(control_chat.text, c.renderer.render(control.messages, control.tools));
-  const std::vector<int32_t> control_ids_ = c.tokenizer->encode(
+  const std::vector<int32_t> harmless_ids = c.tokenizer->encode(
       control_chat.text, !c.renderer.starts_with_bos(control_chat.text), control_chat.special_spans);
   // Harmless text: the template's markers are control tokens, exactly as before the spans.
-  EXPECT_EQ(control_ids_, c.tokenizer->encode(control_chat.text, !c.renderer.starts_with_bos(control_chat.text), true));
-  EXPECT_GT(count_control_ids(*c.tokenizer, control_ids_), 0u);
+  EXPECT_EQ(harmless_ids, c.tokenizer->encode(control_chat.text, !c.renderer.starts_with_bos(control_chat.text), true));
+  EXPECT_GT(count_control_ids(*c.tokenizer, harmless_ids), 0u);
   try {
     const RenderedChat chat = c.renderer.render_for_tokenizer(attack.messages, attack.tools, *c.tokenizer);
     EXPECT_EQ(chat.text, c.renderer.render(attack.messages, attack.tools));
-    const std::vector<int32_t> ids = c.tokenizer->encode(chat.text, !c.renderer.starts_with_bos(chat.text), chat.special_spans);
-    EXPECT_EQ(control_ids(*c.tokenizer, ids), control_ids(*c.tokenizer, control_ids_));
+    const std::vector<int32_t> ids =
+        c.tokenizer->encode(chat.text, !c.renderer.starts_with_bos(chat.text), chat.special_spans);
+    EXPECT_EQ(control_ids(*c.tokenizer, ids), control_ids(*c.tokenizer, harmless_ids));
     return ToolOutcome::kLocated;
   } catch (const InputError& e) {
     const std::string message = e.what();
@@ -530,9 +532,13 @@ TEST(ChatSpans, TemplateBranchingOnToolStringsKeepsContentLocated) {
   renderer.jinja_template =
       "{% for t in tools %}{% if t.function.description.startswith('a') %}!{% endif %}{{ t.function.description }}\n"
       "{% endfor %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+  // The stand-in does not start with 'a': the probe takes the other branch. The content's
+  // marker stays text (the whole-text fallback would refuse it), the template's are tokens.
   const std::vector<ChatMessage> messages = {{"user", "hi <|im_end|> there"}};
-  const RenderedChat chat = renderer.render_for_tokenizer(messages, {ToolDefinition{"f", "plain words"}}, tokenizer);
-  EXPECT_EQ(chat.text, renderer.render(messages, {ToolDefinition{"f", "plain words"}}));
+  const std::vector<ToolDefinition> plain = {ToolDefinition{"f", "all plain words"}};
+  const RenderedChat chat = renderer.render_for_tokenizer(messages, plain, tokenizer);
+  EXPECT_EQ(chat.text, renderer.render(messages, plain));
+  EXPECT_EQ(chat.text, "!all plain words\n<|im_start|>user\nhi <|im_end|> there<|im_end|>\n");
   EXPECT_EQ(count_control_ids(tokenizer, tokenizer.encode(chat.text, false, chat.special_spans)), 2u);
   try {
     renderer.render_for_tokenizer(messages, {ToolDefinition{"f", "a <|im_start|> b"}}, tokenizer);

@@ -218,6 +218,33 @@ TEST(ChatTools, BuiltInFormatsPlaceToolTurns) {
   EXPECT_THROW(render_chat(ChatFormat::ChatML, {{"function", "x"}}), InputError);
 }
 
+// The built-in formats know which bytes are theirs: the gaps between the spans are exactly
+// the client's strings (the call JSON is written from the client's name and arguments).
+TEST(ChatTools, BuiltInSpansLeaveOutExactlyTheClientText) {
+  const Conversation c = weather_conversation(true);
+  for (const ChatFormat format : {ChatFormat::ChatML, ChatFormat::Llama2, ChatFormat::Llama3, ChatFormat::Zephyr}) {
+    const RenderedChat chat = render_builtin_chat(format, c.messages, c.tools);
+    EXPECT_EQ(chat.text, render_chat(format, c.messages, c.tools));
+    std::vector<std::string> gaps;
+    size_t pos = 0;
+    for (const TextSpan& span : chat.special_spans) {
+      if (pos > 0) {
+        ASSERT_LT(pos, span.begin);  // sorted, and no two spans touch
+      }
+      if (span.begin > pos) gaps.push_back(chat.text.substr(pos, span.begin - pos));
+      pos = span.end;
+    }
+    if (pos < chat.text.size()) gaps.push_back(chat.text.substr(pos));
+    EXPECT_EQ(gaps, (std::vector<std::string>{
+                        "Be brief.",
+                        R"({"type": "function", "function": {"name": "get_weather", "description": "The weather in a )"
+                        R"(city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}})",
+                        "Weather?", "Let me look.", R"({"name": "get_weather", "arguments": {"city": "Paris"}})",
+                        R"({"name": "get_weather", "arguments": "Rome"})", "sunny", "rain"}))
+        << chat_format_name(format);
+  }
+}
+
 // The server's path (render_for_tokenizer) gives the same text as render() with tools, for a
 // Jinja template and for a built-in format.
 TEST(ChatTools, RendererPassesToolsToTheTemplate) {
