@@ -1,16 +1,30 @@
 // Built-in chat renderers (see chat_format.h). Each writes the family's published turn
-// markers; special-token text such as "</s>" is emitted verbatim, as the templates do.
-// Also where a rendered prompt's message content is located for the tokenizer, so that
-// only the template's own text may hold control tokens.
+// markers; special-token text such as "</s>" is emitted verbatim, as the templates do. The
+// writer knows which text is its own markup and which came from the client, so the spans
+// are exact: no probing as for Jinja templates (template_spans.h).
+//
+// Tools. Of these families only Llama 3.1 has a tool convention of its own, and a Llama 3.1
+// GGUF brings its template, which is used instead. So all four use the Hermes convention
+// (Hermes 2 Pro and Qwen2.5 were trained on it; the tool-call parser will read it back):
+//  - tool definitions are described at the end of the system prompt (a system turn is added
+//    first when there is none): each tool's JSON on its own line inside <tools></tools>,
+//    then the shape of a call. Described rather than refused: agents send their tool list
+//    with every request, also to models that answer in plain text, and a 400 would lock
+//    those clients out; a model that never learned the convention may ignore it, as it may
+//    any instruction.
+//  - an assistant's calls follow its text: <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>
+//    each, the arguments as sent (inline when they are JSON, as a JSON string otherwise).
+//  - tool results, each in <tool_response>\n...\n</tool_response>, consecutive ones in one
+//    turn: role "tool" in ChatML (Hermes 2 Pro), "ipython" in Llama 3 (the role Llama 3.1
+//    gives tool output), and a user turn in Llama 2 and Zephyr, which have no tool role.
+// Developer messages are system messages. A message's name and a result's tool_call_id are
+// not rendered: none of these formats has a place for them (results follow call order).
 #include "chat/chat_format.h"
 
 #include <algorithm>
-#include <optional>
-
-#include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "chat/jinja/chat_template.h"
+#include "chat/jinja/json_value.h"
 #include "chat/jinja/py_string.h"
 
 namespace tandem::chat {
@@ -45,195 +59,194 @@ ChatFormat detect_chat_format(std::string_view t) {
 
 namespace {
 
-void check_role(const ChatMessage& m) {
-  TANDEM_CHECK_INPUT(m.role == "system" || m.role == "user" || m.role == "assistant",
-                     "unknown chat role '{}' (expected system, user or assistant)", m.role);
+// Text of a turn: the format's markup, or the client's bytes.
+struct Piece {
+  std::string text;
+  bool client = false;
+};
+using Body = std::vector<Piece>;
+
+// A turn as the formats print it: role "system", "user", "assistant" or the format's role
+// for tool results.
+struct Turn {
+  std::string role;
+  Body body;
+  bool tool_results = false;  // consecutive tool messages join this turn
+};
+
+bool body_empty(const Body& body) {
+  for (const Piece& piece : body)
+    if (!piece.text.empty()) return false;
+  return true;
 }
 
-std::string render_llama2(const std::vector<ChatMessage>& messages) {
-  // [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]
-  std::string out, system;
-  bool first_user = true;
+// Appends markup (joined into the previous span when adjacent) or client text (no span).
+class Writer {
+ public:
+  void markup(std::string_view text) {
+    if (text.empty()) return;
+    const size_t at = chat_.text.size();
+    if (!chat_.special_spans.empty() && chat_.special_spans.back().end == at) {
+      chat_.special_spans.back().end += text.size();
+    } else {
+      chat_.special_spans.push_back({at, at + text.size()});
+    }
+    chat_.text += text;
+  }
+  void client(std::string_view text) { chat_.text += text; }
+  void body(const Body& body) {
+    for (const Piece& piece : body) piece.client ? client(piece.text) : markup(piece.text);
+  }
+  RenderedChat take() { return std::move(chat_); }
+
+ private:
+  RenderedChat chat_;
+};
+
+constexpr std::string_view kToolsIntro =
+    "# Tools\n\nYou can call the functions below. Each line between <tools></tools> is one function's "
+    "definition as JSON:\n<tools>\n";
+constexpr std::string_view kToolsOutro =
+    "\n</tools>\n\nTo call a function, answer with a JSON object holding its name and arguments between "
+    "<tool_call></tool_call> tags, one tag per call:\n<tool_call>\n{\"name\": <function name>, \"arguments\": "
+    "<arguments as a JSON object>}\n</tool_call>";
+
+// The tool block for the system prompt: our instructions around the client's definitions.
+Body tools_block(const std::vector<ToolDefinition>& tools) {
+  Body body{{std::string(kToolsIntro), false}};
+  const nlohmann::ordered_json list = template_tools(tools);
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (k > 0) body.push_back({"\n", false});
+    // json.dumps' layout, as Hermes-convention templates print a tool (`tool | tojson`).
+    body.push_back({jinja::to_json(jinja::value_from_json(list[k]), jinja::JsonFormat{}), true});
+  }
+  body.push_back({std::string(kToolsOutro), false});
+  return body;
+}
+
+std::string call_json(const ToolCall& call) {
+  // Arguments that are JSON go in as they were sent, so the model sees its own call again.
+  const bool is_json = nlohmann::ordered_json::accept(call.arguments);
+  const std::string name = jinja::json_string(call.name);
+  return "{\"name\": " + name + ", \"arguments\": " + (is_json ? call.arguments : jinja::json_string(call.arguments)) +
+         "}";
+}
+
+void check_role(const ChatMessage& m) {
+  TANDEM_CHECK_INPUT(m.role == "system" || m.role == "developer" || m.role == "user" || m.role == "assistant" ||
+                         m.role == "tool",
+                     "unknown chat role '{}' (expected system, developer, user, assistant or tool)",
+                     m.role.substr(0, 64));
+}
+
+std::vector<Turn> turns_of(const std::vector<ChatMessage>& messages, const std::vector<ToolDefinition>& tools,
+                           const std::string& tool_role) {
+  std::vector<Turn> turns;
   for (const ChatMessage& m : messages) {
-    if (m.role == "system") {
-      system = m.content;
-    } else if (m.role == "user") {
-      if (!first_user) out += "<s>";
-      out += "[INST] ";
-      if (!system.empty()) {
-        out += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
+    check_role(m);
+    if (m.role == "tool") {
+      Body response{{"<tool_response>\n", false}, {m.content, true}, {"\n</tool_response>", false}};
+      if (!turns.empty() && turns.back().tool_results) {
+        turns.back().body.push_back({"\n", false});
+      } else {
+        turns.push_back({tool_role, {}, true});
+      }
+      Body& body = turns.back().body;
+      body.insert(body.end(), response.begin(), response.end());
+      continue;
+    }
+    Turn turn{m.role == "developer" ? "system" : m.role, {{m.content, true}}};
+    for (const ToolCall& call : m.tool_calls) {
+      turn.body.push_back({body_empty(turn.body) ? "<tool_call>\n" : "\n<tool_call>\n", false});
+      turn.body.push_back({call_json(call), true});
+      turn.body.push_back({"\n</tool_call>", false});
+    }
+    turns.push_back(std::move(turn));
+  }
+  if (!tools.empty()) {
+    Body block = tools_block(tools);
+    auto system = std::find_if(turns.begin(), turns.end(), [](const Turn& t) { return t.role == "system"; });
+    if (system == turns.end()) {
+      turns.insert(turns.begin(), Turn{"system", std::move(block)});
+    } else {
+      if (!body_empty(system->body)) system->body.push_back({"\n\n", false});
+      system->body.insert(system->body.end(), block.begin(), block.end());
+    }
+  }
+  return turns;
+}
+
+// [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] {user} [/INST]
+void write_llama2(const std::vector<Turn>& turns, Writer& out) {
+  Body system;
+  bool first_user = true;
+  for (const Turn& turn : turns) {
+    if (turn.role == "system") {
+      system = turn.body;
+    } else if (turn.role == "user") {
+      if (!first_user) out.markup("<s>");
+      out.markup("[INST] ");
+      if (!body_empty(system)) {
+        out.markup("<<SYS>>\n");
+        out.body(system);
+        out.markup("\n<</SYS>>\n\n");
         system.clear();
       }
-      out += m.content + " [/INST]";
+      out.body(turn.body);
+      out.markup(" [/INST]");
       first_user = false;
     } else {
-      out += " " + m.content + " </s>";
+      out.markup(" ");
+      out.body(turn.body);
+      out.markup(" </s>");
     }
   }
-  return out;
 }
 
 }  // namespace
 
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages) {
-  for (const ChatMessage& m : messages) check_role(m);
-  std::string out;
+RenderedChat render_builtin_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                                 const std::vector<ToolDefinition>& tools) {
+  const std::string tool_role = format == ChatFormat::ChatML   ? "tool"
+                                : format == ChatFormat::Llama3 ? "ipython"
+                                                               : "user";
+  const std::vector<Turn> turns = turns_of(messages, tools, tool_role);
+  Writer out;
   switch (format) {
     case ChatFormat::ChatML:
-      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      out += "<|im_start|>assistant\n";
+      for (const Turn& t : turns) {
+        out.markup("<|im_start|>" + t.role + "\n");
+        out.body(t.body);
+        out.markup("<|im_end|>\n");
+      }
+      out.markup("<|im_start|>assistant\n");
       break;
     case ChatFormat::Llama2:
-      out = render_llama2(messages);
+      write_llama2(turns, out);
       break;
     case ChatFormat::Llama3:
-      for (const ChatMessage& m : messages)
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
-      out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      for (const Turn& t : turns) {
+        out.markup("<|start_header_id|>" + t.role + "<|end_header_id|>\n\n");
+        out.body(t.body);
+        out.markup("<|eot_id|>");
+      }
+      out.markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     case ChatFormat::Zephyr:
-      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "</s>\n";
-      out += "<|assistant|>\n";
+      for (const Turn& t : turns) {
+        out.markup("<|" + t.role + "|>\n");
+        out.body(t.body);
+        out.markup("</s>\n");
+      }
+      out.markup("<|assistant|>\n");
       break;
   }
-  return out;
+  return out.take();
 }
 
-namespace {
-
-nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages) {
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const ChatMessage& message : messages) list.push_back({{"role", message.role}, {"content", message.content}});
-  return list;
-}
-
-// A role is printed by the template into text where control tokens are matched (it is part
-// of real markers such as "<|user|>"), so only the roles chat templates know are accepted: a
-// free-form lowercase name could still spell a marker ("<|{{role}}|>" with role "endoftext").
-void check_template_role(const std::string& role) {
-  static constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool", "ipython", "function"};
-  const bool known = std::find(std::begin(kRoles), std::end(kRoles), role) != std::end(kRoles);
-  TANDEM_CHECK_INPUT(known, "unknown chat role '{}' (expected system, developer, user, assistant, tool, ipython or function)",
-                     role.substr(0, 64));
-}
-
-// Content is located by rendering once more with each message's content replaced by a
-// sentinel. A template is a program (it may trim, drop, repeat or rewrite content, or move
-// a system prompt elsewhere), so rather than parse it, we watch where the sentinel lands.
-// The sentinel is private-use U+E000 around a tag: no template text contains it, and
-// neither Python's nor our strip() removes it (both count \x1c-\x1f as whitespace).
-std::string content_sentinel(size_t index) { return fmt::format("\xEE\x80\x80" "tandem:{}" "\xEE\x80\x80", index); }
-
-// Whitespace on both sides of the sentinel: it survives where the content is printed as
-// is and disappears where the template strips it. Unusual on purpose, so that a template
-// printing its own whitespace before stripped content (Llama 3's "\n\n" + content|trim)
-// is not mistaken for raw insertion.
-constexpr std::string_view kProbeSpace = " \t\n\t ";
-
-// The rendered text with each probed sentinel (and its surviving probe whitespace)
-// replaced by the real content, stripped on the sides the template stripped; nullopt when a
-// sentinel does not appear exactly once. The caller checks the result against a real render.
-std::optional<RenderedChat> splice_content(const std::string& probe_text, const std::vector<ChatMessage>& messages) {
-  struct Insert {
-    size_t begin = 0, end = 0;  // probe_text[begin, end) becomes `content`
-    std::string content;
-  };
-  std::vector<Insert> inserts;
-  for (size_t k = 0; k < messages.size(); ++k) {
-    if (messages[k].content.empty()) continue;  // rendered with its real (empty) content
-    const std::string mark = content_sentinel(k);
-    const size_t at = probe_text.find(mark);
-    if (at == std::string::npos || probe_text.find(mark, at + 1) != std::string::npos) return std::nullopt;
-    Insert insert{at, at + mark.size(), messages[k].content};
-    const bool raw_left =
-        at >= kProbeSpace.size() && probe_text.compare(at - kProbeSpace.size(), kProbeSpace.size(), kProbeSpace) == 0;
-    const bool raw_right = probe_text.compare(insert.end, kProbeSpace.size(), kProbeSpace) == 0;
-    if (raw_left) insert.begin -= kProbeSpace.size();
-    if (raw_right) insert.end += kProbeSpace.size();
-    if (!raw_left || !raw_right) insert.content = jinja::py_strip(insert.content, std::nullopt, !raw_left, !raw_right);
-    inserts.push_back(std::move(insert));
-  }
-  std::sort(inserts.begin(), inserts.end(), [](const Insert& a, const Insert& b) { return a.begin < b.begin; });
-
-  RenderedChat chat;
-  // Template text joins the previous span when no content came between (empty content).
-  auto add_template_text = [&chat](std::string_view text) {
-    if (text.empty()) return;
-    const size_t at = chat.text.size();
-    if (!chat.special_spans.empty() && chat.special_spans.back().end == at) {
-      chat.special_spans.back().end += text.size();
-    } else {
-      chat.special_spans.push_back({at, at + text.size()});
-    }
-    chat.text += text;
-  };
-  size_t pos = 0;
-  for (const Insert& insert : inserts) {
-    if (insert.begin < pos) return std::nullopt;  // overlapping: not a plain insertion
-    add_template_text(std::string_view(probe_text).substr(pos, insert.begin - pos));
-    chat.text += insert.content;
-    pos = insert.end;
-  }
-  add_template_text(std::string_view(probe_text).substr(pos));
-  return chat;
-}
-
-}  // namespace
-
-void ChatRenderer::compile() {
-  compiled = jinja_template.empty() ? nullptr : std::make_shared<const ChatTemplate>(jinja_template);
-}
-
-std::string ChatRenderer::render(const std::vector<ChatMessage>& messages) const {
-  if (jinja_template.empty()) return render_chat(format, messages);
-  if (compiled)
-    return compiled->render(messages_json(messages), nlohmann::ordered_json(), /*add_generation_prompt=*/true,
-                            bos_token, eos_token);
-  return render_chat_template(jinja_template, messages_json(messages), nlohmann::ordered_json(),
-                              /*add_generation_prompt=*/true, bos_token, eos_token);
-}
-
-RenderedChat ChatRenderer::render_for_tokenizer(const std::vector<ChatMessage>& messages,
-                                                const Tokenizer& tokenizer) const {
-  std::shared_ptr<const ChatTemplate> parsed = compiled;
-  if (!jinja_template.empty()) {
-    for (const ChatMessage& message : messages) check_template_role(message.role);
-    if (!parsed) parsed = std::make_shared<const ChatTemplate>(jinja_template);
-  }
-  auto render_messages = [&](const std::vector<ChatMessage>& list) {
-    if (!parsed) return render_chat(format, list);
-    return parsed->render(messages_json(list), nlohmann::ordered_json(), /*add_generation_prompt=*/true, bos_token,
-                          eos_token);
-  };
-
-  // The real render comes first, so its errors are the ones reported; the probe render must
-  // then reproduce it byte for byte once the content is spliced back, which also rejects
-  // templates that branch on what the content says.
-  const std::string text = render_messages(messages);
-  std::vector<ChatMessage> probe = messages;
-  for (size_t k = 0; k < probe.size(); ++k) {
-    if (!probe[k].content.empty()) {
-      probe[k].content = std::string(kProbeSpace) + content_sentinel(k) + std::string(kProbeSpace);
-    }
-  }
-  std::optional<RenderedChat> chat;
-  try {
-    chat = splice_content(render_messages(probe), messages);
-  } catch (const InputError&) {
-    // The template refused the stand-in content: fall through to the checked whole text.
-  }
-  if (chat && chat->text == text) return std::move(*chat);
-
-  // The content could not be told apart from the template's text: the whole text may hold
-  // control tokens, which is safe only when no message wrote a control token's text.
-  for (const ChatMessage& message : messages) {
-    const std::string_view control = tokenizer.find_control_text(message.content);
-    TANDEM_CHECK_INPUT(control.empty(),
-                       "message content contains the control-token text '{}', which this chat template would "
-                       "not keep as plain text",
-                       control);
-  }
-  return RenderedChat{text, {TextSpan{0, text.size()}}};
+std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                        const std::vector<ToolDefinition>& tools) {
+  return render_builtin_chat(format, messages, tools).text;
 }
 
 }  // namespace tandem::chat

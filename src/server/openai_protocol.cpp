@@ -1,10 +1,13 @@
 // OpenAI JSON <-> engine types (see openai_protocol.h). Validation is strict about types
 // (a string where a number belongs is a 400, not a silent default), lenient about unknown
-// fields (clients send many we do not use).
+// fields (clients send many we do not use). The chat fields are chat_request.cpp's.
 #include "server/openai_protocol.h"
 
 #include <cmath>
 #include <random>
+
+#include "server/chat_request.h"
+#include "server/request_json.h"
 
 namespace tandem::server {
 
@@ -12,23 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& message) { throw ApiError(400, "invalid_request_error", message); }
-
-// A client's value as it appears in an error message: its JSON text, cut short when long.
-std::string shown(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > 64) text = text.substr(0, 60) + "...";
-  return text;
-}
-
-// The field if present and not null, else nullptr.
-const json* field(const json& body, const char* name) {
-  const auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-double number_field(const json& body, const char* name, double fallback, double lo, double hi) {
-  const json* v = field(body, name);
+double number_field(const RequestJson& body, const char* name, double fallback, double lo, double hi) {
+  const RequestJson* v = field(body, name);
   if (!v) return fallback;
   if (!v->is_number()) bad(fmt::format("'{}' must be a number, not {}", name, shown(*v)));
   const double x = v->get<double>();
@@ -36,8 +24,8 @@ double number_field(const json& body, const char* name, double fallback, double 
   return x;
 }
 
-int64_t int_field(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const json* v = field(body, name);
+int64_t int_field(const RequestJson& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const RequestJson* v = field(body, name);
   if (!v) return fallback;
   if (!v->is_number_integer()) bad(fmt::format("'{}' must be an integer, not {}", name, shown(*v)));
   const int64_t x = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
@@ -46,29 +34,22 @@ int64_t int_field(const json& body, const char* name, int64_t fallback, int64_t 
   return x;
 }
 
-bool bool_field(const json& body, const char* name, bool fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false, not {}", name, shown(*v)));
-  return v->get<bool>();
-}
-
-std::string string_field(const json& body, const char* name) {
-  const json* v = field(body, name);
+std::string string_field(const RequestJson& body, const char* name) {
+  const RequestJson* v = field(body, name);
   if (!v) return {};
   if (!v->is_string()) bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)));
   return v->get<std::string>();
 }
 
-std::vector<std::string> stop_field(const json& body) {
-  const json* v = field(body, "stop");
+std::vector<std::string> stop_field(const RequestJson& body) {
+  const RequestJson* v = field(body, "stop");
   if (!v) return {};
   std::vector<std::string> stops;
   if (v->is_string()) {
     stops.push_back(v->get<std::string>());
   } else if (v->is_array()) {
     if (v->size() > 16) bad("'stop' may hold at most 16 strings");
-    for (const json& s : *v) {
+    for (const RequestJson& s : *v) {
       if (!s.is_string()) bad("'stop' must be a string or an array of strings");
       stops.push_back(s.get<std::string>());
     }
@@ -80,19 +61,6 @@ std::vector<std::string> stop_field(const json& body) {
   return stops;
 }
 
-std::string message_content(const json& content) {
-  if (content.is_string()) return content.get<std::string>();
-  // The array form: [{"type": "text", "text": "..."}, ...]; only text parts are supported.
-  if (!content.is_array()) bad("message 'content' must be a string or an array of text parts");
-  std::string text;
-  for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      bad("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix: what the client
 // sent and where, not which library said so.
 std::string json_error_text(const json::exception& e) {
@@ -101,14 +69,14 @@ std::string json_error_text(const json::exception& e) {
   return std::string(what.substr(close == std::string_view::npos ? 0 : close + 2));
 }
 
-ApiRequest parse_fields(Endpoint endpoint, const json& body, int64_t default_max_tokens);
+ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens);
 
 }  // namespace
 
 ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens) {
-  json body;
+  RequestJson body;
   try {
-    body = json::parse(body_text);
+    body = RequestJson::parse(body_text);
   } catch (const json::exception& e) {  // syntax errors and numbers out of range (1e400) alike
     bad("the request body is not valid JSON: " + json_error_text(e));
   }
@@ -122,27 +90,27 @@ ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t 
 
 namespace {
 
-ApiRequest parse_fields(Endpoint endpoint, const json& body, int64_t default_max_tokens) {
+ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens) {
   ApiRequest request;
   request.endpoint = endpoint;
   request.model = string_field(body, "model");
   if (int_field(body, "n", 1, INT32_MIN, INT32_MAX) != 1) bad("only n = 1 is supported");
   if (bool_field(body, "echo", false)) bad("'echo' is not supported");
   request.stream = bool_field(body, "stream", false);
-  if (const json* options = field(body, "stream_options")) {
+  if (const RequestJson* options = field(body, "stream_options")) {
     if (!options->is_object()) bad("'stream_options' must be an object");
     request.include_usage = bool_field(*options, "include_usage", false);
   }
 
   if (endpoint == Endpoint::Completions) {
-    const json* prompt = field(body, "prompt");
+    const RequestJson* prompt = field(body, "prompt");
     if (!prompt) bad("'prompt' is required");
     if (prompt->is_string()) {
       request.prompt = prompt->get<std::string>();
     } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
       request.prompt = (*prompt)[0].get<std::string>();
     } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-      for (const json& id : *prompt) {
+      for (const RequestJson& id : *prompt) {
         if (!id.is_number_integer()) bad(fmt::format("'prompt' token ids must be integers, not {}", shown(id)));
         // Quote the id as sent: a clamped or wrapped value would name a token the client never wrote.
         const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
@@ -157,13 +125,7 @@ ApiRequest parse_fields(Endpoint endpoint, const json& body, int64_t default_max
     request.logprobs = logprobs >= 0;
     request.params.top_logprobs = static_cast<int32_t>(logprobs);
   } else {
-    const json* messages = field(body, "messages");
-    if (!messages || !messages->is_array() || messages->empty()) bad("'messages' must be a non-empty array");
-    for (const json& m : *messages) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
-        bad("each message needs a string 'role' and a 'content'");
-      request.messages.push_back({m["role"].get<std::string>(), message_content(m["content"])});
-    }
+    parse_chat_fields(body, request);
     request.logprobs = bool_field(body, "logprobs", false);
     const int64_t top = int_field(body, "top_logprobs", 0, 0, 20);
     request.params.top_logprobs = request.logprobs ? static_cast<int32_t>(top) : -1;
@@ -185,7 +147,7 @@ ApiRequest parse_fields(Endpoint endpoint, const json& body, int64_t default_max
   s.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0.0, -2.0, 2.0));
   s.repetition_penalty = static_cast<float>(number_field(body, "repetition_penalty", 1.0, 0.01, 10.0));
   s.repeat_last_n = -1;  // OpenAI's penalties look at everything so far
-  const json* seed = field(body, "seed");
+  const RequestJson* seed = field(body, "seed");
   if (seed && !seed->is_number_integer()) bad("'seed' must be an integer");
   s.seed = seed ? seed->get<uint64_t>() : std::random_device{}();
   return request;

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "chat/chat_format.h"
+#include "chat/chat_renderer.h"
 
 namespace tandem::server {
 
@@ -20,6 +20,7 @@ namespace tandem::server {
 using chat::ChatMessage;
 using chat::ChatRenderer;
 using chat::RenderedChat;
+using chat::ToolDefinition;
 
 // A request the server refuses; `status` is the HTTP status, `type` OpenAI's error type.
 class ApiError : public std::runtime_error {
@@ -32,12 +33,23 @@ class ApiError : public std::runtime_error {
 
 enum class Endpoint { Completions, Chat };
 
+// tool_choice. Validated and kept, but not yet acted on: the model is not constrained to
+// call a tool (or none) until grammar-constrained tool calling (a later issue) uses it.
+struct ToolChoice {
+  enum class Mode { Auto, None, Required, Function };
+  Mode mode = Mode::Auto;
+  std::string function;  // Mode::Function: the tool that must be called
+};
+
 struct ApiRequest {
   Endpoint endpoint = Endpoint::Completions;
   std::string model;                 // as sent; empty when absent
   std::string prompt;                // completions: the text (when prompt_ids is empty)
   std::vector<int32_t> prompt_ids;   // completions: the prompt given as token ids
   std::vector<ChatMessage> messages; // chat
+  std::vector<ToolDefinition> tools; // chat: function tools, rendered into the prompt
+  ToolChoice tool_choice;            // chat: validated only (see ToolChoice)
+  bool parallel_tool_calls = true;   // chat: validated only, like tool_choice
   GenerationParams params;
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage
@@ -45,7 +57,9 @@ struct ApiRequest {
 };
 
 // Parse and validate a request body. `default_max_tokens` applies when max_tokens is absent.
-// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values and n != 1.
+// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values, n != 1, and
+// chat messages or tools of the wrong shape (chat_request.h); the message names the field
+// and quotes the value.
 ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens);
 
 // {"error": {"message", "type", "code"}}

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "chat/chat_format.h"
+#include "chat/chat_renderer.h"
 
 namespace tandem::chat {
 namespace {

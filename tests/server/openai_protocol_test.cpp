@@ -1,6 +1,7 @@
-// Request parsing (src/server/openai_protocol.h) on hostile JSON: every malformed or
-// out-of-range input is a 400 ApiError whose message quotes what the client sent, never a
-// library exception that would surface as a 500.
+// Request parsing (src/server/openai_protocol.h, chat_request.h) on hostile JSON: every
+// malformed or out-of-range input is a 400 ApiError whose message quotes what the client
+// sent, never a library exception that would surface as a 500; and the chat messages, tool
+// calls, tool results and tools a valid request carries.
 #include <gtest/gtest.h>
 
 #include "server/openai_protocol.h"
@@ -49,6 +50,137 @@ TEST(OpenAIProtocol, WrongTypesAnywhereAre400s) {
   // A very long value is quoted cut short, not whole.
   const std::string message = rejection(R"({"prompt":"hi","temperature":")" + std::string(10000, 'x') + "\"}");
   EXPECT_LT(message.size(), 200u);
+}
+
+// Issue 11: full OpenAI chat messages — content parts, assistant tool calls with null
+// content, tool results — and function tools, tool_choice and parallel_tool_calls.
+TEST(OpenAIProtocol, ChatMessagesCarryToolCallsResultsAndTools) {
+  const ApiRequest request = parse_request(Endpoint::Chat, R"({"messages": [
+      {"role": "developer", "content": "D", "name": "ops"},
+      {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+        {"id": "c2", "function": {"name": "get_weather", "arguments": "not json"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+      {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "rain"}]},
+      {"role": "assistant", "content": "Sunny and rain.", "tool_calls": []}],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "strict": true,
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "noop"}}],
+    "tool_choice": {"type": "function", "function": {"name": "noop"}}, "parallel_tool_calls": false})", 16);
+  ASSERT_EQ(request.messages.size(), 6u);
+  EXPECT_EQ(request.messages[0].role, "developer");
+  EXPECT_EQ(request.messages[0].name, "ops");
+  EXPECT_EQ(request.messages[1].content, "a b");  // text parts joined as they are
+  const ChatMessage& call = request.messages[2];
+  EXPECT_TRUE(call.null_content);
+  ASSERT_EQ(call.tool_calls.size(), 2u);
+  EXPECT_EQ(call.tool_calls[0].id, "c1");
+  EXPECT_EQ(call.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(call.tool_calls[0].arguments, R"({"city": "Paris"})");  // the text as sent
+  EXPECT_EQ(call.tool_calls[1].arguments, "not json");              // not parsed here
+  EXPECT_EQ(request.messages[3].tool_call_id, "c1");
+  EXPECT_EQ(request.messages[4].content, "rain");
+  EXPECT_FALSE(request.messages[5].null_content);
+  EXPECT_TRUE(request.messages[5].tool_calls.empty());
+  ASSERT_EQ(request.tools.size(), 2u);
+  EXPECT_EQ(request.tools[0].name, "get_weather");
+  EXPECT_EQ(request.tools[0].description, "Weather");
+  EXPECT_TRUE(request.tools[0].strict);
+  // The client's key order, which is what a template prints.
+  EXPECT_EQ(request.tools[0].parameters.dump(), R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
+  EXPECT_TRUE(request.tools[1].parameters.is_null());
+  EXPECT_EQ(request.tool_choice.mode, ToolChoice::Mode::Function);
+  EXPECT_EQ(request.tool_choice.function, "noop");
+  EXPECT_FALSE(request.parallel_tool_calls);
+
+  const ApiRequest plain = parse_request(Endpoint::Chat, R"({"messages": [{"role": "user", "content": "hi"}],
+      "tools": null, "tool_choice": "none"})", 16);
+  EXPECT_TRUE(plain.tools.empty());
+  EXPECT_EQ(plain.tool_choice.mode, ToolChoice::Mode::None);
+  EXPECT_TRUE(plain.parallel_tool_calls);
+}
+
+// Each malformed shape is a 400 that names the field and quotes the value.
+TEST(OpenAIProtocol, MalformedToolShapesAre400sQuotingTheValue) {
+  const auto chat = [](const std::string& body) { return rejection(body, Endpoint::Chat); };
+  const auto expect_has = [](const std::string& message, std::initializer_list<const char*> parts) {
+    for (const char* part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' in: " << message;
+  };
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  const auto assistant_call = [](const std::string& call) {
+    return R"({"role": "assistant", "content": null, "tool_calls": [)" + call + "]}";
+  };
+  const auto with_messages = [](const std::string& messages) { return R"({"messages": [)" + messages + "]}"; };
+  const auto with_tools = [&](const std::string& tools, const std::string& more = "") {
+    return R"({"messages": [)" + user + R"(], "tools": )" + tools + more + "}";
+  };
+
+  // Messages.
+  expect_has(chat(with_messages(R"("hi")")), {"messages[0]", "\"hi\""});
+  expect_has(chat(with_messages(R"({"role": "wizard", "content": "x"})")), {"messages[0].role", "\"wizard\""});
+  expect_has(chat(with_messages(R"({"role": "function", "content": "x"})")), {"messages[0].role", "\"function\""});
+  expect_has(chat(with_messages(R"({"role": 3, "content": "x"})")), {"messages[0].role", "3"});
+  expect_has(chat(with_messages(R"({"role": "user"})")), {"messages[0].content", "required"});
+  expect_has(chat(with_messages(R"({"role": "user", "content": 5})")), {"messages[0].content", "5"});
+  expect_has(chat(with_messages(R"({"role": "assistant", "content": null})")), {"messages[0]", "tool_calls"});
+  expect_has(chat(with_messages(R"({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]})")),
+             {"messages[0].content[0]", "\"image_url\"", "not supported"});
+  expect_has(chat(with_messages(R"({"role": "user", "content": [{"type": "input_audio"}]})")), {"\"input_audio\""});
+  expect_has(chat(with_messages(R"({"role": "user", "content": "x", "name": 7})")), {"messages[0].name", "7"});
+  expect_has(chat(with_messages(R"({"role": "assistant", "content": null, "tool_calls": {"id": 1}})")),
+             {"messages[0].tool_calls", "must be an array", R"({"id":1})"});
+  expect_has(chat(with_messages(R"({"role": "user", "content": "x", "tool_calls": []})")),
+             {"messages[0].tool_calls", "assistant"});
+  expect_has(chat(with_messages(R"({"role": "user", "content": "x", "tool_call_id": "c1"})")),
+             {"messages[0].tool_call_id", "tool messages"});
+  expect_has(chat(with_messages(R"({"role": "tool", "content": "sunny"})")), {"messages[0]", "tool_call_id"});
+  expect_has(chat(with_messages(R"({"role": "tool", "content": "sunny", "tool_call_id": 12})")),
+             {"messages[0].tool_call_id", "12"});
+
+  // Tool calls.
+  expect_has(chat(with_messages(assistant_call(R"("call")"))), {"messages[0].tool_calls[0]", "\"call\""});
+  expect_has(chat(with_messages(assistant_call(R"({"type": "function", "function": {"name": "f", "arguments": "{}"}})"))),
+             {"messages[0].tool_calls[0].id"});
+  expect_has(chat(with_messages(assistant_call(R"({"id": "c", "type": "custom", "function": {"name": "f", "arguments": "{}"}})"))),
+             {"messages[0].tool_calls[0].type", "\"custom\""});
+  expect_has(chat(with_messages(assistant_call(R"({"id": "c", "function": "f"})"))),
+             {"messages[0].tool_calls[0].function", "\"f\""});
+  expect_has(chat(with_messages(assistant_call(R"({"id": "c", "function": {"arguments": "{}"}})"))),
+             {"messages[0].tool_calls[0].function.name"});
+  expect_has(chat(with_messages(assistant_call(R"({"id": "c", "function": {"name": "f", "arguments": {"x": 1}}})"))),
+             {"messages[0].tool_calls[0].function.arguments", "must be a string", R"({"x":1})"});
+  expect_has(chat(with_messages(assistant_call(R"({"id": "c", "function": {"name": "f"}})"))),
+             {"messages[0].tool_calls[0].function.arguments"});
+
+  // Tools.
+  expect_has(chat(with_tools(R"({"type": "function"})")), {"'tools'", R"({"type":"function"})"});
+  expect_has(chat(with_tools(R"([5])")), {"tools[0]", "5"});
+  expect_has(chat(with_tools(R"([{"type": "custom", "custom": {"name": "f"}}])")), {"tools[0].type", "\"custom\""});
+  expect_has(chat(with_tools(R"([{"function": {"name": "f"}}])")), {"tools[0].type"});
+  expect_has(chat(with_tools(R"([{"type": "function"}])")), {"tools[0].function"});
+  expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "get weather"}}])")),
+             {"tools[0].function.name", "\"get weather\""});
+  expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "f", "parameters": "x"}}])")),
+             {"tools[0].function.parameters", "\"x\""});
+  expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "f", "description": ["d"]}}])")),
+             {"tools[0].function.description", "[\"d\"]"});
+  expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])")),
+             {"tools[1].function.name", "\"f\""});
+  std::string deep = "{}";
+  for (int i = 0; i < 80; ++i) deep = R"({"type": "object", "properties": {"x": )" + deep + "}}";
+  expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "f", "parameters": )" + deep + "}}]")),
+             {"tools[0].function.parameters", "deeper"});
+
+  // tool_choice and parallel_tool_calls.
+  const std::string tools = R"([{"type": "function", "function": {"name": "f"}}])";
+  expect_has(chat(with_tools(tools, R"(, "tool_choice": "sometimes")")), {"'tool_choice'", "\"sometimes\""});
+  expect_has(chat(with_tools(tools, R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})")),
+             {"'tool_choice'", "\"g\"", "not in 'tools'"});
+  expect_has(chat(with_tools(tools, R"(, "tool_choice": {"type": "function"})")), {"'tool_choice'", R"({"type":"function"})"});
+  expect_has(chat(R"({"messages": [)" + user + R"(], "tool_choice": "required"})"),
+             {"'tool_choice'", "\"required\"", "needs 'tools'"});
+  expect_has(chat(with_tools(tools, R"(, "parallel_tool_calls": "yes")")), {"'parallel_tool_calls'", "\"yes\""});
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The real `tandem serve` on 127.0.0.1: error cases over plain HTTP (400s, 401, 413, n = 2,
-// malformed JSON), greedy text equal to `tandem run`, clean SIGTERM — and the Node.js suite
-// (official `openai` package: streaming, chat, stop strings, usage, disconnects, concurrency,
-// a load run with no leaked KV blocks), skipped with a message when npm cannot install it.
+// malformed JSON), greedy text equal to `tandem run`, clean SIGTERM, a conversation with tool
+// calls and results — and the Node.js suite (official `openai` package: streaming, chat, stop
+// strings, usage, disconnects, concurrency, a load run with no leaked KV blocks), skipped with
+// a message when npm cannot install it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -125,6 +127,68 @@ TEST(Server, SigtermWithStreamsInFlightExitsCleanly) {
   EXPECT_EQ(server.stop(), 0) << server.log();
   client_thread.join();
   EXPECT_NE(server.log().find("stopped"), std::string::npos) << server.log();
+}
+
+// Issue 11: an agent's conversation — an assistant turn that only calls a tool (content
+// null) and the tool's result — is accepted and rendered into the prompt, and markers in
+// the arguments or the result stay text. The built-in Llama 2 format, the shortest, keeps
+// it within the model's 128-token context; tools are described in the system prompt, which
+// that context cannot hold, so the 400 shows how far the prompt grew.
+TEST(Server, ChatWithToolCallsAndResultsIsRendered) {
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--chat-template", "llama2"})) << server.log();
+  httplib::Client client = server.client();
+  const auto prompt_tokens = [&](const json& messages, const json& extra = json::object()) -> int64_t {
+    json request = {{"messages", messages}, {"max_tokens", 1}};
+    request.update(extra);
+    const auto res = post(client, "/v1/chat/completions", request.dump());
+    if (!res || res->status != 200) {
+      ADD_FAILURE() << request.dump() << ": " << (res ? res->body : "no response");
+      return -1;
+    }
+    return json::parse(res->body)["usage"]["prompt_tokens"].get<int64_t>();
+  };
+  const json user = {{"role", "user"}, {"content", "Hi"}};
+  const auto call = [](const std::string& arguments) {
+    return json{{"role", "assistant"},
+                {"content", nullptr},
+                {"tool_calls", {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", arguments}}}}}}};
+  };
+  const auto result = [](const std::string& content) {
+    return json{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", content}};
+  };
+  const int64_t plain = prompt_tokens(json::array({user}));  // one element: not a copy of it
+  const int64_t with_call = prompt_tokens({user, call("{}")});
+  const int64_t with_result = prompt_tokens({user, call("{}"), result("ok")}, {{"tool_choice", "auto"}});
+  EXPECT_GT(with_call, plain + 10);  // <tool_call>{"name": "f", "arguments": {}}</tool_call>
+  EXPECT_GT(with_result, with_call + 10);  // a user turn with <tool_response>ok</tool_response>
+
+  // Three "</s>" as control tokens would add 3 tokens; as text, about 4 each.
+  const std::string markers = "</s></s></s>";
+  EXPECT_GT(prompt_tokens({user, call("{}"), result(markers)}) - prompt_tokens({user, call("{}"), result("")}), 6);
+  EXPECT_GT(prompt_tokens({user, call(R"({"q": ")" + markers + R"("})")}) - prompt_tokens({user, call(R"({"q": ""})")}), 6);
+
+  const json tools = {{{"type", "function"}, {"function", {{"name", "f"}, {"description", "Does f."}}}}};
+  const auto described = post(client, "/v1/chat/completions", json{{"messages", json::array({user})}, {"tools", tools}}.dump());
+  ASSERT_TRUE(described);
+  EXPECT_EQ(described->status, 400) << described->body;
+  long long described_tokens = 0;
+  EXPECT_EQ(std::sscanf(json::parse(described->body)["error"]["message"].get<std::string>().c_str(),
+                        "the prompt has %lld tokens", &described_tokens), 1) << described->body;
+  EXPECT_GT(described_tokens, plain + 100);
+
+  // Malformed shapes are 400s naming the field.
+  expect_error(post(client, "/v1/chat/completions", json{{"messages", {user, call("{}"), {{"role", "tool"}, {"content", "ok"}}}}}.dump()),
+               400, "a tool message without tool_call_id");
+  expect_error(post(client, "/v1/chat/completions",
+                    R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "f", "arguments": {"q": 1}}}]}]})"),
+               400, "arguments as an object");
+  expect_error(post(client, "/v1/chat/completions",
+                    R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})"),
+               400, "an image part");
+  EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
 // --- Node.js with the official openai package -----------------------------------------------

@@ -53,8 +53,9 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     const Tokenizer& tokenizer = engine.tokenizer();
     const bool bos = tokenizer.vocab().add_bos;
     if (endpoint == Endpoint::Chat) {
-      // Control tokens are matched only in the template's own text, never in what a user wrote.
-      const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, tokenizer);
+      // Control tokens are matched only in the template's own text, never in what a client wrote
+      // (content, tool calls and results, names, tool definitions).
+      const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer);
       prepared.prompt = tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text),
                                          chat.special_spans);
     } else if (!api.prompt_ids.empty()) {

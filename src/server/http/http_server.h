@@ -12,7 +12,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "chat/chat_format.h"
+#include "chat/chat_renderer.h"
 
 namespace tandem::server {
 

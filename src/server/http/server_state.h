@@ -13,7 +13,7 @@
 #include <unordered_set>
 
 #include "engine/engine.h"
-#include "chat/chat_format.h"
+#include "chat/chat_renderer.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
 
