@@ -15,8 +15,10 @@
 // tandem::api::Error. The C API over the same objects is tandem_c.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -205,6 +207,35 @@ class TANDEM_API Stream {
   uint64_t seed() const;
   const std::vector<int32_t>& prompt_ids() const;
 
+  // The remaining events in a range-for: for (const tandem::api::Event& event : stream) ...
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Event;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Event*;
+    using reference = const Event&;
+
+    iterator() = default;
+    explicit iterator(Stream* stream) : stream_(stream) { ++*this; }
+    reference operator*() const { return *event_; }
+    pointer operator->() const { return &*event_; }
+    iterator& operator++() {
+      event_ = stream_->next();
+      if (!event_) stream_ = nullptr;
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.stream_ == b.stream_; }
+    friend bool operator!=(const iterator& a, const iterator& b) { return !(a == b); }
+
+   private:
+    Stream* stream_ = nullptr;  // null: the end
+    std::optional<Event> event_;
+  };
+  iterator begin() { return iterator(this); }
+  iterator end() { return iterator(); }
+
  private:
   friend class Engine;
   explicit Stream(std::unique_ptr<detail::StreamState> state);
@@ -241,7 +272,8 @@ class TANDEM_API Engine {
 
   // Callback style, for event loops: on_event runs on the engine's thread for every event of
   // the request and must return quickly (it delays every request in flight); an exception
-  // from it cancels the request. Returns the request id, for cancel().
+  // from it cancels the request. Returns the request id, for cancel(). (A request for
+  // max_tokens 0 never reaches the engine: its one, final event comes at once, on this thread.)
   using EventCallback = std::function<void(const Event& event)>;
   uint64_t submit(std::vector<int32_t> prompt_ids, const GenerateOptions& options, EventCallback on_event);
   // Cancels a request at the engine's next step; unknown or finished ids are ignored.

@@ -152,7 +152,10 @@ class Stream:
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # at interpreter exit the module's globals may already be gone
+            pass
 
 
 class Model:
@@ -290,7 +293,10 @@ class Model:
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # at interpreter exit the module's globals may already be gone
+            pass
 
     # ---- the C API's two-call buffers -----------------------------------------------------
 

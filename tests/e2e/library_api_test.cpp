@@ -188,7 +188,7 @@ TEST(LibraryApi, CancelledStreamEndsWithoutTokens) {
   }
   changed.notify_all();
   std::vector<api::Event> events;
-  while (std::optional<api::Event> event = waiting.next()) events.push_back(std::move(*event));
+  for (const api::Event& event : waiting) events.push_back(event);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_TRUE(events[0].finished);
   EXPECT_EQ(events[0].finish_reason, api::FinishReason::Cancelled);
@@ -217,6 +217,25 @@ TEST(LibraryApi, DroppingAStreamOrTheEngineMidwayNeitherHangsNorLeaks) {
   while (std::optional<api::Event> event = outliving.next()) last = std::move(event);
   ASSERT_TRUE(last.has_value());
   EXPECT_TRUE(last->finished);
+}
+
+TEST(LibraryApi, StreamEventsInARangeForJoinToTheGeneratedText) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  api::Engine engine(load_aidreams(), engine_options());
+  api::Stream stream = engine.stream("The dream", greedy(30));
+  std::string text;
+  std::vector<int32_t> tokens;
+  int finished = 0;
+  for (const api::Event& event : stream) {
+    EXPECT_EQ(event.request_id, stream.id());
+    text += event.text;
+    tokens.insert(tokens.end(), event.tokens.begin(), event.tokens.end());
+    finished += event.finished;
+  }
+  EXPECT_EQ(finished, 1);
+  const api::Result whole = engine.generate("The dream", greedy(30));
+  EXPECT_EQ(text, whole.text);
+  EXPECT_EQ(tokens, whole.tokens);
 }
 
 TEST(LibraryApi, UsageAndTimingsArePopulated) {

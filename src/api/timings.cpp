@@ -1,18 +1,10 @@
-// The public API's small value types: Error, version(), finish-reason names and the
-// per-token time statistics of Timings.
+// Timings' per-token statistics (TPOT mean and percentiles over the inter-token gaps) and the
+// finish reasons' names, as tandem run and the C API print them.
 #include <algorithm>
 
 #include "tandem/tandem.h"
-#include "tandem/tandem_c.h"
 
 namespace tandem::api {
-
-Error::Error(const std::string& message) : std::runtime_error(message) {}
-// Out of line, so the vtable and type info live in libtandem and a catch in an embedder's
-// code matches what the library throws.
-Error::~Error() = default;
-
-const char* version() { return TANDEM_VERSION; }
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
