@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "tandem/tandem.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tandem: an LLM inference engine for Llama-family models"};
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   } catch (const tandem::InputError& error) {
+    std::fprintf(stderr, "tandem: error: %s\n", error.what());
+    return 1;
+  } catch (const tandem::api::Error& error) {  // from the commands built on the public API
     std::fprintf(stderr, "tandem: error: %s\n", error.what());
     return 1;
   } catch (const std::bad_alloc&) {

@@ -11,9 +11,9 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "chat/model_chat_renderer.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
-#include "io/gguf_file.h"
 #include "model/model.h"
 #include "server/http/http_server.h"
 #include "tokenizer/load_tokenizer.h"
@@ -34,28 +34,12 @@ struct ServeOptions {
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
 // (GGUF tokenizer.chat_template), falling back to ChatML when it has none.
 chat::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tokenizer& tokenizer) {
-  chat::ChatRenderer renderer;
-  const Vocab& vocab = tokenizer.vocab();
-  if (vocab.bos_id >= 0) renderer.bos_token = vocab.pieces[static_cast<size_t>(vocab.bos_id)];
-  if (vocab.eos_id >= 0) renderer.eos_token = vocab.pieces[static_cast<size_t>(vocab.eos_id)];
-  if (!options.chat_template.empty()) {
-    const auto format = chat::chat_format_from_name(options.chat_template);
-    TANDEM_CHECK_INPUT(format.has_value(), "unknown --chat-template '{}' (chatml, llama2, llama3, zephyr)",
-                       options.chat_template);
-    renderer.format = *format;
-    return renderer;
-  }
-  if (!is_gguf_path(options.model_path)) return renderer;
-  const GgufFile file = GgufFile::open(options.model_path);
-  renderer.jinja_template = file.get_string("tokenizer.chat_template").value_or("");
-  renderer.format = chat::detect_chat_format(renderer.jinja_template);
-  try {
-    renderer.compile();  // once, here, rather than on every chat request
-  } catch (const InputError& e) {
+  std::string fallback_reason;
+  chat::ChatRenderer renderer =
+      chat::model_chat_renderer(options.model_path, tokenizer, options.chat_template, &fallback_reason);
+  if (!fallback_reason.empty())
     std::fprintf(stderr, "tandem serve: warning: the model's chat template does not parse (%s); using the built-in %s\n",
-                 e.what(), std::string(chat::chat_format_name(renderer.format)).c_str());
-    renderer.jinja_template.clear();
-  }
+                 fallback_reason.c_str(), std::string(chat::chat_format_name(renderer.format)).c_str());
   return renderer;
 }
 

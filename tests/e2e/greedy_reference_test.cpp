@@ -4,31 +4,15 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
+#include "greedy_reference.h"
 #include "kernels/cpu_features.h"
 #include "run_binary.h"
 
 namespace tandem::testing {
 namespace {
-
-struct ReferenceRun {
-  std::string prompt;
-  std::vector<int32_t> ids;
-};
-
-std::vector<ReferenceRun> read_reference() {
-  std::vector<ReferenceRun> runs;
-  std::istringstream lines(read_text_file(shared_path("models/aidreams260K/greedy-reference.jsonl")));
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty()) continue;
-    const nlohmann::json entry = nlohmann::json::parse(line);
-    runs.push_back({entry.at("prompt").get<std::string>(), entry.at("ids").get<std::vector<int32_t>>()});
-  }
-  return runs;
-}
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
