@@ -2,7 +2,7 @@
 // same greedy continuation as the reference.
 #include <gtest/gtest.h>
 
-#include "run_binary.h"
+#include "support/run_binary.h"
 #include "tandem/tandem.h"
 
 namespace tandem::testing {

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/quant.h"
-#include "model/random_model.h"
+#include "support/random_model.h"
 
 namespace tandem::test_support {
 
@@ -118,7 +118,7 @@ inline std::vector<float> to_half_split(const std::vector<float>& rows, int64_t 
   return out;
 }
 
-// The same model in HF layout as a GGUF-layout RandomWeights (tests/model/random_model.h).
+// The same model in HF layout as a GGUF-layout RandomWeights (tests/support/random_model.h).
 inline HfWeights hf_weights_from_gguf_layout(const RandomWeights& g, const HfModelSpec& s) {
   HfWeights w;
   w.embed = g.token_embedding;
