@@ -1,6 +1,8 @@
 # Thin wrapper over CMake. `make run` and `make test` install missing packages first.
+# CMAKE_ARGS goes to every configure (CI: -DTANDEM_WERROR=ON).
 BUILD ?= build
 JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
 MODEL ?= ../shared/models/aidreams260K/model.gguf
 PROMPT ?= The dream
 
@@ -10,7 +12,7 @@ setup:
 	@scripts/setup
 
 configure:
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -28,13 +30,13 @@ bench: setup build
 
 # AddressSanitizer + UBSan build of everything, tests run under it.
 asan: setup
-	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
 
 # libFuzzer targets (clang), each run briefly.
 fuzz: setup
-	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ=ON >/dev/null
+	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 	@for target in build-fuzz/fuzz_*; do \
 	  [ -x "$$target" ] || continue; echo "fuzz: $$target"; \
