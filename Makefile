@@ -3,10 +3,12 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
+FORMAT_DIRS = src tests fuzz bench include
+CLANG_FORMAT ?= clang-format-14
 MODEL ?= ../shared/models/aidreams260K/model.gguf
 PROMPT ?= The dream
 
-.PHONY: setup configure build run test bench asan fuzz clean
+.PHONY: setup configure build run test bench asan fuzz format check-format clean
 
 setup:
 	@scripts/setup
@@ -43,6 +45,17 @@ fuzz: setup
 	  mkdir -p build-fuzz/corpus-$$(basename $$target); \
 	  $$target -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 build-fuzz/corpus-$$(basename $$target) fuzz/seeds/$$(basename $$target) || exit 1; \
 	done
+
+# clang-format (.clang-format) over the C++ sources: `format` rewrites them in place,
+# `check-format` lists the files it would change and fails if there are any.
+FORMAT_FILES = $(shell git ls-files -- $(addsuffix /*.cpp,$(FORMAT_DIRS)) $(addsuffix /*.h,$(FORMAT_DIRS)))
+format:
+	@$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+check-format:
+	@bad=$$(for f in $(FORMAT_FILES); do $(CLANG_FORMAT) "$$f" | cmp -s - "$$f" || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "$$bad"; \
+	  echo "check-format: $$(echo "$$bad" | wc -l) file(s) differ from .clang-format (make format rewrites them)"; exit 1; fi
 
 clean:
 	rm -rf build build-asan build-fuzz
