@@ -1,16 +1,20 @@
 # Thin wrapper over CMake. `make run` and `make test` install missing packages first.
+# CMAKE_ARGS goes to every configure (CI: -DTANDEM_WERROR=ON).
 BUILD ?= build
 JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
+FORMAT_DIRS = src tests fuzz bench include
+CLANG_FORMAT ?= clang-format-14
 MODEL ?= ../shared/models/aidreams260K/model.gguf
 PROMPT ?= The dream
 
-.PHONY: setup configure build run test bench asan fuzz clean
+.PHONY: setup configure build run test bench asan fuzz format check-format clean
 
 setup:
 	@scripts/setup
 
 configure:
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -28,19 +32,30 @@ bench: setup build
 
 # AddressSanitizer + UBSan build of everything, tests run under it.
 asan: setup
-	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
 
 # libFuzzer targets (clang), each run briefly.
 fuzz: setup
-	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ=ON >/dev/null
+	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 	@for target in build-fuzz/fuzz_*; do \
 	  [ -x "$$target" ] || continue; echo "fuzz: $$target"; \
 	  mkdir -p build-fuzz/corpus-$$(basename $$target); \
 	  $$target -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 build-fuzz/corpus-$$(basename $$target) fuzz/seeds/$$(basename $$target) || exit 1; \
 	done
+
+# clang-format (.clang-format) over the C++ sources: `format` rewrites them in place,
+# `check-format` lists the files it would change and fails if there are any.
+FORMAT_FILES = $(shell git ls-files -- $(addsuffix /*.cpp,$(FORMAT_DIRS)) $(addsuffix /*.h,$(FORMAT_DIRS)))
+format:
+	@$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+check-format:
+	@bad=$$(for f in $(FORMAT_FILES); do $(CLANG_FORMAT) "$$f" | cmp -s - "$$f" || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "$$bad"; \
+	  echo "check-format: $$(echo "$$bad" | wc -l) file(s) differ from .clang-format (make format rewrites them)"; exit 1; fi
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/chat_format.h"
+#include "chat/chat_renderer.h"
 #include "model/model.h"
 #include "tandem/tandem.h"
 #include "tokenizer/tokenizer.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "chat/chat_format.h"
+#include "chat/chat_renderer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::chat {

@@ -14,7 +14,7 @@
 #include "kernels/kernel_table.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 #endif
 
 namespace tandem {

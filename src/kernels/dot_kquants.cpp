@@ -6,7 +6,7 @@
 #include "kernels/dot_kquants.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 #endif
 
 #include <algorithm>

@@ -70,7 +70,7 @@ void BpeEncoder::encode(std::string_view text, bool starts_sequence,
                         std::vector<int32_t>& ids) const {
   if (vocab_.add_space_prefix && starts_sequence && !text.empty() && text[0] != ' ') {
     // HF ByteLevel's add_prefix_space (RoBERTa-style): the first word looks like any other.
-    const std::string prefixed = " " + std::string(text);
+    const std::string prefixed = std::string(" ").append(text);  // not " " + ...: GCC 12 -Wrestrict, bug 105329
     for (std::string_view piece : pre_tokenizer_.split(prefixed)) encode_piece(piece, ids);
     return;
   }

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/jinja/chat_template.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
@@ -29,7 +30,7 @@ using nlohmann::ordered_json;
 
 const fs::path kTestDir = fs::path(__FILE__).parent_path();
 const fs::path kDataDir = kTestDir / "data";
-const fs::path kSharedTemplates = fs::path(TANDEM_SHARED_DIR) / "chat-templates";
+const fs::path kSharedTemplates = testing::shared_path("chat-templates");
 
 std::string read_file(const fs::path& path) {
   std::ifstream file(path, std::ios::binary);
@@ -99,6 +100,7 @@ std::string first_difference(const std::string& expected, const std::string& act
 
 TEST(ChatTemplate, MatchesPythonJinjaOnEveryTemplateAndMessageSet) {
   if (!python_jinja_available()) GTEST_SKIP() << "python3 with jinja2 not found (apt install python3-jinja2)";
+  TANDEM_REQUIRE_SHARED("chat-templates");
   std::vector<fs::path> templates = files_in(kSharedTemplates, ".jinja");
   ASSERT_FALSE(templates.empty()) << "no templates in " << kSharedTemplates;
   for (const fs::path& t : files_in(kDataDir / "templates", ".jinja")) templates.push_back(t);
@@ -163,6 +165,7 @@ TEST(ChatTemplate, MatchesPythonJinjaOnEveryTemplateAndMessageSet) {
 }
 
 TEST(ChatTemplate, CliPrintsTheRenderedPromptExactly) {
+  TANDEM_REQUIRE_SHARED("chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja");
   const fs::path template_path = kSharedTemplates / "Qwen-Qwen2.5-7B-Instruct.jinja";
   const fs::path messages_path = kDataDir / "messages" / "tool_calls_dict_args.json";
   std::string output;

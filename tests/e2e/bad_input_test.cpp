@@ -7,7 +7,7 @@
 
 #include "io/gguf_file.h"
 #include "io/gguf_writer.h"
-#include "run_binary.h"
+#include "support/run_binary.h"
 
 namespace tandem::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "run_binary.h"
+#include "support/run_binary.h"
 
 namespace tandem::testing {
 

@@ -9,7 +9,7 @@
 
 #include "greedy_reference.h"
 #include "kernels/cpu_features.h"
-#include "run_binary.h"
+#include "support/run_binary.h"
 
 namespace tandem::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "greedy_reference.h"
-#include "run_binary.h"
+#include "support/run_binary.h"
 #include "tandem/tandem.h"
 
 namespace tandem::testing {

@@ -11,16 +11,14 @@
 #include <string>
 
 #include "base/error.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
 
-const std::string kModel = std::string(TANDEM_SHARED_DIR) + "/models/aidreams260K/model.gguf";
+const std::string kModel = testing::shared_path(testing::kAidreamsGguf);
 
-#define REQUIRE_MODEL()                                                                 \
-  do {                                                                                  \
-    if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " is not present"; \
-  } while (0)
+#define REQUIRE_MODEL() TANDEM_REQUIRE_SHARED(testing::kAidreamsGguf)
 
 BenchOptions tiny_options() {
   BenchOptions options;

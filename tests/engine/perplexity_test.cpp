@@ -13,13 +13,15 @@
 #include <vector>
 
 #include "base/error.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
 
 constexpr int32_t kBos = 1;
 
-std::string stories_path() { return std::string(TANDEM_SHARED_DIR) + "/models/stories260K/model.bin"; }
+constexpr const char* kStories = "models/stories260K/model.bin";
+std::string stories_path() { return testing::shared_path(kStories); }
 
 std::vector<int32_t> synthetic_tokens(int64_t n) {
   std::mt19937 rng(42);
@@ -32,7 +34,7 @@ std::vector<int32_t> synthetic_tokens(int64_t n) {
 class PerplexityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(stories_path())) GTEST_SKIP() << "no " << stories_path() << " (../shared absent)";
+    TANDEM_REQUIRE_SHARED(kStories);
     model_ = load_model(stories_path());
   }
   std::shared_ptr<const Model> model_;

@@ -4,7 +4,9 @@
 // inverse of the loader's permutation, to write a GGUF-layout model the HF way.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -15,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/quant.h"
-#include "model/random_model.h"
+#include "support/random_model.h"
 
 namespace tandem::test_support {
 
@@ -116,7 +118,7 @@ inline std::vector<float> to_half_split(const std::vector<float>& rows, int64_t 
   return out;
 }
 
-// The same model in HF layout as a GGUF-layout RandomWeights (tests/model/random_model.h).
+// The same model in HF layout as a GGUF-layout RandomWeights (tests/support/random_model.h).
 inline HfWeights hf_weights_from_gguf_layout(const RandomWeights& g, const HfModelSpec& s) {
   HfWeights w;
   w.embed = g.token_embedding;
@@ -156,10 +158,11 @@ inline std::vector<uint8_t> safetensors_bytes(const std::vector<NamedTensor>& te
   } else {
     while ((8 + text.size()) % 8 != 0) text += ' ';  // as HF pads it
   }
-  std::vector<uint8_t> bytes(8);
+  // Sized once and copied into (vector::insert here trips GCC 12's false -Warray-bounds).
+  std::vector<uint8_t> bytes(8 + text.size() + data.size());
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  bytes.insert(bytes.end(), text.begin(), text.end());
-  bytes.insert(bytes.end(), data.begin(), data.end());
+  std::copy(text.begin(), text.end(), bytes.begin() + 8);
+  std::copy(data.begin(), data.end(), bytes.begin() + 8 + static_cast<std::ptrdiff_t>(text.size()));
   return bytes;
 }
 

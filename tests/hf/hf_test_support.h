@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "e2e/run_binary.h"
 #include "model/forward.h"
+#include "support/run_binary.h"
 
 namespace tandem::test_support {
 

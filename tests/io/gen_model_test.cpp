@@ -11,13 +11,13 @@
 #include "base/quant.h"
 #include "io/gguf_file.h"
 #include "model/model_generator.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
 
-std::string vocab_path() {
-  return std::string(TANDEM_SHARED_DIR) + "/tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
-}
+constexpr const char* kVocab = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+std::string vocab_path() { return testing::shared_path(kVocab); }
 
 std::vector<char> read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -30,8 +30,8 @@ int run_gen_model(const std::string& args) {
 }
 
 TEST(GenModel, BinaryIsDeterministicAndReadable) {
-  if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "shared vocab not found: " << vocab_path();
-  const std::string dir = testing::TempDir();
+  TANDEM_REQUIRE_SHARED(kVocab);
+  const std::string dir = ::testing::TempDir();
   const std::string a = dir + "tandem_gen_a.gguf", b = dir + "tandem_gen_b.gguf",
                     c = dir + "tandem_gen_c.gguf";
   const std::string common = "--shape test-tiny --type Q8_0 --vocab-from " + vocab_path();
@@ -99,8 +99,8 @@ TEST(GenModel, BinaryIsDeterministicAndReadable) {
 }
 
 TEST(GenModel, BadFlagsFail) {
-  if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "shared vocab not found: " << vocab_path();
-  const std::string out = testing::TempDir() + "tandem_gen_bad.gguf";
+  TANDEM_REQUIRE_SHARED(kVocab);
+  const std::string out = ::testing::TempDir() + "tandem_gen_bad.gguf";
   EXPECT_NE(run_gen_model("--shape nope --vocab-from " + vocab_path() + " -o " + out), 0);
   EXPECT_NE(run_gen_model("--shape test-tiny --type Q2_K --vocab-from " + vocab_path() + " -o " + out), 0);
   EXPECT_NE(run_gen_model("--shape test-tiny --vocab-from /nonexistent.gguf -o " + out), 0);
@@ -108,14 +108,14 @@ TEST(GenModel, BadFlagsFail) {
 }
 
 TEST(GenModel, LibraryWritesEveryType) {
-  if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "shared vocab not found: " << vocab_path();
+  TANDEM_REQUIRE_SHARED(kVocab);
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     GeneratorOptions options;
     options.shape = "test-tiny";
     options.type = type;
     options.vocab_path = vocab_path();
     options.seed = 1;
-    options.out_path = testing::TempDir() + "tandem_gen_type.gguf";
+    options.out_path = ::testing::TempDir() + "tandem_gen_type.gguf";
     int64_t last_done = 0, total = 0;
     options.progress = [&](int64_t done, int64_t n, int64_t, int64_t) { last_done = done, total = n; };
     generate_random_gguf(options);

@@ -19,14 +19,17 @@ class GgufBytes {
  public:
   std::vector<uint8_t> bytes;
 
-  GgufBytes& raw(std::string_view text) {
-    bytes.insert(bytes.end(), text.begin(), text.end());
-    return *this;
-  }
+  GgufBytes& raw(std::string_view text) { return append(text.data(), text.size()); }
   template <typename T>
   GgufBytes& put(T value) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&value);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
+    return append(&value, sizeof(T));
+  }
+  // resize + memcpy rather than vector::insert, which GCC 12 -O3 reports falsely
+  // (-Warray-bounds / -Wstringop-overflow in its reallocation path, bug 107852).
+  GgufBytes& append(const void* data, size_t n) {
+    const size_t old = bytes.size();
+    bytes.resize(old + n);
+    if (n > 0) std::memcpy(bytes.data() + old, data, n);
     return *this;
   }
   GgufBytes& u32(uint32_t v) { return put(v); }

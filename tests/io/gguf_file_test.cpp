@@ -10,6 +10,7 @@
 #include "io/gguf_bytes.h"
 #include "io/gguf_file.h"
 #include "io/gguf_writer.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
@@ -226,7 +227,7 @@ TEST(GgufFile, GettersRejectWrongTypes) {
 }
 
 TEST(GgufFile, WriteThenOpen) {
-  const std::string path = testing::TempDir() + "tandem_gguf_write_open.gguf";
+  const std::string path = ::testing::TempDir() + "tandem_gguf_write_open.gguf";
   GgufWriter writer;
   writer.set("general.name", GgufValue::string("x"));
   writer.add_tensor("w", DType::F32, {4}, std::vector<uint8_t>(16, 1));
@@ -240,7 +241,7 @@ TEST(GgufFile, WriteThenOpen) {
 }
 
 TEST(GgufFile, OpenErrorsNameThePath) {
-  const std::string path = testing::TempDir() + "tandem_gguf_bad.gguf";
+  const std::string path = ::testing::TempDir() + "tandem_gguf_bad.gguf";
   std::ofstream(path) << "GGUF\x01";
   try {
     GgufFile::open(path);
@@ -249,12 +250,12 @@ TEST(GgufFile, OpenErrorsNameThePath) {
     EXPECT_EQ(std::string(error.what()).rfind(path + ": truncated file", 0), 0u) << error.what();
   }
   std::remove(path.c_str());
-  EXPECT_THROW(GgufFile::open(testing::TempDir() + "does-not-exist.gguf"), InputError);
+  EXPECT_THROW(GgufFile::open(::testing::TempDir() + "does-not-exist.gguf"), InputError);
 }
 
 TEST(GgufFile, ReadsAidreams260K) {
-  const std::string path = std::string(TANDEM_SHARED_DIR) + "/models/aidreams260K/model.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "shared model not found: " << path;
+  TANDEM_REQUIRE_SHARED(testing::kAidreamsGguf);
+  const std::string path = testing::shared_path(testing::kAidreamsGguf);
   const GgufFile file = GgufFile::open(path);
   EXPECT_EQ(file.version(), 3u);
   EXPECT_EQ(file.get_string("general.architecture"), "llama");

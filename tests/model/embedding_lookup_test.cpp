@@ -22,11 +22,12 @@
 #include "model/batch.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
 
-const std::string kModel = std::string(TANDEM_SHARED_DIR) + "/models/aidreams260K/model.gguf";
+const std::string kModel = testing::shared_path(testing::kAidreamsGguf);
 
 // Pages of [begin, end) mapped in this process (/proc/self/pagemap, bit 63: page present).
 int64_t present_pages(uintptr_t begin, uintptr_t end) {
@@ -47,7 +48,7 @@ int64_t present_pages(uintptr_t begin, uintptr_t end) {
 }
 
 TEST(EmbeddingLookup, PrefillOverEveryTokenLeavesTheTableUnmapped) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " not found (needs ../shared)";
+  TANDEM_REQUIRE_SHARED(testing::kAidreamsGguf);
   std::shared_ptr<const Model> model = load_model(kModel);
   const ModelWeights& w = model->weights;
   ASSERT_NE(model->embedding_file, nullptr) << "the GGUF loader leaves the embedding in the file";

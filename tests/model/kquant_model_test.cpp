@@ -16,14 +16,14 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/model_generator.h"
-#include "model/random_model.h"
+#include "support/random_model.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
 
-std::string vocab_path() {
-  return std::string(TANDEM_SHARED_DIR) + "/tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
-}
+constexpr const char* kVocab = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+std::string vocab_path() { return testing::shared_path(kVocab); }
 
 std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& tokens,
                                    int64_t step) {
@@ -51,7 +51,7 @@ int64_t differing_bits(const std::vector<float>& a, const std::vector<float>& b)
 }
 
 TEST(KQuantModel, PrefillDecodeAndRowKernelsAgreeBitForBit) {
-  if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "shared vocab not found: " << vocab_path();
+  TANDEM_REQUIRE_SHARED(kVocab);
   GeneratorOptions options;
   options.shape = "test-kquant";
   options.q4_k_m = true;

@@ -14,13 +14,12 @@
 #include "io/gguf_file.h"
 #include "io/gguf_writer.h"
 #include "model/model.h"
-#include "model/random_model.h"
+#include "support/random_model.h"
+#include "support/shared_data.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace tandem {
 namespace {
-
-const std::string kShared = TANDEM_SHARED_DIR;
 
 // Copies every key and tensor of `source`, storing 2-D tensors whose rows allow it as `type`.
 std::string requantize(const std::string& source, DType type, const std::string& out_path) {
@@ -54,10 +53,10 @@ double perplexity_of(const std::string& model_path, const std::vector<int32_t>& 
 }
 
 TEST(QuantizedPerplexity, Q8_0WithinOnePercentOfF32) {
-  const std::string f32_path = kShared + "/models/aidreams260K/model.gguf";
-  if (!std::filesystem::exists(f32_path)) GTEST_SKIP() << "../shared/models/aidreams260K is not present";
+  TANDEM_REQUIRE_SHARED(testing::kAidreamsGguf);
+  const std::string f32_path = testing::shared_path(testing::kAidreamsGguf);
   // In-domain text: the reference generations, one after another.
-  std::ifstream lines(kShared + "/models/aidreams260K/greedy-reference.jsonl");
+  std::ifstream lines(testing::shared_path("models/aidreams260K/greedy-reference.jsonl"));
   std::string text;
   for (std::string line; std::getline(lines, line);)
     if (!line.empty()) text += nlohmann::json::parse(line).at("text").get<std::string>() + "\n";

@@ -15,7 +15,8 @@
 
 #include "kernels/dot.h"
 #include "model/forward.h"
-#include "model/random_model.h"
+#include "support/random_model.h"
+#include "support/shared_data.h"
 
 namespace tandem {
 namespace {
@@ -349,7 +350,8 @@ TEST_F(ReferenceForwardTest, PrefillThenDecodeMatchesFullSequence) {
 
 // ---- The real stories260K checkpoint (GQA 8 heads / 4 KV heads). ----
 
-std::string stories_path() { return std::string(TANDEM_SHARED_DIR) + "/models/stories260K/model.bin"; }
+constexpr const char* kStories = "models/stories260K/model.bin";
+std::string stories_path() { return testing::shared_path(kStories); }
 
 std::vector<int32_t> stories_tokens(int64_t n, uint32_t seed) {
   std::vector<int32_t> tokens = random_tokens(n, 512, seed);
@@ -375,7 +377,7 @@ std::vector<float> run_in_steps(Forward& forward, const std::vector<int32_t>& to
 }
 
 TEST(Stories260KTest, PrefillEqualsTokenByTokenDecode) {
-  if (!std::filesystem::exists(stories_path())) GTEST_SKIP() << "no " << stories_path() << " (../shared absent)";
+  TANDEM_REQUIRE_SHARED(kStories);
   const auto model = load_model(stories_path());
   ASSERT_EQ(model->config.n_heads, 8);
   ASSERT_EQ(model->config.n_kv_heads, 4);
@@ -399,7 +401,7 @@ TEST(Stories260KTest, PrefillEqualsTokenByTokenDecode) {
 // Sequence A's logits alone (1 thread) equal, bit for bit, A's logits when its tokens share
 // batches with sequence B (2 threads), B being part prefill, part decode alongside A.
 TEST(Stories260KTest, BatchInvariance) {
-  if (!std::filesystem::exists(stories_path())) GTEST_SKIP() << "no " << stories_path() << " (../shared absent)";
+  TANDEM_REQUIRE_SHARED(kStories);
   const auto model = load_model(stories_path());
   const int64_t vocab = model->config.vocab_size;
   const std::vector<int32_t> a = stories_tokens(30, 7), b = stories_tokens(24, 8);

@@ -15,11 +15,7 @@
 #include "server_process.h"
 
 #ifndef REQUIRE_MODEL
-#define REQUIRE_MODEL()                                                                        \
-  do {                                                                                         \
-    if (!std::filesystem::exists(shared_path("models/aidreams260K/model.gguf")))               \
-      GTEST_SKIP() << "../shared/models/aidreams260K/model.gguf is not present; skipping"; \
-  } while (0)
+#define REQUIRE_MODEL() TANDEM_REQUIRE_SHARED(::tandem::testing::kAidreamsGguf)
 #endif
 
 namespace tandem::testing::hostile {

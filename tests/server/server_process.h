@@ -22,25 +22,18 @@
 #include <thread>
 #include <vector>
 
+#include "support/shared_data.h"
+
 extern char** environ;
 
 namespace tandem::testing {
-
-inline std::string shared_path(const std::string& relative) { return std::string(TANDEM_SHARED_DIR) + "/" + relative; }
-
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 class ServerProcess {
  public:
   // Starts `tandem serve -m MODEL --port 0 -t 2 <extra>` and waits for /health; false (with
   // log()) on failure.
   bool start(const std::vector<std::string>& extra, double timeout_s = 30.0) {
-    std::vector<std::string> args = {"serve", "-m", shared_path("models/aidreams260K/model.gguf"), "--port", "0",
+    std::vector<std::string> args = {"serve", "-m", shared_path(kAidreamsGguf), "--port", "0",
                                      "-t", "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     if (!spawn(args)) return false;

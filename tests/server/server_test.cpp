@@ -16,11 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-#define REQUIRE_MODEL()                                                                        \
-  do {                                                                                         \
-    if (!std::filesystem::exists(shared_path("models/aidreams260K/model.gguf")))               \
-      GTEST_SKIP() << "../shared/models/aidreams260K/model.gguf is not present; skipping"; \
-  } while (0)
+#define REQUIRE_MODEL() TANDEM_REQUIRE_SHARED(kAidreamsGguf)
 
 void expect_error(const httplib::Result& res, int status, const std::string& what) {
   ASSERT_TRUE(res) << what << ": no response";

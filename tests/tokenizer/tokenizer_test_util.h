@@ -1,5 +1,6 @@
-// Shared helpers for the tokenizer tests: paths into ../shared (tests skip when it is absent),
-// loaders for the test vocabularies and llama.cpp's .inp/.out vectors, a UTF-8 validity check.
+// Shared helpers for the tokenizer tests: the test vocabularies' paths in ../shared (tests
+// skip when it is absent: support/shared_data.h), loaders for them and for llama.cpp's
+// .inp/.out vectors, a UTF-8 validity check.
 #pragma once
 
 #include <algorithm>
@@ -14,32 +15,16 @@
 #include <gtest/gtest.h>
 
 #include "io/gguf_file.h"
+#include "support/shared_data.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace tandem::testing {
 
-inline std::string shared_path(const std::string& relative) {
-  return std::string(TANDEM_SHARED_DIR) + "/" + relative;
-}
-
 inline const char* kLlamaSpmGguf = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
 inline const char* kGpt2Gguf = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 inline const char* kLlama2TokenizerBin = "tokenizers/llama2/tokenizer.bin";
 inline const char* kAidreamsDir = "models/aidreams260K";
-
-// Skips the current test (with the reason) when a file from ../shared is missing.
-#define TANDEM_REQUIRE_SHARED(relative)                                               \
-  do {                                                                                \
-    if (!std::filesystem::exists(::tandem::testing::shared_path(relative))) {         \
-      GTEST_SKIP() << "shared data missing: " << ::tandem::testing::shared_path(relative); \
-    }                                                                                 \
-  } while (0)
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 inline Tokenizer gguf_tokenizer(const std::string& relative) {
   return Tokenizer(vocab_from_gguf(GgufFile::open(shared_path(relative))));

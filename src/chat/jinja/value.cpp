@@ -195,7 +195,7 @@ std::string format_float(double x) {
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) out.append(".").append(digits, 1);  // not "." + ...: GCC 12 -Wrestrict, bug 105329
   out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
   return out;
 }

@@ -4,7 +4,7 @@
 // dpbusd instead (avx512/gemm_q8_packed.cpp), for the same integers and float steps.
 #include "kernels/amx/amx_gemm.h"
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

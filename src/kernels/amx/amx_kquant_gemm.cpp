@@ -3,7 +3,7 @@
 // unsigned); the integer and float steps after it are the row kernels' (kquant_packed_ops.h).
 #include "kernels/amx/amx_kquant_gemm.h"
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

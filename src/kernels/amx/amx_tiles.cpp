@@ -1,7 +1,7 @@
 // ensure_tiles_configured: palette 1 with the shapes of amx_tiles.h.
 #include "kernels/amx/amx_tiles.h"
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <cstdint>
 

@@ -6,7 +6,7 @@
 // its call (they only share loads), so its bits depend on itself, head_dim, n_ctx and the
 // cached K/V alone: prefill == decode. With 16 vector registers, the weighted values are added
 // a chunk of the head's columns at a time, which changes no element's arithmetic.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <array>

@@ -2,7 +2,7 @@
 // with the same arithmetic as avx512::swiglu_row, 8 lanes at a time; rmsnorm_row and
 // rope_apply, the portable loops of kernels/elementwise.cpp in vector lanes. Tails are masked:
 // nothing is read or written past a row.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <cmath>
 #include <cstdint>

@@ -12,7 +12,7 @@
 // offset is 8 * sum(x) per lane, computed once per token and block and subtracted. Either way
 // the int32 lanes after madd are exact, then scaled by d_w * d_x and accumulated in float,
 // block after block.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -13,7 +13,7 @@
 // float update per super-block repeats finish_k4 / finish_d of kernels/dot_kquants.cpp, each
 // product kept from fusing: every result equals the row kernels' (and every other level's)
 // bit for bit, whatever the token count, tile or row range.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -17,7 +17,7 @@
 // AVX-512 and AMX kernels' — acc = fma(float(dot), d_row * d_x, acc), blocks in order — so
 // this level gives their bits, and a (row, token) pair's result never depends on the tile
 // or row range it was computed in.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>

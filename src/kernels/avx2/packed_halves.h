@@ -3,7 +3,7 @@
 // region compiled for AVX2 (a target pragma).
 #pragma once
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // kernels/dot.cpp, quantize_q8k_scalar in kernels/dot_kquants.cpp). The max is exact in any
 // order and, like fmax/std::max there, keeps the running value when an input is NaN; the
 // product, the rounding (to nearest, ties to even) and the conversion are the same per element.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <cstdint>
 

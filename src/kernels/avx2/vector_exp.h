@@ -4,7 +4,7 @@
 // use AVX2 and FMA intrinsics.
 #pragma once
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 namespace tandem::avx2 {
 

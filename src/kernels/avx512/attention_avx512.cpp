@@ -5,7 +5,7 @@
 // groups, each token seeing its own context length). A query's arithmetic is the same whichever
 // queries share its call (they only share loads), so its bits depend on itself, head_dim, n_ctx
 // and the cached K/V alone: prefill == decode.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <array>

@@ -1,7 +1,7 @@
 // AVX-512 versions of the per-row kernels (kernel_table(Isa::Avx512) and the AMX level point
 // at them): swiglu_row with a vector exp; rmsnorm_row and rope_apply, the portable loops of
 // kernels/elementwise.cpp in vector lanes. Tails are masked: nothing is read or written past a row.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <cmath>
 #include <cstdint>

@@ -9,7 +9,7 @@
 // signed bytes, so activations are offset to unsigned (x + 128, an XOR with 0x80) and the
 // offset's contribution, 128 * sum(w) per 4-byte lane, is subtracted by starting the
 // accumulation from its negation. Integer lanes are exact, then scaled by d_w * d_x in float.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -12,7 +12,7 @@
 // groups in a pass: decode and prefill give the same bits.
 #include "kernels/avx512/gemm_float_packed.h"
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstring>
@@ -73,8 +73,10 @@ template <DType kType, int kGroups, int kTokens>
 inline void packed_tile(const uint8_t* first_group, int64_t group_bytes, int64_t n_in, const float* const* x,
                         float* out, int64_t out_stride, const __mmask16* masks) {
   constexpr int64_t kStep = kType == DType::F32 ? 64 : 32;  // bytes per element of a group
-  __m512 acc[kGroups][kTokens];
-  alignas(64) float totals[kGroups][kTokens][16];
+  // Zeroed here too: with n_in == 0 the loop would leave both unwritten (GCC cannot tell
+  // that no model has empty rows). A few stores per tile; the loop's work is n_in FMAs each.
+  __m512 acc[kGroups][kTokens] = {};
+  alignas(64) float totals[kGroups][kTokens][16] = {};
   for (int64_t k = 0; k < n_in; ++k) {
     if (k % kBlockElements == 0) {  // a block's sum goes into the total, in block order
       if (k > 0) add_to_totals<kGroups * kTokens>(&acc[0][0], &totals[0][0][0], k == kBlockElements);
@@ -104,8 +106,8 @@ inline void packed_tile(const uint8_t* first_group, int64_t group_bytes, int64_t
 template <int kGroups, int kTokens>
 inline void transposed_tile(const float* const* groups, int64_t n_in, const float* x, float* out, int64_t out_stride,
                             int64_t valid, const __mmask16* masks) {
-  __m512 acc[kGroups][kTokens];
-  alignas(64) float totals[kGroups][kTokens][16];
+  __m512 acc[kGroups][kTokens] = {};  // zeroed here too, as in packed_tile
+  alignas(64) float totals[kGroups][kTokens][16] = {};
   for (int64_t k = 0; k < n_in; ++k) {
     if (k % kBlockElements == 0) {
       if (k > 0) add_to_totals<kGroups * kTokens>(&acc[0][0], &totals[0][0][0], k == kBlockElements);

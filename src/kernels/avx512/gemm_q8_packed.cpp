@@ -11,7 +11,7 @@
 // groups whose weights stay in L2 while every token tile passes over them.
 #include "kernels/avx512/gemm_packed.h"
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

@@ -6,7 +6,7 @@
 // Include only inside a region compiled for AVX-512 F/BW/VL/VNNI (a target pragma).
 #pragma once
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <cstdint>
 #include <cstring>

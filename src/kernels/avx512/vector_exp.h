@@ -3,7 +3,7 @@
 // avx512/ kernel file): the functions are inline and use AVX-512 intrinsics.
 #pragma once
 
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 namespace tandem::avx512 {
 

@@ -13,19 +13,16 @@
 #include "engine/engine.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "support/shared_data.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace tandem {
 namespace {
 
-const std::string kModel = std::string(TANDEM_SHARED_DIR) + "/models/aidreams260K/model.gguf";
-const std::string kReference = std::string(TANDEM_SHARED_DIR) + "/models/aidreams260K/greedy-reference.jsonl";
+const std::string kModel = testing::shared_path(testing::kAidreamsGguf);
+const std::string kReference = testing::shared_path("models/aidreams260K/greedy-reference.jsonl");
 
-#define REQUIRE_MODEL()                                                                      \
-  do {                                                                                       \
-    if (!std::filesystem::exists(kModel))                                                    \
-      GTEST_SKIP() << "../shared/models/aidreams260K/model.gguf is not present; skipping"; \
-  } while (0)
+#define REQUIRE_MODEL() TANDEM_REQUIRE_SHARED(testing::kAidreamsGguf)
 
 struct Fixture {
   std::shared_ptr<const Model> model = load_model(kModel);

@@ -1,5 +1,6 @@
 // Runs the built `tandem` binary as a user would (through the shell) and captures its exit
-// code, stdout and stderr, so end-to-end tests check exactly what a user sees.
+// code, stdout and stderr, so end-to-end tests check exactly what a user sees. Used by the
+// e2e and hf tests; shared_path and TANDEM_REQUIRE_SHARED come with it.
 #pragma once
 
 #include <sys/wait.h>
@@ -11,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "support/shared_data.h"
 
 namespace tandem::testing {
 
@@ -50,13 +53,5 @@ inline CommandResult run_tandem(const std::string& arguments) {
   std::filesystem::remove_all(dir);
   return result;
 }
-
-inline std::string shared_path(const std::string& relative) { return std::string(TANDEM_SHARED_DIR) + "/" + relative; }
-
-#define TANDEM_REQUIRE_SHARED(relative)                                                              \
-  do {                                                                                               \
-    if (!std::filesystem::exists(::tandem::testing::shared_path(relative)))                          \
-      GTEST_SKIP() << "../shared/" << (relative) << " is not present; skipping (see README: data)"; \
-  } while (0)
 
 }  // namespace tandem::testing

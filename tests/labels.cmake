@@ -1,0 +1,71 @@
+# Which tests are `model` (need files from ../shared: models, vocabularies, chat templates)
+# and which are `slow`; every test that is not `model` is `unit` (pure logic, runs anywhere).
+# ctest reads this after the discovered tests (CMakeLists.txt), so the lists below are CMake
+# regexes on the gtest name, Suite.Test (a parameterised test: Prefix/Suite.Test/Param).
+#   ctest -L unit          what runs without ../shared
+#   ctest -LE slow         the quick run (make asan)
+# A new test that reads ../shared calls TANDEM_REQUIRE_SHARED (tests/support/shared_data.h)
+# and gets its suite listed here; one whose run takes over ~20 s (Release, 2 cores, ctest -j2)
+# goes under slow.
+
+set(TANDEM_MODEL_TESTS
+    # Every test of these suites.
+    "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
+    "^(PerplexityTest|QuantizedPerplexity|Server|ServerOpenAIClient|Stories260KTest|StreamingDetokenizer)\\."
+    # Some tests of these (the others build their inputs).
+    "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
+    "^BenchmarkTest\\.(JsonLinesHaveTheRequiredFields|PromptLongerThanContextIsAnInputError|TinyRunsGivePositiveRates)$"
+    "^ChatTemplate\\.(CliPrintsTheRenderedPromptExactly|MatchesPythonJinjaOnEveryTemplateAndMessageSet)$"
+    "^GgufFile\\.ReadsAidreams260K$"
+    "^HostileClient\\.(ChunkedBodyOverLimitIs413|ControlTokenTextInChatIsPlainText|DisconnectedClientsAreCancelled)$"
+    "^HostileClient\\.(FloodPastQueueIsShedWith503|Http10StreamIsCloseDelimited|KeyGuardsMetricsAndUnknownPaths)$"
+    "^HostileClient\\.(OutOfRangeTokenIdsAre400|PipelinedRequestsAreAnsweredInOrder|SecondServerOnTakenPortExits)$"
+    "^HostileClient\\.(RequestsOnConnectionsOpenedBeforeSigtermGet503|SigtermFinishesAdmittedAndRefusesTheRest)$"
+    "^HostileClient\\.(SlowlorisAndIdleSocketsDoNotStarveOthers|UnrepresentableJsonIs400)$"
+    "^Llama2cVocab\\.(BothSourcesAgree|EmbeddedGgufVocabMatchesGreedyReference|LoadTokenizerFindsTheModelsTokenizer)$"
+    "^Llama2cVocab\\.(ReadsToEndWithoutSize|Tok512MatchesGreedyReference|TruncatedFileIsInputErrorNamingThePath)$"
+    "^SpecialSpans\\.(FindControlText|Gpt2WithChatMlMarkers|Gpt2WithLlama3Markers|Llama2SentencePiece)$"
+    "^SpecialSpans\\.(Llama3VocabGguf|ManyMarkersAndControlTokensAreFast|Qwen2VocabGguf)$"
+    "^TokenizeCommand\\.(Gpt2VocabWithoutBos|Llama2cModelFindsItsTokenizer|PrintsIdsForVocabOnlyGguf|ReadsStdinVerbatim)$"
+)
+
+set(TANDEM_SLOW_TESTS
+)
+
+# True in `out` when `name` matches one of the regexes in the list named `patterns` (one at a
+# time: CMake's regexes allow few groups, so they cannot be joined into one).
+function(tandem_matches_any name patterns out)
+  foreach(pattern IN LISTS ${patterns})
+    if(name MATCHES "${pattern}")
+      set(${out} TRUE PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} FALSE PARENT_SCOPE)
+endfunction()
+
+# `tests`: the names gtest_discover_tests registered. In ctest, set_tests_properties adds to
+# a test's LABELS (the module's label stays). A rerun at a lower CPU level is named
+# Suite.Test.isa_<level>: it gets TANDEM_ISA=<level> and the label `levels`.
+function(tandem_label_tests tests)
+  foreach(test IN LISTS tests)
+    set(name "${test}")
+    set(labels "")
+    if(test MATCHES "^(.*)\\.isa_([a-z0-9]+)$")
+      set(name "${CMAKE_MATCH_1}")
+      set_tests_properties("${test}" PROPERTIES ENVIRONMENT "TANDEM_ISA=${CMAKE_MATCH_2}")
+      list(APPEND labels levels)
+    endif()
+    tandem_matches_any("${name}" TANDEM_MODEL_TESTS is_model)
+    if(is_model)
+      list(APPEND labels model)
+    else()
+      list(APPEND labels unit)
+    endif()
+    tandem_matches_any("${name}" TANDEM_SLOW_TESTS is_slow)
+    if(is_slow)
+      list(APPEND labels slow)
+    endif()
+    set_tests_properties("${test}" PROPERTIES LABELS "${labels}")
+  endforeach()
+endfunction()
