@@ -74,9 +74,12 @@ int main(int argc, char** argv) {
   int size_mib = 1024, passes = 5;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--size-mib")) size_mib = int_arg(argc, argv, i);
-    else if (!std::strcmp(argv[i], "--passes")) passes = int_arg(argc, argv, i);
-    else if (!std::strcmp(argv[i], "--threads")) threads = int_arg(argc, argv, i);
+    if (!std::strcmp(argv[i], "--size-mib"))
+      size_mib = int_arg(argc, argv, i);
+    else if (!std::strcmp(argv[i], "--passes"))
+      passes = int_arg(argc, argv, i);
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = int_arg(argc, argv, i);
     else {
       std::fprintf(stderr, "usage: tandem_bandwidth [--size-mib 1024] [--passes 5] [--threads N]\n");
       return 1;
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
   uint64_t checksum = 0;
   const double one = best_gbps(buffer.get(), n, 1, passes, checksum);
   const double many = threads > 1 ? best_gbps(buffer.get(), n, threads, passes, checksum) : one;
-  std::printf("read bandwidth: %.2f GB/s with 1 thread, %.2f GB/s with %d threads (%d MiB, best of %d passes)\n",
-              one, many, threads, size_mib, passes);
+  std::printf("read bandwidth: %.2f GB/s with 1 thread, %.2f GB/s with %d threads (%d MiB, best of %d passes)\n", one,
+              many, threads, size_mib, passes);
   // The checksum is printed so the compiler cannot drop the sums.
   std::printf("{\"test\": \"read_bandwidth\", \"bytes\": %zu, \"passes\": %d, \"threads\": %d, "
               "\"gbps_1_thread\": %.3f, \"gbps_n_threads\": %.3f, \"checksum\": %llu}\n",

@@ -38,11 +38,9 @@ tandem::Vocab tiny_vocab() {
 const tandem::Tokenizer& tokenizer() {
   static const std::unique_ptr<tandem::Tokenizer> kTokenizer = [] {
     const char* env = std::getenv("TANDEM_GPT2_VOCAB");
-    const std::string path =
-        env != nullptr ? env : "../shared/tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
+    const std::string path = env != nullptr ? env : "../shared/tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
     if (std::filesystem::exists(path)) {
-      return std::make_unique<tandem::Tokenizer>(
-          tandem::vocab_from_gguf(tandem::GgufFile::open(path)));
+      return std::make_unique<tandem::Tokenizer>(tandem::vocab_from_gguf(tandem::GgufFile::open(path)));
     }
     return std::make_unique<tandem::Tokenizer>(tiny_vocab());
   }();

@@ -96,9 +96,9 @@ class TANDEM_API Model {
   std::string chat_format() const;
 
   int32_t vocab_size() const;
-  int64_t context_length() const;  // positions one request may use (prompt + generated)
-  int32_t bos_token() const;       // -1 when the vocabulary has none
-  int32_t eos_token() const;       // -1 when the vocabulary has none
+  int64_t context_length() const;      // positions one request may use (prompt + generated)
+  int32_t bos_token() const;           // -1 when the vocabulary has none
+  int32_t eos_token() const;           // -1 when the vocabulary has none
   int64_t kv_bytes_per_token() const;  // KV cache memory one position takes
   const std::string& path() const;
 
@@ -128,8 +128,8 @@ struct GenerateOptions {
   int32_t repeat_last_n = 64;       // tokens the penalties look back over; < 0: all
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  std::optional<uint64_t> seed;     // unset: a random one (Stream::seed, Result::seed say which)
-  std::vector<std::string> stop;    // generation ends before any of these; they never appear
+  std::optional<uint64_t> seed;   // unset: a random one (Stream::seed, Result::seed say which)
+  std::vector<std::string> stop;  // generation ends before any of these; they never appear
 };
 
 enum class FinishReason {
@@ -153,11 +153,11 @@ struct Usage {
 
 // Milliseconds, measured by the engine for one request.
 struct TANDEM_API Timings {
-  double queue_ms = 0.0;    // submitted -> first scheduled
-  double ttft_ms = 0.0;     // submitted -> first token
-  double prefill_ms = 0.0;  // first scheduled -> first token: the prompt's forward passes
-  double decode_ms = 0.0;   // first token -> last token
-  double e2e_ms = 0.0;      // submitted -> finished
+  double queue_ms = 0.0;       // submitted -> first scheduled
+  double ttft_ms = 0.0;        // submitted -> first token
+  double prefill_ms = 0.0;     // first scheduled -> first token: the prompt's forward passes
+  double decode_ms = 0.0;      // first token -> last token
+  double e2e_ms = 0.0;         // submitted -> finished
   std::vector<double> itl_ms;  // gaps between consecutive tokens (time per output token)
 
   double tpot_mean_ms() const;  // decode_ms / itl_ms.size(); 0 without gaps
@@ -182,7 +182,7 @@ struct Result {
   std::vector<int32_t> prompt_ids;  // the prompt as the model saw it (BOS included if any)
   std::vector<int32_t> tokens;      // the generated ids (EOS included when it ended the request)
   FinishReason finish_reason = FinishReason::None;
-  uint64_t seed = 0;                // the sampling seed used
+  uint64_t seed = 0;  // the sampling seed used
   Usage usage;
   Timings timings;
 };

@@ -49,11 +49,11 @@ extern "C" {
 
 typedef enum tandem_status {
   TANDEM_OK = 0,
-  TANDEM_ERROR_INPUT = 1,             /* bad input: a file, a prompt, an option */
-  TANDEM_ERROR_BUFFER_TOO_SMALL = 2,  /* the caller's buffer is too small; the size needed was reported */
-  TANDEM_ERROR_INVALID_ARGUMENT = 3,  /* a required pointer or handle is NULL */
+  TANDEM_ERROR_INPUT = 1,            /* bad input: a file, a prompt, an option */
+  TANDEM_ERROR_BUFFER_TOO_SMALL = 2, /* the caller's buffer is too small; the size needed was reported */
+  TANDEM_ERROR_INVALID_ARGUMENT = 3, /* a required pointer or handle is NULL */
   TANDEM_ERROR_OUT_OF_MEMORY = 4,
-  TANDEM_ERROR_INTERNAL = 5           /* anything else: a bug in Tandem */
+  TANDEM_ERROR_INTERNAL = 5 /* anything else: a bug in Tandem */
 } tandem_status;
 
 /* The message of this thread's last failed call ("" if none has failed). Valid until this
@@ -79,8 +79,7 @@ typedef struct tandem_model_options {
 
 /* path: a .gguf, a Hugging Face model folder or a llama2.c model.bin. options may be NULL.
  * On success *model is a new handle (free it with tandem_model_free); on failure NULL. */
-TANDEM_API tandem_status tandem_model_load(const char* path, const tandem_model_options* options,
-                                           tandem_model** model);
+TANDEM_API tandem_status tandem_model_load(const char* path, const tandem_model_options* options, tandem_model** model);
 /* Releases this handle; engines created from it keep the model alive. NULL is ignored. */
 TANDEM_API void tandem_model_free(tandem_model* model);
 
@@ -149,8 +148,8 @@ typedef struct tandem_generate_options {
   int32_t repeat_last_n;
   float presence_penalty;
   float frequency_penalty;
-  uint64_t seed;            /* TANDEM_SEED_RANDOM: a random one (reported in the result) */
-  const char* const* stop;  /* n_stop strings that end generation; they never appear */
+  uint64_t seed;           /* TANDEM_SEED_RANDOM: a random one (reported in the result) */
+  const char* const* stop; /* n_stop strings that end generation; they never appear */
   size_t n_stop;
 } tandem_generate_options;
 
@@ -224,9 +223,8 @@ TANDEM_API tandem_status tandem_generate(tandem_engine* engine, const char* prom
                                          const tandem_generate_options* options, tandem_event_callback callback,
                                          void* user_data, tandem_result* result);
 TANDEM_API tandem_status tandem_generate_tokens(tandem_engine* engine, const int32_t* prompt_ids, size_t n_prompt_ids,
-                                                const tandem_generate_options* options,
-                                                tandem_event_callback callback, void* user_data,
-                                                tandem_result* result);
+                                                const tandem_generate_options* options, tandem_event_callback callback,
+                                                void* user_data, tandem_result* result);
 /* The assistant's reply to a conversation (tandem_tokenize_chat, then generation). */
 TANDEM_API tandem_status tandem_chat(tandem_engine* engine, const tandem_chat_message* messages, size_t n_messages,
                                      const tandem_generate_options* options, tandem_event_callback callback,

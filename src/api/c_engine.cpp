@@ -56,10 +56,14 @@ tandem_usage to_c(const api::Usage& usage) {
 }
 
 tandem_timings to_c(const api::Timings& timings) {
-  return {timings.queue_ms,       timings.ttft_ms,
-          timings.prefill_ms,     timings.decode_ms,
-          timings.e2e_ms,         timings.tpot_mean_ms(),
-          timings.tpot_percentile_ms(0.5), timings.tpot_percentile_ms(0.99)};
+  return {timings.queue_ms,
+          timings.ttft_ms,
+          timings.prefill_ms,
+          timings.decode_ms,
+          timings.e2e_ms,
+          timings.tpot_mean_ms(),
+          timings.tpot_percentile_ms(0.5),
+          timings.tpot_percentile_ms(0.99)};
 }
 
 // A view of `event` (which must outlive it).
@@ -221,7 +225,8 @@ tandem_status tandem_chat(tandem_engine* engine, const tandem_chat_message* mess
   if (engine == nullptr) return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_chat: engine is NULL");
   return guarded([&] {
     const auto converted = chat_messages(messages, n_messages);
-    if (!converted) return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_chat: a message (or its role or content) is NULL");
+    if (!converted)
+      return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_chat: a message (or its role or content) is NULL");
     api::Stream stream = engine->engine.stream(engine->engine.model().tokenize_chat(*converted), to_options(options));
     return run_to_end(stream, callback, user_data, result);
   });

@@ -9,9 +9,9 @@
 
 #include "api/c_boundary.h"
 
+using tandem::api::c_boundary::chat_messages;
 using tandem::api::c_boundary::fail;
 using tandem::api::c_boundary::guarded;
-using tandem::api::c_boundary::chat_messages;
 
 namespace tandem::api::c_boundary {
 
@@ -91,7 +91,8 @@ tandem_status tandem_model_load(const char* path, const tandem_model_options* op
   if (path == nullptr) return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_model_load: path is NULL");
   return guarded([&] {
     tandem::api::ModelOptions model_options;
-    if (options != nullptr && options->tokenizer_path != nullptr) model_options.tokenizer_path = options->tokenizer_path;
+    if (options != nullptr && options->tokenizer_path != nullptr)
+      model_options.tokenizer_path = options->tokenizer_path;
     if (options != nullptr && options->chat_template != nullptr) model_options.chat_template = options->chat_template;
     *model = new tandem_model{tandem::api::Model::load(path, model_options)};
     return TANDEM_OK;
@@ -133,7 +134,8 @@ tandem_status tandem_render_chat(const tandem_model* model, const tandem_chat_me
   if (model == nullptr) return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_render_chat: model is NULL");
   return guarded([&] {
     const auto converted = chat_messages(messages, n_messages);
-    if (!converted) return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_render_chat: a message (or its role or content) is NULL");
+    if (!converted)
+      return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_render_chat: a message (or its role or content) is NULL");
     return copy_text(model->model->render_chat(*converted), text, capacity, text_len);
   });
 }
@@ -143,7 +145,8 @@ tandem_status tandem_tokenize_chat(const tandem_model* model, const tandem_chat_
   if (model == nullptr) return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_tokenize_chat: model is NULL");
   return guarded([&] {
     const auto converted = chat_messages(messages, n_messages);
-    if (!converted) return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_tokenize_chat: a message (or its role or content) is NULL");
+    if (!converted)
+      return fail(TANDEM_ERROR_INVALID_ARGUMENT, "tandem_tokenize_chat: a message (or its role or content) is NULL");
     return copy_ids(model->model->tokenize_chat(*converted), ids, capacity, n_ids);
   });
 }

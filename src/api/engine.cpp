@@ -153,10 +153,9 @@ Stream Engine::stream(std::vector<int32_t> prompt_ids, const GenerateOptions& op
       stream->events->push(
           finished_without_tokens(state_->engine, prompt_ids, params, state_->public_model->vocab_size()));
     } else {
-      stream->id = state_->engine.submit(std::move(prompt_ids), std::move(params),
-                                         [events = stream->events](RequestEvent&& event) {
-                                           events->push(to_public(std::move(event)));
-                                         });
+      stream->id = state_->engine.submit(
+          std::move(prompt_ids), std::move(params),
+          [events = stream->events](RequestEvent&& event) { events->push(to_public(std::move(event))); });
     }
     return Stream(std::move(stream));
   });
@@ -166,7 +165,8 @@ uint64_t Engine::submit(std::vector<int32_t> prompt_ids, const GenerateOptions& 
   return detail::translating_errors([&] {
     GenerationParams params = to_params(options, choose_seed(options));
     if (params.max_tokens <= 0) {
-      const Event event = finished_without_tokens(state_->engine, prompt_ids, params, state_->public_model->vocab_size());
+      const Event event =
+          finished_without_tokens(state_->engine, prompt_ids, params, state_->public_model->vocab_size());
       if (on_event) on_event(event);
       return uint64_t{0};
     }

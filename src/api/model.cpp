@@ -39,9 +39,8 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const ModelOpt
 }
 
 std::vector<int32_t> Model::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
-  return detail::translating_errors([&] {
-    return state_->tokenizer.encode(text, add_bos && state_->tokenizer.vocab().add_bos, parse_special);
-  });
+  return detail::translating_errors(
+      [&] { return state_->tokenizer.encode(text, add_bos && state_->tokenizer.vocab().add_bos, parse_special); });
 }
 
 std::string Model::detokenize(const std::vector<int32_t>& ids) const {
@@ -55,7 +54,8 @@ std::string Model::render_chat(const std::vector<ChatMessage>& messages) const {
 std::vector<int32_t> Model::tokenize_chat(const std::vector<ChatMessage>& messages) const {
   return detail::translating_errors([&] {
     const Tokenizer& tokenizer = state_->tokenizer;
-    const chat::RenderedChat chat = state_->chat_renderer.render_for_tokenizer(detail::to_internal(messages), tokenizer);
+    const chat::RenderedChat chat =
+        state_->chat_renderer.render_for_tokenizer(detail::to_internal(messages), tokenizer);
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const bool add_bos = tokenizer.vocab().add_bos && !state_->chat_renderer.starts_with_bos(chat.text);
     return tokenizer.encode(chat.text, add_bos, chat.special_spans);

@@ -19,9 +19,7 @@ const char* finish_reason_name(FinishReason reason) {
   return "none";
 }
 
-double Timings::tpot_mean_ms() const {
-  return itl_ms.empty() ? 0.0 : decode_ms / static_cast<double>(itl_ms.size());
-}
+double Timings::tpot_mean_ms() const { return itl_ms.empty() ? 0.0 : decode_ms / static_cast<double>(itl_ms.size()); }
 
 double Timings::tpot_percentile_ms(double fraction) const {
   if (itl_ms.empty()) return 0.0;

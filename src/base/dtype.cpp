@@ -54,5 +54,4 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-
 }  // namespace tandem

@@ -52,10 +52,14 @@ std::optional<DType> dtype_from_name(std::string_view name);
 // their inner loops. {0, 0} for an unknown type.
 constexpr std::pair<int64_t, int64_t> dtype_block_geometry(DType type) {
   switch (type) {
-    case DType::F32: case DType::I32: return {1, 4};
-    case DType::F16: case DType::BF16: case DType::I16: return {1, 2};
+    case DType::F32:
+    case DType::I32: return {1, 4};
+    case DType::F16:
+    case DType::BF16:
+    case DType::I16: return {1, 2};
     case DType::I8: return {1, 1};
-    case DType::I64: case DType::F64: return {1, 8};
+    case DType::I64:
+    case DType::F64: return {1, 8};
     case DType::Q4_0: return {32, 18};
     case DType::Q4_1: return {32, 20};
     case DType::Q5_0: return {32, 22};
@@ -81,8 +85,8 @@ inline int64_t dtype_row_bytes(DType type, int64_t n_elements) {
 // Quantized block layouts (GGUF specification).
 constexpr int64_t kQ8_0BlockSize = 32;
 struct BlockQ8_0 {
-  uint16_t scale_f16;   // d: fp16 scale
-  int8_t quants[32];    // value = d * q
+  uint16_t scale_f16;  // d: fp16 scale
+  int8_t quants[32];   // value = d * q
 };
 static_assert(sizeof(BlockQ8_0) == 34);
 

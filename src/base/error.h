@@ -25,13 +25,12 @@ class InputError : public std::runtime_error {
   } while (0)
 
 // A broken internal invariant: print where and abort (a bug, not bad input).
-#define TANDEM_ASSERT(condition)                                                        \
-  do {                                                                                  \
-    if (!(condition)) {                                                                 \
-      std::fprintf(stderr, "tandem: internal error: %s at %s:%d\n", #condition, __FILE__, \
-                   __LINE__);                                                           \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define TANDEM_ASSERT(condition)                                                                     \
+  do {                                                                                               \
+    if (!(condition)) {                                                                              \
+      std::fprintf(stderr, "tandem: internal error: %s at %s:%d\n", #condition, __FILE__, __LINE__); \
+      std::abort();                                                                                  \
+    }                                                                                                \
   } while (0)
 
 }  // namespace tandem

@@ -15,9 +15,7 @@
 namespace tandem {
 namespace {
 
-int round_clamp(float v, int lo, int hi) {
-  return std::clamp(static_cast<int>(std::nearbyint(v)), lo, hi);
-}
+int round_clamp(float v, int lo, int hi) { return std::clamp(static_cast<int>(std::nearbyint(v)), lo, hi); }
 
 // Sub-block model x ~ scale * q - min with q in [0, nmax] and min >= 0 (the format stores the
 // min as a subtracted non-negative value, so a sub-block's offset can never be positive).
@@ -86,8 +84,8 @@ ScaleMin fit_asymmetric(const float* x, int n, int nmax) {
 
 // Fits the 8 sub-blocks of 32 of a Q4_K/Q5_K block; writes d, dmin, packed scales and the
 // element quants (q[256] in [0, nmax]).
-void quantize_k4_block(const float* x, int nmax, uint16_t* d_f16, uint16_t* dmin_f16,
-                       uint8_t packed_scales[12], uint8_t q[256]) {
+void quantize_k4_block(const float* x, int nmax, uint16_t* d_f16, uint16_t* dmin_f16, uint8_t packed_scales[12],
+                       uint8_t q[256]) {
   ScaleMin fits[8];
   float max_scale = 0.0f, max_min = 0.0f;
   for (int j = 0; j < 8; ++j) {
@@ -267,8 +265,7 @@ void quantize_row_q6k(const float* x, BlockQ6K* out, int64_t n) {
         const int q2 = q[128 * h + 64 + l], q3 = q[128 * h + 96 + l];
         block.ql[64 * h + l] = static_cast<uint8_t>((q0 & 0x0f) | ((q2 & 0x0f) << 4));
         block.ql[64 * h + 32 + l] = static_cast<uint8_t>((q1 & 0x0f) | ((q3 & 0x0f) << 4));
-        block.qh[32 * h + l] =
-            static_cast<uint8_t>((q0 >> 4) | ((q1 >> 4) << 2) | ((q2 >> 4) << 4) | ((q3 >> 4) << 6));
+        block.qh[32 * h + l] = static_cast<uint8_t>((q0 >> 4) | ((q1 >> 4) << 2) | ((q2 >> 4) << 4) | ((q3 >> 4) << 6));
       }
     }
   }

@@ -59,9 +59,9 @@ void unpack_k4_scales(const uint8_t packed[12], uint8_t scales[8], uint8_t mins[
 void pack_k4_scales(const uint8_t scales[8], const uint8_t mins[8], uint8_t packed[12]);
 
 // Integer quants of one block in element order (the scalar kernels and tests use them).
-void unpack_q4k_quants(const BlockQ4K& block, uint8_t q[256]);   // [0, 15]
-void unpack_q5k_quants(const BlockQ5K& block, uint8_t q[256]);   // [0, 31]
-void unpack_q6k_quants(const BlockQ6K& block, int8_t q[256]);    // [-32, 31]
+void unpack_q4k_quants(const BlockQ4K& block, uint8_t q[256]);  // [0, 15]
+void unpack_q5k_quants(const BlockQ5K& block, uint8_t q[256]);  // [0, 31]
+void unpack_q6k_quants(const BlockQ6K& block, int8_t q[256]);   // [-32, 31]
 
 // n floats -> n/256 blocks (n a multiple of 256), and back.
 void quantize_row_q4k(const float* x, BlockQ4K* out, int64_t n);

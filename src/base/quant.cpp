@@ -16,9 +16,9 @@
 namespace tandem {
 
 bool dtype_is_computable(DType type) {
-  return type == DType::F32 || type == DType::F16 || type == DType::BF16 ||
-         type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K ||
-         type == DType::Q5_K || type == DType::Q6_K || type == DType::Q8_K;
+  return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 ||
+         type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K ||
+         type == DType::Q8_K;
 }
 
 namespace {
@@ -31,8 +31,7 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
     const float d = amax / 127.0f;
     const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
     dst[b].scale_f16 = f32_to_f16(d);
-    for (int i = 0; i < kQ8_0BlockSize; ++i)
-      dst[b].quants[i] = static_cast<int8_t>(std::lround(x[i] * inverse));
+    for (int i = 0; i < kQ8_0BlockSize; ++i) dst[b].quants[i] = static_cast<int8_t>(std::lround(x[i] * inverse));
   }
 }
 
@@ -49,9 +48,7 @@ void quantize_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
     const float d = extreme / -8.0f;
     const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
     dst[b].scale_f16 = f32_to_f16(d);
-    auto nibble = [&](float v) {
-      return static_cast<uint8_t>(std::min(15, static_cast<int>(v * inverse + 8.5f)));
-    };
+    auto nibble = [&](float v) { return static_cast<uint8_t>(std::min(15, static_cast<int>(v * inverse + 8.5f))); };
     for (int i = 0; i < kQ4_0BlockSize / 2; ++i)
       dst[b].nibbles[i] = static_cast<uint8_t>(nibble(x[i]) | (nibble(x[i + 16]) << 4));
   }
@@ -61,9 +58,7 @@ void quantize_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
       return;
@@ -78,28 +73,17 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       TANDEM_ASSERT(n % kQ4_0BlockSize == 0);
       quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
       return;
-    case DType::Q4_K:
-      quantize_row_q4k(src, static_cast<BlockQ4K*>(dst), n);
-      return;
-    case DType::Q5_K:
-      quantize_row_q5k(src, static_cast<BlockQ5K*>(dst), n);
-      return;
-    case DType::Q6_K:
-      quantize_row_q6k(src, static_cast<BlockQ6K*>(dst), n);
-      return;
-    case DType::Q8_K:
-      quantize_row_q8k(src, static_cast<BlockQ8K*>(dst), n);
-      return;
-    default:
-      TANDEM_ASSERT(false && "quantize_row: unsupported type");
+    case DType::Q4_K: quantize_row_q4k(src, static_cast<BlockQ4K*>(dst), n); return;
+    case DType::Q5_K: quantize_row_q5k(src, static_cast<BlockQ5K*>(dst), n); return;
+    case DType::Q6_K: quantize_row_q6k(src, static_cast<BlockQ6K*>(dst), n); return;
+    case DType::Q8_K: quantize_row_q8k(src, static_cast<BlockQ8K*>(dst), n); return;
+    default: TANDEM_ASSERT(false && "quantize_row: unsupported type");
   }
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
       return;
@@ -126,20 +110,11 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    case DType::Q4_K:
-      dequantize_row_q4k(static_cast<const BlockQ4K*>(src), dst, n);
-      return;
-    case DType::Q5_K:
-      dequantize_row_q5k(static_cast<const BlockQ5K*>(src), dst, n);
-      return;
-    case DType::Q6_K:
-      dequantize_row_q6k(static_cast<const BlockQ6K*>(src), dst, n);
-      return;
-    case DType::Q8_K:
-      dequantize_row_q8k(static_cast<const BlockQ8K*>(src), dst, n);
-      return;
-    default:
-      TANDEM_ASSERT(false && "dequantize_row: unsupported type");
+    case DType::Q4_K: dequantize_row_q4k(static_cast<const BlockQ4K*>(src), dst, n); return;
+    case DType::Q5_K: dequantize_row_q5k(static_cast<const BlockQ5K*>(src), dst, n); return;
+    case DType::Q6_K: dequantize_row_q6k(static_cast<const BlockQ6K*>(src), dst, n); return;
+    case DType::Q8_K: dequantize_row_q8k(static_cast<const BlockQ8K*>(src), dst, n); return;
+    default: TANDEM_ASSERT(false && "dequantize_row: unsupported type");
   }
 }
 

@@ -35,9 +35,7 @@ struct TensorView {
   int64_t n_rows() const { return n_elements() / row_length(); }
   int64_t row_bytes() const { return dtype_row_bytes(dtype, row_length()); }
   int64_t n_bytes() const { return n_rows() * row_bytes(); }
-  const uint8_t* row(int64_t i) const {
-    return static_cast<const uint8_t*>(data) + i * row_bytes();
-  }
+  const uint8_t* row(int64_t i) const { return static_cast<const uint8_t*>(data) + i * row_bytes(); }
   const float* f32() const {
     TANDEM_ASSERT(dtype == DType::F32);
     return static_cast<const float*>(data);

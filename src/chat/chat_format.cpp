@@ -133,10 +133,9 @@ std::string call_json(const ToolCall& call) {
 }
 
 void check_role(const ChatMessage& m) {
-  TANDEM_CHECK_INPUT(m.role == "system" || m.role == "developer" || m.role == "user" || m.role == "assistant" ||
-                         m.role == "tool",
-                     "unknown chat role '{}' (expected system, developer, user, assistant or tool)",
-                     m.role.substr(0, 64));
+  TANDEM_CHECK_INPUT(
+      m.role == "system" || m.role == "developer" || m.role == "user" || m.role == "assistant" || m.role == "tool",
+      "unknown chat role '{}' (expected system, developer, user, assistant or tool)", m.role.substr(0, 64));
 }
 
 std::vector<Turn> turns_of(const std::vector<ChatMessage>& messages, const std::vector<ToolDefinition>& tools,
@@ -221,9 +220,7 @@ RenderedChat render_builtin_chat(ChatFormat format, const std::vector<ChatMessag
       }
       out.markup("<|im_start|>assistant\n");
       break;
-    case ChatFormat::Llama2:
-      write_llama2(turns, out);
-      break;
+    case ChatFormat::Llama2: write_llama2(turns, out); break;
     case ChatFormat::Llama3:
       for (const Turn& t : turns) {
         out.markup("<|start_header_id|>" + t.role + "<|end_header_id|>\n\n");

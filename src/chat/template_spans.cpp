@@ -107,7 +107,8 @@ class Walker {
 // A stand-in is private-use U+E000 around a tag: no template text contains it, and neither
 // Python's nor our strip() removes it (both count \x1c-\x1f as whitespace).
 constexpr std::string_view kMark = "\xEE\x80\x80";
-constexpr std::string_view kOpen = "\xEE\x80\x80" "tandem:";
+constexpr std::string_view kOpen = "\xEE\x80\x80"
+                                   "tandem:";
 
 // Whitespace on both sides of the stand-in: it survives where the string is printed as is,
 // disappears where the template strips it, and is escaped where it goes through tojson.
@@ -122,7 +123,7 @@ std::string stand_in(size_t id) {
 }
 
 struct Stand {
-  std::string text;  // the real string
+  std::string text;      // the real string
   bool content = false;  // a message's content: must be printed exactly once
 };
 

@@ -26,8 +26,8 @@ std::string human_count(int64_t n) {
 void print_table_header() {
   fmt::print("| {:<30} | {:>10} | {:>9} | {:>7} | {:>7} | {:>20} | {:>10} | {:>10} |\n", "model", "size", "params",
              "threads", "test", "t/s", "peak RSS", "KV");
-  fmt::print("| {:-<30} | {:->9}: | {:->8}: | {:->6}: | {:->6}: | {:->19}: | {:->9}: | {:->9}: |\n", "", "", "", "",
-             "", "", "", "");
+  fmt::print("| {:-<30} | {:->9}: | {:->8}: | {:->6}: | {:->6}: | {:->19}: | {:->9}: | {:->9}: |\n", "", "", "", "", "",
+             "", "", "");
 }
 
 void print_table_row(const BenchResult& result, const BenchModelInfo& info) {

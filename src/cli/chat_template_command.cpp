@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "cli/commands.h"
 #include "chat/jinja/chat_template.h"
+#include "cli/commands.h"
 
 namespace tandem::cli {
 namespace {
@@ -49,15 +49,18 @@ void run_chat_template(const ChatTemplateOptions& options) {
     // Other keys are extra template variables, like apply_chat_template's **kwargs.
     TANDEM_CHECK_INPUT(input.contains("messages"), "{}: no \"messages\" in the object", options.messages_path);
     for (auto it = input.begin(); it != input.end(); ++it) {
-      if (it.key() == "messages") messages = it.value();
-      else if (it.key() == "tools") tools = it.value();
-      else extra[it.key()] = it.value();
+      if (it.key() == "messages")
+        messages = it.value();
+      else if (it.key() == "tools")
+        tools = it.value();
+      else
+        extra[it.key()] = it.value();
     }
   }
   TANDEM_CHECK_INPUT(messages.is_array(), "{}: messages must be a JSON array", options.messages_path);
-  const std::string prompt = ChatTemplate(template_text)
-                                 .render(messages, tools, options.add_generation_prompt, options.bos_token,
-                                         options.eos_token, extra);
+  const std::string prompt =
+      ChatTemplate(template_text)
+          .render(messages, tools, options.add_generation_prompt, options.bos_token, options.eos_token, extra);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
 }
@@ -68,11 +71,11 @@ void add_chat_template_command(CLI::App& app) {
   auto options = std::make_shared<ChatTemplateOptions>();
   CLI::App* command = app.add_subcommand("chat-template", "Render a chat template (Jinja) with messages");
   command->add_option("--template", options->template_path, "Jinja chat template file")->required();
-  command->add_option("--messages", options->messages_path,
-                      "JSON: an array of messages, or {\"messages\": [...], \"tools\": [...]}")
+  command
+      ->add_option("--messages", options->messages_path,
+                   "JSON: an array of messages, or {\"messages\": [...], \"tools\": [...]}")
       ->required();
-  command->add_flag("--add-generation-prompt", options->add_generation_prompt,
-                    "End with the assistant turn header");
+  command->add_flag("--add-generation-prompt", options->add_generation_prompt, "End with the assistant turn header");
   command->add_option("--bos", options->bos_token, "bos_token text (default: empty)");
   command->add_option("--eos", options->eos_token, "eos_token text (default: empty)");
   command->callback([options] { run_chat_template(*options); });

@@ -22,9 +22,9 @@ void run_convert(const ConvertFlags& flags) {
   options.model_dir = flags.model_dir;
   options.out_path = flags.out_path;
   const std::optional<DType> type = dtype_from_name(flags.type);
-  TANDEM_CHECK_INPUT(type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 ||
-                         type == DType::Q4_0,
-                     "unknown --type '{}' (use F16, Q8_0, Q4_0, BF16 or F32)", flags.type);
+  TANDEM_CHECK_INPUT(
+      type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 || type == DType::Q4_0,
+      "unknown --type '{}' (use F16, Q8_0, Q4_0, BF16 or F32)", flags.type);
   options.type = *type;
   options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
     constexpr int kWidth = 30;

@@ -24,17 +24,15 @@ void run_gen_model(const GenModelFlags& flags) {
   options.shape = flags.shape;
   options.q4_k_m = flags.type == "Q4_K_M" || flags.type == "q4_k_m";
   const auto type = options.q4_k_m ? std::optional<DType>(DType::Q4_K) : dtype_from_name(flags.type);
-  TANDEM_CHECK_INPUT(type.has_value(), "unknown --type '{}' (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)",
-                     flags.type);
+  TANDEM_CHECK_INPUT(type.has_value(),
+                     "unknown --type '{}' (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)", flags.type);
   options.type = *type;
   options.vocab_path = flags.vocab_path;
   options.seed = flags.seed;
   options.out_path = flags.out_path;
-  options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done,
-                        int64_t bytes_total) {
-    std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB",
-                 static_cast<long long>(tensors_done), static_cast<long long>(n_tensors),
-                 bytes_done / 1048576.0, bytes_total / 1048576.0);
+  options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
+    std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB", static_cast<long long>(tensors_done),
+                 static_cast<long long>(n_tensors), bytes_done / 1048576.0, bytes_total / 1048576.0);
     if (tensors_done == n_tensors) std::fputc('\n', stderr);
   };
   generate_random_gguf(options);
@@ -47,14 +45,12 @@ void add_gen_model_command(CLI::App& app) {
   auto flags = std::make_shared<GenModelFlags>();
   std::string shapes;
   for (const std::string& name : generated_shape_names()) shapes += (shapes.empty() ? "" : ", ") + name;
-  CLI::App* command =
-      app.add_subcommand("gen-model", "Write a random-weight Llama GGUF of a known shape");
+  CLI::App* command = app.add_subcommand("gen-model", "Write a random-weight Llama GGUF of a known shape");
   command->add_option("--shape", flags->shape, "Model shape: " + shapes)->required();
-  command->add_option("--type", flags->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M (mix)")
+  command
+      ->add_option("--type", flags->type, "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M (mix)")
       ->capture_default_str();
-  command->add_option("--vocab-from", flags->vocab_path,
-                      "GGUF whose tokenizer.ggml.* metadata is copied")
-      ->required();
+  command->add_option("--vocab-from", flags->vocab_path, "GGUF whose tokenizer.ggml.* metadata is copied")->required();
   command->add_option("--seed", flags->seed, "Random seed")->capture_default_str();
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
   command->callback([flags] { run_gen_model(*flags); });

@@ -32,7 +32,8 @@ void print_info(const std::string& path) {
   fmt::print("rope_freq_base:  {}\n", c.rope_freq_base);
   fmt::print("rope_dims:       {}\n", c.rope_dims);
   fmt::print("output head:     {}\n", model->weights.output.data == model->weights.token_embedding.data
-                                          ? "tied to token embeddings" : "separate");
+                                          ? "tied to token embeddings"
+                                          : "separate");
 
   // Tensor types: count and bytes per type (a tied output head counted once).
   std::map<std::string, std::pair<int64_t, int64_t>> by_type;
@@ -72,7 +73,8 @@ void print_info(const std::string& path) {
 void add_info_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto cpu = std::make_shared<bool>(false);
-  CLI::App* command = app.add_subcommand("info", "Describe a model (shape, weight types and bytes, KV cost) or the CPU");
+  CLI::App* command =
+      app.add_subcommand("info", "Describe a model (shape, weight types and bytes, KV cost) or the CPU");
   command->add_option("-m,--model", *path, "Model file (.gguf or llama2.c model.bin)");
   command->add_flag("--cpu", *cpu, "Print the kernels chosen for this CPU and its features");
   command->callback([path, cpu] {

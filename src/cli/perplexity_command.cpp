@@ -37,9 +37,8 @@ void run_perplexity(const PerplexityOptions& options) {
   fmt::print(stderr, "perplexity: {} tokens, {} chunks of {} (batch {})\n", tokens.size(),
              static_cast<int64_t>(tokens.size()) / std::max<int64_t>(ctx, 1), ctx, batch);
   const PerplexityResult result =
-      compute_perplexity(forward, tokens, ctx, batch, tokenizer.vocab().add_bos ? tokenizer.vocab().bos_id : -1, [](int64_t chunk, double ppl) {
-        fmt::print(stderr, "[{}] {:.4f}\n", chunk + 1, ppl);
-      });
+      compute_perplexity(forward, tokens, ctx, batch, tokenizer.vocab().add_bos ? tokenizer.vocab().bos_id : -1,
+                         [](int64_t chunk, double ppl) { fmt::print(stderr, "[{}] {:.4f}\n", chunk + 1, ppl); });
   fmt::print("PPL = {:.4f} +/- {:.4f}\n", result.perplexity, result.uncertainty);
 }
 

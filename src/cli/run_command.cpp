@@ -30,7 +30,8 @@ void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_p
   const auto decode_steps = static_cast<int64_t>(t.itl_ms.size());  // every token after the first
   std::fprintf(stderr, "\n\nload:    %.2f ms\n", load_ms);
   std::fprintf(stderr, "prefill: %lld prompt tokens in %.2f ms (%.1f tokens/s)\n",
-               static_cast<long long>(usage.prompt_tokens), t.prefill_ms, per_second(usage.prompt_tokens, t.prefill_ms));
+               static_cast<long long>(usage.prompt_tokens), t.prefill_ms,
+               per_second(usage.prompt_tokens, t.prefill_ms));
   std::fprintf(stderr, "TTFT:    %.2f ms\n", t.ttft_ms);
   std::fprintf(stderr, "decode:  %lld tokens generated; %lld decode steps in %.2f ms (%.1f tokens/s)\n",
                static_cast<long long>(usage.completion_tokens), static_cast<long long>(decode_steps), t.decode_ms,
@@ -55,7 +56,8 @@ void run(const RunOptions& options) {
   api::EngineOptions engine_options;
   engine_options.threads = options.threads;
   engine_options.max_sequences = 1;
-  engine_options.max_batch_tokens = std::clamp<int64_t>(static_cast<int64_t>(prompt.size()), 1, model->context_length());
+  engine_options.max_batch_tokens =
+      std::clamp<int64_t>(static_cast<int64_t>(prompt.size()), 1, model->context_length());
   api::Engine engine(model, engine_options);
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
 
@@ -101,7 +103,8 @@ void add_run_command(CLI::App& app) {
   command->add_option("-m,--model", options->model_path, "Model file (.gguf or llama2.c model.bin)")->required();
   command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models (tokenizer.bin)");
   command->add_option("-p,--prompt", options->prompt, "Prompt text");
-  command->add_option("-n,--n-predict", options->max_new_tokens, "Tokens to generate at most")->check(CLI::NonNegativeNumber);
+  command->add_option("-n,--n-predict", options->max_new_tokens, "Tokens to generate at most")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--temp", options->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
   command->add_option("--top-k", options->sampling.top_k, "Top-k (0: off)")->capture_default_str();
   command->add_option("--top-p", options->sampling.top_p, "Top-p (1: off)")->capture_default_str();

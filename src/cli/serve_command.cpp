@@ -38,7 +38,8 @@ chat::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Token
   chat::ChatRenderer renderer =
       chat::model_chat_renderer(options.model_path, tokenizer, options.chat_template, &fallback_reason);
   if (!fallback_reason.empty())
-    std::fprintf(stderr, "tandem serve: warning: the model's chat template does not parse (%s); using the built-in %s\n",
+    std::fprintf(stderr,
+                 "tandem serve: warning: the model's chat template does not parse (%s); using the built-in %s\n",
                  fallback_reason.c_str(), std::string(chat::chat_format_name(renderer.format)).c_str());
   return renderer;
 }
@@ -71,8 +72,8 @@ void serve(const ServeOptions& options) {
 
   server::HttpServer http(options.http);
   http.bind();
-  std::fprintf(stderr, "tandem serve: listening on http://%s:%d (loading %s)\n", options.http.host.c_str(),
-               http.port(), options.model_path.c_str());
+  std::fprintf(stderr, "tandem serve: listening on http://%s:%d (loading %s)\n", options.http.host.c_str(), http.port(),
+               options.model_path.c_str());
   http.start();  // a load error below stops it in ~HttpServer: no thread is left waiting
 
   struct sigaction loading {};
@@ -121,7 +122,8 @@ void add_serve_command(CLI::App& app) {
   command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models (tokenizer.bin)");
   command->add_option("--host", options->http.host, "Address to bind")->capture_default_str();
   command->add_option("--port", options->http.port, "Port (0: any free port)")->capture_default_str();
-  command->add_option("--api-key", options->http.api_key, "Require 'Authorization: Bearer KEY' on every path but /health");
+  command->add_option("--api-key", options->http.api_key,
+                      "Require 'Authorization: Bearer KEY' on every path but /health");
   command->add_option("--parallel", options->engine.max_seqs, "Sequences decoded together")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -130,8 +132,8 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--max-batch-tokens", options->engine.max_batch_tokens, "Tokens per engine step (prefill chunks)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  command->add_option("--kv-memory", options->engine.kv_memory_bytes,
-                      "KV cache bytes (default: --parallel full contexts)")
+  command
+      ->add_option("--kv-memory", options->engine.kv_memory_bytes, "KV cache bytes (default: --parallel full contexts)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--kv-block", options->engine.block_size, "Tokens per KV block")
       ->capture_default_str()
@@ -139,33 +141,40 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--chat-template", options->chat_template,
                       "Chat format: chatml, llama2, llama3, zephyr (default: from the GGUF's template)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
-  command->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
-                      "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")
+  command
+      ->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
+                   "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command->add_option("--metrics-key", options->http.metrics_key,
                       "Require 'Authorization: Bearer KEY' on /metrics (default: --api-key when set)");
-  command->add_option("--max-connections", options->http.max_connections,
-                      "Open connections at most; past it a new one gets 503")
+  command
+      ->add_option("--max-connections", options->http.max_connections,
+                   "Open connections at most; past it a new one gets 503")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  command->add_option("--max-queue", options->http.max_queue,
-                      "Generation requests that may wait beyond --parallel; past it 503 with Retry-After")
+  command
+      ->add_option("--max-queue", options->http.max_queue,
+                   "Generation requests that may wait beyond --parallel; past it 503 with Retry-After")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  command->add_option("--read-timeout", options->http.read_timeout_s,
-                      "Seconds a request's head and body may take to arrive")
+  command
+      ->add_option("--read-timeout", options->http.read_timeout_s,
+                   "Seconds a request's head and body may take to arrive")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--idle-timeout", options->http.idle_timeout_s,
-                      "Seconds a keep-alive connection may wait for its next request")
+  command
+      ->add_option("--idle-timeout", options->http.idle_timeout_s,
+                   "Seconds a keep-alive connection may wait for its next request")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--write-timeout", options->http.write_timeout_s,
-                      "Seconds a client may go without reading its response before it is dropped")
+  command
+      ->add_option("--write-timeout", options->http.write_timeout_s,
+                   "Seconds a client may go without reading its response before it is dropped")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--max-body-bytes", options->http.max_body_bytes, "Largest request body (any encoding); 413 past it")
+  command
+      ->add_option("--max-body-bytes", options->http.max_body_bytes, "Largest request body (any encoding); 413 past it")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 32));
   command->callback([options] { serve(*options); });

@@ -71,9 +71,10 @@ void run_tokenize(const TokenizeOptions& options) {
 void add_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   CLI::App* command = app.add_subcommand("tokenize", "Print the token ids of a text");
-  command->add_option("-m,--model", options->model_path,
-                      "Model or vocabulary: .gguf (vocab-only is fine), tokenizer.json, a Hugging "
-                      "Face model folder, llama2.c model.bin, or a llama2.c tokenizer.bin")
+  command
+      ->add_option("-m,--model", options->model_path,
+                   "Model or vocabulary: .gguf (vocab-only is fine), tokenizer.json, a Hugging "
+                   "Face model folder, llama2.c model.bin, or a llama2.c tokenizer.bin")
       ->required();
   command->add_option("-z,--tokenizer", options->tokenizer_path,
                       "llama2.c tokenizer.bin (default: tokenizer.bin or tok*.bin next to the model)");

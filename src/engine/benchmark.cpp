@@ -21,9 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The decode test needs a vocabulary only for the engine's detokenizer (EOS is ignored and
 // the text unused), so any placeholder of the right size does; a real one would tie the
@@ -215,19 +213,19 @@ std::vector<BenchResult> Benchmark::run_all(const std::function<void(const Bench
 
 nlohmann::ordered_json bench_result_json(const BenchResult& result, const BenchModelInfo& info) {
   return nlohmann::ordered_json{{"test", result.test},
-                        {"n_prompt", result.n_prompt},
-                        {"n_gen", result.n_gen},
-                        {"threads", result.threads},
-                        {"tokens_per_s", result.median()},
-                        {"stddev", result.stddev()},
-                        {"samples", result.samples},
-                        {"peak_rss_bytes", result.peak_rss_bytes},
-                        {"kv_bytes", result.kv_bytes},
-                        {"model", info.path},
-                        {"type", info.type},
-                        {"model_size_bytes", info.file_bytes},
-                        {"n_params", info.n_params},
-                        {"weight_bytes_per_token", info.weight_bytes_per_token}};
+                                {"n_prompt", result.n_prompt},
+                                {"n_gen", result.n_gen},
+                                {"threads", result.threads},
+                                {"tokens_per_s", result.median()},
+                                {"stddev", result.stddev()},
+                                {"samples", result.samples},
+                                {"peak_rss_bytes", result.peak_rss_bytes},
+                                {"kv_bytes", result.kv_bytes},
+                                {"model", info.path},
+                                {"type", info.type},
+                                {"model_size_bytes", info.file_bytes},
+                                {"n_params", info.n_params},
+                                {"weight_bytes_per_token", info.weight_bytes_per_token}};
 }
 
 }  // namespace tandem

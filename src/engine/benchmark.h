@@ -31,9 +31,9 @@ struct BenchOptions {
 };
 
 struct BenchResult {
-  std::string test;       // "pp512", "tg128"
-  int64_t n_prompt = 0;   // prompt tokens (for tg: the untimed prefill before decoding)
-  int64_t n_gen = 0;      // generated tokens (0 for pp)
+  std::string test;      // "pp512", "tg128"
+  int64_t n_prompt = 0;  // prompt tokens (for tg: the untimed prefill before decoding)
+  int64_t n_gen = 0;     // generated tokens (0 for pp)
   int threads = 0;
   std::vector<double> samples;  // tokens/s, one per timed repetition
   int64_t kv_bytes = 0;         // KV cache bytes holding the test's tokens at its end
@@ -46,9 +46,9 @@ struct BenchResult {
 // What the table header and the JSON lines say about the model.
 struct BenchModelInfo {
   std::string path;
-  std::string type;             // the type of most weight bytes ("Q8_0", ...)
+  std::string type;  // the type of most weight bytes ("Q8_0", ...)
   int64_t file_bytes = 0;
-  int64_t n_params = 0;         // elements of all weight tensors (tied head counted once)
+  int64_t n_params = 0;  // elements of all weight tensors (tied head counted once)
   int64_t weight_bytes_per_token = 0;
 };
 

@@ -67,8 +67,8 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       blocks_([&] {
         const int64_t per_block = KvCache::bytes_per_token(model_->config.kv_shape()) * config_.block_size;
         const int64_t per_seq = (config_.context_length + config_.block_size - 1) / config_.block_size;
-        const int64_t n_blocks = config_.kv_memory_bytes > 0 ? config_.kv_memory_bytes / per_block
-                                                             : per_seq * config_.max_seqs;
+        const int64_t n_blocks =
+            config_.kv_memory_bytes > 0 ? config_.kv_memory_bytes / per_block : per_seq * config_.max_seqs;
         // One sequence at full context must always fit, or a lone request could never finish.
         TANDEM_CHECK_INPUT(n_blocks >= per_seq,
                            "the KV pool holds {} blocks of {} tokens but one {}-token context needs {} "

@@ -1,9 +1,9 @@
 // Engine: the one generation loop (server, `tandem run`, the library, the decode benchmark)
 // — schedule -> build one ragged Batch -> Forward::run -> sample per sequence -> detokenize
 // -> emit events. A single request is a batch of one. It owns the KV storage, the block
-// allocator (which blocks each sequence holds), the scheduler and every in-flight request; requests arrive thread-safely via
-// submit() and leave as events through their callback. Runs on its own thread (start()) or
-// is stepped by hand (tests). Knows nothing of HTTP or JSON.
+// allocator (which blocks each sequence holds), the scheduler and every in-flight request; requests arrive
+// thread-safely via submit() and leave as events through their callback. Runs on its own thread (start()) or is stepped
+// by hand (tests). Knows nothing of HTTP or JSON.
 #pragma once
 
 #include <atomic>
@@ -50,14 +50,14 @@ struct TokenLogprob {
 // One event per sampled token; the last one has finished set (also on cancellation).
 struct RequestEvent {
   uint64_t request_id = 0;
-  std::string text;                   // text released by this token (stop strings never appear)
-  std::vector<int32_t> tokens;        // the token(s) sampled for this event
-  std::vector<TokenLogprob> logprobs; // when top_logprobs >= 0, one per token
+  std::string text;                    // text released by this token (stop strings never appear)
+  std::vector<int32_t> tokens;         // the token(s) sampled for this event
+  std::vector<TokenLogprob> logprobs;  // when top_logprobs >= 0, one per token
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
-  bool admitted = false;              // final event: the request was ever admitted to the batch
+  bool admitted = false;  // final event: the request was ever admitted to the batch
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;          // prompt tokens served from the prefix cache
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t completion_tokens = 0;
   // Set on the final event, in milliseconds: queue (arrival -> first admission), TTFT
   // (arrival -> first token), prefill (first admission -> first token: the prompt's forward
@@ -134,8 +134,8 @@ class Engine {
   Forward forward_;
   Scheduler scheduler_;
   Batch batch_;
-  std::vector<float> logprob_work_;    // [vocab_size]
-  std::vector<int32_t> logprob_ids_;   // [vocab_size]
+  std::vector<float> logprob_work_;                                    // [vocab_size]
+  std::vector<int32_t> logprob_ids_;                                   // [vocab_size]
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only
 
   // Shared with submitting threads.

@@ -38,7 +38,8 @@ PerplexityResult compute_perplexity(Forward& forward, std::span<const int32_t> t
       batch.clear();
       const int32_t seq = batch.add_sequence(blocks);
       for (int64_t i = start; i < end; ++i)
-        batch.add(chunk_tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), seq, i >= first_scored && i <= ctx - 2);
+        batch.add(chunk_tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), seq,
+                  i >= first_scored && i <= ctx - 2);
       std::span<const float> logits = forward.run(batch, cache);
       int64_t row = 0;
       for (int64_t i = start; i < end; ++i) {

@@ -25,21 +25,21 @@ const char* finish_reason_name(FinishReason reason);  // OpenAI spelling ("stop"
 
 struct GenerationParams {
   SamplingParams sampling;
-  int64_t max_tokens = 16;          // >= 1
-  std::vector<std::string> stop;    // never emitted; matched across token boundaries
-  int32_t top_logprobs = -1;        // < 0: no logprobs; 0..20: chosen token plus this many alternatives
-  bool ignore_eos = false;          // EOS is an ordinary token (benchmarks generating exactly max_tokens)
+  int64_t max_tokens = 16;        // >= 1
+  std::vector<std::string> stop;  // never emitted; matched across token boundaries
+  int32_t top_logprobs = -1;      // < 0: no logprobs; 0..20: chosen token plus this many alternatives
+  bool ignore_eos = false;        // EOS is an ordinary token (benchmarks generating exactly max_tokens)
 };
 
 using RequestClock = std::chrono::steady_clock;
 
 struct RequestTimes {
-  RequestClock::time_point arrival;       // submitted
-  RequestClock::time_point admitted;      // first left the waiting queue
+  RequestClock::time_point arrival;   // submitted
+  RequestClock::time_point admitted;  // first left the waiting queue
   RequestClock::time_point first_token;
   RequestClock::time_point last_token;
   RequestClock::time_point finished;
-  std::vector<double> itl_ms;      // gaps between consecutive generated tokens
+  std::vector<double> itl_ms;  // gaps between consecutive generated tokens
 };
 
 struct Request {
@@ -52,9 +52,9 @@ struct Request {
   // Scheduler bookkeeping. tokens() = prompt + generated; positions [0, n_computed) have K/V.
   std::vector<int32_t> tokens;
   int64_t n_computed = 0;
-  SequenceBlocks blocks;                 // its KV blocks (changed only by the BlockManager)
-  int64_t cached_prompt_tokens = -1;     // prefix-cache hit at first admission (-1: not admitted yet)
-  int64_t admit_order = 0;               // preemption takes the newest admitted first
+  SequenceBlocks blocks;              // its KV blocks (changed only by the BlockManager)
+  int64_t cached_prompt_tokens = -1;  // prefix-cache hit at first admission (-1: not admitted yet)
+  int64_t admit_order = 0;            // preemption takes the newest admitted first
   int32_t n_preemptions = 0;
 
   FinishReason finish_reason = FinishReason::None;

@@ -25,11 +25,9 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
   TANDEM_CHECK_INPUT(!std::isnan(p.top_p), "sampler: top_p is NaN");
   TANDEM_CHECK_INPUT(!std::isnan(p.min_p), "sampler: min_p is NaN");
   TANDEM_CHECK_INPUT(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.0f,
-                     "sampler: repetition_penalty must be a positive number, got {}",
-                     p.repetition_penalty);
+                     "sampler: repetition_penalty must be a positive number, got {}", p.repetition_penalty);
   TANDEM_CHECK_INPUT(std::isfinite(p.presence_penalty), "sampler: presence_penalty not finite");
-  TANDEM_CHECK_INPUT(std::isfinite(p.frequency_penalty),
-                     "sampler: frequency_penalty not finite");
+  TANDEM_CHECK_INPUT(std::isfinite(p.frequency_penalty), "sampler: frequency_penalty not finite");
 }
 
 }  // namespace
@@ -54,8 +52,8 @@ void Sampler::penalise(std::span<const float> logits, std::span<const int32_t> h
     work_[i] = std::isnan(logits[i]) ? -kInf : logits[i];
   }
 
-  const bool any_penalty = params_.repetition_penalty != 1.0f ||
-                           params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  const bool any_penalty =
+      params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (!any_penalty || params_.repeat_last_n == 0 || history.empty()) return;
 
   std::span<const int32_t> window = history;
@@ -64,8 +62,8 @@ void Sampler::penalise(std::span<const float> logits, std::span<const int32_t> h
   }
   // Check every id before touching counts_, so a bad one leaves the scratch all zero.
   for (int32_t id : window) {
-    TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size_,
-                       "sampler: history token {} outside vocabulary of {}", id, vocab_size_);
+    TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size_, "sampler: history token {} outside vocabulary of {}", id,
+                       vocab_size_);
   }
   for (int32_t id : window) ++counts_[id];
   // Each distinct token is penalised once; zeroing its count marks it done and restores the
@@ -120,9 +118,7 @@ int64_t Sampler::build_distribution() {
   TANDEM_ASSERT(n >= 1);
 
   const std::vector<float>& w = work_;
-  auto more_probable = [&w](int32_t a, int32_t b) {
-    return w[a] > w[b] || (w[a] == w[b] && a < b);
-  };
+  auto more_probable = [&w](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
   auto first = ids_.begin();
 
   // Every filter keeps a prefix of the candidates in (probability desc, id asc) order, so
@@ -140,9 +136,7 @@ int64_t Sampler::build_distribution() {
   int64_t n_sorted = n;
   if (params_.min_p > 0.0f) {
     const float threshold = std::min(params_.min_p, 1.0f);
-    n_sorted = std::partition(first, first + n, [&w, threshold](int32_t id) {
-                 return w[id] >= threshold;
-               }) - first;
+    n_sorted = std::partition(first, first + n, [&w, threshold](int32_t id) { return w[id] >= threshold; }) - first;
   }
   std::sort(first, first + n_sorted, more_probable);
 

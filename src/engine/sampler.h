@@ -41,8 +41,7 @@ class Sampler {
   // The distribution sample() draws from (after penalties, temperature, top-k, top-p,
   // min-p, renormalise) as (token, probability) pairs, most probable first, ties by lower
   // id. Greedy gives one pair with probability 1. Allocates: for tests and logprobs.
-  std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits,
-                                                      std::span<const int32_t> history);
+  std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits, std::span<const int32_t> history);
 
   void reseed(uint64_t seed);
   const SamplingParams& params() const { return params_; }
@@ -61,10 +60,10 @@ class Sampler {
   SamplingParams params_;
   int64_t vocab_size_;
   std::mt19937_64 rng_;
-  std::vector<float> work_;     // [vocab_size] penalised logits, then exp weights
-  std::vector<int32_t> ids_;    // [vocab_size] candidate token ids
-  std::vector<float> probs_;    // [vocab_size] final probabilities, parallel to ids_
-  std::vector<int32_t> counts_; // [vocab_size] occurrences in the window; all zero between calls
+  std::vector<float> work_;      // [vocab_size] penalised logits, then exp weights
+  std::vector<int32_t> ids_;     // [vocab_size] candidate token ids
+  std::vector<float> probs_;     // [vocab_size] final probabilities, parallel to ids_
+  std::vector<int32_t> counts_;  // [vocab_size] occurrences in the window; all zero between calls
 };
 
 }  // namespace tandem

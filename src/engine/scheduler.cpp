@@ -8,8 +8,7 @@
 
 namespace tandem {
 
-Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks)
-    : config_(config), blocks_(blocks) {
+Scheduler::Scheduler(SchedulerConfig config, BlockManager& blocks) : config_(config), blocks_(blocks) {
   TANDEM_ASSERT(config_.max_seqs > 0);
   // Every decoding sequence must fit in one step's batch.
   config_.max_batch_tokens = std::max<int64_t>(config_.max_batch_tokens, config_.max_seqs);

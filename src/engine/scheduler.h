@@ -15,14 +15,14 @@
 namespace tandem {
 
 struct SchedulerConfig {
-  int32_t max_seqs = 4;             // sequences admitted at once
-  int64_t max_batch_tokens = 512;   // tokens per step, decode and prefill together (>= max_seqs)
+  int32_t max_seqs = 4;            // sequences admitted at once
+  int64_t max_batch_tokens = 512;  // tokens per step, decode and prefill together (>= max_seqs)
 };
 
 // A run of consecutive positions of one request to compute this step.
 struct ScheduledChunk {
   Request* request = nullptr;
-  int64_t start = 0;     // first position
+  int64_t start = 0;  // first position
   int64_t n_tokens = 0;
   bool samples = false;  // ends at the request's last token: its logits choose the next token
 };
@@ -63,8 +63,8 @@ class Scheduler {
 
   SchedulerConfig config_;
   BlockManager& blocks_;
-  std::vector<Request*> running_;    // admitted, oldest admission first
-  std::deque<Request*> waiting_;     // FIFO; preempted requests go to the front
+  std::vector<Request*> running_;  // admitted, oldest admission first
+  std::deque<Request*> waiting_;   // FIFO; preempted requests go to the front
   int64_t next_admit_order_ = 0;
 };
 

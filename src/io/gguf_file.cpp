@@ -23,9 +23,8 @@ constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 22;
 constexpr const char* kAlignmentKey = kGgufAlignmentKey;
 
 std::string_view type_name(GgufValueType type) {
-  constexpr std::string_view kNames[] = {"uint8",  "int8",   "uint16", "int16", "uint32",
-                                         "int32",  "float32", "bool",  "string", "array",
-                                         "uint64", "int64",  "float64"};
+  constexpr std::string_view kNames[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+                                         "bool",  "string", "array",  "uint64", "int64",  "float64"};
   const auto index = static_cast<uint32_t>(type);
   return index < std::size(kNames) ? kNames[index] : "unknown";
 }
@@ -44,8 +43,8 @@ uint64_t min_encoded_size(uint32_t type) {
     case GgufValueType::UInt64:
     case GgufValueType::Int64:
     case GgufValueType::Float64:
-    case GgufValueType::String: return 8;        // the length; the bytes may be empty
-    case GgufValueType::Array: return 4 + 8;     // element type and count
+    case GgufValueType::String: return 8;     // the length; the bytes may be empty
+    case GgufValueType::Array: return 4 + 8;  // element type and count
   }
   return 0;
 }
@@ -62,9 +61,8 @@ class Cursor {
   uint64_t remaining() const { return bytes_.size() - pos_; }
 
   void need(uint64_t n, std::string_view what) const {
-    TANDEM_CHECK_INPUT(n <= remaining(),
-                       "truncated file: {} needs {} bytes at offset {} but only {} remain", what,
-                       n, pos_, remaining());
+    TANDEM_CHECK_INPUT(n <= remaining(), "truncated file: {} needs {} bytes at offset {} but only {} remain", what, n,
+                       pos_, remaining());
   }
 
   template <typename T>
@@ -93,12 +91,10 @@ class Cursor {
 };
 
 // `n_values` counts the values read so far in the whole file.
-GgufValue read_value(Cursor& cursor, uint32_t type_id, const std::string& key, int depth,
-                     uint64_t& n_values) {
-  TANDEM_CHECK_INPUT(min_encoded_size(type_id) != 0, "metadata key '{}' has unknown value type {}",
-                     key, type_id);
-  TANDEM_CHECK_INPUT(++n_values <= kMaxMetadataValues,
-                     "metadata holds more than {} values (at key '{}')", kMaxMetadataValues, key);
+GgufValue read_value(Cursor& cursor, uint32_t type_id, const std::string& key, int depth, uint64_t& n_values) {
+  TANDEM_CHECK_INPUT(min_encoded_size(type_id) != 0, "metadata key '{}' has unknown value type {}", key, type_id);
+  TANDEM_CHECK_INPUT(++n_values <= kMaxMetadataValues, "metadata holds more than {} values (at key '{}')",
+                     kMaxMetadataValues, key);
   GgufValue value;
   value.type = static_cast<GgufValueType>(type_id);
   switch (value.type) {
@@ -120,19 +116,17 @@ GgufValue read_value(Cursor& cursor, uint32_t type_id, const std::string& key, i
     }
     case GgufValueType::String: value.data = cursor.read_string(key); break;
     case GgufValueType::Array: {
-      TANDEM_CHECK_INPUT(depth < kMaxArrayDepth, "metadata key '{}': arrays nested deeper than {}",
-                         key, kMaxArrayDepth);
+      TANDEM_CHECK_INPUT(depth < kMaxArrayDepth, "metadata key '{}': arrays nested deeper than {}", key,
+                         kMaxArrayDepth);
       const uint32_t element_type = cursor.read<uint32_t>(key);
       const uint64_t element_size = min_encoded_size(element_type);
-      TANDEM_CHECK_INPUT(element_size != 0, "metadata key '{}' has unknown array element type {}",
-                         key, element_type);
+      TANDEM_CHECK_INPUT(element_size != 0, "metadata key '{}' has unknown array element type {}", key, element_type);
       const uint64_t count = cursor.read<uint64_t>(key);
       // Cap the count by what the remaining bytes could possibly hold before reserving.
       TANDEM_CHECK_INPUT(count <= cursor.remaining() / element_size,
                          "metadata key '{}': array of {} {} elements cannot fit in the {} bytes "
                          "left in the file",
-                         key, count, type_name(static_cast<GgufValueType>(element_type)),
-                         cursor.remaining());
+                         key, count, type_name(static_cast<GgufValueType>(element_type)), cursor.remaining());
       value.array_type = static_cast<GgufValueType>(element_type);
       GgufArray elements;
       elements.reserve(count);
@@ -145,21 +139,17 @@ GgufValue read_value(Cursor& cursor, uint32_t type_id, const std::string& key, i
   return value;
 }
 
-uint64_t align_up(uint64_t offset, uint64_t alignment) {
-  return (offset + alignment - 1) / alignment * alignment;
-}
+uint64_t align_up(uint64_t offset, uint64_t alignment) { return (offset + alignment - 1) / alignment * alignment; }
 
 // Reads general.alignment when present: an integer that is a nonzero power of two.
 uint64_t read_alignment(const std::map<std::string, GgufValue>& metadata) {
   auto it = metadata.find(kAlignmentKey);
   if (it == metadata.end()) return kDefaultAlignment;
   const auto value = it->second.as_int();
-  TANDEM_CHECK_INPUT(value.has_value() && it->second.type != GgufValueType::Bool,
-                     "{} must be an integer, not {}", kAlignmentKey, type_name(it->second.type));
-  TANDEM_CHECK_INPUT(*value > 0 && std::has_single_bit(static_cast<uint64_t>(*value)) &&
-                         *value <= (int64_t{1} << 30),
-                     "{} is {}, but must be a power of two between 1 and 2^30", kAlignmentKey,
-                     *value);
+  TANDEM_CHECK_INPUT(value.has_value() && it->second.type != GgufValueType::Bool, "{} must be an integer, not {}",
+                     kAlignmentKey, type_name(it->second.type));
+  TANDEM_CHECK_INPUT(*value > 0 && std::has_single_bit(static_cast<uint64_t>(*value)) && *value <= (int64_t{1} << 30),
+                     "{} is {}, but must be a power of two between 1 and 2^30", kAlignmentKey, *value);
   return static_cast<uint64_t>(*value);
 }
 
@@ -168,16 +158,14 @@ GgufTensorInfo read_tensor_info(Cursor& cursor, uint64_t index) {
   info.name = cursor.read_string(fmt::format("tensor {} name", index));
   const std::string& name = info.name;
   const uint32_t n_dims = cursor.read<uint32_t>(name);
-  TANDEM_CHECK_INPUT(n_dims >= 1 && n_dims <= TensorView::kMaxDims,
-                     "tensor '{}' has {} dimensions (must be 1 to {})", name, n_dims,
-                     TensorView::kMaxDims);
+  TANDEM_CHECK_INPUT(n_dims >= 1 && n_dims <= TensorView::kMaxDims, "tensor '{}' has {} dimensions (must be 1 to {})",
+                     name, n_dims, TensorView::kMaxDims);
   uint64_t dims[TensorView::kMaxDims] = {};  // GGUF order: dims[0] is innermost
   uint64_t n_elements = 1;
   for (uint32_t i = 0; i < n_dims; ++i) {
     dims[i] = cursor.read<uint64_t>(name);
     TANDEM_CHECK_INPUT(dims[i] > 0, "tensor '{}' has dimension {} of size 0", name, i);
-    TANDEM_CHECK_INPUT(checked_mul(n_elements, dims[i], &n_elements) &&
-                           n_elements <= static_cast<uint64_t>(INT64_MAX),
+    TANDEM_CHECK_INPUT(checked_mul(n_elements, dims[i], &n_elements) && n_elements <= static_cast<uint64_t>(INT64_MAX),
                        "tensor '{}' has an element count that overflows 64 bits", name);
   }
   const uint32_t type_id = cursor.read<uint32_t>(name);
@@ -191,8 +179,7 @@ GgufTensorInfo read_tensor_info(Cursor& cursor, uint64_t index) {
 
   info.view.dtype = static_cast<DType>(type_id);
   info.view.n_dims = static_cast<int>(n_dims);
-  for (uint32_t i = 0; i < n_dims; ++i)
-    info.view.shape[n_dims - 1 - i] = static_cast<int64_t>(dims[i]);
+  for (uint32_t i = 0; i < n_dims; ++i) info.view.shape[n_dims - 1 - i] = static_cast<int64_t>(dims[i]);
   return info;
 }
 
@@ -248,11 +235,10 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes) {
   const uint32_t swapped = __builtin_bswap32(version);
   TANDEM_CHECK_INPUT(!(swapped >= 1 && swapped <= 3),
                      "big-endian GGUF files are not supported (version {} byte-swapped)", swapped);
-  TANDEM_CHECK_INPUT(version != 1,
-                     "GGUF version 1 is not supported (only v2 and v3); re-convert the model "
-                     "with a current converter");
-  TANDEM_CHECK_INPUT(version == 2 || version == 3,
-                     "unsupported GGUF version {} (Tandem reads versions 2 and 3)", version);
+  TANDEM_CHECK_INPUT(version != 1, "GGUF version 1 is not supported (only v2 and v3); re-convert the model "
+                                   "with a current converter");
+  TANDEM_CHECK_INPUT(version == 2 || version == 3, "unsupported GGUF version {} (Tandem reads versions 2 and 3)",
+                     version);
   file.version_ = version;
 
   const uint64_t tensor_count = cursor.read<uint64_t>("tensor count");
@@ -260,11 +246,9 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes) {
   // The smallest key/value is a length, a type and a one-byte value; the smallest tensor
   // info is a length, n_dims, one dimension, a type and an offset.
   TANDEM_CHECK_INPUT(kv_count <= cursor.remaining() / (8 + 4 + 1),
-                     "metadata count {} is impossible for a file of {} bytes", kv_count,
-                     bytes.size());
+                     "metadata count {} is impossible for a file of {} bytes", kv_count, bytes.size());
   TANDEM_CHECK_INPUT(tensor_count <= cursor.remaining() / (8 + 4 + 8 + 4 + 8),
-                     "tensor count {} is impossible for a file of {} bytes", tensor_count,
-                     bytes.size());
+                     "tensor count {} is impossible for a file of {} bytes", tensor_count, bytes.size());
 
   uint64_t n_values = 0;
   for (uint64_t i = 0; i < kv_count; ++i) {
@@ -289,20 +273,19 @@ GgufFile GgufFile::parse(std::span<const uint8_t> bytes) {
   file.data_offset_ = align_up(cursor.pos(), file.alignment_);
   for (GgufTensorInfo& info : file.tensors_) {
     TANDEM_CHECK_INPUT(info.offset % file.alignment_ == 0,
-                       "tensor '{}' has offset {}, not a multiple of the alignment {}", info.name,
-                       info.offset, file.alignment_);
+                       "tensor '{}' has offset {}, not a multiple of the alignment {}", info.name, info.offset,
+                       file.alignment_);
     // n_elements cannot overflow (checked above), but bytes might for wide block types.
     const DTypeTraits traits = dtype_traits(info.view.dtype);
     const uint64_t n_blocks = static_cast<uint64_t>(info.view.n_elements() / traits.block_size);
     uint64_t n_bytes = 0, start = 0, end = 0;
     const bool fits = checked_mul(n_blocks, traits.block_bytes, &n_bytes) &&
-                      checked_add(file.data_offset_, info.offset, &start) &&
-                      checked_add(start, n_bytes, &end) && end <= bytes.size();
+                      checked_add(file.data_offset_, info.offset, &start) && checked_add(start, n_bytes, &end) &&
+                      end <= bytes.size();
     TANDEM_CHECK_INPUT(fits,
                        "tensor '{}' ({} {}) at data offset {} runs past the end of the file "
                        "({} bytes)",
-                       info.name, traits.name, info.view.shape_string(), info.offset,
-                       bytes.size());
+                       info.name, traits.name, info.view.shape_string(), info.offset, bytes.size());
     info.view.data = bytes.data() + start;
   }
   return file;
@@ -322,8 +305,7 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 namespace {
 
 [[noreturn]] void wrong_type(const std::string& key, const GgufValue& value, std::string_view want) {
-  throw InputError(fmt::format("metadata key '{}' is a {}, expected {}", key,
-                               type_name(value.type), want));
+  throw InputError(fmt::format("metadata key '{}' is a {}, expected {}", key, type_name(value.type), want));
 }
 
 const GgufArray* array_of(const GgufValue* value, const std::string& key, std::string_view want) {
@@ -372,8 +354,8 @@ std::optional<std::vector<std::string>> GgufFile::get_string_array(const std::st
   std::vector<std::string> result;
   for (const GgufValue& element : *array_of(value, key, "an array of strings")) {
     const std::string* text = element.as_string();
-    TANDEM_CHECK_INPUT(text != nullptr, "metadata key '{}' holds {} elements, expected strings",
-                       key, type_name(element.type));
+    TANDEM_CHECK_INPUT(text != nullptr, "metadata key '{}' holds {} elements, expected strings", key,
+                       type_name(element.type));
     result.push_back(*text);
   }
   return result;
@@ -385,8 +367,8 @@ std::optional<std::vector<float>> GgufFile::get_float_array(const std::string& k
   std::vector<float> result;
   for (const GgufValue& element : *array_of(value, key, "an array of numbers")) {
     auto number = element.as_float();
-    TANDEM_CHECK_INPUT(number.has_value(), "metadata key '{}' holds {} elements, expected numbers",
-                       key, type_name(element.type));
+    TANDEM_CHECK_INPUT(number.has_value(), "metadata key '{}' holds {} elements, expected numbers", key,
+                       type_name(element.type));
     result.push_back(static_cast<float>(*number));
   }
   return result;
@@ -398,8 +380,7 @@ std::optional<std::vector<int64_t>> GgufFile::get_int_array(const std::string& k
   std::vector<int64_t> result;
   for (const GgufValue& element : *array_of(value, key, "an array of integers")) {
     auto number = element.as_int();
-    TANDEM_CHECK_INPUT(number.has_value(),
-                       "metadata key '{}' holds {} elements, expected integers", key,
+    TANDEM_CHECK_INPUT(number.has_value(), "metadata key '{}' holds {} elements, expected integers", key,
                        type_name(element.type));
     result.push_back(*number);
   }

@@ -60,8 +60,8 @@ struct GgufValue {
   }
 
   // Typed reads; each returns nullopt when the stored type does not fit.
-  std::optional<int64_t> as_int() const;    // any integer type (uint64 > INT64_MAX: nullopt)
-  std::optional<double> as_float() const;   // float32/float64 or any integer
+  std::optional<int64_t> as_int() const;   // any integer type (uint64 > INT64_MAX: nullopt)
+  std::optional<double> as_float() const;  // float32/float64 or any integer
   std::optional<bool> as_bool() const;
   const std::string* as_string() const;
   const GgufArray* as_array() const;

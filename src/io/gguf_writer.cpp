@@ -16,7 +16,6 @@ uint64_t align_up(uint64_t offset, uint64_t alignment) { return (offset + alignm
 
 }  // namespace
 
-
 namespace {
 
 // Appends little-endian encodings to a byte buffer (the header; tensor data goes elsewhere).
@@ -103,13 +102,10 @@ void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<in
   const int64_t n_bytes = tensor_bytes(dtype, shape);
   TANDEM_ASSERT(static_cast<int64_t>(bytes.size()) == n_bytes);
   add_tensor(name, dtype, std::move(shape),
-             [data = std::move(bytes)](std::span<uint8_t> out) {
-               std::memcpy(out.data(), data.data(), data.size());
-             });
+             [data = std::move(bytes)](std::span<uint8_t> out) { std::memcpy(out.data(), data.data(), data.size()); });
 }
 
-void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                            TensorSource source) {
+void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, TensorSource source) {
   for (const PendingTensor& tensor : tensors_) TANDEM_ASSERT(tensor.name != name);
   tensor_bytes(dtype, shape);  // asserts the shape is valid for the type
   tensors_.push_back({name, dtype, std::move(shape), std::move(source)});
@@ -157,8 +153,7 @@ std::vector<uint8_t> GgufWriter::header_bytes() const {
       encoder.put<uint64_t>(static_cast<uint64_t>(*it));
     encoder.put(static_cast<uint32_t>(tensor.dtype));
     encoder.put<uint64_t>(offset);
-    offset = align_up(offset + static_cast<uint64_t>(tensor_bytes(tensor.dtype, tensor.shape)),
-                      alignment);
+    offset = align_up(offset + static_cast<uint64_t>(tensor_bytes(tensor.dtype, tensor.shape)), alignment);
   }
   out.resize(align_up(out.size(), alignment), 0);
   return out;
@@ -190,11 +185,10 @@ void GgufWriter::write(const std::string& path) const {
   TANDEM_CHECK_INPUT(out != nullptr, "cannot create '{}': {}", temp_path, std::strerror(errno));
   try {
     emit([&](std::span<const uint8_t> chunk) { write_all(out, chunk.data(), chunk.size(), temp_path); });
-    TANDEM_CHECK_INPUT(std::fclose(out) == 0, "cannot write '{}': {}", temp_path,
-                       std::strerror(errno));
+    TANDEM_CHECK_INPUT(std::fclose(out) == 0, "cannot write '{}': {}", temp_path, std::strerror(errno));
     out = nullptr;
-    TANDEM_CHECK_INPUT(std::rename(temp_path.c_str(), path.c_str()) == 0,
-                       "cannot rename '{}' to '{}': {}", temp_path, path, std::strerror(errno));
+    TANDEM_CHECK_INPUT(std::rename(temp_path.c_str(), path.c_str()) == 0, "cannot rename '{}' to '{}': {}", temp_path,
+                       path, std::strerror(errno));
   } catch (...) {
     if (out != nullptr) std::fclose(out);
     std::remove(temp_path.c_str());

@@ -23,11 +23,9 @@ class GgufWriter {
   // Sets `key`; setting an existing key replaces its value in its original position.
   void set(const std::string& key, GgufValue value);
   // `bytes` holds the tensor's data in `dtype`, rows contiguous; shape outermost first.
-  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                  std::vector<uint8_t> bytes);
+  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
   // Streaming form: `source` is called once per to_bytes()/write(), in tensor order.
-  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                  TensorSource source);
+  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, TensorSource source);
   std::vector<uint8_t> to_bytes() const;
   // Writes atomically-enough for our use (temp file then rename). Throws InputError on I/O.
   void write(const std::string& path) const;

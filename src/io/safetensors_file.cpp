@@ -26,8 +26,8 @@ struct SafetensorsDType {
 };
 constexpr SafetensorsDType kReadableDTypes[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}};
 // Valid safetensors dtypes Tandem does not read: named in the error instead of "unknown".
-constexpr const char* kOtherDTypes[] = {"F64", "I64", "I32", "I16", "I8", "U64", "U32", "U16",
-                                        "U8", "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2"};
+constexpr const char* kOtherDTypes[] = {"F64", "I64",  "I32",     "I16",     "I8",      "U64", "U32",     "U16",
+                                        "U8",  "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2"};
 
 bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
@@ -163,8 +163,8 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& dir) {
   };
   auto add_tensor = [&](size_t file, const SafetensorsTensor& tensor) {
     const auto [it, inserted] = checkpoint.tensors_.emplace(tensor.name, std::make_pair(file, &tensor));
-    TANDEM_CHECK_INPUT(inserted, "tensor '{}' is in both '{}' and '{}'", tensor.name, checkpoint.paths_[it->second.first],
-                       checkpoint.paths_[file]);
+    TANDEM_CHECK_INPUT(inserted, "tensor '{}' is in both '{}' and '{}'", tensor.name,
+                       checkpoint.paths_[it->second.first], checkpoint.paths_[file]);
   };
 
   const fs::path single = fs::path(dir) / "model.safetensors";

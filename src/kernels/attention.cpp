@@ -35,9 +35,9 @@ float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, d
 
 namespace portable {
 
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out) {
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   float running_max[kMaxGroup];
@@ -66,7 +66,8 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
     }
     for (int64_t p = 0; p < tile_len; ++p) {
       const float* v = values + static_cast<int64_t>(slots[tile + p]) * kv_width + kv_offset;
-      for (int64_t g = 0; g < n_queries; ++g) axpy_f32(scratch[g * kAttentionTile + p], v, out + g * head_dim, head_dim);
+      for (int64_t g = 0; g < n_queries; ++g)
+        axpy_f32(scratch[g * kAttentionTile + p], v, out + g * head_dim, head_dim);
     }
   }
   for (int64_t g = 0; g < n_queries; ++g) {
@@ -78,9 +79,9 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
 
 }  // namespace portable
 
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out) {
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   kernel_table().attention(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch, out);
 }
@@ -90,8 +91,8 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
                       int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
                       int64_t out_stride) {
   TANDEM_ASSERT(n_tokens >= 1 && group >= 1 && group <= kMaxGroup && positions[0] >= 0);
-  kernel_table().attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_width,
-                                  kv_offset, slots, head_dim, scratch, out, out_stride);
+  kernel_table().attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_width, kv_offset,
+                                  slots, head_dim, scratch, out, out_stride);
 }
 
 namespace portable {
@@ -106,9 +107,8 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
 }
 }  // namespace portable
 
-void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
-                    int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                    float* out_head) {
+void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width, int64_t kv_offset,
+                    const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch, float* out_head) {
   attention_group(q_head, 1, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch, out_head);
 }
 

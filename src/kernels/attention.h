@@ -20,9 +20,9 @@ constexpr int64_t attention_scratch_floats(int64_t n_queries) { return n_queries
 // exceed the row), this KV head's columns start at kv_offset; slots: [n_ctx];
 // scratch: attention_scratch_floats(n_queries); out: [n_queries, head_dim].
 // Positions 0..n_ctx-1 are visible (the caller's causal mask).
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out);
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out);
 
 // attention_group for n_tokens tokens of one sequence attending to one KV head, token t
 // seeing positions 0..positions[t] (positions ascending, as a prefill chunk's). Token t's
@@ -42,9 +42,8 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
 float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, double& running_sum);
 
 // One query head (a group of one); scratch: attention_scratch_floats(1).
-void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width,
-                    int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                    float* out_head);
+void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width, int64_t kv_offset,
+                    const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch, float* out_head);
 
 namespace avx512 {
 // out[i] = exp(x[i]) for x[i] <= 0, exactly as the AVX-512 attention kernel's softmax

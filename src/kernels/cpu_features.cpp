@@ -50,8 +50,8 @@ CpuFeatures read_cpu_features() {
   if (!osxsave || !avx) return f;
   unsigned xcr0_low = 0, xcr0_high = 0;
   __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-  const bool os_avx = (xcr0_low & 0x6) == 0x6;        // XMM and YMM state
-  const bool os_avx512 = (xcr0_low & 0xe0) == 0xe0;   // opmask, ZMM upper halves, ZMM16-31
+  const bool os_avx = (xcr0_low & 0x6) == 0x6;          // XMM and YMM state
+  const bool os_avx512 = (xcr0_low & 0xe0) == 0xe0;     // opmask, ZMM upper halves, ZMM16-31
   const bool os_amx = (xcr0_low & 0x60000) == 0x60000;  // tile config and tile data
   if (!os_avx) {
     f.fma = f.f16c = false;

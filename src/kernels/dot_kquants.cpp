@@ -40,9 +40,7 @@ inline float opaque(float v) {
 inline float finish_k4(float x_scale, float d, float dmin, int32_t sumi, int32_t summ) {
   return opaque(x_scale * d * static_cast<float>(sumi)) - opaque(x_scale * dmin * static_cast<float>(summ));
 }
-inline float finish_d(float x_scale, float d, int32_t sumi) {
-  return opaque(x_scale * d * static_cast<float>(sumi));
-}
+inline float finish_d(float x_scale, float d, int32_t sumi) { return opaque(x_scale * d * static_cast<float>(sumi)); }
 
 // Sum over sub-blocks of min[j] * (sum of the 32 activations of sub-block j).
 inline int32_t mins_dot_sums(const uint8_t mins[8], const int16_t block_sums[16]) {
@@ -152,8 +150,8 @@ inline int16_t byte_of(uint64_t word, int j) { return static_cast<int16_t>((word
 // sum_j min[j] * (block_sums[2j] + block_sums[2j+1]) as 4 int32 lanes (pairs summed by a
 // madd with ones, fit int16 again: |sum of 32 quants| <= 4064).
 TANDEM_TARGET_AVX2 inline __m128i k4_mins_avx2(uint64_t mins, const int16_t block_sums[16]) {
-  const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block_sums)),
-                                          _mm256_set1_epi16(1));
+  const __m256i pairs =
+      _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block_sums)), _mm256_set1_epi16(1));
   const __m128i pairs16 = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
   return _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mins))), pairs16);
 }
@@ -206,8 +204,8 @@ TANDEM_TARGET_AVX2 float dot_q5k_avx2(const void* weight_row, const ActivationBl
     __m256i sum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(packed, nibble),
-                                         _mm256_and_si256(_mm256_slli_epi16(high, 4), bit4));
+      const __m256i lo =
+          _mm256_or_si256(_mm256_and_si256(packed, nibble), _mm256_and_si256(_mm256_slli_epi16(high, 4), bit4));
       const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble),
                                          _mm256_and_si256(_mm256_slli_epi16(high, 3), bit4));
       high = _mm256_srli_epi16(high, 2);
@@ -313,7 +311,6 @@ TANDEM_TARGET_AVX512 inline int32_t hsum_avx512(__m512i v) {
   return hsum_avx2(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
-
 TANDEM_TARGET_AVX512 float dot_q4k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ4K*>(weight_row);
   const __m256i nibble = _mm256_set1_epi8(0x0f);
@@ -353,8 +350,8 @@ TANDEM_TARGET_AVX512 float dot_q5k_avx512(const void* weight_row, const Activati
     __m256i sum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(packed, nibble),
-                                         _mm256_and_si256(_mm256_slli_epi16(high, 4), bit4));
+      const __m256i lo =
+          _mm256_or_si256(_mm256_and_si256(packed, nibble), _mm256_and_si256(_mm256_slli_epi16(high, 4), bit4));
       const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble),
                                          _mm256_and_si256(_mm256_slli_epi16(high, 3), bit4));
       high = _mm256_srli_epi16(high, 2);
@@ -390,8 +387,8 @@ TANDEM_TARGET_AVX512 float dot_q6k_avx512(const void* weight_row, const Activati
   for (int g = 0; g < 4; ++g) index[g] = _mm512_load_si512(kQ6kScaleIndex.lanes[g]);
   float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const __m512i sc16 = _mm512_zextsi256_si512(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales))));
+    const __m512i sc16 =
+        _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales))));
     __m512i sum = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
       // ql[0..63] holds the low nibbles of elements 0..63 and the high nibbles of 64..127;
@@ -399,10 +396,10 @@ TANDEM_TARGET_AVX512 float dot_q6k_avx512(const void* weight_row, const Activati
       const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
       const __m256i qh256 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * h));
       const __m512i qh = join_avx512(qh256, _mm256_srli_epi16(qh256, 2));
-      const __m512i q_lo = _mm512_or_si512(_mm512_and_si512(ql, nibble),
-                                           _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
-      const __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble),
-                                           _mm512_and_si512(qh, bits45));
+      const __m512i q_lo =
+          _mm512_or_si512(_mm512_and_si512(ql, nibble), _mm512_and_si512(_mm512_slli_epi16(qh, 4), bits45));
+      const __m512i q_hi =
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), _mm512_and_si512(qh, bits45));
       const __m512i p_lo = _mm512_maddubs_epi16(q_lo, _mm512_loadu_si512(x[b].quants + 128 * h));
       const __m512i p_hi = _mm512_maddubs_epi16(q_hi, _mm512_loadu_si512(x[b].quants + 128 * h + 64));
       sum = _mm512_dpwssd_epi32(sum, p_lo, _mm512_permutexvar_epi16(index[2 * h], sc16));
@@ -430,7 +427,6 @@ TANDEM_TARGET_AVX512 float dot_q8k_avx512(const void* weight_row, const Activati
 }
 
 #pragma GCC diagnostic pop
-
 
 #endif  // __x86_64__
 
@@ -544,8 +540,7 @@ void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out
   kernel_table().quantize_q8k(x, n, out);
 }
 
-float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x,
-                              int64_t n) {
+float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
   TANDEM_ASSERT(n % kKQuantBlockSize == 0);
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
   return kernel_for(kernels_for(isa), type)(weight_row, x, n / kKQuantBlockSize);

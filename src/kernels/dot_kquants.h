@@ -37,7 +37,6 @@ using KQuantRowDotFn = float (*)(const void* weight_row, const ActivationBlockQ8
 KQuantRowDotFn kquant_row_dot(Isa isa, DType type);
 
 // One variant, so tests can hold each against the scalar reference; isa <= detect_isa().
-float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x,
-                              int64_t n);
+float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
 
 }  // namespace tandem

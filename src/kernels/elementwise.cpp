@@ -31,8 +31,8 @@ void rope_angles(int64_t position, int64_t rope_dims, float freq_base, const flo
   }
 }
 
-void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
-                const float* cos_table, const float* sin_table) {
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
+                const float* sin_table) {
   for (int64_t h = 0; h < n_heads; ++h) {
     float* head = x + h * head_dim;
     for (int64_t i = 0; i < rope_dims / 2; ++i) {

@@ -19,8 +19,8 @@ void rope_angles(int64_t position, int64_t rope_dims, float freq_base, float* co
 void rope_angles(int64_t position, int64_t rope_dims, float freq_base, const float* freq_factors, float* cos_out,
                  float* sin_out);
 // Rotates pairs (2i, 2i+1), i < rope_dims/2, of each of n_heads heads of x [n_heads, head_dim].
-void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims,
-                const float* cos_table, const float* sin_table);
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
+                const float* sin_table);
 
 // out[i] = silu(gate[i]) * up[i] (may alias gate), through the active level's kernel
 // (kernel_table().swiglu): the SIMD levels' exp is a polynomial rather than libm's (within 2 ulp).

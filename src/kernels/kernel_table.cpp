@@ -29,8 +29,8 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
       out[t * out_stride + r] = dot_float_activations(weight.dtype, weight.row(r), x + t * n_in, n_in);
 }
 
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-             int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride) {
   const int64_t n_in = weight.row_length();
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t r = row_begin; r < row_end; ++r)
@@ -39,8 +39,8 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
 
 }  // namespace portable
 
-void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t row_end,
-                   const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                   int64_t n_tokens, float* out, int64_t out_stride) {
   constexpr int64_t kRowTile = 16;
   const int64_t blocks_per_row = weight.row_length() / 256;
   const KQuantRowDotFn dot = kquant_row_dot(isa, weight.dtype);
@@ -62,9 +62,10 @@ void gemm_q8k_level(const TensorView& weight, int64_t row_begin, int64_t row_end
 
 // AVX-512 and AMX levels: packed weights go to the kernels on their layout; weights left as
 // the file has them (no layout for the type or shape) to the row-major kernels.
-void gemm_float_avx512(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
-                       int64_t n_tokens, float* out, int64_t out_stride) {
-  if (weight.packed != nullptr) return avx512::gemm_float_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+void gemm_float_avx512(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                       float* out, int64_t out_stride) {
+  if (weight.packed != nullptr)
+    return avx512::gemm_float_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
   avx512::gemm_float(weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 

@@ -39,12 +39,12 @@ using DotQ8KFn = float (*)(DType type, const void* weight_row, const ActivationB
 
 // attention_group and attention_tokens (kernels/attention.h) of one level.
 using AttentionFn = void (*)(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx,
-                             int64_t head_dim, float* scratch, float* out);
+                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                             float* scratch, float* out);
 using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                                   const int32_t* positions, const float* keys, const float* values,
-                                   int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t head_dim,
-                                   float* scratch, float* out, int64_t out_stride);
+                                   const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                                   int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch,
+                                   float* out, int64_t out_stride);
 using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
 // rmsnorm_row and rope_apply (kernels/elementwise.h) of one level.
 using RmsnormFn = void (*)(const float* x, const float* weight, int64_t n, float eps, float* out);
@@ -70,10 +70,10 @@ struct KernelTable {
   DotQ8KFn dot_q8k;        // one k-quant row against one activation row
   QuantizeQ8Fn quantize_q8;
   QuantizeQ8KFn quantize_q8k;
-  AttentionFn attention;                 // one KV head's group of query heads for one token
-  AttentionTokensFn attention_tokens;    // a run of one sequence's tokens, sharing K/V loads
+  AttentionFn attention;               // one KV head's group of query heads for one token
+  AttentionTokensFn attention_tokens;  // a run of one sequence's tokens, sharing K/V loads
   SwigluFn swiglu;
-  RmsnormFn rmsnorm;                     // sum of squares in a fixed order per level
+  RmsnormFn rmsnorm;  // sum of squares in a fixed order per level
   RopeFn rope;
   WeightPacker packer;
 };
@@ -88,13 +88,13 @@ const KernelTable& kernel_table(Isa isa);  // a given level (must be supported b
 namespace portable {
 void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
                 float* out, int64_t out_stride);
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-             int64_t n_tokens, float* out, int64_t out_stride);
-void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);      // kernels/dot.cpp
-void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);    // kernels/dot_kquants.cpp
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out);
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride);
+void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
+void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out);
 // Token by token through portable::attention_group.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
@@ -106,18 +106,18 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* out);  // 
 namespace avx512 {
 void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
                 float* out, int64_t out_stride);
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-             int64_t n_tokens, float* out, int64_t out_stride);
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride);
 void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out);
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out);
 }  // namespace avx512
 
 // The k-quant GEMM of the levels without repacked k-quant weights: each (row, token) one call
 // of the level's row dot product, row tiles outside so a tile stays in cache across tokens.
-void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t row_end,
-                   const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride);
+void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                   int64_t n_tokens, float* out, int64_t out_stride);
 
 }  // namespace tandem

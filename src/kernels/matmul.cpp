@@ -41,8 +41,8 @@ void matmul_kquant(const TensorView& weight, const float* x, int64_t n_tokens, f
 
 }  // namespace
 
-void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* out,
-            ThreadPool& pool, MatmulScratch& scratch) {
+void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* out, ThreadPool& pool,
+            MatmulScratch& scratch) {
   const int64_t n_out = weight.n_rows();
   const int64_t n_in = weight.row_length();
   TANDEM_ASSERT(weight.n_dims == 2);

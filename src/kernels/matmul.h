@@ -19,7 +19,7 @@ struct MatmulScratch {
   std::vector<ActivationBlockQ8K> quantized_k;  // [n_tokens, n_in / 256] for k-quant weights
 };
 
-void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* out,
-            ThreadPool& pool, MatmulScratch& scratch);
+void matmul(const TensorView& weight, const float* x, int64_t n_tokens, float* out, ThreadPool& pool,
+            MatmulScratch& scratch);
 
 }  // namespace tandem

@@ -16,9 +16,7 @@ BlockAllocator::BlockAllocator(int64_t n_blocks, int32_t block_size)
   by_hash_.reserve(static_cast<size_t>(n_blocks));
 }
 
-void BlockAllocator::check_block(int32_t block) const {
-  TANDEM_ASSERT(block >= 0 && block < n_blocks());
-}
+void BlockAllocator::check_block(int32_t block) const { TANDEM_ASSERT(block >= 0 && block < n_blocks()); }
 
 BlockStats BlockAllocator::stats() const {
   BlockStats s;

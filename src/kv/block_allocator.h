@@ -13,10 +13,10 @@
 namespace tandem {
 
 struct BlockStats {
-  int64_t total = 0;   // blocks in the pool
-  int64_t used = 0;    // referenced by at least one sequence
-  int64_t cached = 0;  // unreferenced but holding a reusable full prefix block
-  int64_t free = 0;    // holding nothing
+  int64_t total = 0;          // blocks in the pool
+  int64_t used = 0;           // referenced by at least one sequence
+  int64_t cached = 0;         // unreferenced but holding a reusable full prefix block
+  int64_t free = 0;           // holding nothing
   int64_t lookup_tokens = 0;  // prompt tokens looked up in the prefix cache
   int64_t hit_tokens = 0;     // of those, served from cached blocks
 };
@@ -54,8 +54,7 @@ class BlockAllocator {
 
   // The longest cached prefix of `tokens`, at most max_blocks full blocks: retained blocks in
   // order, their hashes appended to `hashes`.
-  std::vector<int32_t> match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
-                                    std::vector<uint64_t>& hashes);
+  std::vector<int32_t> match_prefix(std::span<const int32_t> tokens, int64_t max_blocks, std::vector<uint64_t>& hashes);
   // Hit-ratio bookkeeping, once per request: prompt tokens looked up, tokens served from cache.
   void count_lookup(int64_t prompt_tokens, int64_t hit_tokens) {
     lookup_tokens_ += prompt_tokens;

@@ -33,8 +33,8 @@ void BlockManager::publish_computed(SequenceBlocks& sequence, std::span<const in
   const int64_t full = n_computed / block_size();
   for (auto i = static_cast<int64_t>(sequence.hashes.size()); i < full; ++i) {
     const uint64_t parent = i == 0 ? BlockAllocator::kRootHash : sequence.hashes.back();
-    const std::span<const int32_t> piece = tokens.subspan(static_cast<size_t>(i * block_size()),
-                                                          static_cast<size_t>(block_size()));
+    const std::span<const int32_t> piece =
+        tokens.subspan(static_cast<size_t>(i * block_size()), static_cast<size_t>(block_size()));
     allocator_.publish(sequence.table[static_cast<size_t>(i)], parent, piece);
     sequence.hashes.push_back(BlockAllocator::hash_block(parent, piece));
   }

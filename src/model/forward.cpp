@@ -29,7 +29,8 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   const ModelConfig& c = model_->config;
   const auto n = static_cast<size_t>(max_batch_tokens_);
   hidden_.resize(n * c.d_model);
-  if (model_->embedding_file != nullptr) embedding_row_.resize(static_cast<size_t>(model_->weights.token_embedding.row_bytes()));
+  if (model_->embedding_file != nullptr)
+    embedding_row_.resize(static_cast<size_t>(model_->weights.token_embedding.row_bytes()));
   normed_.resize(n * c.d_model);
   q_.resize(n * c.q_width());
   k_.resize(n * c.kv_width());
@@ -50,14 +51,14 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   const int64_t n_tokens = batch.n_tokens();
-  TANDEM_CHECK_INPUT(n_tokens > 0 && n_tokens <= max_batch_tokens_, "batch of {} tokens (allowed 1..{})",
-                     n_tokens, max_batch_tokens_);
+  TANDEM_CHECK_INPUT(n_tokens > 0 && n_tokens <= max_batch_tokens_, "batch of {} tokens (allowed 1..{})", n_tokens,
+                     max_batch_tokens_);
   TANDEM_ASSERT(static_cast<int64_t>(batch.positions.size()) == n_tokens &&
                 static_cast<int64_t>(batch.seq_ids.size()) == n_tokens &&
                 static_cast<int64_t>(batch.wants_logits.size()) == n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) {
-    TANDEM_CHECK_INPUT(batch.tokens[t] >= 0 && batch.tokens[t] < c.vocab_size, "token id {} is outside the vocabulary (0..{})",
-                       batch.tokens[t], c.vocab_size - 1);
+    TANDEM_CHECK_INPUT(batch.tokens[t] >= 0 && batch.tokens[t] < c.vocab_size,
+                       "token id {} is outside the vocabulary (0..{})", batch.tokens[t], c.vocab_size - 1);
     TANDEM_CHECK_INPUT(batch.positions[t] >= 0 && batch.positions[t] < c.context_length,
                        "position {} is outside the context (0..{})", batch.positions[t], c.context_length - 1);
     TANDEM_CHECK_INPUT(batch.seq_ids[t] >= 0 && batch.seq_ids[t] < batch.n_sequences(),
@@ -160,7 +161,8 @@ void Forward::map_slots(const Batch& batch, const KvCache& cache) {
   }
   seq_slot_start_.resize(static_cast<size_t>(n_seqs) + 1);
   seq_slot_start_[0] = 0;
-  for (int32_t s = 0; s < n_seqs; ++s) seq_slot_start_[s + 1] = seq_slot_start_[s] + seq_length_[static_cast<size_t>(s)];
+  for (int32_t s = 0; s < n_seqs; ++s)
+    seq_slot_start_[s + 1] = seq_slot_start_[s] + seq_length_[static_cast<size_t>(s)];
   slots_.resize(static_cast<size_t>(seq_slot_start_[static_cast<size_t>(n_seqs)]));
   const int64_t block_size = cache.block_size();
   for (int32_t s = 0; s < n_seqs; ++s) {
@@ -171,7 +173,8 @@ void Forward::map_slots(const Batch& batch, const KvCache& cache) {
                        table.size(), static_cast<int64_t>(table.size()) * block_size);
     for (int64_t b = 0; b < (length + block_size - 1) / block_size; ++b)
       TANDEM_CHECK_INPUT(table[static_cast<size_t>(b)] >= 0 && table[static_cast<size_t>(b)] < cache.n_blocks(),
-                         "KV block {} is outside the pool of {} blocks", table[static_cast<size_t>(b)], cache.n_blocks());
+                         "KV block {} is outside the pool of {} blocks", table[static_cast<size_t>(b)],
+                         cache.n_blocks());
     int32_t* out = slots_.data() + seq_slot_start_[static_cast<size_t>(s)];
     for (int64_t p = 0; p < length; ++p) out[p] = cache.slot(table, p);
   }
@@ -193,7 +196,8 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     const float* sin_table = rope_sin_.data() + t * half_rope;
     rope(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
     rope(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
-    const int32_t slot = slots_[static_cast<size_t>(seq_slot_start_[static_cast<size_t>(batch.seq_ids[t])] + batch.positions[t])];
+    const int32_t slot =
+        slots_[static_cast<size_t>(seq_slot_start_[static_cast<size_t>(batch.seq_ids[t])] + batch.positions[t])];
     std::copy_n(k_.data() + t * kv_width, kv_width, keys + slot * kv_stride);
     std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_stride);
   }
@@ -228,8 +232,8 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       const int32_t* slots = slots_.data() + seq_slot_start_[static_cast<size_t>(batch.seq_ids[first])];
       const int64_t first_query = first * c.q_width() + kv_head * group * head_dim;
       attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, batch.positions.data() + first, keys,
-                       values, kv_stride, kv_head * head_dim, slots, head_dim, scratch,
-                       attn_out_.data() + first_query, c.q_width());
+                       values, kv_stride, kv_head * head_dim, slots, head_dim, scratch, attn_out_.data() + first_query,
+                       c.q_width());
     }
   });
 }

@@ -44,22 +44,22 @@ class Forward {
   ThreadPool& pool_;
   LayerObserver observer_;
   // Scratch, sized for max_batch_tokens.
-  std::vector<float> hidden_;      // [n_tokens, d_model] residual stream
-  std::vector<uint8_t> embedding_row_;  // one embedding row read from the file (Model::embedding_file)
-  std::vector<float> normed_;      // [n_tokens, d_model]; also the Wo and FFN outputs
-  std::vector<float> q_;           // [n_tokens, n_heads * head_dim]
-  std::vector<float> k_;           // [n_tokens, kv_width]
-  std::vector<float> v_;           // [n_tokens, kv_width]
-  std::vector<float> attn_out_;    // [n_tokens, n_heads * head_dim]
-  std::vector<float> gate_;        // [FFN chunk tokens, d_ff]
-  std::vector<float> up_;          // [FFN chunk tokens, d_ff]
-  std::vector<float> scores_;      // [threads, attention scratch] attention score tiles
+  std::vector<float> hidden_;                    // [n_tokens, d_model] residual stream
+  std::vector<uint8_t> embedding_row_;           // one embedding row read from the file (Model::embedding_file)
+  std::vector<float> normed_;                    // [n_tokens, d_model]; also the Wo and FFN outputs
+  std::vector<float> q_;                         // [n_tokens, n_heads * head_dim]
+  std::vector<float> k_;                         // [n_tokens, kv_width]
+  std::vector<float> v_;                         // [n_tokens, kv_width]
+  std::vector<float> attn_out_;                  // [n_tokens, n_heads * head_dim]
+  std::vector<float> gate_;                      // [FFN chunk tokens, d_ff]
+  std::vector<float> up_;                        // [FFN chunk tokens, d_ff]
+  std::vector<float> scores_;                    // [threads, attention scratch] attention score tiles
   std::vector<int64_t> attention_block_starts_;  // [n_blocks + 1] attention's token blocks, then n_tokens
-  std::vector<float> rope_cos_;    // [n_tokens, rope_dims / 2]
-  std::vector<float> rope_sin_;    // [n_tokens, rope_dims / 2]
-  std::vector<int64_t> seq_length_;      // [n_sequences] highest position in the batch + 1
-  std::vector<int64_t> seq_slot_start_;  // [n_sequences + 1] each sequence's first entry in slots_
-  std::vector<int32_t> slots_;           // per sequence: position -> KV slot, from its block table
+  std::vector<float> rope_cos_;                  // [n_tokens, rope_dims / 2]
+  std::vector<float> rope_sin_;                  // [n_tokens, rope_dims / 2]
+  std::vector<int64_t> seq_length_;              // [n_sequences] highest position in the batch + 1
+  std::vector<int64_t> seq_slot_start_;          // [n_sequences + 1] each sequence's first entry in slots_
+  std::vector<int32_t> slots_;                   // per sequence: position -> KV slot, from its block table
   MatmulScratch matmul_scratch_;
   std::vector<float> logits_;      // [n_logit_rows, vocab_size]
   std::vector<float> logit_rows_;  // [n_logit_rows, d_model] gathered hidden states

@@ -21,8 +21,8 @@ class GgufModelBuilder {
 
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
-    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2", "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2')",
-                       arch);
+    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2",
+                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2')", arch);
     // Both architectures name their keys alike, under their own prefix.
     const std::string p = arch + ".";
     ModelConfig& config = model_.config;
@@ -55,7 +55,7 @@ class GgufModelBuilder {
     w.token_embedding = matrix("token_embd.weight", c.vocab_size, c.d_model);
     w.output_norm = vector("output_norm.weight", c.d_model);
     w.output = file_.find_tensor("output.weight") != nullptr ? matrix("output.weight", c.vocab_size, c.d_model)
-                                                            : w.token_embedding;
+                                                             : w.token_embedding;
     w.layers.resize(static_cast<size_t>(c.n_layers));
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const std::string prefix = fmt::format("blk.{}.", l);
@@ -88,7 +88,8 @@ class GgufModelBuilder {
     const GgufTensorInfo* info = file_.find_tensor(name);
     TANDEM_CHECK_INPUT(info != nullptr, "missing tensor '{}'", name);
     TANDEM_CHECK_INPUT(dtype_is_computable(info->view.dtype),
-                       "tensor '{}' has type {}, which Tandem cannot run yet (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K)",
+                       "tensor '{}' has type {}, which Tandem cannot run yet (supported: F32, F16, BF16, Q8_0, Q4_0, "
+                       "Q4_K, Q5_K, Q6_K, Q8_K)",
                        name, dtype_name(info->view.dtype));
     return *info;
   }

@@ -56,8 +56,8 @@ std::vector<float> llama3_freq_factors(const json& scaling, int64_t rope_dims, d
   const double factor = number("factor"), low = number("low_freq_factor"), high = number("high_freq_factor");
   const double original = number("original_max_position_embeddings");
   TANDEM_CHECK_INPUT(factor >= 1.0 && factor < 1e6 && low > 0.0 && high > low && original >= 1.0 && original < 1e9,
-                     "rope_scaling values are out of range (factor {}, low_freq_factor {}, high_freq_factor {})", factor,
-                     low, high);
+                     "rope_scaling values are out of range (factor {}, low_freq_factor {}, high_freq_factor {})",
+                     factor, low, high);
   const double low_freq_wavelength = original / low, high_freq_wavelength = original / high;
   std::vector<float> factors(static_cast<size_t>(rope_dims / 2));
   for (int64_t i = 0; i < rope_dims / 2; ++i) {
@@ -105,15 +105,17 @@ class HfModelBuilder {
     c.rope_freq_base = static_cast<float>(number_or("rope_theta", 10000.0));
     c.head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
     const int64_t head_dim = int_or("head_dim", c.head_dim);
-    TANDEM_CHECK_INPUT(head_dim == c.head_dim, "config.json head_dim {} differs from hidden_size / num_attention_heads = {}",
-                       head_dim, c.head_dim);
+    TANDEM_CHECK_INPUT(head_dim == c.head_dim,
+                       "config.json head_dim {} differs from hidden_size / num_attention_heads = {}", head_dim,
+                       c.head_dim);
     c.rope_dims = c.head_dim;
     c.validate();
     const auto scaling = json_.find("rope_scaling");
     if (scaling != json_.end() && !scaling->is_null()) {
       TANDEM_CHECK_INPUT(scaling->is_object(), "config.json rope_scaling is not an object");
       const auto type_it = scaling->contains("rope_type") ? scaling->find("rope_type") : scaling->find("type");
-      const std::string rope_type = type_it != scaling->end() && type_it->is_string() ? type_it->get<std::string>() : "";
+      const std::string rope_type =
+          type_it != scaling->end() && type_it->is_string() ? type_it->get<std::string>() : "";
       if (rope_type == "llama3") {
         c.rope_freq_factors = llama3_freq_factors(*scaling, c.rope_dims, c.rope_freq_base);
       } else {
@@ -222,8 +224,8 @@ class HfModelBuilder {
   // Norm weights and biases are used as f32 by the kernels: converted once, at load.
   TensorView vector(const std::string& name, int64_t length) {
     const TensorView& view = tensor(name).view;
-    TANDEM_CHECK_INPUT(view.n_dims == 1 && view.dim(0) == length, "tensor '{}' has shape {}, but config.json implies [{}]",
-                       name, view.shape_string(), length);
+    TANDEM_CHECK_INPUT(view.n_dims == 1 && view.dim(0) == length,
+                       "tensor '{}' has shape {}, but config.json implies [{}]", name, view.shape_string(), length);
     // Copy through bytes: the source may be unaligned.
     std::vector<uint8_t> bytes(static_cast<size_t>(length * sizeof(float)));
     if (view.dtype == DType::F32) {
@@ -240,8 +242,9 @@ class HfModelBuilder {
 
   TensorView rope_vector(const std::string& name, int64_t n_heads) {
     const TensorView plain = vector(name, n_heads * model_.config.head_dim);
-    return own(permute_rope_rows(static_cast<const uint8_t*>(plain.data), n_heads, model_.config.head_dim, sizeof(float)),
-               DType::F32, plain.dim(0), 0);
+    return own(
+        permute_rope_rows(static_cast<const uint8_t*>(plain.data), n_heads, model_.config.head_dim, sizeof(float)),
+        DType::F32, plain.dim(0), 0);
   }
 
   const json& json_;

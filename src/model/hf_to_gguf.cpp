@@ -43,7 +43,8 @@ json read_json(const fs::path& path) {
   std::ifstream stream(path);
   TANDEM_CHECK_INPUT(stream.good(), "cannot open '{}'", path.string());
   json value = json::parse(stream, nullptr, /*allow_exceptions=*/false);
-  TANDEM_CHECK_INPUT(!value.is_discarded() && value.is_object(), "'{}' is not a well-formed JSON object", path.string());
+  TANDEM_CHECK_INPUT(!value.is_discarded() && value.is_object(), "'{}' is not a well-formed JSON object",
+                     path.string());
   return value;
 }
 
@@ -86,8 +87,8 @@ void add_tokenizer_keys(const fs::path& dir, const ModelConfig& model_config, Gg
   if (!fs::exists(tokenizer_path)) return;  // weights-only conversion
   const json tokenizer = read_json(tokenizer_path);
   const json config = read_json(dir / "config.json");
-  const json tokenizer_config = fs::exists(dir / "tokenizer_config.json") ? read_json(dir / "tokenizer_config.json")
-                                                                          : json::object();
+  const json tokenizer_config =
+      fs::exists(dir / "tokenizer_config.json") ? read_json(dir / "tokenizer_config.json") : json::object();
   const auto model_it = tokenizer.find("model");
   TANDEM_CHECK_INPUT(model_it != tokenizer.end() && model_it->is_object(), "tokenizer.json has no 'model' object");
   const json& model = *model_it;
@@ -100,7 +101,8 @@ void add_tokenizer_keys(const fs::path& dir, const ModelConfig& model_config, Gg
   std::map<std::string, int64_t> ids;
   std::map<int64_t, std::pair<std::string, int32_t>> by_id;  // id -> (text, token type)
   const bool spm_style = model.value("byte_fallback", false);
-  const std::string unk = model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
+  const std::string unk =
+      model.contains("unk_token") && model["unk_token"].is_string() ? model["unk_token"].get<std::string>() : "";
   for (const auto& [text, id_json] : vocab_it->items()) {
     TANDEM_CHECK_INPUT(id_json.is_number_unsigned(), "tokenizer.json: id of '{}' is not a non-negative integer", text);
     const auto id = id_json.get<int64_t>();
@@ -137,10 +139,12 @@ void add_tokenizer_keys(const fs::path& dir, const ModelConfig& model_config, Gg
   std::vector<std::string> merges;
   if (model.contains("merges") && model["merges"].is_array()) {
     for (const json& merge : model["merges"]) {
-      if (merge.is_string()) merges.push_back(merge.get<std::string>());
+      if (merge.is_string())
+        merges.push_back(merge.get<std::string>());
       else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string())
         merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
-      else throw InputError("tokenizer.json: a merge is neither \"a b\" nor [a, b]");
+      else
+        throw InputError("tokenizer.json: a merge is neither \"a b\" nor [a, b]");
     }
   }
 

@@ -3,8 +3,8 @@
 // shared with the embedding), seq_len — then f32 tensors in a fixed order. The views point
 // straight into the memory map. llama2.c rotates pairs (2i, 2i+1) like GGUF llama files.
 #include <cstdint>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 
 #include "base/error.h"
 #include "io/mapped_file.h"
@@ -47,12 +47,12 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path) {
   const Wide d = config.d_model, L = config.n_layers, kv = config.kv_width(), ff = config.d_ff;
   const Wide V = config.vocab_size, half_head = config.head_dim / 2, ctx = config.context_length;
   // Floats in file order, to check the size before making any view.
-  const Wide expected_floats = V * d + L * d + L * d * d + 2 * L * d * kv + L * d * d + L * d +
-                                  3 * L * ff * d + d + 2 * ctx * half_head + (shared_classifier ? 0 : V * d);
+  const Wide expected_floats = V * d + L * d + L * d * d + 2 * L * d * kv + L * d * d + L * d + 3 * L * ff * d + d +
+                               2 * ctx * half_head + (shared_classifier ? 0 : V * d);
   const Wide expected_bytes = 28 + expected_floats * 4;
   TANDEM_CHECK_INPUT(static_cast<Wide>(bytes.size()) >= expected_bytes,
-                     "{}: truncated llama2.c checkpoint: {} bytes, the header implies {}", path,
-                     bytes.size(), static_cast<double>(expected_bytes));
+                     "{}: truncated llama2.c checkpoint: {} bytes, the header implies {}", path, bytes.size(),
+                     static_cast<double>(expected_bytes));
 
   const float* cursor = reinterpret_cast<const float*>(bytes.data() + 28);
   auto take = [&](std::initializer_list<int64_t> shape) {
@@ -65,8 +65,9 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path) {
   w.layers.resize(static_cast<size_t>(L));
   // Each tensor kind is stored for all layers back to back.
   auto fill = [&](TensorView LayerWeights::*member, Wide rows, Wide cols) {
-    for (LayerWeights& layer : w.layers) layer.*member = cols > 0 ? take({static_cast<int64_t>(rows), static_cast<int64_t>(cols)})
-                                            : take({static_cast<int64_t>(rows)});
+    for (LayerWeights& layer : w.layers)
+      layer.*member = cols > 0 ? take({static_cast<int64_t>(rows), static_cast<int64_t>(cols)})
+                               : take({static_cast<int64_t>(rows)});
   };
   fill(&LayerWeights::attn_norm, d, 0);
   fill(&LayerWeights::wq, d, d);

@@ -25,16 +25,16 @@ struct LayerWeights {
   TensorView w_up;       // [d_ff, d_model]
   TensorView w_down;     // [d_model, d_ff]
   // Optional projection biases (Qwen2), f32; data is null when the model has none.
-  TensorView bq;         // [n_heads * head_dim]
-  TensorView bk;         // [n_kv_heads * head_dim]
-  TensorView bv;         // [n_kv_heads * head_dim]
+  TensorView bq;  // [n_heads * head_dim]
+  TensorView bk;  // [n_kv_heads * head_dim]
+  TensorView bv;  // [n_kv_heads * head_dim]
 };
 
 struct ModelWeights {
   TensorView token_embedding;  // [vocab_size, d_model]
   std::vector<LayerWeights> layers;
-  TensorView output_norm;      // [d_model] f32
-  TensorView output;           // [vocab_size, d_model]; aliases token_embedding when tied
+  TensorView output_norm;  // [d_model] f32
+  TensorView output;       // [vocab_size, d_model]; aliases token_embedding when tied
 };
 
 struct Model {

@@ -11,17 +11,17 @@ namespace tandem {
 
 struct ModelConfig {
   std::string architecture = "llama";
-  int64_t d_model = 0;         // embedding width
+  int64_t d_model = 0;  // embedding width
   int64_t n_layers = 0;
-  int64_t n_heads = 0;         // query heads
-  int64_t n_kv_heads = 0;      // key/value heads (< n_heads: grouped-query attention)
-  int64_t head_dim = 0;        // d_model / n_heads
-  int64_t d_ff = 0;            // SwiGLU hidden width
+  int64_t n_heads = 0;     // query heads
+  int64_t n_kv_heads = 0;  // key/value heads (< n_heads: grouped-query attention)
+  int64_t head_dim = 0;    // d_model / n_heads
+  int64_t d_ff = 0;        // SwiGLU hidden width
   int64_t vocab_size = 0;
   int64_t context_length = 0;  // positions the model was trained for
   float rms_norm_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
-  int64_t rope_dims = 0;       // rotary dimensions per head (<= head_dim), pairs (2i, 2i+1)
+  int64_t rope_dims = 0;  // rotary dimensions per head (<= head_dim), pairs (2i, 2i+1)
   // Per-pair frequency divisors [rope_dims / 2] (Llama 3 rope_scaling; GGUF rope_freqs.weight):
   // pair i turns at base^(-2i/rope_dims) / factor[i]. Empty: all 1.
   std::vector<float> rope_freq_factors;

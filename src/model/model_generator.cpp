@@ -19,8 +19,7 @@ namespace {
 
 const std::array kShapes = {
     GeneratedShape{"llama-160m", 768, 12, 12, 12, 2048, 2048},
-    GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
-    GeneratedShape{"test-tiny", 64, 2, 4, 2, 96, 256},
+    GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048}, GeneratedShape{"test-tiny", 64, 2, 4, 2, 96, 256},
     GeneratedShape{"test-kquant", 256, 2, 4, 2, 512, 256},  // rows of whole k-quant blocks
 };
 
@@ -54,7 +53,7 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
   constexpr float kTwoPi = 6.28318530717958647f;
   for (size_t i = 0; i < row.size(); i += 2) {
     const uint64_t bits = rng.next();
-    const float u1 = static_cast<float>((bits >> 40) + 1) * 0x1.0p-24f;  // (0, 1]: log finite
+    const float u1 = static_cast<float>((bits >> 40) + 1) * 0x1.0p-24f;        // (0, 1]: log finite
     const float u2 = static_cast<float>((bits >> 8) & 0xffffff) * 0x1.0p-24f;  // [0, 1)
     const float radius = std::sqrt(-2.0f * std::log(u1)) * stddev;
     row[i] = radius * std::cos(kTwoPi * u2);
@@ -64,8 +63,8 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
 
 uint32_t file_type_code(DType type, bool q4_k_m) {
   if (const std::optional<uint32_t> code = llama_file_type(type, q4_k_m)) return *code;
-  throw InputError(fmt::format("gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)",
-                               dtype_name(type)));
+  throw InputError(fmt::format(
+      "gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)", dtype_name(type)));
 }
 
 // llama.cpp's Q4_K_M gives attn_v and ffn_down more bits in the first and last eighth of the
@@ -88,8 +87,7 @@ struct PlannedTensor {
   bool ones;                   // norm weight (all 1) rather than random
 };
 
-std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m,
-                                        int64_t vocab_size) {
+std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, int64_t vocab_size) {
   if (q4_k_m) type = DType::Q4_K;
   const int64_t head_dim = shape.d_model / shape.n_heads;
   const int64_t q_width = shape.n_heads * head_dim;
@@ -145,16 +143,14 @@ void generate_random_gguf(const GeneratorOptions& options) {
   const GgufFile vocab = GgufFile::open(options.vocab_path);
   const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
   TANDEM_CHECK_INPUT(tokens.has_value() && !tokens->empty(),
-                     "{}: no tokenizer.ggml.tokens array, so it cannot serve as a vocabulary",
-                     options.vocab_path);
+                     "{}: no tokenizer.ggml.tokens array, so it cannot serve as a vocabulary", options.vocab_path);
   const auto vocab_size = static_cast<int64_t>(tokens->size());
 
   GgufWriter writer;
   const int64_t head_dim = shape->d_model / shape->n_heads;
   auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
   writer.set("general.architecture", GgufValue::string("llama"));
-  writer.set("general.name", GgufValue::string(fmt::format("{} (random weights, seed {})",
-                                                            shape->name, options.seed)));
+  writer.set("general.name", GgufValue::string(fmt::format("{} (random weights, seed {})", shape->name, options.seed)));
   writer.set("general.file_type", GgufValue::u32(file_type));
   if (options.q4_k_m || (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
     writer.set("general.quantization_version", GgufValue::u32(2));
@@ -183,19 +179,22 @@ void generate_random_gguf(const GeneratorOptions& options) {
       const int64_t row_bytes = dtype_row_bytes(tensor.dtype, row_length);
       const auto n_rows = static_cast<int64_t>(out.size()) / row_bytes;
       const uint64_t tensor_seed = mix64(options.seed ^ mix64(fnv1a(tensor.name)));
-      pool.parallel_for(n_rows, [&](int64_t begin, int64_t end, int) {
-        std::vector<float> row(static_cast<size_t>(row_length), 1.0f);
-        for (int64_t r = begin; r < end; ++r) {
-          if (!tensor.ones) {
-            SplitMix64 rng(mix64(tensor_seed + static_cast<uint64_t>(r)));
-            fill_normal(rng, kWeightStddev, row);
-          }
-          quantize_row(tensor.dtype, row.data(), out.data() + r * row_bytes, row_length);
-        }
-      }, 16);
+      pool.parallel_for(
+          n_rows,
+          [&](int64_t begin, int64_t end, int) {
+            std::vector<float> row(static_cast<size_t>(row_length), 1.0f);
+            for (int64_t r = begin; r < end; ++r) {
+              if (!tensor.ones) {
+                SplitMix64 rng(mix64(tensor_seed + static_cast<uint64_t>(r)));
+                fill_normal(rng, kWeightStddev, row);
+              }
+              quantize_row(tensor.dtype, row.data(), out.data() + r * row_bytes, row_length);
+            }
+          },
+          16);
       bytes_done += static_cast<int64_t>(out.size());
-      if (options.progress) options.progress(++tensors_done, static_cast<int64_t>(plan.size()),
-                                             bytes_done, bytes_total);
+      if (options.progress)
+        options.progress(++tensors_done, static_cast<int64_t>(plan.size()), bytes_done, bytes_total);
     });
   }
   writer.write(options.out_path);

@@ -28,12 +28,12 @@ std::optional<GeneratedShape> find_generated_shape(const std::string& name);
 std::vector<std::string> generated_shape_names();
 
 struct GeneratorOptions {
-  std::string shape;        // one of generated_shape_names()
-  DType type = DType::Q8_0; // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K (matrices and token_embd)
+  std::string shape;         // one of generated_shape_names()
+  DType type = DType::Q8_0;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K (matrices and token_embd)
   // llama.cpp's Q4_K_M recipe instead of one type: Q4_K, with Q6_K for output.weight and for
   // attn_v / ffn_down in the layers that recipe favours. `type` is ignored when set.
   bool q4_k_m = false;
-  std::string vocab_path;   // GGUF whose tokenizer.ggml.* keys are copied
+  std::string vocab_path;  // GGUF whose tokenizer.ggml.* keys are copied
   uint64_t seed = 0;
   std::string out_path;
   // Called after each tensor is produced: tensors done, tensors total, bytes done, bytes total.

@@ -7,8 +7,8 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "base/huge_page_buffer.h"

@@ -37,8 +37,8 @@ std::string content_text(const RequestJson& content, const std::string& path) {
     const RequestJson* type = part.is_object() ? field(part, "type") : nullptr;
     if (!type || !type->is_string())
       bad(fmt::format(
-          "'{}' must be a content part with a string 'type' ({{\"type\": \"text\", \"text\": ...}}), not {}",
-          part_path, shown(part)));
+          "'{}' must be a content part with a string 'type' ({{\"type\": \"text\", \"text\": ...}}), not {}", part_path,
+          shown(part)));
     if (type->get_ref<const std::string&>() != "text")
       bad(fmt::format("'{}' is a content part of type {}, which is not supported: Tandem reads text only (no image, "
                       "audio or file input)",
@@ -190,8 +190,8 @@ ToolChoice parse_tool_choice(const RequestJson& body, const std::vector<ToolDefi
       bad(fmt::format("'tool_choice' must be {}, not {}", kToolChoiceShapes, shown(*choice)));
     parsed.mode = ToolChoice::Mode::Function;
     parsed.function = name->get<std::string>();
-    const bool defined = std::any_of(tools.begin(), tools.end(),
-                                     [&](const ToolDefinition& t) { return t.name == parsed.function; });
+    const bool defined =
+        std::any_of(tools.begin(), tools.end(), [&](const ToolDefinition& t) { return t.name == parsed.function; });
     if (!tools.empty() && !defined)
       bad(fmt::format("'tool_choice' names the function {}, which is not in 'tools'", shown(*name)));
   } else {

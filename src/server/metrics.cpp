@@ -76,7 +76,8 @@ std::string Metrics::render(const EngineStats& s, const TransportStats& transpor
   gauge("tandem_requests_waiting", "Requests queued for admission", static_cast<double>(s.waiting));
   gauge("tandem_kv_blocks_total", "KV cache blocks in the pool", static_cast<double>(s.blocks.total));
   gauge("tandem_kv_blocks_used", "KV blocks referenced by sequences", static_cast<double>(s.blocks.used));
-  gauge("tandem_kv_blocks_cached", "Unreferenced KV blocks kept for prefix reuse", static_cast<double>(s.blocks.cached));
+  gauge("tandem_kv_blocks_cached", "Unreferenced KV blocks kept for prefix reuse",
+        static_cast<double>(s.blocks.cached));
   gauge("tandem_kv_blocks_free", "KV blocks holding nothing", static_cast<double>(s.blocks.free));
   gauge("tandem_kv_block_tokens", "Tokens per KV block", static_cast<double>(s.block_size));
   gauge("tandem_kv_block_bytes", "Bytes of K and V per block", static_cast<double>(s.bytes_per_block));
@@ -100,8 +101,7 @@ std::string Metrics::render(const EngineStats& s, const TransportStats& transpor
   counter("tandem_http_requests_shed_total", "Requests answered 503 because --parallel + --max-queue were full", shed_);
   counter("tandem_http_read_timeouts_total", "Connections closed because a request did not arrive in time",
           read_timeouts_);
-  counter("tandem_http_write_timeouts_total", "Connections closed because the client stopped reading",
-          write_timeouts_);
+  counter("tandem_http_write_timeouts_total", "Connections closed because the client stopped reading", write_timeouts_);
   counter("tandem_http_disconnects_total", "Generation requests whose client left before the end", disconnects_);
   counter("tandem_http_connections_refused_total", "Connections answered 503 past --max-connections",
           connections_refused_);

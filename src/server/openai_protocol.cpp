@@ -20,7 +20,8 @@ double number_field(const RequestJson& body, const char* name, double fallback, 
   if (!v) return fallback;
   if (!v->is_number()) bad(fmt::format("'{}' must be a number, not {}", name, shown(*v)));
   const double x = v->get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
+  if (!std::isfinite(x) || x < lo || x > hi)
+    bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
   return x;
 }
 
@@ -202,7 +203,8 @@ json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs)
     offsets.push_back(offset);
     offset += static_cast<int64_t>(lp.chosen.text.size());
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+  return {
+      {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
 json choice_logprobs(const ResponseMeta& meta, const std::vector<TokenLogprob>& logprobs) {

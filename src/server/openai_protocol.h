@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/engine.h"
 #include "chat/chat_renderer.h"
+#include "engine/engine.h"
 
 namespace tandem::server {
 
@@ -43,16 +43,16 @@ struct ToolChoice {
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::Completions;
-  std::string model;                 // as sent; empty when absent
-  std::string prompt;                // completions: the text (when prompt_ids is empty)
-  std::vector<int32_t> prompt_ids;   // completions: the prompt given as token ids
-  std::vector<ChatMessage> messages; // chat
-  std::vector<ToolDefinition> tools; // chat: function tools, rendered into the prompt
-  ToolChoice tool_choice;            // chat: validated only (see ToolChoice)
-  bool parallel_tool_calls = true;   // chat: validated only, like tool_choice
+  std::string model;                  // as sent; empty when absent
+  std::string prompt;                 // completions: the text (when prompt_ids is empty)
+  std::vector<int32_t> prompt_ids;    // completions: the prompt given as token ids
+  std::vector<ChatMessage> messages;  // chat
+  std::vector<ToolDefinition> tools;  // chat: function tools, rendered into the prompt
+  ToolChoice tool_choice;             // chat: validated only (see ToolChoice)
+  bool parallel_tool_calls = true;    // chat: validated only, like tool_choice
   GenerationParams params;
   bool stream = false;
-  bool include_usage = false;        // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
 };
 

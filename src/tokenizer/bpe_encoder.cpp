@@ -15,9 +15,9 @@ namespace {
 struct Symbol {
   int prev = -1;
   int next = -1;
-  int32_t id = -1;     // token of this symbol; -1 if its character has no token
-  size_t start = 0;    // byte range of the piece
-  size_t length = 0;   // 0: merged into its left neighbour
+  int32_t id = -1;    // token of this symbol; -1 if its character has no token
+  size_t start = 0;   // byte range of the piece
+  size_t length = 0;  // 0: merged into its left neighbour
 };
 
 struct Candidate {
@@ -66,8 +66,7 @@ int32_t BpeEncoder::token_id(std::string_view piece) const {
   return it == token_ids_.end() ? -1 : it->second;
 }
 
-void BpeEncoder::encode(std::string_view text, bool starts_sequence,
-                        std::vector<int32_t>& ids) const {
+void BpeEncoder::encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const {
   if (vocab_.add_space_prefix && starts_sequence && !text.empty() && text[0] != ' ') {
     // HF ByteLevel's add_prefix_space (RoBERTa-style): the first word looks like any other.
     const std::string prefixed = std::string(" ").append(text);  // not " " + ...: GCC 12 -Wrestrict, bug 105329
@@ -108,8 +107,8 @@ void BpeEncoder::encode_piece(std::string_view bytes, std::vector<int32_t>& ids)
     queue.pop();
     Symbol& left = symbols[top.left];
     Symbol& right = symbols[top.right];
-    if (left.length == 0 || right.length == 0 || left.next != top.right ||
-        left.id != top.left_id || right.id != top.right_id) {
+    if (left.length == 0 || right.length == 0 || left.next != top.right || left.id != top.left_id ||
+        right.id != top.right_id) {
       continue;  // stale: one side changed after this entry was queued
     }
     left.id = merges_.at(pair_key(top.left_id, top.right_id)).result;

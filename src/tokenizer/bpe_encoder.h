@@ -22,8 +22,7 @@ class BpeEncoder final : public TextEncoder {
   // regex does not compile.
   explicit BpeEncoder(const Vocab& vocab);
 
-  void encode(std::string_view text, bool starts_sequence,
-              std::vector<int32_t>& ids) const override;
+  void encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const override;
 
  private:
   struct Merge {
@@ -36,8 +35,7 @@ class BpeEncoder final : public TextEncoder {
   };
 
   static uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-           static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
   int32_t token_id(std::string_view piece) const;
   void encode_piece(std::string_view bytes, std::vector<int32_t>& ids) const;

@@ -98,13 +98,12 @@ std::vector<std::string> byte_level_regexes(const json& pre_tokenizer, bool& add
     } else if (type == "Split") {
       const std::string behavior = string_field(*step, "behavior");
       TANDEM_CHECK_INPUT(behavior.empty() || behavior == "Isolated",
-                         "{}: Split pre-tokenizer behavior '{}' is not supported (only Isolated)",
-                         where, behavior);
-      TANDEM_CHECK_INPUT(!bool_field(*step, "invert", false),
-                         "{}: inverted Split pre-tokenizer is not supported", where);
+                         "{}: Split pre-tokenizer behavior '{}' is not supported (only Isolated)", where, behavior);
+      TANDEM_CHECK_INPUT(!bool_field(*step, "invert", false), "{}: inverted Split pre-tokenizer is not supported",
+                         where);
       auto pattern = step->find("pattern");
-      TANDEM_CHECK_INPUT(pattern != step->end() && pattern->is_object(),
-                         "{}: Split pre-tokenizer without a pattern", where);
+      TANDEM_CHECK_INPUT(pattern != step->end() && pattern->is_object(), "{}: Split pre-tokenizer without a pattern",
+                         where);
       if (std::string regex = string_field(*pattern, "Regex"); !regex.empty()) {
         regexes.push_back(regex);
       } else if (std::string literal = string_field(*pattern, "String"); !literal.empty()) {
@@ -153,14 +152,13 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
   TANDEM_CHECK_INPUT(model_it != root.end() && model_it->is_object(), "{}: no model block", where);
   const json& model = *model_it;
   const std::string model_type = type_of(model);
-  TANDEM_CHECK_INPUT(model_type.empty() || model_type == "BPE",
-                     "{}: tokenizer model '{}' is not supported (only BPE)", where, model_type);
+  TANDEM_CHECK_INPUT(model_type.empty() || model_type == "BPE", "{}: tokenizer model '{}' is not supported (only BPE)",
+                     where, model_type);
 
   // Pieces: the model's vocab map, then added tokens (which may extend it).
   Vocab vocab;
   auto vocab_it = model.find("vocab");
-  TANDEM_CHECK_INPUT(vocab_it != model.end() && vocab_it->is_object(), "{}: model.vocab missing",
-                     where);
+  TANDEM_CHECK_INPUT(vocab_it != model.end() && vocab_it->is_object(), "{}: model.vocab missing", where);
   auto place = [&](const std::string& piece, const json& id_node, TokenType type) {
     TANDEM_CHECK_INPUT(id_node.is_number_integer(), "{}: token '{}' has no integer id", where, piece);
     const int64_t id = id_node.get<int64_t>();
@@ -175,11 +173,9 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
   for (const auto& [piece, id] : vocab_it->items()) place(piece, id, TokenType::Normal);
   if (auto added = root.find("added_tokens"); added != root.end() && added->is_array()) {
     for (const json& token : *added) {
-      TANDEM_CHECK_INPUT(token.is_object() && token.contains("id"), "{}: malformed added token",
-                         where);
+      TANDEM_CHECK_INPUT(token.is_object() && token.contains("id"), "{}: malformed added token", where);
       const bool special = bool_field(token, "special", false);
-      place(string_field(token, "content"), token["id"],
-            special ? TokenType::Control : TokenType::UserDefined);
+      place(string_field(token, "content"), token["id"], special ? TokenType::Control : TokenType::UserDefined);
     }
   }
   TANDEM_CHECK_INPUT(vocab.size() > 0, "{}: empty vocabulary", where);
@@ -203,8 +199,7 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
         TANDEM_CHECK_INPUT(space != std::string::npos, "{}: merge '{}' has no space", where, text);
         vocab.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
       } else {
-        TANDEM_CHECK_INPUT(merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-                               merge[1].is_string(),
+        TANDEM_CHECK_INPUT(merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
                            "{}: a merge is neither \"a b\" nor [a, b]", where);
         vocab.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
       }
@@ -219,8 +214,8 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
   const json& pre_tokenizer = block("pre_tokenizer");
   const json& normalizer = block("normalizer");
   const json& decoder = block("decoder");
-  const bool byte_level = contains_type(pre_tokenizer, "pretokenizers", "ByteLevel") ||
-                          contains_type(decoder, "decoders", "ByteLevel");
+  const bool byte_level =
+      contains_type(pre_tokenizer, "pretokenizers", "ByteLevel") || contains_type(decoder, "decoders", "ByteLevel");
   const bool metaspace = contains_type(pre_tokenizer, "pretokenizers", "Metaspace");
   const bool spm_like = bool_field(model, "byte_fallback", false) || metaspace ||
                         contains_type(normalizer, "normalizers", "Prepend") ||
@@ -233,12 +228,16 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
     // NFC is accepted but not applied, as llama.cpp does for Qwen2: real prompts are almost
     // always NFC already, and applying it needs Unicode tables this project does not carry.
     for (const json* step : flatten(normalizer, "normalizers")) {
-      TANDEM_CHECK_INPUT(type_of(*step) == "NFC", "{}: normalizer '{}' is not supported for "
-                         "byte-level BPE", where, type_of(*step));
+      TANDEM_CHECK_INPUT(type_of(*step) == "NFC",
+                         "{}: normalizer '{}' is not supported for "
+                         "byte-level BPE",
+                         where, type_of(*step));
     }
   } else {
-    TANDEM_CHECK_INPUT(spm_like, "{}: BPE without a ByteLevel or SentencePiece-style "
-                       "(byte_fallback, \"\u2581\") setup is not supported", where);
+    TANDEM_CHECK_INPUT(spm_like,
+                       "{}: BPE without a ByteLevel or SentencePiece-style "
+                       "(byte_fallback, \"\u2581\") setup is not supported",
+                       where);
     vocab.kind = VocabKind::Spm;
     // The SentencePiece encoder merges by score: a piece's score is minus the rank of the
     // first merge that makes it, so lower ranks merge first as in HF. Pieces no merge makes
@@ -252,8 +251,7 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
     for (const json* step : flatten(pre_tokenizer, "pretokenizers")) {
       if (type_of(*step) == "Metaspace") {
         const std::string scheme = string_field(*step, "prepend_scheme");
-        vocab.add_space_prefix = scheme.empty() ? bool_field(*step, "add_prefix_space", true)
-                                                : scheme != "never";
+        vocab.add_space_prefix = scheme.empty() ? bool_field(*step, "add_prefix_space", true) : scheme != "never";
       }
     }
     for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
@@ -281,7 +279,8 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
   vocab.bos_id = id_of(bos);
   if (eos.empty()) {
     for (const char* name : {"</s>", "<|end_of_text|>", "<|endoftext|>", "<|im_end|>",
-                             "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"}) {
+                             "<\xEF\xBD\x9C"
+                             "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"}) {
       if (id_of(name) >= 0) {
         eos = name;
         break;
@@ -295,8 +294,7 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
 
 Vocab vocab_from_tokenizer_json(const std::string& path) {
   const std::string text = read_text(path);
-  const std::filesystem::path config_path =
-      std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+  const std::filesystem::path config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   std::string config;
   if (std::filesystem::is_regular_file(config_path)) config = read_text(config_path.string());
   return vocab_from_tokenizer_json_text(text, config, path);

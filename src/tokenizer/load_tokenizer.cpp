@@ -83,8 +83,7 @@ int64_t llama2c_header_vocab_size(const std::string& model_path) {
   return vocab_size;
 }
 
-Tokenizer load_tokenizer(const std::string& model_path, const std::string& tokenizer_path,
-                         int64_t vocab_size_hint) {
+Tokenizer load_tokenizer(const std::string& model_path, const std::string& tokenizer_path, int64_t vocab_size_hint) {
   if (std::filesystem::is_directory(model_path)) {
     const std::string json = tokenizer_json_path(model_path);
     TANDEM_CHECK_INPUT(!json.empty(), "{}: no tokenizer.json in this model folder", model_path);
@@ -93,8 +92,7 @@ Tokenizer load_tokenizer(const std::string& model_path, const std::string& token
   if (is_gguf_path(model_path)) {
     return Tokenizer(vocab_from_gguf(GgufFile::open(model_path)));
   }
-  TANDEM_CHECK_INPUT(std::filesystem::is_regular_file(model_path), "{}: no such model file",
-                     model_path);
+  TANDEM_CHECK_INPUT(std::filesystem::is_regular_file(model_path), "{}: no such model file", model_path);
   if (const std::string json = tokenizer_json_path(model_path); !json.empty()) {
     return json_tokenizer(json, vocab_size_hint);
   }
@@ -105,8 +103,7 @@ Tokenizer load_tokenizer(const std::string& model_path, const std::string& token
     if (is_gguf_path(tokenizer_path)) return Tokenizer(vocab_from_gguf(GgufFile::open(tokenizer_path)));
   }
   const std::string path = tokenizer_path.empty() ? find_tokenizer_near(model_path) : tokenizer_path;
-  const int64_t vocab_size =
-      vocab_size_hint > 0 ? vocab_size_hint : llama2c_header_vocab_size(model_path);
+  const int64_t vocab_size = vocab_size_hint > 0 ? vocab_size_hint : llama2c_header_vocab_size(model_path);
   return Tokenizer(vocab_from_llama2c(path, vocab_size));
 }
 

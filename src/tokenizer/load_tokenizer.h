@@ -16,8 +16,7 @@ namespace tandem {
 // tokenizer.json or its folder, or a tokenizer.bin), else tokenizer.bin or tok*.bin in the
 // model's folder (InputError if none). The llama2.c vocab size is `vocab_size_hint` when
 // > 0, else the model header's vocab_size field.
-Tokenizer load_tokenizer(const std::string& model_path, const std::string& tokenizer_path,
-                         int64_t vocab_size_hint);
+Tokenizer load_tokenizer(const std::string& model_path, const std::string& tokenizer_path, int64_t vocab_size_hint);
 
 // The vocab_size field of a llama2.c checkpoint header (the absolute value of its 6th int32;
 // negative only flags an unshared classifier). InputError if the file is too short.

@@ -13,8 +13,7 @@
 
 namespace tandem {
 
-const char* const kGpt2PreRegex =
-    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
+const char* const kGpt2PreRegex = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
 
 namespace {
 
@@ -30,8 +29,7 @@ constexpr const char* kTekkenRegex =
     R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 // DeepSeek's CJK runs: CJK ideographs U+4E00..U+9FA5, U+0800..U+4E00, Hangul U+AC00..U+D7FF.
-constexpr const char* kDeepSeekCjkRegex =
-    R"re([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)re";
+constexpr const char* kDeepSeekCjkRegex = R"re([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)re";
 
 // The names llama.cpp's converter writes to tokenizer.ggml.pre, grouped by the split they
 // use. DeepSeek-LLM's published letter class lists the cased letters (Lu, Ll, Lt) range by
@@ -43,8 +41,8 @@ std::vector<std::string> regexes_for(std::string_view pre) {
     }
     return false;
   };
-  if (is_any({"", "default", "gpt-2", "gpt2", "phi-2", "roberta-bpe", "jina-v2-es",
-              "jina-v2-de", "mpt", "olmo", "jais"})) {
+  if (is_any({"", "default", "gpt-2", "gpt2", "phi-2", "roberta-bpe", "jina-v2-es", "jina-v2-de", "mpt", "olmo",
+              "jais"})) {
     return {kGpt2PreRegex};
   }
   if (is_any({"llama3", "llama-v3", "llama-bpe", "falcon3"})) return {kLlama3Regex};
@@ -60,13 +58,12 @@ std::vector<std::string> regexes_for(std::string_view pre) {
             R"re(\p{N}+)re"};
   }
   if (pre == "deepseek-coder") {
-    return {R"re([\r\n])re", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", kDeepSeekCjkRegex,
-            R"re(\p{N})re"};
+    return {R"re([\r\n])re", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", kDeepSeekCjkRegex, R"re(\p{N})re"};
   }
   if (pre == "deepseek-v3") {
-    return {R"re(\p{N}{1,3})re",
-            R"re([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)re",
-            R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"};
+    return {
+        R"re(\p{N}{1,3})re", R"re([\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)re",
+        R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"};
   }
   return {};
 }
@@ -75,8 +72,7 @@ std::vector<std::string> regexes_for(std::string_view pre) {
 
 std::vector<std::string> pre_tokenizer_regexes(std::string_view pre) {
   std::vector<std::string> regexes = regexes_for(pre);
-  TANDEM_CHECK_INPUT(!regexes.empty(), "pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported",
-                     pre);
+  TANDEM_CHECK_INPUT(!regexes.empty(), "pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported", pre);
   return regexes;
 }
 
@@ -91,14 +87,13 @@ PreTokenizer::PreTokenizer(const std::vector<std::string>& regexes) {
     PCRE2_SIZE error_offset = 0;
     // MATCH_INVALID_UTF: ill-formed input simply never matches, instead of failing the
     // whole match call; the encoder then sees it as an in-between piece.
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.data()), regex.size(),
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code,
-                                     &error_offset, nullptr);
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.data()), regex.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code, &error_offset, nullptr);
     if (code == nullptr) {
       std::array<PCRE2_UCHAR, 256> message{};
       pcre2_get_error_message(error_code, message.data(), message.size());
-      throw InputError(fmt::format("pre-tokenizer regex '{}' does not compile at offset {}: {}",
-                                   regex, error_offset,
+      throw InputError(fmt::format("pre-tokenizer regex '{}' does not compile at offset {}: {}", regex, error_offset,
                                    reinterpret_cast<const char*>(message.data())));
     }
     // JIT is only a speed-up; the interpreter gives the same matches if it is unavailable.
@@ -128,8 +123,7 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
       size_t kept = 0;  // end of what has been emitted so far
       size_t start = 0;
       while (start < piece.size()) {
-        const int rc =
-            pcre2_match(compiled->code, subject, piece.size(), start, 0, match, nullptr);
+        const int rc = pcre2_match(compiled->code, subject, piece.size(), start, 0, match, nullptr);
         if (rc < 0) break;  // PCRE2_ERROR_NOMATCH (or a limit): the rest is one gap
         const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
         const size_t begin = ovector[0], end = ovector[1];

@@ -72,8 +72,7 @@ void SpmEncoder::append_fallback(std::string_view symbol, std::vector<int32_t>& 
   }
 }
 
-void SpmEncoder::encode(std::string_view text, bool starts_sequence,
-                        std::vector<int32_t>& ids) const {
+void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const {
   if (text.empty()) return;
 
   // Normalize as SentencePiece does for llama: spaces become "▁", plus one leading "▁".
@@ -126,8 +125,7 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence,
 
   // Every merged symbol is a piece by construction; only single characters can be missing.
   for (int i = 0; i >= 0 && !symbols.empty(); i = symbols[i].next) {
-    const std::string_view symbol =
-        std::string_view(normalized).substr(symbols[i].start, symbols[i].length);
+    const std::string_view symbol = std::string_view(normalized).substr(symbols[i].start, symbols[i].length);
     if (const int32_t id = mergeable_id(symbol); id >= 0) {
       ids.push_back(id);
     } else {

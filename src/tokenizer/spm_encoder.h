@@ -18,8 +18,7 @@ class SpmEncoder final : public TextEncoder {
   // Keeps a reference: `vocab` must outlive the encoder (Tokenizer holds both on the heap).
   explicit SpmEncoder(const Vocab& vocab);
 
-  void encode(std::string_view text, bool starts_sequence,
-              std::vector<int32_t>& ids) const override;
+  void encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const override;
 
  private:
   // Lets the piece map be searched with a string_view into the text being encoded.

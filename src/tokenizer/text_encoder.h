@@ -15,8 +15,7 @@ class TextEncoder {
 
   // Appends the ids of `text` to `ids`. `starts_sequence`: the text opens the sequence or
   // follows a special token (SentencePiece adds its space prefix only there).
-  virtual void encode(std::string_view text, bool starts_sequence,
-                      std::vector<int32_t>& ids) const = 0;
+  virtual void encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const = 0;
 };
 
 }  // namespace tandem

@@ -37,20 +37,16 @@ std::string bytes_of(const Vocab& vocab, int32_t id) {
   const bool spm = vocab.kind == VocabKind::Spm;
   switch (vocab.types[id]) {
     case TokenType::Normal:
-    case TokenType::Undefined:
-      return spm ? markers_to_spaces(piece) : byte_level_decode(piece);
-    case TokenType::UserDefined:
-      return spm ? markers_to_spaces(piece) : piece;
+    case TokenType::Undefined: return spm ? markers_to_spaces(piece) : byte_level_decode(piece);
+    case TokenType::UserDefined: return spm ? markers_to_spaces(piece) : piece;
     case TokenType::Byte:
       if (int value = parse_byte_piece(piece); value >= 0) {
         return std::string(1, static_cast<char>(value));
       }
       return spm ? markers_to_spaces(piece) : byte_level_decode(piece);
-    case TokenType::Unknown:
-      return spm ? " \xE2\x81\x87 " : piece;  // " ⁇ ", SentencePiece's surface for unknown
+    case TokenType::Unknown: return spm ? " \xE2\x81\x87 " : piece;  // " ⁇ ", SentencePiece's surface for unknown
     case TokenType::Control:
-    case TokenType::Unused:
-      break;  // no text: <s>, </s> and friends never show up in decoded output
+    case TokenType::Unused: break;  // no text: <s>, </s> and friends never show up in decoded output
   }
   return {};
 }
@@ -61,13 +57,10 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::make_shared<const Vocab>(std::mo
   const Vocab& v = *vocab_;
   const int64_t n = v.size();
   TANDEM_CHECK_INPUT(n > 0, "empty vocabulary");
-  TANDEM_CHECK_INPUT(static_cast<int64_t>(v.scores.size()) == n &&
-                         static_cast<int64_t>(v.types.size()) == n,
-                     "vocabulary has {} pieces, {} scores and {} types", n, v.scores.size(),
-                     v.types.size());
+  TANDEM_CHECK_INPUT(static_cast<int64_t>(v.scores.size()) == n && static_cast<int64_t>(v.types.size()) == n,
+                     "vocabulary has {} pieces, {} scores and {} types", n, v.scores.size(), v.types.size());
   for (int32_t id : {v.bos_id, v.eos_id, v.unk_id}) {
-    TANDEM_CHECK_INPUT(id >= -1 && id < n, "special token id {} is outside the vocabulary of {}",
-                       id, n);
+    TANDEM_CHECK_INPUT(id >= -1 && id < n, "special token id {} is outside the vocabulary of {}", id, n);
   }
 
   bytes_.resize(static_cast<size_t>(n));
@@ -129,19 +122,16 @@ std::pair<int32_t, size_t> Tokenizer::find_special(std::string_view text, size_t
   return best;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
   const TextSpan whole{0, text.size()};
-  return encode(text, add_bos,
-                parse_special ? std::span<const TextSpan>(&whole, 1) : std::span<const TextSpan>());
+  return encode(text, add_bos, parse_special ? std::span<const TextSpan>(&whole, 1) : std::span<const TextSpan>());
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
                                        std::span<const TextSpan> special_spans) const {
   for (size_t i = 0; i < special_spans.size(); ++i) {
     // Spans come from code (the chat renderer), never from a user: a bad one is a bug.
-    TANDEM_ASSERT(special_spans[i].begin <= special_spans[i].end &&
-                  special_spans[i].end <= text.size());
+    TANDEM_ASSERT(special_spans[i].begin <= special_spans[i].end && special_spans[i].end <= text.size());
     TANDEM_ASSERT(i == 0 || special_spans[i - 1].end <= special_spans[i].begin);
   }
   std::vector<int32_t> ids;
@@ -149,9 +139,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   std::vector<size_t> next_at(specials_.size(), kNotSearched);  // [n_specials] see find_special
   bool starts_sequence = true;  // SentencePiece adds its space prefix here and after specials
   for (size_t pos = 0; pos < text.size();) {
-    const auto [special, at] =
-        specials_.empty() ? std::pair<int32_t, size_t>{-1, text.size()}
-                          : find_special(text, pos, special_spans, next_at);
+    const auto [special, at] = specials_.empty() ? std::pair<int32_t, size_t>{-1, text.size()}
+                                                 : find_special(text, pos, special_spans, next_at);
     if (at > pos) {
       encoder_->encode(text.substr(pos, at - pos), starts_sequence, ids);
       starts_sequence = false;
@@ -174,8 +163,7 @@ std::string_view Tokenizer::find_control_text(std::string_view text) const {
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
-  TANDEM_CHECK_INPUT(id >= 0 && id < vocab_->size(), "token id {} is outside the vocabulary of {}",
-                     id, vocab_->size());
+  TANDEM_CHECK_INPUT(id >= 0 && id < vocab_->size(), "token id {} is outside the vocabulary of {}", id, vocab_->size());
   return bytes_[id];
 }
 
@@ -184,8 +172,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   Utf8Sanitizer sanitizer;
   int32_t previous = -1;
   for (int32_t id : ids) {
-    TANDEM_CHECK_INPUT(id >= 0 && id < vocab_->size(),
-                       "token id {} is outside the vocabulary of {}", id, vocab_->size());
+    TANDEM_CHECK_INPUT(id >= 0 && id < vocab_->size(), "token id {} is outside the vocabulary of {}", id,
+                       vocab_->size());
     std::string_view bytes = bytes_[id];
     if (strips_space_after(previous) && !bytes.empty() && bytes[0] == ' ') bytes.remove_prefix(1);
     sanitizer.feed(bytes, out);

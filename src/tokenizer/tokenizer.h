@@ -44,8 +44,7 @@ class Tokenizer {
   // User-defined tokens are matched anywhere. The text between matched tokens is encoded as
   // one run, as with parse_special: spans covering all of `text` give parse_special=true's
   // ids, no spans give parse_special=false's.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos,
-                              std::span<const TextSpan> special_spans) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, std::span<const TextSpan> special_spans) const;
 
   // The piece of a control token that occurs in `text` (the longest, if several do); empty
   // when none does. For callers that must refuse text whose control tokens would be lost.
@@ -73,13 +72,11 @@ class Tokenizer {
   // id -1 when there is none. Control tokens count only inside one of `special_spans`.
   // `next_at` ([specials_.size()], kNotSearched at first) carries each piece's next
   // occurrence from one call to the next within one encode().
-  std::pair<int32_t, size_t> find_special(std::string_view text, size_t from,
-                                          std::span<const TextSpan> special_spans,
+  std::pair<int32_t, size_t> find_special(std::string_view text, size_t from, std::span<const TextSpan> special_spans,
                                           std::vector<size_t>& next_at) const;
   // The first occurrence of special `id` at or after `from` (a control token: inside one
   // span); npos when there is none.
-  size_t find_piece(std::string_view text, size_t from, int32_t id,
-                    std::span<const TextSpan> special_spans) const;
+  size_t find_piece(std::string_view text, size_t from, int32_t id, std::span<const TextSpan> special_spans) const;
   static constexpr size_t kNotSearched = std::string_view::npos - 1;
 
   // Heap-held so the encoder's reference to the vocab survives moves of the Tokenizer.

@@ -34,8 +34,8 @@ class Utf8Sanitizer {
 
   char held_[4] = {};
   int n_held_ = 0;
-  int n_needed_ = 0;         // total length of the sequence being held
-  uint8_t next_lo_ = 0x80;   // allowed range of the next continuation byte
+  int n_needed_ = 0;        // total length of the sequence being held
+  uint8_t next_lo_ = 0x80;  // allowed range of the next continuation byte
   uint8_t next_hi_ = 0xBF;
 };
 

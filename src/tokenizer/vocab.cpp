@@ -29,8 +29,8 @@ std::string spaces_to_markers(const std::string& text) {
 }
 
 void check_special_id(const Vocab& vocab, int64_t id, const char* what, const std::string& where) {
-  TANDEM_CHECK_INPUT(id >= 0 && id < vocab.size(), "{}: {} id {} is outside the vocabulary of {}",
-                     where, what, id, vocab.size());
+  TANDEM_CHECK_INPUT(id >= 0 && id < vocab.size(), "{}: {} id {} is outside the vocabulary of {}", where, what, id,
+                     vocab.size());
 }
 
 int hex_digit(char c) {
@@ -62,8 +62,7 @@ Vocab vocab_from_gguf(const GgufFile& file) {
   Vocab vocab;
   vocab.kind = spm ? VocabKind::Spm : VocabKind::ByteLevelBpe;
   std::optional<std::vector<std::string>> tokens = file.get_string_array("tokenizer.ggml.tokens");
-  TANDEM_CHECK_INPUT(tokens.has_value() && !tokens->empty(), "{}: tokenizer.ggml.tokens is missing",
-                     where);
+  TANDEM_CHECK_INPUT(tokens.has_value() && !tokens->empty(), "{}: tokenizer.ggml.tokens is missing", where);
   vocab.pieces = std::move(*tokens);
   const size_t n = vocab.pieces.size();
 
@@ -75,13 +74,12 @@ Vocab vocab_from_gguf(const GgufFile& file) {
   }
 
   if (std::optional<std::vector<int64_t>> types = file.get_int_array("tokenizer.ggml.token_type")) {
-    TANDEM_CHECK_INPUT(types->size() == n, "{}: {} token types for {} tokens", where, types->size(),
-                       n);
+    TANDEM_CHECK_INPUT(types->size() == n, "{}: {} token types for {} tokens", where, types->size(), n);
     vocab.types.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       int64_t t = (*types)[i];
-      TANDEM_CHECK_INPUT(t >= 0 && t <= static_cast<int64_t>(TokenType::Byte),
-                         "{}: token {} has unknown type {}", where, i, t);
+      TANDEM_CHECK_INPUT(t >= 0 && t <= static_cast<int64_t>(TokenType::Byte), "{}: token {} has unknown type {}",
+                         where, i, t);
       vocab.types.push_back(static_cast<TokenType>(t));
     }
   }
@@ -144,17 +142,16 @@ Vocab vocab_from_llama2c(const std::string& path, int64_t vocab_size) {
 
   size_t pos = 0;
   auto read_raw = [&](void* dst, size_t n, int64_t token) {
-    TANDEM_CHECK_INPUT(bytes.size() - pos >= n,
-                       "{}: tokenizer file is truncated (token {} of {}, offset {}, size {})", path,
-                       token, vocab_size, pos, bytes.size());
+    TANDEM_CHECK_INPUT(bytes.size() - pos >= n, "{}: tokenizer file is truncated (token {} of {}, offset {}, size {})",
+                       path, token, vocab_size, pos, bytes.size());
     std::memcpy(dst, bytes.data() + pos, n);
     pos += n;
   };
 
   int32_t max_token_length = 0;
   read_raw(&max_token_length, sizeof max_token_length, 0);
-  TANDEM_CHECK_INPUT(max_token_length > 0, "{}: bad max_token_length {} (not a tokenizer.bin?)",
-                     path, max_token_length);
+  TANDEM_CHECK_INPUT(max_token_length > 0, "{}: bad max_token_length {} (not a tokenizer.bin?)", path,
+                     max_token_length);
 
   Vocab vocab;
   for (int64_t i = 0; vocab_size > 0 ? i < vocab_size : pos < bytes.size(); ++i) {
@@ -162,9 +159,8 @@ Vocab vocab_from_llama2c(const std::string& path, int64_t vocab_size) {
     int32_t length = 0;
     read_raw(&score, sizeof score, i);
     read_raw(&length, sizeof length, i);
-    TANDEM_CHECK_INPUT(length >= 0 && length <= max_token_length,
-                       "{}: token {} has length {} (max_token_length {})", path, i, length,
-                       max_token_length);
+    TANDEM_CHECK_INPUT(length >= 0 && length <= max_token_length, "{}: token {} has length {} (max_token_length {})",
+                       path, i, length, max_token_length);
     std::string piece(static_cast<size_t>(length), '\0');
     read_raw(piece.data(), piece.size(), i);
     vocab.pieces.push_back(spaces_to_markers(piece));

@@ -156,9 +156,8 @@ TEST_F(CApi, ChatRendersAndTokenizes) {
   EXPECT_EQ(tandem_render_chat(model_, messages, 2, nullptr, 0, &length), TANDEM_ERROR_BUFFER_TOO_SMALL);
   std::vector<char> text(length + 1);
   ASSERT_EQ(tandem_render_chat(model_, messages, 2, text.data(), text.size(), &length), TANDEM_OK);
-  EXPECT_STREQ(text.data(),
-               "<|im_start|>system\nYou dream.<|im_end|>\n<|im_start|>user\nWhat do you see?<|im_end|>\n"
-               "<|im_start|>assistant\n");
+  EXPECT_STREQ(text.data(), "<|im_start|>system\nYou dream.<|im_end|>\n<|im_start|>user\nWhat do you see?<|im_end|>\n"
+                            "<|im_start|>assistant\n");
   size_t n = 0;
   EXPECT_EQ(tandem_tokenize_chat(model_, messages, 2, nullptr, 0, &n), TANDEM_ERROR_BUFFER_TOO_SMALL);
   std::vector<int32_t> ids(n);
@@ -175,7 +174,8 @@ TEST_F(CApi, ChatRendersAndTokenizes) {
   tandem_result_free(&chat);
   tandem_result_free(&direct);
   const tandem_chat_message no_content[] = {{"user", nullptr}};
-  EXPECT_EQ(tandem_render_chat(model_, no_content, 1, text.data(), text.size(), &length), TANDEM_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(tandem_render_chat(model_, no_content, 1, text.data(), text.size(), &length),
+            TANDEM_ERROR_INVALID_ARGUMENT);
   const tandem_chat_message bad_role[] = {{"narrator", "x"}};
   EXPECT_EQ(tandem_render_chat(model_, bad_role, 1, text.data(), text.size(), &length), TANDEM_ERROR_INPUT);
 }
@@ -285,14 +285,17 @@ TEST_F(CApi, StreamsPullEventsToTheEnd) {
 TEST_F(CApi, CallbackReturnValueCancels) {
   // Shared with the callback, which the engine may still call after this test body returns.
   auto slowing = std::make_shared<std::atomic<bool>>(true);
-  const uint64_t slow_id = engine_->engine.submit(engine_->engine.model().tokenize("I see"), [] {
-    tandem::api::GenerateOptions options;
-    options.temperature = 0;
-    options.max_tokens = 1000;
-    return options;
-  }(), [slowing](const tandem::api::Event&) {
-    if (*slowing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  });
+  const uint64_t slow_id = engine_->engine.submit(
+      engine_->engine.model().tokenize("I see"),
+      [] {
+        tandem::api::GenerateOptions options;
+        options.temperature = 0;
+        options.max_tokens = 1000;
+        return options;
+      }(),
+      [slowing](const tandem::api::Event&) {
+        if (*slowing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      });
   Collected collected;
   collected.cancel_after = 1;
   tandem_generate_options options = greedy(1000);

@@ -101,8 +101,8 @@ TEST(KQuantFormat, Q6KExactBlock) {
       const int e = 128 * h + l;
       ASSERT_EQ(block.ql[64 * h + l], (u(e) & 15) | ((u(e + 64) & 15) << 4));
       ASSERT_EQ(block.ql[64 * h + 32 + l], (u(e + 32) & 15) | ((u(e + 96) & 15) << 4));
-      ASSERT_EQ(block.qh[32 * h + l], (u(e) >> 4) | ((u(e + 32) >> 4) << 2) | ((u(e + 64) >> 4) << 4) |
-                                          ((u(e + 96) >> 4) << 6));
+      ASSERT_EQ(block.qh[32 * h + l],
+                (u(e) >> 4) | ((u(e + 32) >> 4) << 2) | ((u(e + 64) >> 4) << 4) | ((u(e + 96) >> 4) << 6));
     }
   }
   EXPECT_EQ(block.ql[0], 0x00);  // elements 0 and 64 are both level -32 (stored 0)
@@ -163,8 +163,7 @@ TEST(KQuantFormat, ZeroAndConstantBlocks) {
       std::vector<unsigned char> bytes(dtype_row_bytes(type, 256));
       quantize_row(type, x.data(), bytes.data(), 256);
       dequantize_row(type, bytes.data(), y.data(), 256);
-      for (int i = 0; i < 256; ++i)
-        ASSERT_NEAR(y[i], value, 0.002f) << dtype_name(type) << " value " << value;
+      for (int i = 0; i < 256; ++i) ASSERT_NEAR(y[i], value, 0.002f) << dtype_name(type) << " value " << value;
     }
   }
 }

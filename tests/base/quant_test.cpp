@@ -20,7 +20,7 @@ TEST(Half, ExactValues) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
   EXPECT_EQ(f32_to_f16(0.5f), 0x3800);
-  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);             // largest half
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);               // largest half
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
   // Every half survives a round trip through float.
   for (uint32_t h = 0; h < 0x10000; ++h) {
@@ -31,7 +31,7 @@ TEST(Half, ExactValues) {
 }
 
 TEST(Half, RoundsToNearestEven) {
-  const float ulp = std::ldexp(1.0f, -10);  // spacing of halves in [1, 2)
+  const float ulp = std::ldexp(1.0f, -10);            // spacing of halves in [1, 2)
   EXPECT_EQ(f32_to_f16(1.0f + ulp / 2), 0x3c00);      // tie, 1.0 is even
   EXPECT_EQ(f32_to_f16(1.0f + 3 * ulp / 2), 0x3c02);  // tie, rounds up to even
   EXPECT_EQ(f32_to_f16(1.0f + ulp * 0.51f), 0x3c01);  // above the tie
@@ -158,9 +158,9 @@ TEST(QuantizeRow, Q4_0PositiveExtremeClampsTheFarEnd) {
   quantize_row(DType::Q4_0, x.data(), bytes.data(), 32);
   EXPECT_EQ(bytes[0], 0x00);  // f16 -1.0 = 0xbc00
   EXPECT_EQ(bytes[1], 0xbc);
-  EXPECT_EQ(bytes[2 + 0], 0x0 | (8 << 4));   // x[0] = 8 → 0; x[16] = 0 → 8
-  EXPECT_EQ(bytes[2 + 1], 15 | (13 << 4));   // x[1] = -8 → 15 (clamped); x[17] = -5 → 13
-  EXPECT_EQ(bytes[2 + 2], 5 | (8 << 4));     // x[2] = 3 → 5
+  EXPECT_EQ(bytes[2 + 0], 0x0 | (8 << 4));  // x[0] = 8 → 0; x[16] = 0 → 8
+  EXPECT_EQ(bytes[2 + 1], 15 | (13 << 4));  // x[1] = -8 → 15 (clamped); x[17] = -5 → 13
+  EXPECT_EQ(bytes[2 + 2], 5 | (8 << 4));    // x[2] = 3 → 5
   std::vector<float> back(32);
   dequantize_row(DType::Q4_0, bytes.data(), back.data(), 32);
   EXPECT_EQ(back[0], 8.0f);

@@ -104,7 +104,8 @@ TEST(ThreadPool, EmptyAndNegativeRangesRunNothing) {
   ThreadPool pool(2);
   int calls = 0;
   pool.parallel_for(0, [&](int64_t, int64_t, int) { ++calls; });
-  pool.parallel_for(-5, [&](int64_t, int64_t, int) { ++calls; }, 4);
+  pool.parallel_for(
+      -5, [&](int64_t, int64_t, int) { ++calls; }, 4);
   EXPECT_EQ(calls, 0);
 }
 

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <regex>
 #include <string>
@@ -34,16 +34,31 @@ using testing::shared_path;
 
 // Control tokens of the families the templates are written for. Each test vocabulary has
 // these plus any "<|...|>" / "<｜...｜>" marker its template mentions.
-const std::vector<std::string> kMarkers = {
-    "<s>", "</s>", "[INST]", "[/INST]", "<|im_start|>", "<|im_end|>", "<|endoftext|>",
-    "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>",
-    "<|python_tag|>", "<|user|>", "<|assistant|>", "<|system|>", "<BOS_TOKEN>"};
+const std::vector<std::string> kMarkers = {"<s>",
+                                           "</s>",
+                                           "[INST]",
+                                           "[/INST]",
+                                           "<|im_start|>",
+                                           "<|im_end|>",
+                                           "<|endoftext|>",
+                                           "<|begin_of_text|>",
+                                           "<|start_header_id|>",
+                                           "<|end_header_id|>",
+                                           "<|eot_id|>",
+                                           "<|eom_id|>",
+                                           "<|python_tag|>",
+                                           "<|user|>",
+                                           "<|assistant|>",
+                                           "<|system|>",
+                                           "<BOS_TOKEN>"};
 // DeepSeek's "<｜begin▁of▁sentence｜>" and "<｜end▁of▁sentence｜>" (fullwidth bars).
-const std::string kDeepSeekBos = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
-const std::string kDeepSeekEos = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+const std::string kDeepSeekBos = "<\xEF\xBD\x9C"
+                                 "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+const std::string kDeepSeekEos = "<\xEF\xBD\x9C"
+                                 "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
 // What a user types to break out of their turn.
-const std::vector<std::string> kInjected = {"</s>", "<|im_end|>", "<|eot_id|>", "[INST]",
-                                            "<|start_header_id|>", "<s>", "<|im_start|>"};
+const std::vector<std::string> kInjected = {"</s>", "<|im_end|>",  "<|eot_id|>", "[INST]", "<|start_header_id|>",
+                                            "<s>",  "<|im_start|>"};
 
 struct Case {
   std::string name;
@@ -370,8 +385,8 @@ TEST(ChatSpans, CompiledTemplateRendersFromManyThreads) {
     if (file.filename().string().find("Qwen2.5") != std::string::npos || renderer.jinja_template.empty())
       renderer.jinja_template = testing::read_file(file.string());
   renderer.compile();
-  const std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hello there"}, {"assistant", "Hi."},
-                                             {"user", "And now?"}};
+  const std::vector<ChatMessage> messages = {
+      {"system", "Be brief."}, {"user", "Hello there"}, {"assistant", "Hi."}, {"user", "And now?"}};
   const std::string expected = renderer.render(messages);
   std::atomic<int> mismatches{0};
   std::vector<std::thread> threads;
@@ -383,7 +398,6 @@ TEST(ChatSpans, CompiledTemplateRendersFromManyThreads) {
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(mismatches.load(), 0);
 }
-
 
 // --- Tool calls, tool results, names and tool definitions (issue 11) -------------------------
 
@@ -407,8 +421,12 @@ ToolConversation tool_conversation(const std::string& extra, const std::string& 
   ChatMessage result{"tool", "{\"temperature\": 21.5, \"sky\": \"sunny\"}" + text};
   result.tool_call_id = "call12345" + ids;
   result.name = "get_weather" + ids;
-  c.messages = {{"system", "You can call tools." + text}, {"user", "What's the weather in Zürich?" + text}, call,
-                result, {"assistant", "It is 21.5 °C and sunny." + text}, {"user", "Thanks!" + text}};
+  c.messages = {{"system", "You can call tools." + text},
+                {"user", "What's the weather in Zürich?" + text},
+                call,
+                result,
+                {"assistant", "It is 21.5 °C and sunny." + text},
+                {"user", "Thanks!" + text}};
   ToolDefinition tool{"get_weather", "Get the current weather for a city" + text};
   // Every property described and every tool with parameters: Hermes and Command-R need them.
   tool.parameters = nlohmann::ordered_json::parse(R"({"type": "object", "properties": {"location": {"type": "string",

@@ -81,9 +81,12 @@ std::string render_case(const Case& c) {
   ordered_json messages = input, tools = nullptr, extra = ordered_json::object();
   if (input.is_object()) {
     for (auto it = input.begin(); it != input.end(); ++it) {
-      if (it.key() == "messages") messages = it.value();
-      else if (it.key() == "tools") tools = it.value();
-      else extra[it.key()] = it.value();
+      if (it.key() == "messages")
+        messages = it.value();
+      else if (it.key() == "tools")
+        tools = it.value();
+      else
+        extra[it.key()] = it.value();
     }
   }
   return ChatTemplate(read_file(c.template_path)).render(messages, tools, c.add_generation_prompt, kBos, kEos, extra);
@@ -113,17 +116,20 @@ TEST(ChatTemplate, MatchesPythonJinjaOnEveryTemplateAndMessageSet) {
     for (const fs::path& m : message_sets) {
       for (const bool generation_prompt : {false, true}) {
         cases.push_back({t, m, generation_prompt});
-        manifest.push_back({{"template", t.string()}, {"messages", m.string()},
-                            {"add_generation_prompt", generation_prompt}, {"bos_token", kBos}, {"eos_token", kEos}});
+        manifest.push_back({{"template", t.string()},
+                            {"messages", m.string()},
+                            {"add_generation_prompt", generation_prompt},
+                            {"bos_token", kBos},
+                            {"eos_token", kEos}});
       }
     }
   }
-  const fs::path manifest_path = fs::temp_directory_path() / ("tandem_chat_cases_" + std::to_string(getpid()) + ".json");
+  const fs::path manifest_path =
+      fs::temp_directory_path() / ("tandem_chat_cases_" + std::to_string(getpid()) + ".json");
   std::ofstream(manifest_path) << manifest.dump();
   std::string reference_text;
-  const int status = run_command("python3 '" + (kTestDir / "render_reference.py").string() + "' '" +
-                                     manifest_path.string() + "'",
-                                 reference_text);
+  const int status = run_command(
+      "python3 '" + (kTestDir / "render_reference.py").string() + "' '" + manifest_path.string() + "'", reference_text);
   fs::remove(manifest_path);
   ASSERT_EQ(status, 0) << "render_reference.py failed";
   const ordered_json reference = ordered_json::parse(reference_text);
@@ -154,7 +160,8 @@ TEST(ChatTemplate, MatchesPythonJinjaOnEveryTemplateAndMessageSet) {
     } else {
       ++n_errors;
       EXPECT_FALSE(ok) << label << ": python failed (" << expected["error"].get<std::string>()
-                       << ") but tandem rendered:\n" << actual;
+                       << ") but tandem rendered:\n"
+                       << actual;
     }
   }
   // Every template must render for real with some message set, not only match errors.
@@ -169,10 +176,10 @@ TEST(ChatTemplate, CliPrintsTheRenderedPromptExactly) {
   const fs::path template_path = kSharedTemplates / "Qwen-Qwen2.5-7B-Instruct.jinja";
   const fs::path messages_path = kDataDir / "messages" / "tool_calls_dict_args.json";
   std::string output;
-  const int status = run_command(std::string(TANDEM_BINARY) + " chat-template --template '" + template_path.string() +
-                                     "' --messages '" + messages_path.string() +
-                                     "' --add-generation-prompt --bos '<s>' --eos '</s>'",
-                                 output);
+  const int status =
+      run_command(std::string(TANDEM_BINARY) + " chat-template --template '" + template_path.string() +
+                      "' --messages '" + messages_path.string() + "' --add-generation-prompt --bos '<s>' --eos '</s>'",
+                  output);
   ASSERT_EQ(status, 0);
   EXPECT_EQ(output, render_case({template_path, messages_path, true}));
   EXPECT_TRUE(output.ends_with("<|im_start|>assistant\n"));

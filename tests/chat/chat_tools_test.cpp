@@ -79,14 +79,14 @@ TEST(ChatTools, ArgumentsReachEachTemplateAsItPrintsThem) {
       const char* template_name;
       bool objects;
     };
-    for (const Expectation& e : {Expectation{"Qwen-Qwen2.5-7B-Instruct", true},
-                                 Expectation{"meta-llama-Llama-3.1-8B-Instruct", true},
-                                 Expectation{"meta-llama-Llama-3.2-3B-Instruct", true},
-                                 Expectation{"mistralai-Mistral-Nemo-Instruct-2407", true},
-                                 Expectation{"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", false},
-                                 Expectation{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", false},
-                                 Expectation{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", false},
-                                 Expectation{"meetkai-functionary-medium-v3.1", false}}) {
+    for (const Expectation& e :
+         {Expectation{"Qwen-Qwen2.5-7B-Instruct", true}, Expectation{"meta-llama-Llama-3.1-8B-Instruct", true},
+          Expectation{"meta-llama-Llama-3.2-3B-Instruct", true},
+          Expectation{"mistralai-Mistral-Nemo-Instruct-2407", true},
+          Expectation{"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", false},
+          Expectation{"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", false},
+          Expectation{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", false},
+          Expectation{"meetkai-functionary-medium-v3.1", false}}) {
       SCOPED_TRACE(std::string(e.template_name) + " + " + set);
       const std::string text = read_text(kSharedTemplates / (std::string(e.template_name) + ".jinja"));
       const ChatTemplate reference(text);
@@ -123,12 +123,13 @@ TEST(ChatTools, TemplateMessagesKeepOpenAIShapes) {
   result.name = "f";
   const std::vector<ChatMessage> messages = {{"user", "hi"}, call, result};
   const ordered_json as_strings = template_messages(messages, false);
-  EXPECT_EQ(as_strings.dump(), R"([{"role":"user","content":"hi"},)"
-                               R"({"role":"assistant","content":null,"tool_calls":[)"
-                               R"({"id":"a","type":"function","function":{"name":"f","arguments":"{\"x\": [1, {\"y\": null}]}"}},)"
-                               R"({"id":"b","type":"function","function":{"name":"g","arguments":"not json"}},)"
-                               R"({"id":"c","type":"function","function":{"name":"h","arguments":"[1, 2]"}}]},)"
-                               R"({"role":"tool","content":"42","name":"f","tool_call_id":"a"}])");
+  EXPECT_EQ(as_strings.dump(),
+            R"([{"role":"user","content":"hi"},)"
+            R"({"role":"assistant","content":null,"tool_calls":[)"
+            R"({"id":"a","type":"function","function":{"name":"f","arguments":"{\"x\": [1, {\"y\": null}]}"}},)"
+            R"({"id":"b","type":"function","function":{"name":"g","arguments":"not json"}},)"
+            R"({"id":"c","type":"function","function":{"name":"h","arguments":"[1, 2]"}}]},)"
+            R"({"role":"tool","content":"42","name":"f","tool_call_id":"a"}])");
   // Objects only where the text is a JSON object; the rest stays as sent.
   const ordered_json as_objects = template_messages(messages, true);
   EXPECT_EQ(as_objects[1]["tool_calls"][0]["function"]["arguments"].dump(), R"({"x":[1,{"y":null}]})");
@@ -143,9 +144,10 @@ TEST(ChatTools, TemplateMessagesKeepOpenAIShapes) {
   EXPECT_TRUE(template_tools({}).is_null());  // templates test `tools is none`
   ToolDefinition bare{"f"};
   ToolDefinition full{"g", "Does g.", ordered_json::parse(R"({"type": "object", "properties": {}})")};
-  EXPECT_EQ(template_tools({bare, full}).dump(),
-            R"([{"type":"function","function":{"name":"f"}},)"
-            R"({"type":"function","function":{"name":"g","description":"Does g.","parameters":{"type":"object","properties":{}}}}])");
+  EXPECT_EQ(
+      template_tools({bare, full}).dump(),
+      R"([{"type":"function","function":{"name":"f"}},)"
+      R"({"type":"function","function":{"name":"g","description":"Does g.","parameters":{"type":"object","properties":{}}}}])");
   ToolDefinition too_deep{"h", "", ordered_json::parse(deep)};
   EXPECT_THROW(template_tools({too_deep}), InputError);
 }
@@ -183,13 +185,14 @@ const std::string kToolBlock =
 TEST(ChatTools, ChatMLUsesTheHermesConvention) {
   const Conversation c = weather_conversation(true);
   EXPECT_EQ(render_chat(ChatFormat::ChatML, c.messages, c.tools),
-            "<|im_start|>system\nBe brief.\n\n" + kToolBlock + "<|im_end|>\n"
-            "<|im_start|>user\nWeather?<|im_end|>\n"
-            "<|im_start|>assistant\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-            "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-            "\"Rome\"}\n</tool_call><|im_end|>\n"
-            "<|im_start|>tool\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\nrain\n</tool_response>"
-            "<|im_end|>\n<|im_start|>assistant\n");
+            "<|im_start|>system\nBe brief.\n\n" + kToolBlock +
+                "<|im_end|>\n"
+                "<|im_start|>user\nWeather?<|im_end|>\n"
+                "<|im_start|>assistant\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                "\"Rome\"}\n</tool_call><|im_end|>\n"
+                "<|im_start|>tool\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\nrain\n</tool_response>"
+                "<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTools, BuiltInFormatsPlaceToolTurns) {
@@ -197,14 +200,16 @@ TEST(ChatTools, BuiltInFormatsPlaceToolTurns) {
   const std::string results = "<tool_response>\nsunny\n</tool_response>\n<tool_response>\nrain\n</tool_response>";
   // No system message: the tool block opens a system turn of its own.
   const std::string llama3 = render_chat(ChatFormat::Llama3, c.messages, c.tools);
-  EXPECT_TRUE(llama3.starts_with("<|start_header_id|>system<|end_header_id|>\n\n" + kToolBlock + "<|eot_id|>")) << llama3;
+  EXPECT_TRUE(llama3.starts_with("<|start_header_id|>system<|end_header_id|>\n\n" + kToolBlock + "<|eot_id|>"))
+      << llama3;
   EXPECT_NE(llama3.find("<|start_header_id|>ipython<|end_header_id|>\n\n" + results + "<|eot_id|>"), std::string::npos)
       << llama3;
   const std::string zephyr = render_chat(ChatFormat::Zephyr, c.messages, c.tools);
   EXPECT_TRUE(zephyr.starts_with("<|system|>\n" + kToolBlock + "</s>\n")) << zephyr;
   EXPECT_NE(zephyr.find("<|user|>\n" + results + "</s>\n<|assistant|>\n"), std::string::npos) << zephyr;
   const std::string llama2 = render_chat(ChatFormat::Llama2, c.messages, c.tools);
-  EXPECT_TRUE(llama2.starts_with("[INST] <<SYS>>\n" + kToolBlock + "\n<</SYS>>\n\nWeather? [/INST] Let me look.\n"
+  EXPECT_TRUE(llama2.starts_with("[INST] <<SYS>>\n" + kToolBlock +
+                                 "\n<</SYS>>\n\nWeather? [/INST] Let me look.\n"
                                  "<tool_call>\n"))
       << llama2;
   EXPECT_TRUE(llama2.ends_with("</tool_call> </s><s>[INST] " + results + " [/INST]")) << llama2;
@@ -255,7 +260,8 @@ TEST(ChatTools, RendererPassesToolsToTheTemplate) {
       "{% for c in m.tool_calls or [] %}{{ c.function.arguments | tojson }}{% endfor %}{% endfor %}";
   const Conversation c = weather_conversation(false);
   const std::string text = renderer.render(c.messages, c.tools);
-  EXPECT_EQ(text, "<get_weather>[user]Weather?[assistant]Let me look.{\"city\": \"Paris\"}\"Rome\"[tool]sunny[tool]rain");
+  EXPECT_EQ(text,
+            "<get_weather>[user]Weather?[assistant]Let me look.{\"city\": \"Paris\"}\"Rome\"[tool]sunny[tool]rain");
   ChatMessage call{"assistant", ""};
   call.null_content = true;
   call.tool_calls = {{"c1", "f", "{}"}};

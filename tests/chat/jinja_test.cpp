@@ -41,7 +41,9 @@ TEST(Jinja, WhitespaceControlMatchesHuggingFaceSettings) {
 
 TEST(Jinja, ForLoopScopesAndLoopVariables) {
   EXPECT_EQ(render("{% set x = 1 %}{% for i in [1,2] %}{{ x }}{% set x = 5 %}{{ x }}{% endfor %}{{ x }}"), "15151");
-  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"), "6");
+  EXPECT_EQ(
+      render("{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"),
+      "6");
   EXPECT_EQ(render("{% for i in [3,4,5] if i != 4 %}{{ loop.index }}/{{ loop.length }}{{ loop.last }} {% endfor %}"),
             "1/2False 2/2True ");
   EXPECT_EQ(render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
@@ -56,7 +58,8 @@ TEST(Jinja, MacrosWithDefaultsAndKeywordArguments) {
 
 TEST(Jinja, PythonValueFormatting) {
   EXPECT_EQ(render("{{ [1, 'a', none, true, 1.5, {'k': \"it's\"}] }}"), "[1, 'a', None, True, 1.5, {'k': \"it's\"}]");
-  EXPECT_EQ(render("{{ 1/2 }} {{ 1e-5 }} {{ 1e16 }} {{ 123456789012345.6 }} {{ 2.0 }}"), "0.5 1e-05 1e+16 123456789012345.6 2.0");
+  EXPECT_EQ(render("{{ 1/2 }} {{ 1e-5 }} {{ 1e16 }} {{ 123456789012345.6 }} {{ 2.0 }}"),
+            "0.5 1e-05 1e+16 123456789012345.6 2.0");
   EXPECT_EQ(render("{{ x | tojson }}", R"({"x": {"b": "ü\n", "a": [1, 2.5, null]}})"),
             R"({"b": "ü\n", "a": [1, 2.5, null]})");
   EXPECT_EQ(render("{{ [1, {}] | tojson(indent=2) }}"), "[\n  1,\n  {}\n]");
@@ -78,7 +81,8 @@ TEST(Jinja, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(error_of("a\nb\n{% include 'x' %}"), "chat template line 3: unsupported tag 'include'");
   EXPECT_EQ(error_of("{{ x | frobnicate }}"), "chat template line 1: unsupported filter 'frobnicate'");
   EXPECT_EQ(error_of("\n{{ x is frob }}"), "chat template line 2: unsupported test 'frob'");
-  EXPECT_EQ(error_of("{% for x in y recursive %}{% endfor %}"), "chat template line 1: unsupported construct 'recursive' loop");
+  EXPECT_EQ(error_of("{% for x in y recursive %}{% endfor %}"),
+            "chat template line 1: unsupported construct 'recursive' loop");
   EXPECT_EQ(error_of("{% if x %}"), "chat template line 1: unexpected end of template, expected 'elif'");
   EXPECT_EQ(error_of("x\n{{ raise_exception('boom') }}"), "chat template line 2: boom");
   EXPECT_EQ(error_of("{{ 'abc"), "chat template line 1: unterminated string literal");
@@ -97,9 +101,10 @@ TEST(Jinja, LimitsStopRunawayTemplates) {
             std::string::npos);
   small.max_output_bytes = 100;
   EXPECT_NE(error_of("{% for i in range(99) %}{{ i }}{% endfor %}", small).find("output too large"), std::string::npos);
-  EXPECT_NE(error_of("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}")
-                .find("too large"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}")
+          .find("too large"),
+      std::string::npos);
   EXPECT_THROW(parse_template("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}"), TemplateError);
 }
 

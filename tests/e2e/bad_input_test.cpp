@@ -126,9 +126,9 @@ TEST_F(BadInput, PromptLongerThanContext) {
   TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
   std::string prompt;
   for (int i = 0; i < 200; ++i) prompt += "dream ";
-  expect_clean_error(run_tandem("run -m " + shell_quote(shared_path("models/aidreams260K/model.gguf")) + " -p " +
-                                shell_quote(prompt)),
-                     "context");
+  expect_clean_error(
+      run_tandem("run -m " + shell_quote(shared_path("models/aidreams260K/model.gguf")) + " -p " + shell_quote(prompt)),
+      "context");
 }
 
 TEST_F(BadInput, Llama2cModelWithoutTokenizer) {

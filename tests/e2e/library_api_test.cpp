@@ -45,7 +45,8 @@ TEST(LibraryApi, GreedyGenerationThroughThePublicHeader) {
   TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
   api::Engine engine(load_aidreams(), engine_options());
   std::string streamed;
-  const api::Result result = engine.generate("The dream", greedy(20), [&](std::string_view piece) { streamed += piece; });
+  const api::Result result =
+      engine.generate("The dream", greedy(20), [&](std::string_view piece) { streamed += piece; });
   EXPECT_EQ(streamed, result.text);
   EXPECT_EQ(result.text.rfind(" align, as I seep into the void.", 0), 0u) << result.text;
   EXPECT_EQ(result.finish_reason, api::FinishReason::Length);
@@ -341,8 +342,9 @@ TEST(LibraryApi, ChatRendersWithTheModelsTemplate) {
 
 TEST(LibraryApi, Llama2cCheckpointWithItsTokenizer) {
   TANDEM_REQUIRE_SHARED("models/aidreams260K/model.bin");
-  const auto model = api::Model::load(shared_path("models/aidreams260K/model.bin"),
-                                      {.tokenizer_path = shared_path("models/aidreams260K/tok512.bin"), .chat_template = ""});
+  const auto model =
+      api::Model::load(shared_path("models/aidreams260K/model.bin"),
+                       {.tokenizer_path = shared_path("models/aidreams260K/tok512.bin"), .chat_template = ""});
   api::Engine engine(model, engine_options());
   const ReferenceRun run = read_reference().at(1);
   EXPECT_EQ(whole_sequence(engine.generate(run.prompt, greedy(1000))), run.ids);

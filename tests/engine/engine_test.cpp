@@ -118,8 +118,14 @@ std::vector<int32_t> alone(const std::string& prompt, int64_t max_tokens) {
 }
 
 std::vector<Job> mixed_jobs() {
-  const char* prompts[] = {"The dream", "I see", "Echoes of light", "", "Classification whispers secrets, a gentle hum",
-                           "Contrast edges sharpen", "A", "The dream align, as I seep into the void. Contrast"};
+  const char* prompts[] = {"The dream",
+                           "I see",
+                           "Echoes of light",
+                           "",
+                           "Classification whispers secrets, a gentle hum",
+                           "Contrast edges sharpen",
+                           "A",
+                           "The dream align, as I seep into the void. Contrast"};
   std::vector<Job> jobs;
   int64_t max_tokens = 20;
   for (const char* p : prompts) {
@@ -179,8 +185,8 @@ TEST(Engine, ChunkedPrefillEqualsAlone) {
 TEST(Engine, PrefixCacheHitsGiveIdenticalOutput) {
   REQUIRE_MODEL();
   const std::string shared = "The dream align, as I seep into the void. Classification whispers secrets";
-  std::vector<Job> jobs = {{shared, greedy(30)}, {shared, greedy(30)}, {shared + ", a gentle", greedy(25)},
-                           {shared + " hum", greedy(40)}};
+  std::vector<Job> jobs = {
+      {shared, greedy(30)}, {shared, greedy(30)}, {shared + ", a gentle", greedy(25)}, {shared + " hum", greedy(40)}};
   EngineConfig config;
   config.block_size = 8;
   EngineStats stats;

@@ -45,7 +45,7 @@ TEST_F(PerplexityTest, SameResultWhateverTheBatchSize) {
   Forward forward(model_, 64, pool_);
   const std::vector<int32_t> tokens = synthetic_tokens(300);
   const PerplexityResult whole = compute_perplexity(forward, tokens, 64, 64, kBos);
-  EXPECT_EQ(whole.chunks, 4);  // 300 / 64, the tail dropped
+  EXPECT_EQ(whole.chunks, 4);              // 300 / 64, the tail dropped
   EXPECT_EQ(whole.scored_tokens, 4 * 31);  // positions 32..62 of each chunk
   EXPECT_TRUE(std::isfinite(whole.perplexity) && whole.perplexity > 1.0);
   for (int64_t batch_tokens : {16, 7}) {

@@ -53,8 +53,7 @@ void expect_matches(const Dist& d, const std::vector<double>& ref, double tol = 
     sum += d[i].second;
     by_id[d[i].first] = d[i].second;
     if (i > 0) {
-      EXPECT_TRUE(d[i - 1].second > d[i].second ||
-                  (d[i - 1].second == d[i].second && d[i - 1].first < d[i].first))
+      EXPECT_TRUE(d[i - 1].second > d[i].second || (d[i - 1].second == d[i].second && d[i - 1].first < d[i].first))
           << "not sorted at " << i;
     }
   }
@@ -112,8 +111,7 @@ TEST(Sampler, AddingAConstantChangesNothing) {
 
 TEST(Sampler, TopKKeepsExactlyK) {
   const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.5f, 0.7f, 3.0f, -0.4f, 1.0f};
-  const std::vector<std::vector<int32_t>> expected = {
-      {5}, {5, 1}, {5, 1, 3}, {5, 1, 3, 7}, {5, 1, 3, 7, 4}};
+  const std::vector<std::vector<int32_t>> expected = {{5}, {5, 1}, {5, 1, 3}, {5, 1, 3, 7}, {5, 1, 3, 7, 4}};
   for (int32_t k = 1; k <= 5; ++k) {
     SamplingParams p = plain();
     p.top_k = k;
@@ -148,8 +146,8 @@ TEST(Sampler, TopKTiesKeepLowerIds) {
 TEST(Sampler, TopPExactBoundaryWithEqualLogits) {
   // Four equal logits: each 0.25 exactly. Cumulative hits 0.5 exactly after two tokens.
   const std::vector<float> logits = {0.0f, 0.0f, 0.0f, 0.0f};
-  const std::vector<std::pair<float, size_t>> cases = {
-      {0.5f, 2}, {0.25f, 1}, {0.2f, 1}, {0.26f, 2}, {0.75f, 3}, {0.9f, 4}, {0.0f, 1}};
+  const std::vector<std::pair<float, size_t>> cases = {{0.5f, 2},  {0.25f, 1}, {0.2f, 1}, {0.26f, 2},
+                                                       {0.75f, 3}, {0.9f, 4},  {0.0f, 1}};
   for (const auto& [top_p, n] : cases) {
     SamplingParams p = plain();
     p.top_p = top_p;
@@ -166,12 +164,10 @@ TEST(Sampler, TopPExactBoundaryWithEqualLogits) {
 TEST(Sampler, TopPHandComputed) {
   // Logits ln(0.5), ln(0.25), ln(0.15), ln(0.1): probabilities 0.5, 0.25, 0.15, 0.1,
   // cumulative 0.5, 0.75, 0.9, 1.0 (the 0.75 and 0.9 boundaries are equal-to cases).
-  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.1f),
-                                     std::log(0.25f)};
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.1f), std::log(0.25f)};
   const std::vector<std::pair<float, std::set<int32_t>>> cases = {
-      {0.4f, {1}},       {0.5f, {1}},          {0.6f, {1, 3}},
-      {0.75f, {1, 3}},   {0.76f, {1, 3, 0}},   {0.9f, {1, 3, 0}},
-      {0.95f, {1, 3, 0, 2}}};
+      {0.4f, {1}},        {0.5f, {1}},       {0.6f, {1, 3}},       {0.75f, {1, 3}},
+      {0.76f, {1, 3, 0}}, {0.9f, {1, 3, 0}}, {0.95f, {1, 3, 0, 2}}};
   for (const auto& [top_p, want] : cases) {
     SamplingParams p = plain();
     p.top_p = top_p;
@@ -192,8 +188,7 @@ TEST(Sampler, TopPHandComputed) {
 TEST(Sampler, TopPMeasuresMassAfterTopK) {
   // Top-k = 3 leaves 0.5, 0.25, 0.15 (mass 0.9): renormalised 0.556, 0.278, 0.167, so
   // top_p = 0.8 is reached after two tokens (0.833).
-  const std::vector<float> logits = {std::log(0.5f), std::log(0.25f), std::log(0.15f),
-                                     std::log(0.1f)};
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.25f), std::log(0.15f), std::log(0.1f)};
   SamplingParams p = plain();
   p.top_k = 3;
   p.top_p = 0.8f;
@@ -207,15 +202,13 @@ TEST(Sampler, TopPMeasuresMassAfterTopK) {
 
 TEST(Sampler, MinPKeepsExactlyTheRightSet) {
   // Probabilities 0.4, 0.3, 0.2, 0.1: min_p * p_max thresholds.
-  const std::vector<float> logits = {std::log(0.2f), std::log(0.4f), std::log(0.1f),
-                                     std::log(0.3f)};
-  const std::vector<std::pair<float, std::set<int32_t>>> cases = {
-      {0.1f, {0, 1, 2, 3}},  // threshold 0.04
-      {0.3f, {0, 1, 3}},     // threshold 0.12
-      {0.6f, {1, 3}},        // threshold 0.24
-      {0.8f, {1}},           // threshold 0.32
-      {1.0f, {1}},
-      {5.0f, {1}}};          // beyond 1: still the max
+  const std::vector<float> logits = {std::log(0.2f), std::log(0.4f), std::log(0.1f), std::log(0.3f)};
+  const std::vector<std::pair<float, std::set<int32_t>>> cases = {{0.1f, {0, 1, 2, 3}},  // threshold 0.04
+                                                                  {0.3f, {0, 1, 3}},     // threshold 0.12
+                                                                  {0.6f, {1, 3}},        // threshold 0.24
+                                                                  {0.8f, {1}},           // threshold 0.32
+                                                                  {1.0f, {1}},
+                                                                  {5.0f, {1}}};  // beyond 1: still the max
   for (const auto& [min_p, want] : cases) {
     SamplingParams p = plain();
     p.min_p = min_p;
@@ -237,8 +230,7 @@ TEST(Sampler, MinPKeepsExactlyTheRightSet) {
 
 TEST(Sampler, TopPAndMinPTogetherTakeTheShorterPrefix) {
   // 0.4, 0.3, 0.2, 0.1: top_p = 0.85 keeps three, min_p = 0.6 keeps two -> two.
-  const std::vector<float> logits = {std::log(0.4f), std::log(0.3f), std::log(0.2f),
-                                     std::log(0.1f)};
+  const std::vector<float> logits = {std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)};
   SamplingParams p = plain();
   p.top_p = 0.85f;
   p.min_p = 0.6f;
@@ -257,8 +249,7 @@ TEST(Sampler, TinyTemperatureEqualsGreedy) {
   SamplingParams p;  // default filters on
   p.temperature = 0.0f;
   Sampler greedy(p, logits.size());
-  const int32_t want = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                            logits.begin());
+  const int32_t want = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   EXPECT_EQ(greedy.sample(logits, {}), want);
   const Dist g = greedy.distribution(logits, {});
   ASSERT_EQ(g.size(), 1u);
@@ -293,13 +284,10 @@ TEST(Sampler, NanIsMinusInfinity) {
   EXPECT_EQ(greedy.sample(std::vector<float>{nan, -5.0f, nan}, {}), 1);
 
   Sampler s(plain(), 4);
-  expect_matches(s.distribution(std::vector<float>{nan, 1.0f, -inf, 0.0f}, {}),
-                 {0.0, 0.7310586, 0.0, 0.2689414});
+  expect_matches(s.distribution(std::vector<float>{nan, 1.0f, -inf, 0.0f}, {}), {0.0, 0.7310586, 0.0, 0.2689414});
   // +inf tokens share all the mass; an all-NaN row is uniform rather than a crash.
-  expect_matches(s.distribution(std::vector<float>{inf, 1.0f, inf, 0.0f}, {}),
-                 {0.5, 0.0, 0.5, 0.0});
-  expect_matches(s.distribution(std::vector<float>{nan, nan, nan, nan}, {}),
-                 {0.25, 0.25, 0.25, 0.25});
+  expect_matches(s.distribution(std::vector<float>{inf, 1.0f, inf, 0.0f}, {}), {0.5, 0.0, 0.5, 0.0});
+  expect_matches(s.distribution(std::vector<float>{nan, nan, nan, nan}, {}), {0.25, 0.25, 0.25, 0.25});
   const int32_t id = s.sample(std::vector<float>{nan, nan, nan, nan}, {});
   EXPECT_TRUE(id >= 0 && id < 4);
 }
@@ -349,16 +337,13 @@ TEST(Sampler, PresenceAndFrequencyPenalties) {
   // Counts: token 2 three times, token 0 once, tokens 1 and 3 absent.
   const std::vector<int32_t> history = {2, 0, 2, 2};
   Sampler s(p, 4);
-  expect_matches(s.distribution(logits, history),
-                 softmax_ref({1.0 - 0.5 - 0.25, 1.0, 1.0 - 0.5 - 0.75, 1.0}));
+  expect_matches(s.distribution(logits, history), softmax_ref({1.0 - 0.5 - 0.25, 1.0, 1.0 - 0.5 - 0.75, 1.0}));
   // Repeated calls see the same result (the count scratch is reset each time).
-  expect_matches(s.distribution(logits, history),
-                 softmax_ref({1.0 - 0.5 - 0.25, 1.0, 1.0 - 0.5 - 0.75, 1.0}));
+  expect_matches(s.distribution(logits, history), softmax_ref({1.0 - 0.5 - 0.25, 1.0, 1.0 - 0.5 - 0.75, 1.0}));
   // Combined with repetition penalty: divide first, then subtract.
   p.repetition_penalty = 2.0f;
   Sampler c(p, 4);
-  expect_matches(c.distribution(logits, history),
-                 softmax_ref({0.5 - 0.5 - 0.25, 1.0, 0.5 - 0.5 - 0.75, 1.0}));
+  expect_matches(c.distribution(logits, history), softmax_ref({0.5 - 0.5 - 0.25, 1.0, 0.5 - 0.5 - 0.75, 1.0}));
   // Negative penalties encourage repeats.
   p = plain();
   p.presence_penalty = -1.0f;

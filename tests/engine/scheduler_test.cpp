@@ -162,12 +162,15 @@ TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
   EXPECT_EQ(first[0]->cached_prompt_tokens, 0);
 
   std::vector<std::unique_ptr<Request>> again;
-  again.push_back(make_request(1, prompt_of(5, 12), 3));   // same prompt: 2 blocks reused, last computed
-  again.push_back(make_request(2, [] {                     // shares the first block only
-                    std::vector<int32_t> p = prompt_of(5, 12);
-                    p[6] = 999;
-                    return p;
-                  }(), 3));
+  again.push_back(make_request(1, prompt_of(5, 12), 3));  // same prompt: 2 blocks reused, last computed
+  again.push_back(make_request(
+      2,
+      [] {  // shares the first block only
+        std::vector<int32_t> p = prompt_of(5, 12);
+        p[6] = 999;
+        return p;
+      }(),
+      3));
   const FakeRun warm = run_to_completion(scheduler, blocks, again);
   EXPECT_EQ(again[0]->cached_prompt_tokens, 8);
   EXPECT_EQ(again[1]->cached_prompt_tokens, 4);

@@ -51,30 +51,29 @@ HfModelSpec spec_with(std::function<void(HfModelSpec&)> edit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, HfConvertTest,
-    ::testing::Values(
-        ConvertCase{"llama_mha", spec_with([](HfModelSpec& s) { s.n_kv_heads = 4; }), "F32", 1e-5},
-        ConvertCase{"llama_gqa", spec_with([](HfModelSpec& s) { s.seed = 11; }), "F32", 1e-5},
-        ConvertCase{"mistral_tied_unaligned", spec_with([](HfModelSpec& s) {
-                      s.model_type = "mistral";
-                      s.tied = true;
-                      s.unaligned = true;
-                    }),
-                    "F32", 1e-5},
-        ConvertCase{"llama_f16", spec_with([](HfModelSpec& s) { s.dtype = DType::F16; }), "F16", 1e-5},
-        ConvertCase{"qwen2_biases", spec_with([](HfModelSpec& s) {
-                      s.model_type = "qwen2";
-                      s.rope_theta = 1000000.0f;
-                      s.seed = 3;
-                    }),
-                    "F32", 1e-5},
-        ConvertCase{"qwen2_bf16_sharded", spec_with([](HfModelSpec& s) {
-                      s.model_type = "qwen2";
-                      s.dtype = DType::BF16;
-                      s.n_shards = 3;
-                    }),
-                    "BF16", 1e-5},
-        ConvertCase{"llama3_rope_scaling", spec_with([](HfModelSpec& s) { s.rope_scaling = Llama3Scaling{}; }), "F32",
-                    1e-5}),
+    ::testing::Values(ConvertCase{"llama_mha", spec_with([](HfModelSpec& s) { s.n_kv_heads = 4; }), "F32", 1e-5},
+                      ConvertCase{"llama_gqa", spec_with([](HfModelSpec& s) { s.seed = 11; }), "F32", 1e-5},
+                      ConvertCase{"mistral_tied_unaligned", spec_with([](HfModelSpec& s) {
+                                    s.model_type = "mistral";
+                                    s.tied = true;
+                                    s.unaligned = true;
+                                  }),
+                                  "F32", 1e-5},
+                      ConvertCase{"llama_f16", spec_with([](HfModelSpec& s) { s.dtype = DType::F16; }), "F16", 1e-5},
+                      ConvertCase{"qwen2_biases", spec_with([](HfModelSpec& s) {
+                                    s.model_type = "qwen2";
+                                    s.rope_theta = 1000000.0f;
+                                    s.seed = 3;
+                                  }),
+                                  "F32", 1e-5},
+                      ConvertCase{"qwen2_bf16_sharded", spec_with([](HfModelSpec& s) {
+                                    s.model_type = "qwen2";
+                                    s.dtype = DType::BF16;
+                                    s.n_shards = 3;
+                                  }),
+                                  "BF16", 1e-5},
+                      ConvertCase{"llama3_rope_scaling",
+                                  spec_with([](HfModelSpec& s) { s.rope_scaling = Llama3Scaling{}; }), "F32", 1e-5}),
     [](const ::testing::TestParamInfo<ConvertCase>& info) { return info.param.name; });
 
 TEST(HfConvert, WritesLlamaCppMetadataAndTokenizerKeys) {
@@ -111,7 +110,7 @@ TEST(HfConvert, WritesLlamaCppMetadataAndTokenizerKeys) {
   ASSERT_NE(file.find_tensor("blk.0.attn_q.bias"), nullptr);
   EXPECT_EQ(file.find_tensor("blk.0.attn_q.bias")->view.dtype, DType::F32);
   EXPECT_EQ(file.find_tensor("blk.0.attn_norm.weight")->view.dtype, DType::F32);
-  EXPECT_EQ(file.find_tensor("blk.0.ffn_gate.weight")->view.dtype, DType::F16);  // 40 columns
+  EXPECT_EQ(file.find_tensor("blk.0.ffn_gate.weight")->view.dtype, DType::F16);   // 40 columns
   EXPECT_EQ(file.find_tensor("blk.0.ffn_down.weight")->view.dtype, DType::Q8_0);  // 64 columns
   EXPECT_EQ(file.find_tensor("output.weight")->view.dtype, DType::F16);
   // The quantized file still loads and runs.

@@ -34,8 +34,8 @@ struct HfModelSpec {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   std::optional<Llama3Scaling> rope_scaling;
-  int n_shards = 1;         // > 1: model-0000N-of-0000M.safetensors + index
-  bool unaligned = false;   // header not padded, so tensor data is misaligned in the map
+  int n_shards = 1;        // > 1: model-0000N-of-0000M.safetensors + index
+  bool unaligned = false;  // header not padded, so tensor data is misaligned in the map
   uint32_t seed = 7;
 
   int64_t head_dim() const { return d_model / n_heads; }
@@ -108,7 +108,8 @@ inline HfWeights random_hf_weights(const HfModelSpec& s) {
 // Interleaved layout (rows 2i, 2i+1 of a head rotate together) -> HF half-split layout
 // (rows i, i + head_dim/2): HF row h*hd + j*hd/2 + i = interleaved row h*hd + 2i + j.
 // Written independently of the loader's permutation so a test can check one against the other.
-inline std::vector<float> to_half_split(const std::vector<float>& rows, int64_t n_heads, int64_t head_dim, int64_t cols) {
+inline std::vector<float> to_half_split(const std::vector<float>& rows, int64_t n_heads, int64_t head_dim,
+                                        int64_t cols) {
   std::vector<float> out(rows.size());
   for (int64_t h = 0; h < n_heads; ++h)
     for (int64_t r = 0; r < head_dim; ++r) {
@@ -188,21 +189,22 @@ inline std::string tiny_tokenizer_json() {
 }
 
 inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::string& dir) {
-  nlohmann::ordered_json config = {{"model_type", s.model_type},
-                                   {"architectures", {s.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-                                   {"hidden_size", s.d_model},
-                                   {"num_hidden_layers", s.n_layers},
-                                   {"num_attention_heads", s.n_heads},
-                                   {"num_key_value_heads", s.n_kv_heads},
-                                   {"intermediate_size", s.d_ff},
-                                   {"rms_norm_eps", s.rms_norm_eps},
-                                   {"rope_theta", s.rope_theta},
-                                   {"max_position_embeddings", s.context_length},
-                                   {"vocab_size", s.vocab_size},
-                                   {"tie_word_embeddings", s.tied},
-                                   {"bos_token_id", 4},
-                                   {"eos_token_id", 6},
-                                   {"rope_scaling", nullptr}};
+  nlohmann::ordered_json config = {
+      {"model_type", s.model_type},
+      {"architectures", {s.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+      {"hidden_size", s.d_model},
+      {"num_hidden_layers", s.n_layers},
+      {"num_attention_heads", s.n_heads},
+      {"num_key_value_heads", s.n_kv_heads},
+      {"intermediate_size", s.d_ff},
+      {"rms_norm_eps", s.rms_norm_eps},
+      {"rope_theta", s.rope_theta},
+      {"max_position_embeddings", s.context_length},
+      {"vocab_size", s.vocab_size},
+      {"tie_word_embeddings", s.tied},
+      {"bos_token_id", 4},
+      {"eos_token_id", 6},
+      {"rope_scaling", nullptr}};
   if (s.rope_scaling)
     config["rope_scaling"] = {{"rope_type", "llama3"},
                               {"factor", s.rope_scaling->factor},
@@ -213,7 +215,9 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
   write_text(dir + "/tokenizer.json", tiny_tokenizer_json());
 
   std::vector<NamedTensor> tensors;
-  auto mat = [&](const std::string& name, const RandomMatrix& m) { tensors.push_back({name, {m.rows, m.cols}, &m.values}); };
+  auto mat = [&](const std::string& name, const RandomMatrix& m) {
+    tensors.push_back({name, {m.rows, m.cols}, &m.values});
+  };
   auto vec = [&](const std::string& name, const std::vector<float>& v) {
     tensors.push_back({name, {static_cast<int64_t>(v.size())}, &v});
   };

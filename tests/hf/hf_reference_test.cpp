@@ -35,7 +35,8 @@ std::vector<double> inverse_frequencies(const HfModelSpec& s) {
   const int64_t hd = s.head_dim();
   std::vector<double> freqs;
   for (int64_t i = 0; i < hd / 2; ++i) {
-    double f = 1.0 / std::pow(static_cast<double>(s.rope_theta), 2.0 * static_cast<double>(i) / static_cast<double>(hd));
+    double f =
+        1.0 / std::pow(static_cast<double>(s.rope_theta), 2.0 * static_cast<double>(i) / static_cast<double>(hd));
     if (s.rope_scaling) {
       const Llama3Scaling& r = *s.rope_scaling;
       const double wavelength = 2.0 * std::numbers::pi / f;
@@ -43,7 +44,8 @@ std::vector<double> inverse_frequencies(const HfModelSpec& s) {
       if (wavelength > low_wl) {
         f /= r.factor;
       } else if (wavelength >= high_wl) {
-        const double smooth = (r.original_context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+        const double smooth =
+            (r.original_context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
         f = (1.0 - smooth) * f / r.factor + smooth * f;
       }
     }

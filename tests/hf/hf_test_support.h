@@ -16,7 +16,8 @@
 namespace tandem::test_support {
 
 // Logits [tokens.size(), vocab_size] for one sequence fed as a single prefill.
-inline std::vector<float> prefill_logits(const std::shared_ptr<const Model>& model, const std::vector<int32_t>& tokens) {
+inline std::vector<float> prefill_logits(const std::shared_ptr<const Model>& model,
+                                         const std::vector<int32_t>& tokens) {
   ThreadPool pool(2);
   Forward forward(model, static_cast<int64_t>(tokens.size()), pool);
   KvCache cache(model->config.kv_shape(), static_cast<int64_t>(tokens.size()), 1);
@@ -28,7 +29,8 @@ inline std::vector<float> prefill_logits(const std::shared_ptr<const Model>& mod
 }
 
 // Greedy ids after `prompt`, decoding one token at a time.
-inline std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, std::vector<int32_t> prompt, int n_new) {
+inline std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, std::vector<int32_t> prompt,
+                                       int n_new) {
   const int64_t total = static_cast<int64_t>(prompt.size()) + n_new;
   ThreadPool pool(2);
   Forward forward(model, total, pool);
@@ -50,7 +52,8 @@ inline std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model
   return generated;
 }
 
-inline void expect_all_close(const std::vector<float>& a, const std::vector<float>& b, double tol, const std::string& what) {
+inline void expect_all_close(const std::vector<float>& a, const std::vector<float>& b, double tol,
+                             const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   double worst = 0.0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
@@ -59,7 +62,8 @@ inline void expect_all_close(const std::vector<float>& a, const std::vector<floa
 
 // Runs `tandem convert DIR -o OUT --type TYPE`; returns the command's result.
 inline testing::CommandResult tandem_convert(const std::string& dir, const std::string& out, const std::string& type) {
-  return testing::run_tandem("convert " + testing::shell_quote(dir) + " -o " + testing::shell_quote(out) + " --type " + type);
+  return testing::run_tandem("convert " + testing::shell_quote(dir) + " -o " + testing::shell_quote(out) + " --type " +
+                             type);
 }
 
 inline std::string make_dir(const std::string& path) {

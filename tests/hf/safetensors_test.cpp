@@ -83,17 +83,14 @@ TEST(Safetensors, RejectsBadEntries) {
 }
 
 TEST(Safetensors, RejectsOverlapsAndGaps) {
-  const std::string overlap =
-      R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
-      R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})";
+  const std::string overlap = R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+                              R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})";
   expect_parse_error(with_header(overlap, 12), "overlap");
-  const std::string same =
-      R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
-      R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})";
+  const std::string same = R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+                           R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})";
   expect_parse_error(with_header(same, 8), "overlap");
-  const std::string gap =
-      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
-      R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})";
+  const std::string gap = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+                          R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})";
   expect_parse_error(with_header(gap, 12), "gap of 4 bytes");
 }
 
@@ -142,7 +139,8 @@ TEST(HfLoader, IndexProblems) {
   write_hf_model(spec, random_hf_weights(spec), dir);
   write_text(dir + "/model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "../evil.safetensors"}})");
   expect_load_error(dir, "is not a file name in the model folder");
-  write_text(dir + "/model.safetensors.index.json", R"({"weight_map": {"lm_head.weight": "model-00001-of-00002.safetensors"}})");
+  write_text(dir + "/model.safetensors.index.json",
+             R"({"weight_map": {"lm_head.weight": "model-00001-of-00002.safetensors"}})");
   expect_load_error(dir, "tensor 'lm_head.weight' is not in shard");
   write_text(dir + "/model.safetensors.index.json", "{not json");
   expect_load_error(dir, "not a well-formed JSON object");
@@ -159,7 +157,8 @@ TEST(HfLoader, ConfigThatDisagreesWithTensors) {
   wrong.d_ff = 41;  // the tensors say 40
   const std::string bad = make_dir(tmp.file("bad"));
   write_hf_model(wrong, random_hf_weights(spec), bad);
-  expect_load_error(bad, "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [40, 48], but config.json implies [41, 48]");
+  expect_load_error(
+      bad, "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [40, 48], but config.json implies [41, 48]");
 
   write_text(dir + "/config.json", R"({"model_type": "gpt_neox", "hidden_size": 48})");
   expect_load_error(dir, "model_type 'gpt_neox' is not supported");

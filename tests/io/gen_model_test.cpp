@@ -32,8 +32,7 @@ int run_gen_model(const std::string& args) {
 TEST(GenModel, BinaryIsDeterministicAndReadable) {
   TANDEM_REQUIRE_SHARED(kVocab);
   const std::string dir = ::testing::TempDir();
-  const std::string a = dir + "tandem_gen_a.gguf", b = dir + "tandem_gen_b.gguf",
-                    c = dir + "tandem_gen_c.gguf";
+  const std::string a = dir + "tandem_gen_a.gguf", b = dir + "tandem_gen_b.gguf", c = dir + "tandem_gen_c.gguf";
   const std::string common = "--shape test-tiny --type Q8_0 --vocab-from " + vocab_path();
   ASSERT_EQ(run_gen_model(common + " --seed 7 -o " + a), 0);
   ASSERT_EQ(run_gen_model(common + " --seed 7 -o " + b), 0);
@@ -57,8 +56,7 @@ TEST(GenModel, BinaryIsDeterministicAndReadable) {
   EXPECT_FLOAT_EQ(*file.get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5f);
   EXPECT_FLOAT_EQ(*file.get_float("llama.rope.freq_base"), 10000.0f);
   const GgufFile vocab = GgufFile::open(vocab_path());
-  EXPECT_EQ(file.get_string_array("tokenizer.ggml.tokens"),
-            vocab.get_string_array("tokenizer.ggml.tokens"));
+  EXPECT_EQ(file.get_string_array("tokenizer.ggml.tokens"), vocab.get_string_array("tokenizer.ggml.tokens"));
   EXPECT_EQ(file.get_string("tokenizer.ggml.model"), vocab.get_string("tokenizer.ggml.model"));
 
   auto shape = [&](const std::string& name) {

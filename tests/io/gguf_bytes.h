@@ -41,8 +41,7 @@ class GgufBytes {
   }
   GgufBytes& kv_u32(std::string_view key, uint32_t v) { return str(key).u32(4).u32(v); }
   // A tensor info; dims in GGUF order (innermost first).
-  GgufBytes& tensor(std::string_view name, std::vector<uint64_t> dims, uint32_t type,
-                    uint64_t offset) {
+  GgufBytes& tensor(std::string_view name, std::vector<uint64_t> dims, uint32_t type, uint64_t offset) {
     str(name).u32(static_cast<uint32_t>(dims.size()));
     for (uint64_t d : dims) u64(d);
     return u32(type).u64(offset);

@@ -41,15 +41,12 @@ GgufWriter writer_with_every_type() {
   writer.set("t.u64", GgufValue::u64(~uint64_t{0}));
   writer.set("t.i64", i64(INT64_MIN));
   writer.set("t.f64", f64(1e300));
-  writer.set("t.floats", GgufValue::array(GgufValueType::Float32,
-                                           {GgufValue::f32(1.5f), GgufValue::f32(-2.0f)}));
-  writer.set("t.strings", GgufValue::array(GgufValueType::String,
-                                            {GgufValue::string("a"), GgufValue::string("")}));
+  writer.set("t.floats", GgufValue::array(GgufValueType::Float32, {GgufValue::f32(1.5f), GgufValue::f32(-2.0f)}));
+  writer.set("t.strings", GgufValue::array(GgufValueType::String, {GgufValue::string("a"), GgufValue::string("")}));
   writer.set("t.empty", GgufValue::array(GgufValueType::Int32, {}));
   GgufArray inner1 = {GgufValue::i32(1), GgufValue::i32(-2)};
   GgufArray inner2 = {};
-  GgufArray nested = {GgufValue::array(GgufValueType::Int32, inner1),
-                      GgufValue::array(GgufValueType::Int32, inner2)};
+  GgufArray nested = {GgufValue::array(GgufValueType::Int32, inner1), GgufValue::array(GgufValueType::Int32, inner2)};
   writer.set("t.nested", GgufValue::array(GgufValueType::Array, nested));
   return writer;
 }
@@ -111,8 +108,10 @@ bool same_value(const GgufValue& a, const GgufValue& b) {
   return std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, GgufArray>) return false;
-        else return x == std::get<T>(b.data);
+        if constexpr (std::is_same_v<T, GgufArray>)
+          return false;
+        else
+          return x == std::get<T>(b.data);
       },
       a.data);
 }
@@ -126,8 +125,7 @@ TEST(GgufRoundTrip, ReWritingParsedMetadataKeepsEveryValue) {
   EXPECT_EQ(bytes_again.size(), bytes.size());
   const GgufFile second = GgufFile::parse(bytes_again);
   ASSERT_EQ(second.metadata().size(), first.metadata().size());
-  for (const auto& [key, value] : first.metadata())
-    EXPECT_TRUE(same_value(value, *second.find(key))) << key;
+  for (const auto& [key, value] : first.metadata()) EXPECT_TRUE(same_value(value, *second.find(key))) << key;
 }
 
 TEST(GgufRoundTrip, TensorsAreAlignedAndViewed) {

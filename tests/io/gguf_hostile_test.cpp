@@ -24,8 +24,7 @@ GgufBytes header(uint64_t n_tensors, uint64_t n_kv = 0) {
 TEST(GgufHostile, EveryTruncationFails) {
   GgufWriter writer;
   writer.set("general.name", GgufValue::string("small"));
-  writer.set("list", GgufValue::array(GgufValueType::UInt16,
-                                      {GgufValue{GgufValueType::UInt16, {}, uint64_t{1}}}));
+  writer.set("list", GgufValue::array(GgufValueType::UInt16, {GgufValue{GgufValueType::UInt16, {}, uint64_t{1}}}));
   writer.add_tensor("a", DType::F32, {3}, std::vector<uint8_t>(12, 1));
   writer.add_tensor("b", DType::F32, {2, 8}, std::vector<uint8_t>(64, 2));
   const std::vector<uint8_t> bytes = writer.to_bytes();
@@ -176,8 +175,7 @@ TEST(GgufHostile, BadAlignment) {
   for (uint32_t alignment : {0u, 3u, 48u}) {
     GgufBytes b = header(0, 1);
     b.kv_u32("general.alignment", alignment);
-    expect_parse_error(b.bytes, fmt::format("general.alignment is {}, but must be a power of two",
-                                            alignment));
+    expect_parse_error(b.bytes, fmt::format("general.alignment is {}, but must be a power of two", alignment));
   }
   GgufBytes text = header(0, 1);
   text.str("general.alignment").u32(8).str("64");

@@ -140,7 +140,11 @@ struct TokenRun {
 TokenRun make_run(std::mt19937& rng, std::vector<int32_t> positions, int64_t group, int64_t head_dim) {
   const auto n_tokens = static_cast<int64_t>(positions.size());
   const int64_t query_stride = 3 * group * head_dim, out_stride = group * head_dim + 16;
-  return TokenRun{group, head_dim, query_stride, out_stride, std::move(positions),
+  return TokenRun{group,
+                  head_dim,
+                  query_stride,
+                  out_stride,
+                  std::move(positions),
                   random_floats(rng, n_tokens * query_stride, -10.0f, 10.0f)};
 }
 

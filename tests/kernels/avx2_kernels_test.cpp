@@ -107,8 +107,8 @@ TEST(Avx2VectorExpTest, MatchesStdExpWithin2Ulp) {
 TEST(Avx2VectorExpTest, SpecialValues) {
   SKIP_WITHOUT_AVX2();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> x = {0.0f, -0.0f, -INFINITY, nan, -87.0f, -87.0001f, -88.0f, -1e6f,
-                                -std::numeric_limits<float>::max(), -0.5f};
+  const std::vector<float> x = {
+      0.0f, -0.0f, -INFINITY, nan, -87.0f, -87.0001f, -88.0f, -1e6f, -std::numeric_limits<float>::max(), -0.5f};
   std::vector<float> out(x.size(), 7.0f);
   exp_row_avx2(x.data(), static_cast<int64_t>(x.size()), out.data());
   EXPECT_EQ(out[0], 1.0f);
@@ -165,7 +165,8 @@ TEST(Avx2SwigluTest, WritesNothingPastN) {
   SKIP_WITHOUT_AVX2();
   std::mt19937 rng(22);
   for (int64_t n : {1, 7, 9, 13, 31}) {
-    const std::vector<float> gate = uniform_floats(rng, n + 1, -5.0f, 5.0f), up = uniform_floats(rng, n + 1, -1.0f, 1.0f);
+    const std::vector<float> gate = uniform_floats(rng, n + 1, -5.0f, 5.0f),
+                             up = uniform_floats(rng, n + 1, -1.0f, 1.0f);
     std::vector<float> out(static_cast<size_t>(n + 16), 7.0f);
     avx2::swiglu_row(gate.data() + 1, up.data() + 1, n, out.data() + 1);  // misaligned
     EXPECT_EQ(out[0], 7.0f);
@@ -308,8 +309,8 @@ std::vector<double> attention_in_double(const float* q, const Cache& cache, int6
 }
 
 using GroupKernel = void (*)(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx,
-                             int64_t head_dim, float* scratch, float* out);
+                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                             float* scratch, float* out);
 
 std::vector<float> run_group(GroupKernel kernel, const float* queries, int64_t n_queries, const Cache& cache,
                              int64_t kv_offset, int64_t n_ctx) {
@@ -335,7 +336,8 @@ TEST(Avx2AttentionTest, GroupMatchesDoubleThroughShuffledSlots) {
         const std::vector<float> queries = uniform_floats(rng, group * head_dim, -q_bound, q_bound);
         for (int64_t n_ctx : kContextLengths) {
           const int64_t kv_offset = (n_ctx % n_kv_heads) * head_dim;
-          const std::vector<float> out = run_group(avx2::attention_group, queries.data(), group, cache, kv_offset, n_ctx);
+          const std::vector<float> out =
+              run_group(avx2::attention_group, queries.data(), group, cache, kv_offset, n_ctx);
           for (int64_t g = 0; g < group; ++g) {
             const std::vector<double> expected =
                 attention_in_double(queries.data() + g * head_dim, cache, kv_offset, n_ctx);
@@ -376,7 +378,8 @@ TEST(Avx2AttentionTest, QueryAloneEqualsQueryInAnyGroup) {
       const std::vector<float> queries = uniform_floats(rng, 8 * head_dim, -10.0f, 10.0f);  // [8, head_dim]
       std::vector<float> alone(static_cast<size_t>(8 * head_dim));
       for (int64_t g = 0; g < 8; ++g) {
-        const std::vector<float> out = run_group(avx2::attention_group, queries.data() + g * head_dim, 1, cache, 0, n_ctx);
+        const std::vector<float> out =
+            run_group(avx2::attention_group, queries.data() + g * head_dim, 1, cache, 0, n_ctx);
         std::copy(out.begin(), out.end(), alone.begin() + g * head_dim);
       }
       for (int64_t size = 2; size <= 8; ++size)
@@ -401,7 +404,11 @@ struct TokenRun {
 TokenRun make_run(std::mt19937& rng, std::vector<int32_t> positions, int64_t group, int64_t head_dim) {
   const auto n_tokens = static_cast<int64_t>(positions.size());
   const int64_t query_stride = 3 * group * head_dim, out_stride = group * head_dim + 8;
-  return TokenRun{group, head_dim, query_stride, out_stride, std::move(positions),
+  return TokenRun{group,
+                  head_dim,
+                  query_stride,
+                  out_stride,
+                  std::move(positions),
                   uniform_floats(rng, n_tokens * query_stride, -10.0f, 10.0f)};
 }
 
@@ -429,9 +436,9 @@ std::vector<float> run_token_by_token(const TokenRun& run, const Cache& cache, i
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   for (int64_t t = 0; t < n_tokens; ++t)
-    avx2::attention_group(run.queries.data() + t * run.query_stride, run.group, cache.keys.data(),
-                          cache.values.data(), cache.kv_width, kv_offset, cache.slots.data(), run.positions[t] + 1,
-                          run.head_dim, scratch.data(), out.data() + t * run.out_stride);
+    avx2::attention_group(run.queries.data() + t * run.query_stride, run.group, cache.keys.data(), cache.values.data(),
+                          cache.kv_width, kv_offset, cache.slots.data(), run.positions[t] + 1, run.head_dim,
+                          scratch.data(), out.data() + t * run.out_stride);
   return out;
 }
 
@@ -458,8 +465,8 @@ TEST(Avx2AttentionTest, TokensEqualTokenByToken) {
         for (int32_t n_tokens = 1; n_tokens <= 17; ++n_tokens) {
           const TokenRun run = make_run(rng, consecutive_positions(first, n_tokens), group, head_dim);
           const int64_t kv_offset = (first % n_kv_heads) * head_dim;
-          ASSERT_EQ(first_differing_token(run_tokens(run, cache, kv_offset),
-                                          run_token_by_token(run, cache, kv_offset), run.out_stride),
+          ASSERT_EQ(first_differing_token(run_tokens(run, cache, kv_offset), run_token_by_token(run, cache, kv_offset),
+                                          run.out_stride),
                     -1)
               << "head_dim " << head_dim << " group " << group << " positions " << first << ".."
               << first + n_tokens - 1;

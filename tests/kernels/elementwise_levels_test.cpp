@@ -161,7 +161,7 @@ TEST(ElementwiseLevels, RopeMatchesFloat64Reference) {
   };
   const std::vector<Shape> shapes = {
       {64, 64}, {128, 128}, {96, 96}, {64, 32}, {128, 64}, {96, 48}, {96, 80}, {128, 126}, {64, 62},
-      {64, 2},  {64, 5},    {96, 30}, {8, 8},   {6, 6},    {2, 2},   {10, 7}, {128, 100}, {80, 80},
+      {64, 2},  {64, 5},    {96, 30}, {8, 8},   {6, 6},    {2, 2},   {10, 7},  {128, 100}, {80, 80},
   };
   for (Isa isa : supported_levels()) {
     const RopeFn rope = kernel_table(isa).rope;
@@ -181,7 +181,8 @@ TEST(ElementwiseLevels, RopeMatchesFloat64Reference) {
           for (int64_t h = 0; h < n_heads; ++h) {
             const int64_t base = h * shape.head_dim;
             for (int64_t i = 0; i < half; ++i) {
-              const double a = before[static_cast<size_t>(base + 2 * i)], b = before[static_cast<size_t>(base + 2 * i + 1)];
+              const double a = before[static_cast<size_t>(base + 2 * i)],
+                           b = before[static_cast<size_t>(base + 2 * i + 1)];
               const double c = cos_values[static_cast<size_t>(i)], s = sin_values[static_cast<size_t>(i)];
               // A few float roundings of the two products and their sum.
               ASSERT_NEAR(x[base + 2 * i], a * c - b * s, 3e-7 * (std::fabs(a * c) + std::fabs(b * s)) + 1e-30)

@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <tuple>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "base/quant.h"
@@ -45,21 +45,36 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   const std::vector<Case> cases = {
-      {DType::F32, 9, 45, 5},   {DType::F32, 33, 64, 9},  {DType::F16, 7, 17, 6},  {DType::F16, 21, 96, 4},
-      {DType::BF16, 5, 33, 7},  {DType::Q8_0, 13, 96, 9}, {DType::Q8_0, 8, 64, 4}, {DType::Q4_0, 11, 160, 6},
-      {DType::Q4_0, 4, 32, 5},   {DType::Q8_0, 37, 64, 35}, {DType::Q4_0, 17, 96, 16}, {DType::Q8_0, 16, 32, 1},
+      {DType::F32, 9, 45, 5},
+      {DType::F32, 33, 64, 9},
+      {DType::F16, 7, 17, 6},
+      {DType::F16, 21, 96, 4},
+      {DType::BF16, 5, 33, 7},
+      {DType::Q8_0, 13, 96, 9},
+      {DType::Q8_0, 8, 64, 4},
+      {DType::Q4_0, 11, 160, 6},
+      {DType::Q4_0, 4, 32, 5},
+      {DType::Q8_0, 37, 64, 35},
+      {DType::Q4_0, 17, 96, 16},
+      {DType::Q8_0, 16, 32, 1},
       // Whole 8-row groups (the AVX2 level packs them): several groups, 4-token tiles and a tail.
-      {DType::Q4_0, 24, 96, 7}, {DType::Q8_0, 40, 64, 13}, {DType::Q4_0, 72, 64, 3}, {DType::Q8_0, 8, 32, 1},
+      {DType::Q4_0, 24, 96, 7},
+      {DType::Q8_0, 40, 64, 13},
+      {DType::Q4_0, 72, 64, 3},
+      {DType::Q8_0, 8, 32, 1},
       // Several 24-token tiles, a padded last tile, and (20000 wide) several token chunks.
-      {DType::F16, 19, 200, 53}, {DType::F32, 17, 64, 26},  {DType::BF16, 3, 20000, 50},
+      {DType::F16, 19, 200, 53},
+      {DType::F32, 17, 64, 26},
+      {DType::BF16, 3, 20000, 50},
       // Float prefill tiles of 2 groups x 14 tokens: an odd group left over, a partial tile.
-      {DType::F16, 40, 96, 29},  {DType::BF16, 48, 64, 15},
+      {DType::F16, 40, 96, 29},
+      {DType::BF16, 48, 64, 15},
   };
   for (Isa isa : supported_levels()) {
     const KernelTable& table = kernel_table(isa);
     for (const Case& c : cases) {
-      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(c.dtype)) + " " +
-                   std::to_string(c.n_out) + "x" + std::to_string(c.n_in) + " tokens " + std::to_string(c.n_tokens));
+      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(c.dtype)) + " " + std::to_string(c.n_out) +
+                   "x" + std::to_string(c.n_in) + " tokens " + std::to_string(c.n_tokens));
       std::vector<float> weights(static_cast<size_t>(c.n_out * c.n_in));
       for (float& v : weights) v = uniform(rng);
       const int64_t row_bytes = dtype_row_bytes(c.dtype, c.n_in);
@@ -75,7 +90,8 @@ TEST(KernelTable, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       std::vector<float> x_seen = x;  // what the kernel consumes (8-bit blocks for quantized types)
       if (uses_q8_activations(c.dtype)) {
         qx.resize(static_cast<size_t>(c.n_tokens * c.n_in / 32));
-        for (int64_t t = 0; t < c.n_tokens; ++t) quantize_activations_q8(x.data() + t * c.n_in, c.n_in, qx.data() + t * (c.n_in / 32));
+        for (int64_t t = 0; t < c.n_tokens; ++t)
+          quantize_activations_q8(x.data() + t * c.n_in, c.n_in, qx.data() + t * (c.n_in / 32));
         for (int64_t i = 0; i < c.n_tokens * c.n_in; ++i) x_seen[i] = qx[i / 32].scale * qx[i / 32].quants[i % 32];
       }
       std::vector<float> expected(static_cast<size_t>(c.n_tokens * c.n_out));
@@ -109,8 +125,10 @@ TEST(KernelTable, SharedLayoutsGiveTheSameBitsAcrossLevels) {
     std::vector<Isa> levels;
   };
   const std::vector<Family> families = {
-      {DType::Q8_0, {Isa::Avx2, Isa::Avx512, Isa::Amx}}, {DType::Q4_0, {Isa::Avx2, Isa::Avx512, Isa::Amx}},
-      {DType::F16, {Isa::Avx512, Isa::Amx}},             {DType::BF16, {Isa::Avx512, Isa::Amx}},
+      {DType::Q8_0, {Isa::Avx2, Isa::Avx512, Isa::Amx}},
+      {DType::Q4_0, {Isa::Avx2, Isa::Avx512, Isa::Amx}},
+      {DType::F16, {Isa::Avx512, Isa::Amx}},
+      {DType::BF16, {Isa::Avx512, Isa::Amx}},
       {DType::F32, {Isa::Avx512, Isa::Amx}},
   };
   std::mt19937 rng(11);
@@ -121,10 +139,12 @@ TEST(KernelTable, SharedLayoutsGiveTheSameBitsAcrossLevels) {
     for (Isa isa : family.levels)
       if (static_cast<int>(isa) <= static_cast<int>(detect_isa())) levels.push_back(isa);
     if (levels.size() < 2) {
-      std::printf("%s: fewer than two of its levels on this CPU, not compared\n", std::string(dtype_name(family.dtype)).c_str());
+      std::printf("%s: fewer than two of its levels on this CPU, not compared\n",
+                  std::string(dtype_name(family.dtype)).c_str());
       continue;
     }
-    for (const auto& [n_out, n_in, n_tokens] : {std::tuple<int64_t, int64_t, int64_t>{37, 96, 1}, {40, 256, 5}, {17, 64, 35}}) {
+    for (const auto& [n_out, n_in, n_tokens] :
+         {std::tuple<int64_t, int64_t, int64_t>{37, 96, 1}, {40, 256, 5}, {17, 64, 35}}) {
       std::vector<float> weights(static_cast<size_t>(n_out * n_in));
       for (float& v : weights) v = uniform(rng);
       const int64_t row_bytes = dtype_row_bytes(family.dtype, n_in);
@@ -153,8 +173,8 @@ TEST(KernelTable, SharedLayoutsGiveTheSameBitsAcrossLevels) {
         }
         for (size_t i = 0; i < out.size(); ++i)
           ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(first[i]))
-              << dtype_name(family.dtype) << " " << isa_name(isa) << " vs " << isa_name(levels[0]) << " at " << i << " ("
-              << n_out << "x" << n_in << ", " << n_tokens << " tokens)";
+              << dtype_name(family.dtype) << " " << isa_name(isa) << " vs " << isa_name(levels[0]) << " at " << i
+              << " (" << n_out << "x" << n_in << ", " << n_tokens << " tokens)";
         ++compared;
       }
     }

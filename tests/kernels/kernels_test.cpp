@@ -85,15 +85,15 @@ TEST(MatmulTest, MatchesReferenceForEveryType) {
           // One float past an aligned start: the kernels must not assume aligned activations.
           std::vector<float> storage = random_floats(rng, n_tokens * n_in + 1);
           const float* x = storage.data() + 1;
-          const std::vector<float> x_seen = quantized ? q8_round_trip(x, n_tokens, n_in)
-                                                      : std::vector<float>(x, x + n_tokens * n_in);
+          const std::vector<float> x_seen =
+              quantized ? q8_round_trip(x, n_tokens, n_in) : std::vector<float>(x, x + n_tokens * n_in);
           std::vector<float> expected(static_cast<size_t>(n_tokens * n_out));
           ref::matmul(w.view, x_seen.data(), n_tokens, expected.data());
           for (ThreadPool* pool : {&one, &two}) {
             std::vector<float> out(expected.size(), NAN);
             matmul(w.view, x, n_tokens, out.data(), *pool, scratch);
-            const std::string what = fmt::format("{} [{} x {}] x {} tokens, {} threads", dtype_name(dtype), n_out,
-                                                 n_in, n_tokens, pool->size());
+            const std::string what = fmt::format("{} [{} x {}] x {} tokens, {} threads", dtype_name(dtype), n_out, n_in,
+                                                 n_tokens, pool->size());
             for (int64_t t = 0; t < n_tokens; ++t)
               for (int64_t r = 0; r < n_out; ++r) {
                 // Float accumulation error scales with the sum of the terms' magnitudes.
@@ -209,8 +209,8 @@ TEST(RopeTest, AnglesAndApplyMatchReference) {
           std::vector<float> out = x, expected = x;
           rope_apply(out.data(), n_heads, head_dim, rope_dims, cos_table.data(), sin_table.data());
           ref::rope(expected.data(), n_heads, head_dim, rope_dims, position, base);
-          const std::string what = fmt::format("head_dim {} rope_dims {} base {} position {}", head_dim, rope_dims,
-                                               base, position);
+          const std::string what =
+              fmt::format("head_dim {} rope_dims {} base {} position {}", head_dim, rope_dims, base, position);
           for (int64_t h = 0; h < n_heads; ++h)
             for (int64_t i = 0; i < head_dim; ++i) {
               const size_t k = static_cast<size_t>(h * head_dim + i);

@@ -92,8 +92,7 @@ void check_all_variants(DType type, const Rows& rows, int64_t n) {
   for (Isa isa : kIsas) {
     if (static_cast<int>(isa) > static_cast<int>(detect_isa())) continue;
     const float got = dot_q8k_activations_isa(isa, type, rows.weight.data(), rows.activations.data(), n);
-    EXPECT_NEAR(got, expected, 1e-6 * magnitude + 1e-30)
-        << dtype_name(type) << " n=" << n << " " << isa_name(isa);
+    EXPECT_NEAR(got, expected, 1e-6 * magnitude + 1e-30) << dtype_name(type) << " n=" << n << " " << isa_name(isa);
     // Same int32 sums and the same float update per block: the same bits.
     EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(scalar))
         << dtype_name(type) << " n=" << n << " " << isa_name(isa) << " " << got << " vs " << scalar;

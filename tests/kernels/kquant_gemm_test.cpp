@@ -6,8 +6,8 @@
 
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/kquants.h"
@@ -50,8 +50,8 @@ std::vector<uint8_t> random_kquant_matrix(std::mt19937& rng, DType type, int64_t
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
-using KquantGemmFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end,
-                              const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride);
+using KquantGemmFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+                              int64_t n_tokens, float* out, int64_t out_stride);
 
 // gemm on `w` (packed or not, as given) for every token count and two row ranges (all rows,
 // and one cutting row groups in the middle): each (row, token) result bit-identical to the
@@ -75,7 +75,8 @@ void expect_row_kernel_bits(const std::string& what, KquantGemmFn gemm, const Te
             ASSERT_EQ(got, -7.0f) << what << ": wrote outside its rows: row " << r;
             continue;
           }
-          const float expected = dot_q8k_activations_isa(Isa::Scalar, w.dtype, w.row(r), qx.data() + t * n_blocks, n_in);
+          const float expected =
+              dot_q8k_activations_isa(Isa::Scalar, w.dtype, w.row(r), qx.data() + t * n_blocks, n_in);
           ASSERT_TRUE(same_bits(got, expected))
               << what << " " << dtype_name(w.dtype) << " rows " << n_rows << " n_in " << n_in << " tokens " << n_tokens
               << " row " << r << " token " << t << ": " << got << " vs " << expected;

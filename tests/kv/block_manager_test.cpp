@@ -65,7 +65,7 @@ TEST(BlockManager, AssignReusesTheCachedPrefixButNeverTheLastTokensBlock) {
 TEST(BlockManager, AssignFailsWholeAndGrowStopsWhenThePoolIsDry) {
   BlockManager blocks(3, 4);
   SequenceBlocks a, b;
-  ASSERT_EQ(blocks.assign(a, tokens_of(8, 3)), 0);  // 2 of 3 blocks
+  ASSERT_EQ(blocks.assign(a, tokens_of(8, 3)), 0);   // 2 of 3 blocks
   EXPECT_EQ(blocks.assign(b, tokens_of(8, 4)), -1);  // needs 2, 1 left: takes nothing
   EXPECT_TRUE(b.empty());
   EXPECT_EQ(blocks.stats().used, 2);

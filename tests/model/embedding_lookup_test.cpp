@@ -82,7 +82,8 @@ TEST(EmbeddingLookup, PrefillOverEveryTokenLeavesTheTableUnmapped) {
   KvCache cache(model->config.kv_shape(), context, 1);
   Batch batch;
   const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
-  for (int64_t i = 0; i < context; ++i) batch.add(static_cast<int32_t>(i), static_cast<int32_t>(i), seq, i == context - 1);
+  for (int64_t i = 0; i < context; ++i)
+    batch.add(static_cast<int32_t>(i), static_cast<int32_t>(i), seq, i == context - 1);
   const std::span<const float> logits = again.run(batch, cache);
   EXPECT_EQ(std::vector<float>(logits.begin(), logits.end()), first_logits);
 }
@@ -93,8 +94,8 @@ class MappedFileRead : public ::testing::Test {
     path_ = (std::filesystem::temp_directory_path() / ("tandem_mapped_" + std::to_string(::getpid()))).string();
     bytes_.resize(3 * 4096 + 123);
     for (size_t i = 0; i < bytes_.size(); ++i) bytes_[i] = static_cast<uint8_t>(i * 131 + (i >> 8));
-    std::ofstream(path_, std::ios::binary).write(reinterpret_cast<const char*>(bytes_.data()),
-                                                static_cast<std::streamsize>(bytes_.size()));
+    std::ofstream(path_, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes_.data()), static_cast<std::streamsize>(bytes_.size()));
   }
   void TearDown() override { std::filesystem::remove(path_); }
   std::string path_;

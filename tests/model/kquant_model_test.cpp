@@ -36,7 +36,8 @@ std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model, co
   for (int64_t begin = 0; begin < n; begin += step) {
     batch.clear();
     const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
-    for (int64_t p = begin; p < std::min(n, begin + step); ++p) batch.add(tokens[p], static_cast<int32_t>(p), seq, true);
+    for (int64_t p = begin; p < std::min(n, begin + step); ++p)
+      batch.add(tokens[p], static_cast<int32_t>(p), seq, true);
     std::span<const float> out = forward.run(batch, cache);
     logits.insert(logits.end(), out.begin(), out.end());
   }

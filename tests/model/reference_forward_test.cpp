@@ -222,10 +222,7 @@ std::vector<Case> stored_type_cases() {
   // F16/BF16 weights dequantize exactly, so only float arithmetic separates engine and
   // reference. Q8_0/Q4_0 also quantize activations to 8 bits: held tightly against a reference
   // that does the same, loosely against the exact one (seen up to 2.7% of a row's max here).
-  return {{"f16", f16, 1e-4},
-          {"bf16", bf16, 1e-4},
-          {"q8_0", q8, 1e-4, true, 5e-2},
-          {"q4_0", q4, 1e-4, true, 5e-2}};
+  return {{"f16", f16, 1e-4}, {"bf16", bf16, 1e-4}, {"q8_0", q8, 1e-4, true, 5e-2}, {"q4_0", q4, 1e-4, true, 5e-2}};
 }
 
 class ReferenceForwardTest : public ::testing::Test {
@@ -251,8 +248,8 @@ void check_prefill(const Case& c, std::shared_ptr<const Model> model, const Rand
     const int32_t seq = batch.add_sequence(std::vector<int32_t>{5, 2, 7, 0, 3});
     for (int64_t t = 0; t < length; ++t) batch.add(tokens[t], static_cast<int32_t>(t), seq, true);
     const std::string what = c.name + " prefill of " + std::to_string(length);
-    run_and_compare(forward, cache, batch, c.spec, {reference_forward(c.spec, weights, tokens, c.q8_inputs)},
-                    c.rel_tol, what);
+    run_and_compare(forward, cache, batch, c.spec, {reference_forward(c.spec, weights, tokens, c.q8_inputs)}, c.rel_tol,
+                    what);
     if (c.q8_inputs) {
       KvCache fresh(model->config.kv_shape(), 8, 4);
       run_and_compare(forward, fresh, batch, c.spec, {reference_forward(c.spec, weights, tokens)}, c.plain_rel_tol,
@@ -368,7 +365,8 @@ std::vector<float> run_in_steps(Forward& forward, const std::vector<int32_t>& to
   for (int64_t begin = 0; begin < n; begin += step) {
     batch.clear();
     const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
-    for (int64_t p = begin; p < std::min(n, begin + step); ++p) batch.add(tokens[p], static_cast<int32_t>(p), seq, true);
+    for (int64_t p = begin; p < std::min(n, begin + step); ++p)
+      batch.add(tokens[p], static_cast<int32_t>(p), seq, true);
     std::span<const float> out = forward.run(batch, cache);
     EXPECT_EQ(static_cast<int64_t>(out.size()), batch.n_tokens() * vocab);
     logits.insert(logits.end(), out.begin(), out.end());

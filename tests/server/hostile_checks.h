@@ -54,12 +54,12 @@ inline std::string error_message(const std::optional<RawResponse>& res) {
 }
 
 inline std::optional<RawResponse> get(int port, const std::string& path, const std::vector<std::string>& headers = {},
-                               double timeout_s = 5.0) {
+                                      double timeout_s = 5.0) {
   return exchange(port, http_request("GET", path, {}, headers), timeout_s);
 }
 
 inline std::optional<RawResponse> post(int port, const std::string& path, const std::string& body,
-                                const std::vector<std::string>& headers = {}, double timeout_s = 20.0) {
+                                       const std::vector<std::string>& headers = {}, double timeout_s = 20.0) {
   return exchange(port, http_request("POST", path, body, headers), timeout_s);
 }
 

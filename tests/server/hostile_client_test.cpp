@@ -40,9 +40,8 @@ TEST(HostileClient, ChunkedBodyOverLimitIs413) {
     RawConnection connection;
     std::optional<RawResponse> res;
     if (!connection.connect(port)) return std::make_pair(res, false);
-    const std::string head =
-        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        "Transfer-Encoding: chunked\r\n\r\n";
+    const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             "Transfer-Encoding: chunked\r\n\r\n";
     const size_t chunk_size = 64 << 10;
     char size_hex[16];
     std::snprintf(size_hex, sizeof size_hex, "%zx", chunk_size);
@@ -149,8 +148,10 @@ TEST(HostileClient, SlowlorisAndIdleSocketsDoNotStarveOthers) {
         }
         const bool gone = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
                           ::send(fd, head.data() + next, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0;
-        if (gone) closed_after[i] = seconds_since(start);
-        else ++open;
+        if (gone)
+          closed_after[i] = seconds_since(start);
+        else
+          ++open;
       }
       ++next;
       std::this_thread::sleep_for(500ms);
@@ -285,8 +286,8 @@ TEST(HostileClient, SigtermFinishesAdmittedAndRefusesTheRest) {
     RawConnection late;
     if (late.connect(port, 2.0)) {
       const auto res = late.send(http_request("GET", "/health")) ? late.read_response(5.0) : std::nullopt;
-      EXPECT_TRUE(res && res->status == 503) << "a request made after SIGTERM: " << describe(res) << " ("
-                                             << late.error() << ")";
+      EXPECT_TRUE(res && res->status == 503)
+          << "a request made after SIGTERM: " << describe(res) << " (" << late.error() << ")";
     } else {
       EXPECT_EQ(late.last_errno(), ECONNREFUSED) << late.error();
     }
@@ -294,8 +295,8 @@ TEST(HostileClient, SigtermFinishesAdmittedAndRefusesTheRest) {
 
   const std::optional<int> code = server.wait_exit(10.0 + 5.0);
   EXPECT_EQ(code, std::optional<int>(0)) << "exit code after SIGTERM with --shutdown-timeout 10 (none: still "
-                                           "running 15 s later): "
-                                        << server.log();
+                                            "running 15 s later): "
+                                         << server.log();
   EXPECT_LT(seconds_since(signalled), 15.0);
   for (std::thread& t : clients) t.join();
 
@@ -308,8 +309,8 @@ TEST(HostileClient, SigtermFinishesAdmittedAndRefusesTheRest) {
         expect_complete_stream(*results[i], what);
       } else {
         const json body = parse(results[i]->body);
-        EXPECT_TRUE(body.is_object() && body["choices"][0]["finish_reason"].is_string()) << what << ": "
-                                                                                          << results[i]->body;
+        EXPECT_TRUE(body.is_object() && body["choices"][0]["finish_reason"].is_string())
+            << what << ": " << results[i]->body;
       }
     } else {
       ++refused;
@@ -409,13 +410,15 @@ TEST(HostileClient, DisconnectedClientsAreCancelled) {
   EXPECT_EQ(metric(page, "tandem_requests_running"), 0.0) << seen;
   EXPECT_EQ(metric(page, "tandem_kv_blocks_used"), 0.0) << seen;
   EXPECT_GE(metric(page, "tandem_requests_cancelled_total").value_or(0), kPlain + 1)
-      << kPlain << " abandoned completions and 1 abandoned stream:\n" << seen;
+      << kPlain << " abandoned completions and 1 abandoned stream:\n"
+      << seen;
   // Each could have generated min(max_tokens, context - prompt + 1) tokens (the last one is
   // sampled, never fed).
   const double could_generate = (kPlain + 1) * std::min<double>(kMaxTokens, context - prompt_tokens + 1);
   const double generated = metric(page, "tandem_generation_tokens_total").value_or(1e9) - before;
   EXPECT_LT(generated, could_generate / 2) << "the abandoned requests kept generating: " << generated << " of up to "
-                                           << could_generate << " tokens (context " << context << "):\n" << seen;
+                                           << could_generate << " tokens (context " << context << "):\n"
+                                           << seen;
   expect_completion_served(port, "after the abandoned requests");
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
@@ -428,8 +431,7 @@ TEST(HostileClient, PipelinedRequestsAreAnsweredInOrder) {
   ASSERT_TRUE(server.start({})) << server.log();
   RawConnection connection;
   ASSERT_TRUE(connection.connect(server.port()));
-  ASSERT_TRUE(connection.send(http_request("GET", "/health") +
-                              http_request("POST", "/v1/completions", completion(4)) +
+  ASSERT_TRUE(connection.send(http_request("GET", "/health") + http_request("POST", "/v1/completions", completion(4)) +
                               http_request("GET", "/v1/models")));
   const auto health = connection.read_response(10.0);
   ASSERT_TRUE(health) << connection.error();

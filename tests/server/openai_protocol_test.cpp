@@ -67,7 +67,8 @@ TEST(OpenAIProtocol, ChatMessagesCarryToolCallsResultsAndTools) {
     "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "strict": true,
       "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
       {"type": "function", "function": {"name": "noop"}}],
-    "tool_choice": {"type": "function", "function": {"name": "noop"}}, "parallel_tool_calls": false})", 16);
+    "tool_choice": {"type": "function", "function": {"name": "noop"}}, "parallel_tool_calls": false})",
+                                           16);
   ASSERT_EQ(request.messages.size(), 6u);
   EXPECT_EQ(request.messages[0].role, "developer");
   EXPECT_EQ(request.messages[0].name, "ops");
@@ -88,14 +89,16 @@ TEST(OpenAIProtocol, ChatMessagesCarryToolCallsResultsAndTools) {
   EXPECT_EQ(request.tools[0].description, "Weather");
   EXPECT_TRUE(request.tools[0].strict);
   // The client's key order, which is what a template prints.
-  EXPECT_EQ(request.tools[0].parameters.dump(), R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
+  EXPECT_EQ(request.tools[0].parameters.dump(),
+            R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
   EXPECT_TRUE(request.tools[1].parameters.is_null());
   EXPECT_EQ(request.tool_choice.mode, ToolChoice::Mode::Function);
   EXPECT_EQ(request.tool_choice.function, "noop");
   EXPECT_FALSE(request.parallel_tool_calls);
 
   const ApiRequest plain = parse_request(Endpoint::Chat, R"({"messages": [{"role": "user", "content": "hi"}],
-      "tools": null, "tool_choice": "none"})", 16);
+      "tools": null, "tool_choice": "none"})",
+                                         16);
   EXPECT_TRUE(plain.tools.empty());
   EXPECT_EQ(plain.tool_choice.mode, ToolChoice::Mode::None);
   EXPECT_TRUE(plain.parallel_tool_calls);
@@ -105,7 +108,8 @@ TEST(OpenAIProtocol, ChatMessagesCarryToolCallsResultsAndTools) {
 TEST(OpenAIProtocol, MalformedToolShapesAre400sQuotingTheValue) {
   const auto chat = [](const std::string& body) { return rejection(body, Endpoint::Chat); };
   const auto expect_has = [](const std::string& message, std::initializer_list<const char*> parts) {
-    for (const char* part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' in: " << message;
+    for (const char* part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' in: " << message;
   };
   const std::string user = R"({"role": "user", "content": "hi"})";
   const auto assistant_call = [](const std::string& call) {
@@ -140,9 +144,11 @@ TEST(OpenAIProtocol, MalformedToolShapesAre400sQuotingTheValue) {
 
   // Tool calls.
   expect_has(chat(with_messages(assistant_call(R"("call")"))), {"messages[0].tool_calls[0]", "\"call\""});
-  expect_has(chat(with_messages(assistant_call(R"({"type": "function", "function": {"name": "f", "arguments": "{}"}})"))),
-             {"messages[0].tool_calls[0].id"});
-  expect_has(chat(with_messages(assistant_call(R"({"id": "c", "type": "custom", "function": {"name": "f", "arguments": "{}"}})"))),
+  expect_has(
+      chat(with_messages(assistant_call(R"({"type": "function", "function": {"name": "f", "arguments": "{}"}})"))),
+      {"messages[0].tool_calls[0].id"});
+  expect_has(chat(with_messages(
+                 assistant_call(R"({"id": "c", "type": "custom", "function": {"name": "f", "arguments": "{}"}})"))),
              {"messages[0].tool_calls[0].type", "\"custom\""});
   expect_has(chat(with_messages(assistant_call(R"({"id": "c", "function": "f"})"))),
              {"messages[0].tool_calls[0].function", "\"f\""});
@@ -165,8 +171,10 @@ TEST(OpenAIProtocol, MalformedToolShapesAre400sQuotingTheValue) {
              {"tools[0].function.parameters", "\"x\""});
   expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "f", "description": ["d"]}}])")),
              {"tools[0].function.description", "[\"d\"]"});
-  expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])")),
-             {"tools[1].function.name", "\"f\""});
+  expect_has(
+      chat(with_tools(
+          R"([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])")),
+      {"tools[1].function.name", "\"f\""});
   std::string deep = "{}";
   for (int i = 0; i < 80; ++i) deep = R"({"type": "object", "properties": {"x": )" + deep + "}}";
   expect_has(chat(with_tools(R"([{"type": "function", "function": {"name": "f", "parameters": )" + deep + "}}]")),
@@ -177,7 +185,8 @@ TEST(OpenAIProtocol, MalformedToolShapesAre400sQuotingTheValue) {
   expect_has(chat(with_tools(tools, R"(, "tool_choice": "sometimes")")), {"'tool_choice'", "\"sometimes\""});
   expect_has(chat(with_tools(tools, R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})")),
              {"'tool_choice'", "\"g\"", "not in 'tools'"});
-  expect_has(chat(with_tools(tools, R"(, "tool_choice": {"type": "function"})")), {"'tool_choice'", R"({"type":"function"})"});
+  expect_has(chat(with_tools(tools, R"(, "tool_choice": {"type": "function"})")),
+             {"'tool_choice'", R"({"type":"function"})"});
   expect_has(chat(R"({"messages": [)" + user + R"(], "tool_choice": "required"})"),
              {"'tool_choice'", "\"required\"", "needs 'tools'"});
   expect_has(chat(with_tools(tools, R"(, "parallel_tool_calls": "yes")")), {"'parallel_tool_calls'", "\"yes\""});

@@ -33,8 +33,7 @@ class ServerProcess {
   // Starts `tandem serve -m MODEL --port 0 -t 2 <extra>` and waits for /health; false (with
   // log()) on failure.
   bool start(const std::vector<std::string>& extra, double timeout_s = 30.0) {
-    std::vector<std::string> args = {"serve", "-m", shared_path(kAidreamsGguf), "--port", "0",
-                                     "-t", "2"};
+    std::vector<std::string> args = {"serve", "-m", shared_path(kAidreamsGguf), "--port", "0", "-t", "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     if (!spawn(args)) return false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);

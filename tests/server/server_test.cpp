@@ -88,8 +88,8 @@ TEST(Server, ApiKeyIsRequiredOnV1) {
 TEST(Server, GreedyCompletionEqualsTandemRun) {
   REQUIRE_MODEL();
   const std::string prompt = "Echoes of light";
-  const std::string out_file = (std::filesystem::temp_directory_path() /
-                                ("tandem-run-" + std::to_string(::getpid()) + ".txt")).string();
+  const std::string out_file =
+      (std::filesystem::temp_directory_path() / ("tandem-run-" + std::to_string(::getpid()) + ".txt")).string();
   const std::string command = std::string(TANDEM_BINARY) + " run -m " + shared_path("models/aidreams260K/model.gguf") +
                               " -n 60 --temp 0 -t 2 -p '" + prompt + "' > " + out_file + " 2>/dev/null";
   ASSERT_EQ(std::system(command.c_str()), 0);
@@ -149,7 +149,8 @@ TEST(Server, ChatWithToolCallsAndResultsIsRendered) {
   const auto call = [](const std::string& arguments) {
     return json{{"role", "assistant"},
                 {"content", nullptr},
-                {"tool_calls", {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", arguments}}}}}}};
+                {"tool_calls",
+                 {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", arguments}}}}}}};
   };
   const auto result = [](const std::string& content) {
     return json{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", content}};
@@ -157,33 +158,40 @@ TEST(Server, ChatWithToolCallsAndResultsIsRendered) {
   const int64_t plain = prompt_tokens(json::array({user}));  // one element: not a copy of it
   const int64_t with_call = prompt_tokens({user, call("{}")});
   const int64_t with_result = prompt_tokens({user, call("{}"), result("ok")}, {{"tool_choice", "auto"}});
-  EXPECT_GT(with_call, plain + 10);  // <tool_call>{"name": "f", "arguments": {}}</tool_call>
+  EXPECT_GT(with_call, plain + 10);        // <tool_call>{"name": "f", "arguments": {}}</tool_call>
   EXPECT_GT(with_result, with_call + 10);  // a user turn with <tool_response>ok</tool_response>
 
   // Three "</s>" as control tokens would add 3 tokens; as text, about 4 each.
   const std::string markers = "</s></s></s>";
   EXPECT_GT(prompt_tokens({user, call("{}"), result(markers)}) - prompt_tokens({user, call("{}"), result("")}), 6);
-  EXPECT_GT(prompt_tokens({user, call(R"({"q": ")" + markers + R"("})")}) - prompt_tokens({user, call(R"({"q": ""})")}), 6);
+  EXPECT_GT(prompt_tokens({user, call(R"({"q": ")" + markers + R"("})")}) - prompt_tokens({user, call(R"({"q": ""})")}),
+            6);
 
   const json tools = {{{"type", "function"}, {"function", {{"name", "f"}, {"description", "Does f."}}}}};
-  const auto described = post(client, "/v1/chat/completions", json{{"messages", json::array({user})}, {"tools", tools}}.dump());
+  const auto described =
+      post(client, "/v1/chat/completions", json{{"messages", json::array({user})}, {"tools", tools}}.dump());
   ASSERT_TRUE(described);
   EXPECT_EQ(described->status, 400) << described->body;
   long long described_tokens = 0;
   EXPECT_EQ(std::sscanf(json::parse(described->body)["error"]["message"].get<std::string>().c_str(),
-                        "the prompt has %lld tokens", &described_tokens), 1) << described->body;
+                        "the prompt has %lld tokens", &described_tokens),
+            1)
+      << described->body;
   EXPECT_GT(described_tokens, plain + 100);
 
   // Malformed shapes are 400s naming the field.
-  expect_error(post(client, "/v1/chat/completions", json{{"messages", {user, call("{}"), {{"role", "tool"}, {"content", "ok"}}}}}.dump()),
+  expect_error(post(client, "/v1/chat/completions",
+                    json{{"messages", {user, call("{}"), {{"role", "tool"}, {"content", "ok"}}}}}.dump()),
                400, "a tool message without tool_call_id");
-  expect_error(post(client, "/v1/chat/completions",
-                    R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+  expect_error(
+      post(client, "/v1/chat/completions",
+           R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
                         "function": {"name": "f", "arguments": {"q": 1}}}]}]})"),
-               400, "arguments as an object");
-  expect_error(post(client, "/v1/chat/completions",
-                    R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})"),
-               400, "an image part");
+      400, "arguments as an object");
+  expect_error(
+      post(client, "/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})"),
+      400, "an image part");
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
@@ -208,7 +216,8 @@ bool ensure_openai_package(std::string& why) {
   // a lock, re-check, and are killed 10 s after the time-out.
   const std::string command = "flock '" + dir + ".lock' sh -c '[ -f \"" + dir +
                               "/node_modules/openai/package.json\" ] || timeout -k 10 120 npm install --silent "
-                              "--no-audit --no-fund --prefix \"" + dir + "\" openai@4' > /dev/null 2>&1";
+                              "--no-audit --no-fund --prefix \"" +
+                              dir + "\" openai@4' > /dev/null 2>&1";
   if (std::system(command.c_str()) != 0) {
     why = "npm could not install openai@4 into " + dir;
     return false;
@@ -223,9 +232,9 @@ int run_node(const std::string& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-#define REQUIRE_OPENAI()                                                \
-  do {                                                                  \
-    std::string why;                                                    \
+#define REQUIRE_OPENAI()                                                  \
+  do {                                                                    \
+    std::string why;                                                      \
     if (!ensure_openai_package(why)) GTEST_SKIP() << why << "; skipping"; \
   } while (0)
 

@@ -17,8 +17,7 @@ TEST(Gpt2Bpe, GgufVocabMatchesVectors) {
   const std::vector<testing::TestVector> vectors = testing::load_vectors(kGpt2Gguf);
   ASSERT_GT(vectors.size(), 30u);
   for (const testing::TestVector& vector : vectors) {
-    EXPECT_EQ(tokenizer.encode(vector.text, /*add_bos=*/false), vector.ids)
-        << "input: '" << vector.text << "'";
+    EXPECT_EQ(tokenizer.encode(vector.text, /*add_bos=*/false), vector.ids) << "input: '" << vector.text << "'";
   }
 }
 
@@ -32,7 +31,7 @@ TEST(Gpt2Bpe, GgufVocabFields) {
   EXPECT_EQ(vocab.bos_id, 50256);
   EXPECT_EQ(vocab.eos_id, 50256);
   EXPECT_EQ(vocab.unk_id, -1);
-  EXPECT_FALSE(vocab.add_bos);  // gpt-2 has no BOS convention
+  EXPECT_FALSE(vocab.add_bos);                  // gpt-2 has no BOS convention
   EXPECT_EQ(tokenizer.token_bytes(220), " ");   // "Ġ"
   EXPECT_EQ(tokenizer.token_bytes(198), "\n");  // "Ċ"
   EXPECT_EQ(tokenizer.token_bytes(50256), "");  // control
@@ -66,8 +65,8 @@ TEST(Gpt2Bpe, RoundTripsUtf8Samples) {
 // Random valid UTF-8 from a mix of ASCII, Latin, CJK and astral code points.
 std::string random_utf8(std::mt19937& rng, int n_chars) {
   static const std::vector<std::pair<uint32_t, uint32_t>> kRanges = {
-      {0x20, 0x7E}, {0x09, 0x0D}, {0xA0, 0x24F}, {0x300, 0x36F}, {0x4E00, 0x9FFF},
-      {0xAC00, 0xD7A3}, {0x1F300, 0x1F6FF}, {0x10000, 0x10FFFF}};
+      {0x20, 0x7E},     {0x09, 0x0D},     {0xA0, 0x24F},      {0x300, 0x36F},
+      {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0x1F300, 0x1F6FF}, {0x10000, 0x10FFFF}};
   std::string out;
   for (int i = 0; i < n_chars; ++i) {
     const auto& [lo, hi] = kRanges[rng() % kRanges.size()];
@@ -106,8 +105,8 @@ TEST(Gpt2Bpe, RandomBytesNeverCrash) {
   TANDEM_REQUIRE_SHARED(kGpt2Gguf);
   const Tokenizer tokenizer = testing::gguf_tokenizer(kGpt2Gguf);
   std::mt19937 rng(99);
-  const std::vector<std::string> alphabet = {" ", "a", "'s", "\n", "1", "\xE4\xB8\xAD",
-                                             "\xF0\x9F\xA6\x99", "\xCC\x81", "<|endoftext|>"};
+  const std::vector<std::string> alphabet = {
+      " ", "a", "'s", "\n", "1", "\xE4\xB8\xAD", "\xF0\x9F\xA6\x99", "\xCC\x81", "<|endoftext|>"};
   for (int iteration = 0; iteration < 2000; ++iteration) {
     std::string text;
     const int n = static_cast<int>(rng() % 40);
@@ -140,8 +139,7 @@ TEST(Gpt2Bpe, SpecialTokensOnlyWhenAllowed) {
   const std::vector<int32_t> plain = tokenizer.encode(text, false);
   for (int32_t id : plain) EXPECT_NE(id, 50256);
   EXPECT_EQ(tokenizer.decode(plain), text);
-  EXPECT_EQ(tokenizer.encode(text, false, /*parse_special=*/true),
-            (std::vector<int32_t>{15496, 50256, 995}));
+  EXPECT_EQ(tokenizer.encode(text, false, /*parse_special=*/true), (std::vector<int32_t>{15496, 50256, 995}));
   EXPECT_EQ(tokenizer.encode("<|endoftext|>", false, true), std::vector<int32_t>{50256});
   // add_bos with a BOS id present prepends it even though the vocab does not ask for one.
   EXPECT_EQ(tokenizer.encode("Hello", true).front(), 50256);

@@ -24,9 +24,9 @@ using nlohmann::json;
 json byte_level_tokenizer_json(bool merges_as_pairs) {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_to_piece_char(static_cast<uint8_t>(b))] = b;
-  const std::vector<std::pair<std::string, std::string>> merges = {
-      {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"},
-      {"\xC4\xA0", "w"}, {"o", "r"}, {"\xC4\xA0w", "or"}};  // "Ġ" is the space byte
+  const std::vector<std::pair<std::string, std::string>> merges = {{"h", "e"},         {"l", "l"},        {"he", "ll"},
+                                                                   {"hell", "o"},      {"\xC4\xA0", "w"}, {"o", "r"},
+                                                                   {"\xC4\xA0w", "or"}};  // "Ġ" is the space byte
   json merge_list = json::array();
   int next_id = 256;
   for (const auto& [left, right] : merges) {
@@ -44,9 +44,8 @@ json byte_level_tokenizer_json(bool merges_as_pairs) {
   json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
   return {
       {"version", "1.0"},
-      {"added_tokens",
-       json::array({{{"id", 263}, {"content", "<|end|>"}, {"special", true}},
-                    {{"id", 264}, {"content", "<tool>"}, {"special", false}}})},
+      {"added_tokens", json::array({{{"id", 263}, {"content", "<|end|>"}, {"special", true}},
+                                    {{"id", 264}, {"content", "<tool>"}, {"special", false}}})},
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", json::array({split, byte_level})}}},
       {"decoder", {{"type", "ByteLevel"}}},
@@ -56,8 +55,7 @@ json byte_level_tokenizer_json(bool merges_as_pairs) {
 
 TEST(HfTokenizerJson, ByteLevelBpeEncodesAsWorkedOutByHand) {
   for (bool pairs : {false, true}) {
-    const Vocab vocab =
-        vocab_from_tokenizer_json_text(byte_level_tokenizer_json(pairs).dump(), "", "test");
+    const Vocab vocab = vocab_from_tokenizer_json_text(byte_level_tokenizer_json(pairs).dump(), "", "test");
     EXPECT_EQ(vocab.kind, VocabKind::ByteLevelBpe);
     EXPECT_EQ(vocab.size(), 265);
     EXPECT_EQ(vocab.types[263], TokenType::Control);
@@ -66,8 +64,7 @@ TEST(HfTokenizerJson, ByteLevelBpeEncodesAsWorkedOutByHand) {
     const std::string text = "hello world 42<|end|><tool>";
     // hello: he(0) ll(1) hell(2) hello(3). " world": Ġw(4) or(5) Ġwor(6), then l, d. The
     // Split leaves "<|end|>" as an unmatched gap: plain bytes, no merges apply.
-    const std::vector<int32_t> plain = {259, 262, 'l', 'd', ' ', '4', '2', '<', '|',
-                                        'e', 'n', 'd', '|', '>', 264};
+    const std::vector<int32_t> plain = {259, 262, 'l', 'd', ' ', '4', '2', '<', '|', 'e', 'n', 'd', '|', '>', 264};
     EXPECT_EQ(tokenizer.encode(text, false), plain) << "pairs " << pairs;
     EXPECT_EQ(tokenizer.decode(plain), text);
     EXPECT_EQ(tokenizer.encode(text, false, /*parse_special=*/true),
@@ -88,13 +85,12 @@ SmallSpm small_spm() {
   SmallSpm spm;
   spm.pieces = {"<unk>", "<s>", "</s>"};
   for (int b = 0; b < 256; ++b) spm.pieces.push_back(fmt::format("<0x{:02X}>", b));
-  for (const std::string& c : {m, std::string("h"), std::string("e"), std::string("l"),
-                               std::string("o"), std::string("w"), std::string("r"),
-                               std::string("d")}) {
+  for (const std::string& c : {m, std::string("h"), std::string("e"), std::string("l"), std::string("o"),
+                               std::string("w"), std::string("r"), std::string("d")}) {
     spm.pieces.push_back(c);
   }
-  spm.merges = {{m, "h"},  {"l", "l"},       {m + "h", "e"}, {"ll", "o"}, {m + "he", "llo"},
-                {"o", "r"}, {m, "w"},        {m + "w", "or"}, {"l", "d"}, {m + "wor", "ld"}};
+  spm.merges = {{m, "h"},   {"l", "l"}, {m + "h", "e"},  {"ll", "o"}, {m + "he", "llo"},
+                {"o", "r"}, {m, "w"},   {m + "w", "or"}, {"l", "d"},  {m + "wor", "ld"}};
   for (const auto& [left, right] : spm.merges) spm.pieces.push_back(left + right);
   return spm;
 }
@@ -107,8 +103,7 @@ Vocab small_spm_gguf_vocab(const SmallSpm& spm) {
   for (size_t i = 0; i < spm.pieces.size(); ++i) {
     tokens.push_back(GgufValue::string(spm.pieces[i]));
     // A merged piece scores minus its merge's rank; single characters never need a score.
-    scores.push_back(GgufValue::f32(i >= first_merged ? -static_cast<float>(i - first_merged)
-                                                      : -1000.0f));
+    scores.push_back(GgufValue::f32(i >= first_merged ? -static_cast<float>(i - first_merged) : -1000.0f));
     types.push_back(GgufValue::i32(i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1));
   }
   writer.set("tokenizer.ggml.tokens", GgufValue::array(GgufValueType::String, tokens));
@@ -124,18 +119,14 @@ json small_spm_tokenizer_json(const SmallSpm& spm) {
   for (size_t i = 0; i < spm.pieces.size(); ++i) vocab[spm.pieces[i]] = i;
   json merges = json::array();
   for (const auto& [left, right] : spm.merges) merges.push_back(left + " " + right);
-  auto special = [](int id, const char* content) {
-    return json{{"id", id}, {"content", content}, {"special", true}};
-  };
+  auto special = [](int id, const char* content) { return json{{"id", id}, {"content", content}, {"special", true}}; };
   const std::string m = "\xE2\x96\x81";
   return {
       {"added_tokens", json::array({special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")})},
       {"normalizer",
        {{"type", "Sequence"},
         {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", m}},
-                                     {{"type", "Replace"},
-                                      {"pattern", {{"String", " "}}},
-                                      {"content", m}}})}}},
+                                     {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", m}}})}}},
       {"pre_tokenizer", nullptr},
       {"post_processor",
        {{"type", "TemplateProcessing"},
@@ -143,25 +134,18 @@ json small_spm_tokenizer_json(const SmallSpm& spm) {
                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}},
       {"decoder",
        {{"type", "Sequence"},
-        {"decoders", json::array({{{"type", "Replace"},
-                                   {"pattern", {{"String", m}}},
-                                   {"content", " "}},
+        {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", m}}}, {"content", " "}},
                                   {{"type", "ByteFallback"}},
                                   {{"type", "Fuse"}}})}}},
       {"model",
-       {{"type", "BPE"},
-        {"unk_token", "<unk>"},
-        {"byte_fallback", true},
-        {"vocab", vocab},
-        {"merges", merges}}},
+       {{"type", "BPE"}, {"unk_token", "<unk>"}, {"byte_fallback", true}, {"vocab", vocab}, {"merges", merges}}},
   };
 }
 
 TEST(HfTokenizerJson, SentencePieceFormMatchesGgufVocab) {
   const SmallSpm spm = small_spm();
   const Tokenizer from_gguf(small_spm_gguf_vocab(spm));
-  const Vocab json_vocab =
-      vocab_from_tokenizer_json_text(small_spm_tokenizer_json(spm).dump(), "", "test");
+  const Vocab json_vocab = vocab_from_tokenizer_json_text(small_spm_tokenizer_json(spm).dump(), "", "test");
   EXPECT_EQ(json_vocab.kind, VocabKind::Spm);
   EXPECT_TRUE(json_vocab.add_space_prefix);
   EXPECT_TRUE(json_vocab.add_bos);
@@ -169,32 +153,30 @@ TEST(HfTokenizerJson, SentencePieceFormMatchesGgufVocab) {
   EXPECT_EQ(json_vocab.eos_id, 2);
   EXPECT_EQ(json_vocab.unk_id, 0);
   const Tokenizer from_json(json_vocab);
-  for (const char* text : {"hello world", "hello", " world hello", "hellow", "h\xC3\xA9llo",
-                           "world\n", "", "  hello  world ", "<s>hello"}) {
+  for (const char* text : {"hello world", "hello", " world hello", "hellow", "h\xC3\xA9llo", "world\n", "",
+                           "  hello  world ", "<s>hello"}) {
     for (bool add_bos : {false, true}) {
       const std::vector<int32_t> ids = from_gguf.encode(text, add_bos);
       EXPECT_EQ(from_json.encode(text, add_bos), ids) << "text: '" << text << "'";
       EXPECT_EQ(from_json.decode(ids), text);
     }
   }
-  EXPECT_EQ(from_json.encode("hello world", false),
-            (std::vector<int32_t>{static_cast<int32_t>(spm.pieces.size() - 6),
-                                  static_cast<int32_t>(spm.pieces.size() - 1)}));
+  EXPECT_EQ(
+      from_json.encode("hello world", false),
+      (std::vector<int32_t>{static_cast<int32_t>(spm.pieces.size() - 6), static_cast<int32_t>(spm.pieces.size() - 1)}));
   // Control text is matched only when asked for, and the space prefix restarts after it.
   EXPECT_EQ(from_json.encode("<s>hello", false, true), from_gguf.encode("<s>hello", false, true));
   EXPECT_EQ(from_json.encode("<s>hello", false, true)[0], 1);
 }
 
 std::string temp_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    fmt::format("tandem_{}_{}", name, ::getpid());
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("tandem_{}_{}", name, ::getpid());
   std::filesystem::create_directories(dir);
   return dir.string();
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 TEST(HfTokenizerJson, ModelFolderAndConfig) {
   const std::string dir = temp_dir("hf_folder");
@@ -222,8 +204,7 @@ TEST(HfTokenizerJson, ErrorsNameTheProblem) {
     return "accepted";
   };
   EXPECT_NE(message("{not json").find("tok.json"), std::string::npos);
-  EXPECT_NE(message(R"({"model": {"type": "Unigram", "vocab": []}})").find("Unigram"),
-            std::string::npos);
+  EXPECT_NE(message(R"({"model": {"type": "Unigram", "vocab": []}})").find("Unigram"), std::string::npos);
   json bad = byte_level_tokenizer_json(false);
   bad["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
   EXPECT_NE(message(bad.dump()).find("Removed"), std::string::npos);

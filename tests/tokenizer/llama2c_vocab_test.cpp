@@ -16,9 +16,7 @@ namespace {
 
 using testing::shared_path;
 
-std::string aidreams(const std::string& name) {
-  return std::string(testing::kAidreamsDir) + "/" + name;
-}
+std::string aidreams(const std::string& name) { return std::string(testing::kAidreamsDir) + "/" + name; }
 
 struct Reference {
   std::string prompt;
@@ -32,8 +30,7 @@ std::vector<Reference> load_references() {
   for (std::string line; std::getline(lines, line);) {
     if (line.empty()) continue;
     const nlohmann::json json = nlohmann::json::parse(line);
-    references.push_back({json.at("prompt").get<std::string>(),
-                          json.at("ids").get<std::vector<int32_t>>(),
+    references.push_back({json.at("prompt").get<std::string>(), json.at("ids").get<std::vector<int32_t>>(),
                           json.at("text").get<std::string>()});
   }
   return references;
@@ -108,8 +105,7 @@ TEST(Llama2cVocab, LoadTokenizerFindsTheModelsTokenizer) {
 class TempDir {
  public:
   TempDir() {
-    path_ = std::filesystem::temp_directory_path() /
-            fmt::format("tandem-tokenizer-test-{}", ::getpid());
+    path_ = std::filesystem::temp_directory_path() / fmt::format("tandem-tokenizer-test-{}", ::getpid());
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
@@ -126,9 +122,7 @@ void write_file(const std::string& path, const std::string& bytes) {
 // A tiny well-formed tokenizer.bin: the three specials and "a", " b".
 std::string tiny_tokenizer_bin() {
   std::string bytes;
-  auto put = [&](const auto& value) {
-    bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
-  };
+  auto put = [&](const auto& value) { bytes.append(reinterpret_cast<const char*>(&value), sizeof value); };
   put(int32_t{7});
   for (const std::string piece : {"<unk>", "\n<s>\n", "\n</s>\n", "a", " b"}) {
     put(float{0});
@@ -144,7 +138,8 @@ TEST(Llama2cVocab, TruncatedFileIsInputErrorNamingThePath) {
   const std::string good = dir.file("tok_good.bin");
   write_file(good, whole);
   const Vocab vocab = vocab_from_llama2c(good, 5);
-  EXPECT_EQ(vocab.pieces[4], "\xE2\x96\x81" "b");  // real spaces become "▁"
+  EXPECT_EQ(vocab.pieces[4], "\xE2\x96\x81"
+                             "b");  // real spaces become "▁"
 
   for (size_t cut : {size_t{0}, size_t{2}, size_t{4}, size_t{9}, whole.size() - 1}) {
     const std::string path = dir.file(fmt::format("tok_cut{}.bin", cut));

@@ -14,8 +14,7 @@ using testing::TestVector;
 
 void expect_vectors_pass(const Tokenizer& tokenizer, const std::vector<TestVector>& vectors) {
   for (const TestVector& vector : vectors) {
-    EXPECT_EQ(tokenizer.encode(vector.text, /*add_bos=*/false), vector.ids)
-        << "input: '" << vector.text << "'";
+    EXPECT_EQ(tokenizer.encode(vector.text, /*add_bos=*/false), vector.ids) << "input: '" << vector.text << "'";
   }
 }
 
@@ -95,8 +94,8 @@ TEST(LlamaSpm, RandomBytesNeverCrash) {
   TANDEM_REQUIRE_SHARED(testing::kLlamaSpmGguf);
   const Tokenizer tokenizer = testing::gguf_tokenizer(testing::kLlamaSpmGguf);
   std::mt19937 rng(12345);
-  const std::vector<std::string> alphabet = {" ", "a", "e", "\n", "\xE4\xB8\xAD", "\xF0\x9F\xA6\x99",
-                                             "\xCC\x81", "<", ">", "s", "\xE2\x96\x81"};
+  const std::vector<std::string> alphabet = {" ",        "a", "e", "\n", "\xE4\xB8\xAD", "\xF0\x9F\xA6\x99",
+                                             "\xCC\x81", "<", ">", "s",  "\xE2\x96\x81"};
   for (int iteration = 0; iteration < 3000; ++iteration) {
     std::string text;
     const int n = static_cast<int>(rng() % 40);

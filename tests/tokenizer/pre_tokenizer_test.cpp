@@ -20,8 +20,7 @@ Pieces split(const std::string& pre, const std::string& text) {
 }
 
 TEST(PreTokenizer, Gpt2) {
-  EXPECT_EQ(split("gpt-2", "Hello world's  123 !!"),
-            (Pieces{"Hello", " world", "'s", " ", " 123", " !!"}));
+  EXPECT_EQ(split("gpt-2", "Hello world's  123 !!"), (Pieces{"Hello", " world", "'s", " ", " 123", " !!"}));
   // \s+(?!\S): the last space of a run stays with the following word.
   EXPECT_EQ(split("default", "a   b\n"), (Pieces{"a", "  ", " b", "\n"}));
   EXPECT_EQ(split("gpt-2", ""), Pieces{});
@@ -40,21 +39,19 @@ TEST(PreTokenizer, Qwen2SplitsSingleDigits) {
 TEST(PreTokenizer, DeepSeekCoderSequence) {
   EXPECT_EQ(split("deepseek-coder", "ab12\n"), (Pieces{"ab", "1", "2", "\n"}));
   // Chinese is letters (\p{L}) before the CJK step ever sees it.
-  EXPECT_EQ(split("deepseek-coder", "\xE4\xB8\xAD\xE6\x96\x87!"),
-            (Pieces{"\xE4\xB8\xAD\xE6\x96\x87", "!"}));
+  EXPECT_EQ(split("deepseek-coder", "\xE4\xB8\xAD\xE6\x96\x87!"), (Pieces{"\xE4\xB8\xAD\xE6\x96\x87", "!"}));
 }
 
 TEST(PreTokenizer, DeepSeekLlmSequence) {
   EXPECT_EQ(split("deepseek-llm", "Hi, 42\n"), (Pieces{"Hi", ",", " ", "42", "\n"}));
   // Uncased letters (CJK) are left for the CJK step.
-  EXPECT_EQ(split("deepseek-llm", "a\xE4\xB8\xAD\xE6\x96\x87"),
-            (Pieces{"a", "\xE4\xB8\xAD\xE6\x96\x87"}));
+  EXPECT_EQ(split("deepseek-llm", "a\xE4\xB8\xAD\xE6\x96\x87"), (Pieces{"a", "\xE4\xB8\xAD\xE6\x96\x87"}));
 }
 
 TEST(PreTokenizer, PiecesCoverAnyBytes) {
   std::mt19937 rng(3);
-  for (const char* pre : {"gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder",
-                          "deepseek-v3", "starcoder", "tekken"}) {
+  for (const char* pre :
+       {"gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "deepseek-v3", "starcoder", "tekken"}) {
     const PreTokenizer pre_tokenizer(pre_tokenizer_regexes(pre));
     for (int iteration = 0; iteration < 300; ++iteration) {
       std::string text;

@@ -16,8 +16,8 @@ using testing::id_of_piece;
 using testing::shared_path;
 
 const std::vector<std::string> kChatMlMarkers = {"<|im_start|>", "<|im_end|>"};
-const std::vector<std::string> kLlama3Markers = {"<|begin_of_text|>", "<|start_header_id|>",
-                                                 "<|end_header_id|>", "<|eot_id|>"};
+const std::vector<std::string> kLlama3Markers = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                                                 "<|eot_id|>"};
 // Not in ../shared today; the tests on them skip, saying so, when absent.
 const char* const kQwen2Gguf = "tokenizers/llama.cpp-vocab/ggml-vocab-qwen2.gguf";
 const char* const kLlama3Gguf = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-bpe.gguf";
@@ -67,8 +67,7 @@ std::vector<TextSpan> complement(const std::vector<TextSpan>& spans, size_t size
 
 // The checks every vocabulary gets: `marker` is one of its control pieces, `texts` mix
 // markers and plain text.
-void expect_span_rules(const Tokenizer& tokenizer, const std::string& marker,
-                       const std::vector<std::string>& texts) {
+void expect_span_rules(const Tokenizer& tokenizer, const std::string& marker, const std::vector<std::string>& texts) {
   const int32_t marker_id = id_of_piece(tokenizer, marker);
   ASSERT_GE(marker_id, 0) << marker;
   ASSERT_EQ(tokenizer.vocab().types[marker_id], TokenType::Control) << marker;
@@ -107,16 +106,14 @@ void expect_span_rules(const Tokenizer& tokenizer, const std::string& marker,
 
   for (const std::string& sample : texts) {
     const TextSpan whole{0, sample.size()};
-    EXPECT_EQ(tokenizer.encode(sample, false, no_spans()), tokenizer.encode(sample, false, false))
-        << sample;
+    EXPECT_EQ(tokenizer.encode(sample, false, no_spans()), tokenizer.encode(sample, false, false)) << sample;
     EXPECT_EQ(tokenizer.encode(sample, true, std::span<const TextSpan>(&whole, 1)),
               tokenizer.encode(sample, true, true))
         << sample;
     // Spans exactly over the control pieces find them all, as parse_special does; spans over
     // everything else find none, as without it.
     const std::vector<TextSpan> controls = control_occurrences(tokenizer, sample);
-    EXPECT_EQ(tokenizer.encode(sample, false, controls), tokenizer.encode(sample, false, true))
-        << sample;
+    EXPECT_EQ(tokenizer.encode(sample, false, controls), tokenizer.encode(sample, false, true)) << sample;
     EXPECT_EQ(tokenizer.encode(sample, false, complement(controls, sample.size())),
               tokenizer.encode(sample, false, false))
         << sample;
@@ -134,8 +131,8 @@ std::vector<std::string> sample_texts(const std::vector<std::string>& markers) {
   }
   texts.push_back(all);
   // Random mixes of markers and plain fragments.
-  const std::vector<std::string> fragments = {"Hi", " ", "\n", "there", " é", "<", "|", ">",
-                                              "</", "s>", "<|im", "_end|>", "123"};
+  const std::vector<std::string> fragments = {"Hi", " ",  "\n", "there", " é",     "<",  "|",
+                                              ">",  "</", "s>", "<|im",  "_end|>", "123"};
   std::mt19937 rng(7);
   for (int n = 0; n < 40; ++n) {
     std::string text;
@@ -170,8 +167,8 @@ TEST(SpecialSpans, Llama2SentencePiece) {
 
 TEST(SpecialSpans, Gpt2WithChatMlMarkers) {
   TANDEM_REQUIRE_SHARED(testing::kGpt2Gguf);
-  const Tokenizer tokenizer(testing::with_control_tokens(
-      vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), kChatMlMarkers));
+  const Tokenizer tokenizer(
+      testing::with_control_tokens(vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), kChatMlMarkers));
   std::vector<std::string> markers = kChatMlMarkers;
   markers.push_back("<|endoftext|>");
   expect_span_rules(tokenizer, "<|im_end|>", sample_texts(markers));
@@ -179,8 +176,8 @@ TEST(SpecialSpans, Gpt2WithChatMlMarkers) {
 
 TEST(SpecialSpans, Gpt2WithLlama3Markers) {
   TANDEM_REQUIRE_SHARED(testing::kGpt2Gguf);
-  const Tokenizer tokenizer(testing::with_control_tokens(
-      vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), kLlama3Markers));
+  const Tokenizer tokenizer(
+      testing::with_control_tokens(vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), kLlama3Markers));
   expect_span_rules(tokenizer, "<|eot_id|>", sample_texts(kLlama3Markers));
 }
 
@@ -226,8 +223,8 @@ TEST(SpecialSpans, ManyMarkersAndControlTokensAreFast) {
   TANDEM_REQUIRE_SHARED(testing::kGpt2Gguf);
   std::vector<std::string> markers = kLlama3Markers;
   for (int i = 0; i < 252; ++i) markers.push_back("<|reserved_special_token_" + std::to_string(i) + "|>");
-  const Tokenizer tokenizer(testing::with_control_tokens(
-      vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), markers));
+  const Tokenizer tokenizer(
+      testing::with_control_tokens(vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), markers));
   std::string text = "<|begin_of_text|>";
   std::vector<TextSpan> spans = {{0, text.size()}};
   for (int k = 0; k < 2000; ++k) {
@@ -249,8 +246,8 @@ TEST(SpecialSpans, ManyMarkersAndControlTokensAreFast) {
 
 TEST(SpecialSpans, FindControlText) {
   TANDEM_REQUIRE_SHARED(testing::kGpt2Gguf);
-  const Tokenizer tokenizer(testing::with_control_tokens(
-      vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), kChatMlMarkers));
+  const Tokenizer tokenizer(
+      testing::with_control_tokens(vocab_from_gguf(GgufFile::open(shared_path(testing::kGpt2Gguf))), kChatMlMarkers));
   EXPECT_EQ(tokenizer.find_control_text("no markers, <|im_end| nor im_end|>"), "");
   EXPECT_EQ(tokenizer.find_control_text("a<|im_end|>b"), "<|im_end|>");
   EXPECT_EQ(tokenizer.find_control_text("<|endoftext|>"), "<|endoftext|>");

@@ -34,19 +34,18 @@ int32_t id_of(const Tokenizer& tokenizer, const std::string& piece) {
 
 TEST(SyntheticVocab, HigherScoreMergesFirst) {
   // "abc": ab (score 1) beats bc (score 0), so the result is ab + c, not a + bc.
-  const Tokenizer tokenizer(make_vocab(
-      {{"\xE2\x96\x81", -5}, {"a", -1}, {"b", -1}, {"c", -1}, {"ab", 1}, {"bc", 0}}, false));
+  const Tokenizer tokenizer(
+      make_vocab({{"\xE2\x96\x81", -5}, {"a", -1}, {"b", -1}, {"c", -1}, {"ab", 1}, {"bc", 0}}, false));
   const std::vector<int32_t> ids = tokenizer.encode("abc", false);
-  EXPECT_EQ(ids, (std::vector<int32_t>{id_of(tokenizer, "\xE2\x96\x81"), id_of(tokenizer, "ab"),
-                                       id_of(tokenizer, "c")}));
+  EXPECT_EQ(ids,
+            (std::vector<int32_t>{id_of(tokenizer, "\xE2\x96\x81"), id_of(tokenizer, "ab"), id_of(tokenizer, "c")}));
 }
 
 TEST(SyntheticVocab, TiesGoLeftmost) {
   Vocab vocab = make_vocab({{"a", -1}, {"aa", 0}}, false);
   vocab.add_space_prefix = false;
   const Tokenizer tokenizer(std::move(vocab));
-  EXPECT_EQ(tokenizer.encode("aaa", false),
-            (std::vector<int32_t>{id_of(tokenizer, "aa"), id_of(tokenizer, "a")}));
+  EXPECT_EQ(tokenizer.encode("aaa", false), (std::vector<int32_t>{id_of(tokenizer, "aa"), id_of(tokenizer, "a")}));
 }
 
 TEST(SyntheticVocab, ControlPiecesAreNotMerged) {
@@ -54,8 +53,7 @@ TEST(SyntheticVocab, ControlPiecesAreNotMerged) {
   vocab.add_space_prefix = false;
   const Tokenizer tokenizer(std::move(vocab));
   // "<s>" is the control token 1; merging may form "<s" but never "<s>".
-  EXPECT_EQ(tokenizer.encode("<s>", false),
-            (std::vector<int32_t>{id_of(tokenizer, "<s"), id_of(tokenizer, ">")}));
+  EXPECT_EQ(tokenizer.encode("<s>", false), (std::vector<int32_t>{id_of(tokenizer, "<s"), id_of(tokenizer, ">")}));
 }
 
 TEST(SyntheticVocab, ByteFallbackAndUnk) {
@@ -106,7 +104,9 @@ Vocab vocab_from_test_gguf(const std::string& model, bool with_types, int32_t bo
   GgufWriter writer;
   writer.set("tokenizer.ggml.model", GgufValue::string(model));
   GgufArray tokens, scores, types;
-  for (const char* piece : {"<unk>", "<s>", "</s>", "<0x41>", "\xE2\x96\x81" "A"}) {
+  for (const char* piece : {"<unk>", "<s>", "</s>", "<0x41>",
+                            "\xE2\x96\x81"
+                            "A"}) {
     tokens.push_back(GgufValue::string(piece));
     scores.push_back(GgufValue::f32(0));
   }

@@ -32,9 +32,8 @@ TEST(TokenizeCommand, PrintsIdsForVocabOnlyGguf) {
   TANDEM_REQUIRE_SHARED(testing::kLlamaSpmGguf);
   const std::string vocab = testing::shared_path(testing::kLlamaSpmGguf);
   int status = 0;
-  const std::string out = run_command(
-      fmt::format("'{}' tokenize -m '{}' -p ' Hello, world!' --no-bos", TANDEM_BINARY, vocab),
-      status);
+  const std::string out =
+      run_command(fmt::format("'{}' tokenize -m '{}' -p ' Hello, world!' --no-bos", TANDEM_BINARY, vocab), status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out, "29871 15043 29892 3186 29991\n");
 
@@ -49,8 +48,8 @@ TEST(TokenizeCommand, ReadsStdinVerbatim) {
   const std::string vocab = testing::shared_path(testing::kLlamaSpmGguf);
   int status = 0;
   // "\t\n" from the vectors: nothing may be trimmed.
-  const std::string out = run_command(
-      fmt::format("printf '\\t\\n' | '{}' tokenize -m '{}' --no-bos", TANDEM_BINARY, vocab), status);
+  const std::string out =
+      run_command(fmt::format("printf '\\t\\n' | '{}' tokenize -m '{}' --no-bos", TANDEM_BINARY, vocab), status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out, "29871 12 13\n");
 }
@@ -58,10 +57,9 @@ TEST(TokenizeCommand, ReadsStdinVerbatim) {
 TEST(TokenizeCommand, Llama2cModelFindsItsTokenizer) {
   TANDEM_REQUIRE_SHARED("models/aidreams260K/model.bin");
   int status = 0;
-  const std::string out = run_command(
-      fmt::format("'{}' tokenize -m '{}' -p 'The dream'", TANDEM_BINARY,
-                  testing::shared_path("models/aidreams260K/model.bin")),
-      status);
+  const std::string out = run_command(fmt::format("'{}' tokenize -m '{}' -p 'The dream'", TANDEM_BINARY,
+                                                  testing::shared_path("models/aidreams260K/model.bin")),
+                                      status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out, "1 368 430 281 269 435 447\n");
 }
@@ -71,15 +69,13 @@ TEST(TokenizeCommand, Gpt2VocabWithoutBos) {
   int status = 0;
   // gpt-2 has add_bos_token unset (false): no BOS unless the vocab asks for one.
   const std::string out = run_command(
-      fmt::format("'{}' tokenize -m '{}' -p 'Hello world'", TANDEM_BINARY,
-                  testing::shared_path(testing::kGpt2Gguf)),
+      fmt::format("'{}' tokenize -m '{}' -p 'Hello world'", TANDEM_BINARY, testing::shared_path(testing::kGpt2Gguf)),
       status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out, "15496 995\n");
-  const std::string special = run_command(
-      fmt::format("'{}' tokenize -m '{}' --special -p 'Hello<|endoftext|>'", TANDEM_BINARY,
-                  testing::shared_path(testing::kGpt2Gguf)),
-      status);
+  const std::string special = run_command(fmt::format("'{}' tokenize -m '{}' --special -p 'Hello<|endoftext|>'",
+                                                      TANDEM_BINARY, testing::shared_path(testing::kGpt2Gguf)),
+                                          status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(special, "15496 50256\n");
 }
@@ -96,8 +92,7 @@ TEST(TokenizeCommand, TokenizerJsonAndFolder) {
   }
   int status = 0;
   for (const std::string& path : {dir, dir + "/tokenizer.json"}) {
-    const std::string out = run_command(
-        fmt::format("'{}' tokenize -m '{}' -p 'ab ab'", TANDEM_BINARY, path), status);
+    const std::string out = run_command(fmt::format("'{}' tokenize -m '{}' -p 'ab ab'", TANDEM_BINARY, path), status);
     EXPECT_EQ(status, 0);
     EXPECT_EQ(out, "2 3 2\n") << path;
   }
@@ -110,8 +105,7 @@ TEST(TokenizeCommand, BadVocabFailsWithOneLine) {
   writer.set("tokenizer.ggml.model", GgufValue::string("bert"));
   writer.write(path);
   int status = 0;
-  const std::string out =
-      run_command(fmt::format("'{}' tokenize -m '{}' -p hi 2>&1", TANDEM_BINARY, path), status);
+  const std::string out = run_command(fmt::format("'{}' tokenize -m '{}' -p hi 2>&1", TANDEM_BINARY, path), status);
   EXPECT_EQ(status, 1);
   EXPECT_NE(out.find("bert"), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;

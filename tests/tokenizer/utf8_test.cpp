@@ -16,19 +16,26 @@ TEST(Utf8, ValidTextUnchanged) {
 
 TEST(Utf8, IllFormedBecomeReplacement) {
   EXPECT_EQ(sanitize_utf8("\x80"), kFffd);
-  EXPECT_EQ(sanitize_utf8("\xC0\xAF"), kFffd + kFffd);            // overlong lead
-  EXPECT_EQ(sanitize_utf8("\xE4\xB8"), kFffd);                    // truncated at the end
-  EXPECT_EQ(sanitize_utf8("\xE4\xB8" "a"), kFffd + "a");          // truncated in the middle
-  EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // surrogate
+  EXPECT_EQ(sanitize_utf8("\xC0\xAF"), kFffd + kFffd);  // overlong lead
+  EXPECT_EQ(sanitize_utf8("\xE4\xB8"), kFffd);          // truncated at the end
+  EXPECT_EQ(sanitize_utf8("\xE4\xB8"
+                          "a"),
+            kFffd + "a");                                                       // truncated in the middle
+  EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);              // surrogate
   EXPECT_EQ(sanitize_utf8("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // > U+10FFFF
-  EXPECT_EQ(sanitize_utf8("\xFF" "b"), kFffd + "b");
+  EXPECT_EQ(sanitize_utf8("\xFF"
+                          "b"),
+            kFffd + "b");
 }
 
 TEST(Utf8, SequenceLength) {
   EXPECT_EQ(utf8_sequence_length("a", 0), 1u);
   EXPECT_EQ(utf8_sequence_length("\xE4\xB8\xAD", 0), 3u);
   EXPECT_EQ(utf8_sequence_length("\xE4\xB8", 0), 1u);
-  EXPECT_EQ(utf8_sequence_length("\xE4" "ab", 0), 1u);
+  EXPECT_EQ(utf8_sequence_length("\xE4"
+                                 "ab",
+                                 0),
+            1u);
   EXPECT_EQ(utf8_sequence_length("x\xF0\x9F\x98\x80", 1), 4u);
 }
 

@@ -44,13 +44,13 @@ struct Expr {
 };
 
 enum class NodeKind {
-  kText,      // text
-  kOutput,    // {{ expr }}
-  kIf,        // branches: (condition, body)...; else_body
-  kFor,       // targets in expr [if condition]: body; else_body
-  kSet,       // targets = expr, or name.attribute = expr
-  kSetBlock,  // {% set name %}body{% endset %}, then filters (expr: filter chain or null)
-  kMacro,     // name(params = defaults): body
+  kText,         // text
+  kOutput,       // {{ expr }}
+  kIf,           // branches: (condition, body)...; else_body
+  kFor,          // targets in expr [if condition]: body; else_body
+  kSet,          // targets = expr, or name.attribute = expr
+  kSetBlock,     // {% set name %}body{% endset %}, then filters (expr: filter chain or null)
+  kMacro,        // name(params = defaults): body
   kFilterBlock,  // {% filter expr %}body{% endfilter %}
   kBreak,
   kContinue,

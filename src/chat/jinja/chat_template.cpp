@@ -7,12 +7,10 @@
 
 namespace tandem {
 
-ChatTemplate::ChatTemplate(const std::string& template_text)
-    : template_(jinja::parse_template(template_text)) {}
+ChatTemplate::ChatTemplate(const std::string& template_text) : template_(jinja::parse_template(template_text)) {}
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                 bool add_generation_prompt, const std::string& bos_token,
-                                 const std::string& eos_token,
+                                 bool add_generation_prompt, const std::string& bos_token, const std::string& eos_token,
                                  const nlohmann::ordered_json& extra_variables) const {
   using jinja::Value;
   // Exactly the names transformers' apply_chat_template passes (tools and documents are
@@ -42,8 +40,8 @@ std::string render_chat_template(const std::string& template_text, const nlohman
 }
 
 std::string render_chat_template(const std::string& template_text, const nlohmann::json& messages,
-                                 const nlohmann::json& tools, bool add_generation_prompt,
-                                 const std::string& bos_token, const std::string& eos_token) {
+                                 const nlohmann::json& tools, bool add_generation_prompt, const std::string& bos_token,
+                                 const std::string& eos_token) {
   return render_chat_template(template_text, nlohmann::ordered_json(messages), nlohmann::ordered_json(tools),
                               add_generation_prompt, bos_token, eos_token);
 }

@@ -19,8 +19,8 @@ std::string render_chat_template(const std::string& template_text, const nlohman
                                  const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                  const std::string& bos_token, const std::string& eos_token);
 std::string render_chat_template(const std::string& template_text, const nlohmann::json& messages,
-                                 const nlohmann::json& tools, bool add_generation_prompt,
-                                 const std::string& bos_token, const std::string& eos_token);
+                                 const nlohmann::json& tools, bool add_generation_prompt, const std::string& bos_token,
+                                 const std::string& eos_token);
 
 // A template parsed once and rendered per request (the server's path).
 class ChatTemplate {
@@ -29,8 +29,7 @@ class ChatTemplate {
   // `extra_variables` (a JSON object or null) adds template variables, as keyword
   // arguments to apply_chat_template do (e.g. date_string, builtin_tools).
   std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                     bool add_generation_prompt, const std::string& bos_token,
-                     const std::string& eos_token,
+                     bool add_generation_prompt, const std::string& bos_token, const std::string& eos_token,
                      const nlohmann::ordered_json& extra_variables = nullptr) const;
 
  private:

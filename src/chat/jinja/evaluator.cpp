@@ -200,9 +200,8 @@ class Renderer {
   void define_macro(const Node& node, const ScopePtr& scope) {
     macro_scopes_.push_back(scope);
     const Node* macro = &node;
-    scope->vars[node.name] = Value::callable(node.name, [this, macro, scope](CallArgs& args) {
-      return call_macro(*macro, scope, args);
-    });
+    scope->vars[node.name] =
+        Value::callable(node.name, [this, macro, scope](CallArgs& args) { return call_macro(*macro, scope, args); });
   }
 
   Value call_macro(const Node& macro, const ScopePtr& closure, CallArgs& args) {
@@ -223,7 +222,8 @@ class Renderer {
         throw TemplateError(fmt::format("macro '{}' takes no keyword argument '{}'", macro.name, key));
       }
       const auto i = static_cast<size_t>(it - macro.params.begin());
-      if (bound[i]) throw TemplateError(fmt::format("macro '{}' got multiple values for argument '{}'", macro.name, key));
+      if (bound[i])
+        throw TemplateError(fmt::format("macro '{}' got multiple values for argument '{}'", macro.name, key));
       scope->vars[key] = value;
       bound[i] = true;
     }
@@ -355,8 +355,7 @@ class Renderer {
 
 }  // namespace
 
-std::string render_template(const Template& tmpl,
-                            const std::vector<std::pair<std::string, Value>>& variables,
+std::string render_template(const Template& tmpl, const std::vector<std::pair<std::string, Value>>& variables,
                             const RenderLimits& limits) {
   return Renderer(limits).render(tmpl, variables);
 }

@@ -16,12 +16,11 @@ namespace tandem::jinja {
 struct RenderLimits {
   size_t max_output_bytes = size_t{32} << 20;
   int64_t max_loop_iterations = 200000;  // all loops of one render together
-  int max_depth = 400;                             // nested statements, expressions, macro calls
+  int max_depth = 400;                   // nested statements, expressions, macro calls
 };
 
 // Throws TemplateError for runtime errors (including raise_exception) and exceeded limits.
-std::string render_template(const Template& tmpl,
-                            const std::vector<std::pair<std::string, Value>>& variables,
+std::string render_template(const Template& tmpl, const std::vector<std::pair<std::string, Value>>& variables,
                             const RenderLimits& limits = {});
 
 // The globals Hugging Face gives templates: range, namespace, dict, raise_exception,

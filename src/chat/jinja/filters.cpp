@@ -31,7 +31,8 @@ Value get_attribute_path(const Value& item, const std::string& path) {
   while (true) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     v = get_item(v, digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;
@@ -69,8 +70,10 @@ std::optional<int64_t> parse_py_int(const std::string& text) {
   if (i == s.size()) return std::nullopt;
   std::string digits = s.substr(0, i);
   for (; i < s.size(); ++i) {
-    if (s[i] >= '0' && s[i] <= '9') digits += s[i];
-    else if (s[i] != '_' || i + 1 == s.size() || digits.empty() || digits.back() < '0') return std::nullopt;
+    if (s[i] >= '0' && s[i] <= '9')
+      digits += s[i];
+    else if (s[i] != '_' || i + 1 == s.size() || digits.empty() || digits.back() < '0')
+      return std::nullopt;
   }
   errno = 0;
   const int64_t v = std::strtoll(digits.c_str(), nullptr, 10);
@@ -137,8 +140,9 @@ Value filter_indent(const Value& v, CallArgs& args) {
   Bound a = bind_args(args, "indent", {"width", "first", "blank"});
   std::string indention = "    ";
   if (a[0]) {
-    indention = a[0]->is_string() ? a[0]->as_string()
-                                  : std::string(static_cast<size_t>(std::max<int64_t>(0, to_index(*a[0], "width"))), ' ');
+    indention = a[0]->is_string()
+                    ? a[0]->as_string()
+                    : std::string(static_cast<size_t>(std::max<int64_t>(0, to_index(*a[0], "width"))), ' ');
   }
   const std::string s = py_str(v) + "\n";  // Jinja's own quirk, so splitlines keeps a last blank line
   const std::vector<std::string> lines = py_splitlines(s);
@@ -202,9 +206,11 @@ Value filter_map(const Value& v, CallArgs& args) {
   List out;
   if (!v.truthy()) return Value::generator({});  // as Jinja: falsy input maps to nothing
   for (auto& [key, value] : args.keyword) {
-    if (key != "attribute" && key != "default") throw TemplateError(fmt::format("map() got an unexpected keyword argument '{}'", key));
+    if (key != "attribute" && key != "default")
+      throw TemplateError(fmt::format("map() got an unexpected keyword argument '{}'", key));
   }
-  const auto attribute_it = std::find_if(args.keyword.begin(), args.keyword.end(), [](auto& kv) { return kv.first == "attribute"; });
+  const auto attribute_it =
+      std::find_if(args.keyword.begin(), args.keyword.end(), [](auto& kv) { return kv.first == "attribute"; });
   if (attribute_it != args.keyword.end()) {
     const std::string attribute = attribute_arg(attribute_it->second);
     std::optional<Value> fallback;
@@ -217,7 +223,8 @@ Value filter_map(const Value& v, CallArgs& args) {
     }
     return Value::generator(std::move(out));
   }
-  if (args.positional.empty() || !args.positional[0].is_string()) throw TemplateError("map() needs a filter name or attribute=");
+  if (args.positional.empty() || !args.positional[0].is_string())
+    throw TemplateError("map() needs a filter name or attribute=");
   const std::string filter = args.positional[0].as_string();
   if (!is_known_filter(filter)) throw TemplateError(fmt::format("unsupported filter '{}'", filter));
   for (const Value& item : iterate(v)) {
@@ -265,7 +272,8 @@ Value filter_min_max(const Value& v, CallArgs& args, bool want_max) {
   if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   size_t best = 0;
   for (size_t i = 1; i < items.size(); ++i) {
-    const int c = py_compare(sort_key(items[i], attribute, case_sensitive), sort_key(items[best], attribute, case_sensitive));
+    const int c =
+        py_compare(sort_key(items[i], attribute, case_sensitive), sort_key(items[best], attribute, case_sensitive));
     if (want_max ? c > 0 : c < 0) best = i;
   }
   return items[best];
@@ -292,25 +300,32 @@ Value filter_format(const Value& v, CallArgs& args) {
     }
     if (next_arg >= args.positional.size()) throw TemplateError("format: not enough arguments for format string");
     const Value& arg = args.positional[next_arg++];
-    if (spec == 's') out += py_str(arg);
-    else if (spec == 'r') out += py_repr(arg);
-    else if (arg.is_number()) out += std::to_string(arg.is_float() ? static_cast<int64_t>(arg.as_float()) : arg.as_int());
-    else throw TemplateError("format: %d format: a real number is required");
+    if (spec == 's')
+      out += py_str(arg);
+    else if (spec == 'r')
+      out += py_repr(arg);
+    else if (arg.is_number())
+      out += std::to_string(arg.is_float() ? static_cast<int64_t>(arg.as_float()) : arg.as_int());
+    else
+      throw TemplateError("format: %d format: a real number is required");
   }
-  if (next_arg < args.positional.size()) throw TemplateError("format: not all arguments converted during string formatting");
+  if (next_arg < args.positional.size())
+    throw TemplateError("format: not all arguments converted during string formatting");
   return Value(std::move(out));
 }
 
 const std::map<std::string, Filter>& filters() {
   static const std::map<std::string, Filter> table = {
-      {"abs", [](const Value& v, CallArgs& args) {
+      {"abs",
+       [](const Value& v, CallArgs& args) {
          bind_args(args, "abs", {});
          if (v.is_float()) return Value(std::fabs(v.as_float()));
          if (v.is_int() || v.is_bool()) return v.as_int() < 0 ? unary_minus(v) : Value(v.as_int());
          require_defined(v);
          throw TemplateError(fmt::format("bad operand type for abs(): '{}'", type_name(v)));
        }},
-      {"attr", [](const Value& v, CallArgs& args) {
+      {"attr",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "attr", {"name"});
          const std::string name = attribute_arg(a[0]);
          require_defined(v);
@@ -319,22 +334,30 @@ const std::map<std::string, Filter>& filters() {
          }
          return get_method(v, name);
        }},
-      {"capitalize", [](const Value& v, CallArgs& args) { bind_args(args, "capitalize", {}); return Value(py_capitalize(py_str(v))); }},
-      {"center", [](const Value& v, CallArgs& args) {
+      {"capitalize",
+       [](const Value& v, CallArgs& args) {
+         bind_args(args, "capitalize", {});
+         return Value(py_capitalize(py_str(v)));
+       }},
+      {"center",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "center", {"width"});
          const std::string s = py_str(v);
          const int64_t width = a[0] ? to_index(*a[0], "width") : 80;
          const int64_t pad = width - static_cast<int64_t>(py_len(s));
          if (pad <= 0) return Value(s);
          const int64_t left = pad / 2 + (pad & width & 1);  // CPython's str.center split
-         return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(pad - left), ' '));
+         return Value(std::string(static_cast<size_t>(left), ' ') + s +
+                      std::string(static_cast<size_t>(pad - left), ' '));
        }},
-      {"default", [](const Value& v, CallArgs& args) {
+      {"default",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "default", {"default_value", "boolean"});
          const bool use_default = v.is_undefined() || (flag(a[1], false) && !v.truthy());
          return use_default ? (a[0] ? *a[0] : Value("")) : v;
        }},
-      {"dictsort", [](const Value& v, CallArgs& args) {
+      {"dictsort",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "dictsort", {"case_sensitive", "by", "reverse"});
          if (!v.is_dict()) throw TemplateError("dictsort: you can only sort by either 'key' or 'value'");
          const bool by_value = a[1] && a[1]->is_string() && a[1]->as_string() == "value";
@@ -348,11 +371,13 @@ const std::map<std::string, Filter>& filters() {
          });
          return Value::list(std::move(pairs));
        }},
-      {"escape", [](const Value& v, CallArgs& args) {
+      {"escape",
+       [](const Value& v, CallArgs& args) {
          bind_args(args, "escape", {});
          return v.is_safe() ? v : Value(html_escape(py_str(v)), true);
        }},
-      {"first", [](const Value& v, CallArgs& args) {
+      {"first",
+       [](const Value& v, CallArgs& args) {
          bind_args(args, "first", {});
          const List items = iterate(v);
          return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
@@ -361,7 +386,8 @@ const std::map<std::string, Filter>& filters() {
       {"format", filter_format},
       {"indent", filter_indent},
       {"int", filter_int},
-      {"items", [](const Value& v, CallArgs& args) {
+      {"items",
+       [](const Value& v, CallArgs& args) {
          bind_args(args, "items", {});
          if (v.is_undefined()) return Value::generator({});
          if (!v.is_dict()) throw TemplateError("Can only get item pairs from a mapping.");
@@ -369,7 +395,8 @@ const std::map<std::string, Filter>& filters() {
          for (const auto& [key, value] : v.as_dict().items) pairs.push_back(Value::tuple({key, value}));
          return Value::generator(std::move(pairs));
        }},
-      {"join", [](const Value& v, CallArgs& args) {
+      {"join",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "join", {"d", "attribute"});
          const std::string separator = a[0] ? py_str(*a[0]) : "";
          const std::string attribute = attribute_arg(a[1]);
@@ -383,21 +410,35 @@ const std::map<std::string, Filter>& filters() {
          }
          return Value(std::move(out));
        }},
-      {"last", [](const Value& v, CallArgs& args) {
+      {"last",
+       [](const Value& v, CallArgs& args) {
          bind_args(args, "last", {});
          if (v.is_generator()) throw TemplateError("'generator' object is not reversible");
          const List items = iterate(v);
          return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
        }},
-      {"length", [](const Value& v, CallArgs& args) { bind_args(args, "length", {}); return Value(py_length(v)); }},
-      {"list", [](const Value& v, CallArgs& args) { bind_args(args, "list", {}); return Value::list(iterate(v)); }},
-      {"lower", [](const Value& v, CallArgs& args) { bind_args(args, "lower", {}); return Value(py_lower(py_str(v))); }},
+      {"length",
+       [](const Value& v, CallArgs& args) {
+         bind_args(args, "length", {});
+         return Value(py_length(v));
+       }},
+      {"list",
+       [](const Value& v, CallArgs& args) {
+         bind_args(args, "list", {});
+         return Value::list(iterate(v));
+       }},
+      {"lower",
+       [](const Value& v, CallArgs& args) {
+         bind_args(args, "lower", {});
+         return Value(py_lower(py_str(v)));
+       }},
       {"map", filter_map},
       {"max", [](const Value& v, CallArgs& args) { return filter_min_max(v, args, true); }},
       {"min", [](const Value& v, CallArgs& args) { return filter_min_max(v, args, false); }},
       {"reject", [](const Value& v, CallArgs& args) { return filter_select(v, args, false, false); }},
       {"rejectattr", [](const Value& v, CallArgs& args) { return filter_select(v, args, true, false); }},
-      {"replace", [](const Value& v, CallArgs& args) {
+      {"replace",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "replace", {"old", "new", "count"});
          if (!a[0] || !a[1]) throw TemplateError("replace() needs old and new");
          const int64_t count = a[2] && !a[2]->is_none() ? to_index(*a[2], "count") : -1;
@@ -405,14 +446,16 @@ const std::map<std::string, Filter>& filters() {
          if (out.size() > kMaxStringBytes) throw TemplateError("string result too large");
          return Value(std::move(out));
        }},
-      {"reverse", [](const Value& v, CallArgs& args) {
+      {"reverse",
+       [](const Value& v, CallArgs& args) {
          bind_args(args, "reverse", {});
          if (v.is_string()) return get_slice(v, Value(), Value(), Value(int64_t{-1}));
          List items = iterate(v);
          std::reverse(items.begin(), items.end());
          return Value::list(std::move(items));
        }},
-      {"round", [](const Value& v, CallArgs& args) {
+      {"round",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "round", {"precision", "method"});
          const int64_t precision = a[0] ? to_index(*a[0], "precision") : 0;
          const std::string method = a[1] ? py_str(*a[1]) : "common";
@@ -424,12 +467,21 @@ const std::map<std::string, Filter>& filters() {
          const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
          return Value(r / scale);
        }},
-      {"safe", [](const Value& v, CallArgs& args) { bind_args(args, "safe", {}); return Value(py_str(v), true); }},
+      {"safe",
+       [](const Value& v, CallArgs& args) {
+         bind_args(args, "safe", {});
+         return Value(py_str(v), true);
+       }},
       {"select", [](const Value& v, CallArgs& args) { return filter_select(v, args, false, true); }},
       {"selectattr", [](const Value& v, CallArgs& args) { return filter_select(v, args, true, true); }},
       {"sort", filter_sort},
-      {"string", [](const Value& v, CallArgs& args) { bind_args(args, "string", {}); return v.is_string() ? v : Value(py_str(v)); }},
-      {"sum", [](const Value& v, CallArgs& args) {
+      {"string",
+       [](const Value& v, CallArgs& args) {
+         bind_args(args, "string", {});
+         return v.is_string() ? v : Value(py_str(v));
+       }},
+      {"sum",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "sum", {"attribute", "start"});
          const std::string attribute = attribute_arg(a[0]);
          Value total = a[1] ? *a[1] : Value(int64_t{0});
@@ -440,14 +492,21 @@ const std::map<std::string, Filter>& filters() {
        }},
       {"title", filter_title},
       {"tojson", filter_tojson},
-      {"trim", [](const Value& v, CallArgs& args) {
+      {"trim",
+       [](const Value& v, CallArgs& args) {
          Bound a = bind_args(args, "trim", {"chars"});
-         const std::optional<std::string> chars = a[0] && !a[0]->is_none() ? std::optional<std::string>(py_str(*a[0])) : std::nullopt;
+         const std::optional<std::string> chars =
+             a[0] && !a[0]->is_none() ? std::optional<std::string>(py_str(*a[0])) : std::nullopt;
          return Value(py_strip(py_str(v), chars, true, true), v.is_safe());
        }},
       {"unique", filter_unique},
-      {"upper", [](const Value& v, CallArgs& args) { bind_args(args, "upper", {}); return Value(py_upper(py_str(v))); }},
-      {"wordcount", [](const Value& v, CallArgs& args) {
+      {"upper",
+       [](const Value& v, CallArgs& args) {
+         bind_args(args, "upper", {});
+         return Value(py_upper(py_str(v)));
+       }},
+      {"wordcount",
+       [](const Value& v, CallArgs& args) {
          bind_args(args, "wordcount", {});
          int64_t n = 0;
          bool in_word = false;
@@ -480,22 +539,26 @@ const std::map<std::string, Test>& tests() {
       {"boolean", [](const Value& v, CallArgs&) { return v.is_bool(); }},
       {"callable", [](const Value& v, CallArgs&) { return v.is_callable(); }},
       {"defined", [](const Value& v, CallArgs&) { return !v.is_undefined(); }},
-      {"divisibleby", [](const Value& v, CallArgs& args) {
+      {"divisibleby",
+       [](const Value& v, CallArgs& args) {
          const Value n = one_arg(args, "divisibleby");
          return py_equal(binary_op("%", v, n), Value(int64_t{0}));
        }},
       {"eq", [](const Value& v, CallArgs& args) { return py_equal(v, one_arg(args, "eq")); }},
       {"escaped", [](const Value& v, CallArgs&) { return v.is_safe(); }},
-      {"even", [](const Value& v, CallArgs&) { return py_equal(binary_op("%", v, Value(int64_t{2})), Value(int64_t{0})); }},
+      {"even",
+       [](const Value& v, CallArgs&) { return py_equal(binary_op("%", v, Value(int64_t{2})), Value(int64_t{0})); }},
       {"false", [](const Value& v, CallArgs&) { return v.is_bool() && !v.as_bool(); }},
       {"float", [](const Value& v, CallArgs&) { return v.is_float(); }},
       {"ge", [](const Value& v, CallArgs& args) { return py_compare(v, one_arg(args, "ge")) >= 0; }},
       {"gt", [](const Value& v, CallArgs& args) { return py_compare(v, one_arg(args, "gt")) > 0; }},
       {"in", [](const Value& v, CallArgs& args) { return contains(one_arg(args, "in"), v); }},
       {"integer", [](const Value& v, CallArgs&) { return v.is_int(); }},
-      {"iterable", [](const Value& v, CallArgs&) { return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict(); }},
+      {"iterable",
+       [](const Value& v, CallArgs&) { return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict(); }},
       {"le", [](const Value& v, CallArgs& args) { return py_compare(v, one_arg(args, "le")) <= 0; }},
-      {"lower", [](const Value& v, CallArgs&) {
+      {"lower",
+       [](const Value& v, CallArgs&) {
          const std::string s = py_str(v);
          return s.find_first_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos && py_lower(s) == s;
        }},
@@ -504,15 +567,18 @@ const std::map<std::string, Test>& tests() {
       {"ne", [](const Value& v, CallArgs& args) { return !py_equal(v, one_arg(args, "ne")); }},
       {"none", [](const Value& v, CallArgs&) { return v.is_none(); }},
       {"number", [](const Value& v, CallArgs&) { return v.is_number(); }},
-      {"odd", [](const Value& v, CallArgs&) { return py_equal(binary_op("%", v, Value(int64_t{2})), Value(int64_t{1})); }},
+      {"odd",
+       [](const Value& v, CallArgs&) { return py_equal(binary_op("%", v, Value(int64_t{2})), Value(int64_t{1})); }},
       {"sameas", [](const Value& v, CallArgs& args) { return v.same_as(one_arg(args, "sameas")); }},
-      {"sequence", [](const Value& v, CallArgs&) {
+      {"sequence",
+       [](const Value& v, CallArgs&) {
          return v.is_undefined() || v.is_string() || v.is_dict() || (v.is_list() && !v.is_generator());
        }},
       {"string", [](const Value& v, CallArgs&) { return v.is_string(); }},
       {"true", [](const Value& v, CallArgs&) { return v.is_bool() && v.as_bool(); }},
       {"undefined", [](const Value& v, CallArgs&) { return v.is_undefined(); }},
-      {"upper", [](const Value& v, CallArgs&) {
+      {"upper",
+       [](const Value& v, CallArgs&) {
          const std::string s = py_str(v);
          return s.find_first_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos && py_upper(s) == s;
        }},
@@ -521,9 +587,9 @@ const std::map<std::string, Test>& tests() {
 }
 
 const Test* find_test(const std::string& name) {
-  static const std::map<std::string, std::string> aliases = {
-      {"==", "eq"}, {"equalto", "eq"}, {"!=", "ne"}, {">", "gt"}, {"greaterthan", "gt"}, {">=", "ge"},
-      {"<", "lt"}, {"lessthan", "lt"}, {"<=", "le"}};
+  static const std::map<std::string, std::string> aliases = {{"==", "eq"}, {"equalto", "eq"},     {"!=", "ne"},
+                                                             {">", "gt"},  {"greaterthan", "gt"}, {">=", "ge"},
+                                                             {"<", "lt"},  {"lessthan", "lt"},    {"<=", "le"}};
   const auto alias = aliases.find(name);
   const auto it = tests().find(alias == aliases.end() ? name : alias->second);
   return it == tests().end() ? nullptr : &it->second;

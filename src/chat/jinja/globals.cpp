@@ -24,9 +24,14 @@ Value range_function(CallArgs& args) {
     if (args.positional.size() == 3) step = to_index(args.positional[2], "range() argument");
   }
   if (step == 0) throw TemplateError("range() arg 3 must not be zero");
-  const double count = step > 0 ? std::max(0.0, (static_cast<double>(stop) - static_cast<double>(start) + static_cast<double>(step) - 1) / static_cast<double>(step))
-                                : std::max(0.0, (static_cast<double>(start) - static_cast<double>(stop) - static_cast<double>(step) - 1) / static_cast<double>(-step));
-  if (count > kMaxRange) throw TemplateError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+  const double count =
+      step > 0
+          ? std::max(0.0, (static_cast<double>(stop) - static_cast<double>(start) + static_cast<double>(step) - 1) /
+                              static_cast<double>(step))
+          : std::max(0.0, (static_cast<double>(start) - static_cast<double>(stop) - static_cast<double>(step) - 1) /
+                              static_cast<double>(-step));
+  if (count > kMaxRange)
+    throw TemplateError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   List items;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.emplace_back(i);
   return Value::list(std::move(items));

@@ -47,9 +47,7 @@ std::string json_key(const Value& key) {
     case Kind::kBool: return key.as_bool() ? "true" : "false";
     case Kind::kInt: return std::to_string(key.as_int());
     case Kind::kFloat: return format_float(key.as_float());
-    default:
-      throw TemplateError(fmt::format("keys must be str, int, float, bool or None, not {}",
-                                      type_name(key)));
+    default: throw TemplateError(fmt::format("keys must be str, int, float, bool or None, not {}", type_name(key)));
   }
 }
 
@@ -65,9 +63,12 @@ void write_json(const Value& v, const JsonFormat& format, int depth, std::string
     case Kind::kInt: out += std::to_string(v.as_int()); return;
     case Kind::kFloat: {
       const double x = v.as_float();
-      if (std::isnan(x)) out += "NaN";
-      else if (std::isinf(x)) out += x > 0 ? "Infinity" : "-Infinity";
-      else out += format_float(x);
+      if (std::isnan(x))
+        out += "NaN";
+      else if (std::isinf(x))
+        out += x > 0 ? "Infinity" : "-Infinity";
+      else
+        out += format_float(x);
       return;
     }
     case Kind::kString: out += json_string(v.as_string()); return;
@@ -111,9 +112,7 @@ void write_json(const Value& v, const JsonFormat& format, int depth, std::string
       out += '}';
       return;
     }
-    default:
-      throw TemplateError(
-          fmt::format("tojson: Object of type {} is not JSON serializable", type_name(v)));
+    default: throw TemplateError(fmt::format("tojson: Object of type {} is not JSON serializable", type_name(v)));
   }
 }
 

@@ -18,8 +18,7 @@ namespace {
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_name_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-         static_cast<unsigned char>(c) >= 0x80;
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
 }
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
 
@@ -97,9 +96,8 @@ class Lexer {
         break;
       }
       const char kind = src_[start + 1];
-      const char sign = start + 2 < src_.size() && (src_[start + 2] == '-' || src_[start + 2] == '+')
-                            ? src_[start + 2]
-                            : 0;
+      const char sign =
+          start + 2 < src_.size() && (src_[start + 2] == '-' || src_[start + 2] == '+') ? src_[start + 2] : 0;
       if (sign == '-') {
         size_t end = text.size();
         while (end > 0 && is_space(text[end - 1])) --end;
@@ -153,9 +151,7 @@ class Lexer {
     if (!text.empty()) tokens_.push_back(Token{TokenType::kText, std::move(text), 0, 0, line});
   }
 
-  void emit(TokenType type, std::string text, int line) {
-    tokens_.push_back(Token{type, std::move(text), 0, 0, line});
-  }
+  void emit(TokenType type, std::string text, int line) { tokens_.push_back(Token{type, std::move(text), 0, 0, line}); }
 
   bool at(const char* s) const { return src_.compare(pos_, std::strlen(s), s) == 0; }
 
@@ -177,8 +173,7 @@ class Lexer {
     while (true) {
       skip_space();
       if (pos_ >= src_.size()) {
-        throw TemplateError(fmt::format("unexpected end of template, expected '{}'", block ? "%}" : "}}"),
-                            tag_line);
+        throw TemplateError(fmt::format("unexpected end of template, expected '{}'", block ? "%}" : "}}"), tag_line);
       }
       if (depth == 0) {
         const char* close = block ? "%}" : "}}";
@@ -250,7 +245,8 @@ class Lexer {
   void lex_number(int line) {
     size_t end = pos_;
     auto digits = [&](size_t p) {
-      while (p < src_.size() && (is_digit(src_[p]) || (src_[p] == '_' && p + 1 < src_.size() && is_digit(src_[p + 1])))) ++p;
+      while (p < src_.size() && (is_digit(src_[p]) || (src_[p] == '_' && p + 1 < src_.size() && is_digit(src_[p + 1]))))
+        ++p;
       return p;
     };
     end = digits(end);

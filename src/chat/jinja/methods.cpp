@@ -41,7 +41,7 @@ std::string py_format(const std::string& fmt_text, CallArgs& args) {
   size_t auto_index = 0;
   for (size_t i = 0; i < fmt_text.size(); ++i) {
     const char c = fmt_text[i];
-    if (c == '}' ) {
+    if (c == '}') {
       if (i + 1 < fmt_text.size() && fmt_text[i + 1] == '}') ++i;
       out += '}';
       continue;
@@ -162,12 +162,24 @@ Value string_method(const Value& self, const std::string& name) {
   if (name == "format") {
     return Value::callable("str.format", [s](CallArgs& args) { return Value(py_format(s, args)); });
   }
-  if (name == "isdigit") return bind({}, [s](auto&, CallArgs&) { return Value(all_chars(s, [](int c) { return c >= '0' && c <= '9'; })); });
-  if (name == "isspace") return bind({}, [s](auto&, CallArgs&) { return Value(all_chars(s, [](int c) { return is_py_space(static_cast<char32_t>(c)); })); });
-  if (name == "isalpha") return bind({}, [s](auto&, CallArgs&) { return Value(all_chars(s, [](int c) { return std::isalpha(c) != 0; })); });
-  if (name == "isalnum") return bind({}, [s](auto&, CallArgs&) { return Value(all_chars(s, [](int c) { return std::isalnum(c) != 0; })); });
-  if (name == "islower") return bind({}, [s](auto&, CallArgs&) { return Value(s.find_first_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos && py_lower(s) == s); });
-  if (name == "isupper") return bind({}, [s](auto&, CallArgs&) { return Value(s.find_first_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos && py_upper(s) == s); });
+  if (name == "isdigit")
+    return bind({}, [s](auto&, CallArgs&) { return Value(all_chars(s, [](int c) { return c >= '0' && c <= '9'; })); });
+  if (name == "isspace")
+    return bind({}, [s](auto&, CallArgs&) {
+      return Value(all_chars(s, [](int c) { return is_py_space(static_cast<char32_t>(c)); }));
+    });
+  if (name == "isalpha")
+    return bind({}, [s](auto&, CallArgs&) { return Value(all_chars(s, [](int c) { return std::isalpha(c) != 0; })); });
+  if (name == "isalnum")
+    return bind({}, [s](auto&, CallArgs&) { return Value(all_chars(s, [](int c) { return std::isalnum(c) != 0; })); });
+  if (name == "islower")
+    return bind({}, [s](auto&, CallArgs&) {
+      return Value(s.find_first_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos && py_lower(s) == s);
+    });
+  if (name == "isupper")
+    return bind({}, [s](auto&, CallArgs&) {
+      return Value(s.find_first_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos && py_upper(s) == s);
+    });
   return Value();
 }
 
@@ -177,8 +189,10 @@ Value dict_method(const Value& self, const std::string& name) {
       bind_args(args, name, {});
       List out;
       for (const auto& [key, value] : self.as_dict().items) {
-        if (name == "items") out.push_back(Value::tuple({key, value}));
-        else out.push_back(name == "keys" ? key : value);
+        if (name == "items")
+          out.push_back(Value::tuple({key, value}));
+        else
+          out.push_back(name == "keys" ? key : value);
       }
       return Value::list(std::move(out));
     });

@@ -14,8 +14,7 @@ namespace tandem::jinja {
 namespace {
 
 [[noreturn]] void type_error(const std::string& op, const Value& a, const Value& b) {
-  throw TemplateError(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op,
-                                  type_name(a), type_name(b)));
+  throw TemplateError(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b)));
 }
 
 void check_string_size(size_t n) {
@@ -79,8 +78,7 @@ std::optional<size_t> normalize_index(int64_t i, size_t size) {
 }
 
 // Python slice.indices(): the positions a[start:stop:step] visits.
-std::vector<size_t> slice_positions(const Value& start, const Value& stop, const Value& step,
-                                    size_t size) {
+std::vector<size_t> slice_positions(const Value& start, const Value& stop, const Value& step, size_t size) {
   auto bound = [](const Value& v) -> std::optional<int64_t> {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
     return to_index(v, "slice index");
@@ -204,12 +202,15 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "*") {
     if (ints) return Value(checked(mul_overflow, a.as_int(), b.as_int()));
     if (numbers) return Value(a.as_float() * b.as_float());
-    if ((a.is_string() || (a.is_list() && !a.is_generator())) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
-    if ((b.is_string() || (b.is_list() && !b.is_generator())) && (a.is_int() || a.is_bool())) return repeat(b, a.as_int());
+    if ((a.is_string() || (a.is_list() && !a.is_generator())) && (b.is_int() || b.is_bool()))
+      return repeat(a, b.as_int());
+    if ((b.is_string() || (b.is_list() && !b.is_generator())) && (a.is_int() || a.is_bool()))
+      return repeat(b, a.as_int());
     type_error(op, a, b);
   }
   if (!numbers) {
-    if (op == "%" && a.is_string()) throw TemplateError("unsupported construct: printf-style '%' formatting of a string");
+    if (op == "%" && a.is_string())
+      throw TemplateError("unsupported construct: printf-style '%' formatting of a string");
     type_error(op, a, b);
   }
   if (op == "-") {
@@ -266,8 +267,7 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Kind::kDict: return container.as_dict().find(item) != nullptr;
-    default:
-      throw TemplateError(fmt::format("argument of type '{}' is not iterable", type_name(container)));
+    default: throw TemplateError(fmt::format("argument of type '{}' is not iterable", type_name(container)));
   }
 }
 
@@ -313,8 +313,8 @@ int64_t py_length(const Value& v) {
 std::vector<std::optional<Value>> bind_args(CallArgs& args, const std::string& function,
                                             const std::vector<std::string>& params) {
   if (args.positional.size() > params.size()) {
-    throw TemplateError(fmt::format("{}() takes at most {} argument(s) ({} given)", function,
-                                    params.size(), args.positional.size()));
+    throw TemplateError(
+        fmt::format("{}() takes at most {} argument(s) ({} given)", function, params.size(), args.positional.size()));
   }
   std::vector<std::optional<Value>> bound(params.size());
   for (size_t i = 0; i < args.positional.size(); ++i) bound[i] = args.positional[i];

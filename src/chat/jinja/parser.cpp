@@ -44,9 +44,7 @@ class Parser {
     Parser& parser;
   };
 
-  const Token& peek(size_t ahead = 0) const {
-    return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
-  }
+  const Token& peek(size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
   const Token& next() {
     const Token& t = peek();
     if (pos_ < tokens_.size() - 1) ++pos_;
@@ -629,9 +627,8 @@ class Parser {
     const Token& t = peek();
     if (is_op("(")) {
       parse_call_args(*e);
-    } else if ((t.type == TokenType::kName || t.type == TokenType::kString ||
-                t.type == TokenType::kInteger || t.type == TokenType::kFloat || is_op("[") ||
-                is_op("{")) &&
+    } else if ((t.type == TokenType::kName || t.type == TokenType::kString || t.type == TokenType::kInteger ||
+                t.type == TokenType::kFloat || is_op("[") || is_op("{")) &&
                !(t.type == TokenType::kName && one_of(t.text, {"else", "or", "and"}))) {
       // `x is divisibleby 3`: one argument without parentheses, as Jinja allows.
       if (is_name("is")) fail("tests cannot be chained with 'is'");

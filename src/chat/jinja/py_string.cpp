@@ -103,20 +103,20 @@ std::vector<size_t> codepoint_offsets(std::string_view s) {
 size_t py_len(std::string_view s) { return codepoint_offsets(s).size() - 1; }
 
 bool is_py_space(char32_t c) {
-  return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85 ||
-         c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
-         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 bool is_word_char(char32_t c) {
   if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-  if (c < 0xC0) return c == 0xAA || c == 0xB2 || c == 0xB3 || c == 0xB5 || c == 0xB9 || c == 0xBA || (c >= 0xBC && c <= 0xBE);
+  if (c < 0xC0)
+    return c == 0xAA || c == 0xB2 || c == 0xB3 || c == 0xB5 || c == 0xB9 || c == 0xBA || (c >= 0xBC && c <= 0xBE);
   if (c == 0xD7 || c == 0xF7) return false;
   if (c >= 0x2000 && c <= 0x2BFF) return false;  // punctuation, symbols, arrows, shapes
   if (c >= 0x3000 && c <= 0x303F) return false;  // CJK punctuation
   if (c >= 0xFE00 && c <= 0xFE0F) return false;  // variation selectors
   if (c >= 0xFF00 && c <= 0xFF0F) return false;  // fullwidth punctuation
-  if (c >= 0x1F000) return false;                 // emoji and pictographs
+  if (c >= 0x1F000) return false;                // emoji and pictographs
   return !is_py_space(c);
 }
 
@@ -130,8 +130,7 @@ std::vector<char32_t> decode_utf8(std::string_view s) {
   return out;
 }
 
-std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left,
-                     bool right) {
+std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
   const std::vector<size_t> offsets = codepoint_offsets(s);
   const size_t n = offsets.size() - 1;
   auto strippable = [&](size_t i) {
@@ -149,8 +148,8 @@ std::string py_strip(std::string_view s, const std::optional<std::string>& chars
   return std::string(s.substr(offsets[begin], offsets[end] - offsets[begin]));
 }
 
-std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep,
-                                  int64_t maxsplit, bool from_right) {
+std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
+                                  bool from_right) {
   std::vector<std::string> parts;
   if (sep) {
     // Splitting by a separator keeps empty fields; rsplit counts splits from the end.
@@ -223,8 +222,8 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     size_t len = 0;
     const char32_t c = decode_at(s, i, len);
-    const bool is_break = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C ||
-                          c == 0x1D || c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
+    const bool is_break = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
+                          c == 0x85 || c == 0x2028 || c == 0x2029;
     if (!is_break) {
       i += len;
       continue;
@@ -238,8 +237,7 @@ std::vector<std::string> py_splitlines(std::string_view s) {
   return lines;
 }
 
-std::string py_replace(std::string_view s, std::string_view old_text, std::string_view new_text,
-                       int64_t count) {
+std::string py_replace(std::string_view s, std::string_view old_text, std::string_view new_text, int64_t count) {
   std::string out;
   if (old_text.empty()) {
     // Python inserts `new` between every code point (and at both ends).

@@ -23,14 +23,12 @@ bool is_word_char(char32_t c);
 std::vector<char32_t> decode_utf8(std::string_view s);
 
 // str.strip / lstrip / rstrip: `chars` absent strips whitespace.
-std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left,
-                     bool right);
+std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);
 // str.split / rsplit: `sep` absent splits on whitespace runs; maxsplit < 0 is unlimited.
-std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep,
-                                  int64_t maxsplit, bool from_right);
+std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit,
+                                  bool from_right);
 std::vector<std::string> py_splitlines(std::string_view s);
-std::string py_replace(std::string_view s, std::string_view old_text, std::string_view new_text,
-                       int64_t count);
+std::string py_replace(std::string_view s, std::string_view old_text, std::string_view new_text, int64_t count);
 std::string py_lower(std::string_view s);
 std::string py_upper(std::string_view s);
 std::string py_title(std::string_view s);       // str.title()

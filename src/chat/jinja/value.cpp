@@ -160,8 +160,7 @@ int py_compare(const Value& a, const Value& b) {
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
-  throw TemplateError(fmt::format("'<' not supported between instances of '{}' and '{}'",
-                                  type_name(a), type_name(b)));
+  throw TemplateError(fmt::format("'<' not supported between instances of '{}' and '{}'", type_name(a), type_name(b)));
 }
 
 std::string format_float(double x) {
@@ -189,8 +188,8 @@ std::string format_float(double x) {
     } else if (static_cast<int>(digits.size()) <= exponent + 1) {
       out += digits + std::string(static_cast<size_t>(exponent + 1) - digits.size(), '0') + ".0";
     } else {
-      out += digits.substr(0, static_cast<size_t>(exponent + 1)) + "." +
-             digits.substr(static_cast<size_t>(exponent + 1));
+      out +=
+          digits.substr(0, static_cast<size_t>(exponent + 1)) + "." + digits.substr(static_cast<size_t>(exponent + 1));
     }
     return out;
   }

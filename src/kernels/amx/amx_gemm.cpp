@@ -19,7 +19,9 @@
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8"))), apply_to = function)
+#pragma clang attribute push(                                                                        \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8"))), \
+    apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")
@@ -147,8 +149,8 @@ void gemm_group(const TensorView& weight, int64_t group, int64_t store_begin, in
 
 }  // namespace
 
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-             int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride) {
   if (weight.packed == nullptr) {
     avx512::gemm_q8(weight, row_begin, row_end, x, n_tokens, out, out_stride);
     return;

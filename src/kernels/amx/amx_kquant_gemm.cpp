@@ -16,7 +16,9 @@
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8"))), apply_to = function)
+#pragma clang attribute push(                                                                        \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8"))), \
+    apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")
@@ -168,7 +170,8 @@ void gemm_group_tiles(const TensorView& weight, int64_t group, int64_t store_beg
 void gemm_kquant(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                  int64_t n_tokens, float* out, int64_t out_stride) {
   TANDEM_ASSERT(weight.packed != nullptr && packed::kquant_packable(weight));
-  if (n_tokens <= kMaxFewTokens) return avx512::gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  if (n_tokens <= kMaxFewTokens)
+    return avx512::gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
   ensure_tiles_configured();
   const bool q4k = weight.dtype == DType::Q4_K;
   packed::for_each_row_group(row_begin, row_end, [&](int64_t group, int64_t store_begin, int64_t store_end) {

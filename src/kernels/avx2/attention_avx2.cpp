@@ -111,7 +111,9 @@ template <int kVectors, int kQueries>
 // are dealt round-robin to kChains accumulators. A function of the head size alone: it sets
 // each output element's order of adds.
 template <int kVectors>
-constexpr int kChains = kVectors >= 8 ? 1 : kVectors >= 4 ? 2 : 4;
+constexpr int kChains = kVectors >= 8   ? 1
+                        : kVectors >= 4 ? 2
+                                        : 4;
 
 // Head vectors whose accumulators kQueries queries keep in registers at once: 8 accumulators
 // (enough FMAs in flight), leaving room for the weights and the loaded value vector.
@@ -159,8 +161,8 @@ template <int kVectors, int kQueries, int kFirst, int kCount>
     for (int v = 0; v < kCount; ++v) {
       __m256 sum;
       if constexpr (chains == 4) {
-        sum = _mm256_add_ps(_mm256_add_ps(chain[g][0][v], chain[g][1][v]),
-                            _mm256_add_ps(chain[g][2][v], chain[g][3][v]));
+        sum =
+            _mm256_add_ps(_mm256_add_ps(chain[g][0][v], chain[g][1][v]), _mm256_add_ps(chain[g][2][v], chain[g][3][v]));
       } else if constexpr (chains == 2) {
         sum = _mm256_add_ps(chain[g][0][v], chain[g][1][v]);
       } else {
@@ -279,9 +281,9 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
         __m256 scores[kQueries];
         score_block<kVectors, kQueries>(set.queries + j, keys, rows + b * kLanes, scores);
         for (int i = 0; i < kQueries; ++i)
-          _mm256_store_ps(weights + (j + i) * kAttentionTile + b * kLanes,
-                          _mm256_blendv_ps(minus_infinity, _mm256_mul_ps(scores[i], scale),
-                                           first_lanes(visible(j + i, b))));
+          _mm256_store_ps(
+              weights + (j + i) * kAttentionTile + b * kLanes,
+              _mm256_blendv_ps(minus_infinity, _mm256_mul_ps(scores[i], scale), first_lanes(visible(j + i, b))));
       });
     }
 
@@ -366,9 +368,9 @@ bool vector_kernel_fits(int64_t head_dim) {
 
 }  // namespace
 
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out) {
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out) {
   if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
     portable::attention_group(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch,
                               out);
@@ -382,8 +384,8 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
     out_of[g] = out + g * head_dim;
     n_ctx_of[g] = n_ctx;
   }
-  kQueriesKernels[static_cast<size_t>(head_dim / 8 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys,
-                                                          values, kv_width, kv_offset, slots);
+  kQueriesKernels[static_cast<size_t>(head_dim / 8 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys, values,
+                                                         kv_width, kv_offset, slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,

@@ -15,8 +15,8 @@ namespace tandem::avx2 {
 // GEMM (kernels/avx2/gemm_avx2.cpp): register tiles of weight rows x tokens.
 void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
                 float* out, int64_t out_stride);
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-             int64_t n_tokens, float* out, int64_t out_stride);
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride);
 // Q8_0/Q4_0 repacked at load into the shared layout (kernels/packed/q8_layout.h;
 // kernels/avx2/gemm_q8_packed_avx2.cpp): gemm_q8 hands weights with TensorView::packed set here.
 void gemm_q8_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
@@ -44,9 +44,9 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, 
 
 // Attention (kernels/avx2/attention_avx2.cpp): attention_group for one token, and
 // attention_tokens sharing each K/V row loaded among the tokens of a prefill block.
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out);
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out);
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
                       int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,

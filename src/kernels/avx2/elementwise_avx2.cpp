@@ -68,8 +68,7 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* out) {
 // tree and the last 8 in double. The order depends only on n, so a row's bits never depend
 // on its batch; 32 partial sums keep the float error ~1e-7 relative for rows of thousands.
 void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
-         acc3 = _mm256_setzero_ps();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
@@ -101,8 +100,9 @@ void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, floa
                      _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale_v), _mm256_loadu_ps(weight + i)));
   if (i < n) {
     const __m256i mask = first_lanes(n - i);
-    _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, mask), scale_v),
-                                                     _mm256_maskload_ps(weight + i, mask)));
+    _mm256_maskstore_ps(
+        out + i, mask,
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, mask), scale_v), _mm256_maskload_ps(weight + i, mask)));
   }
 }
 
@@ -119,10 +119,10 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, 
     if (i < n_pairs) {
       const __m256i mask = first_lanes(2 * (n_pairs - i));
       const __m128i table_mask = _mm256_castsi256_si128(first_lanes(n_pairs - i));
-      _mm256_maskstore_ps(head + 2 * i, mask,
-                          rotate_pairs(_mm256_maskload_ps(head + 2 * i, mask),
-                                       _mm_maskload_ps(cos_table + i, table_mask),
-                                       _mm_maskload_ps(sin_table + i, table_mask)));
+      _mm256_maskstore_ps(
+          head + 2 * i, mask,
+          rotate_pairs(_mm256_maskload_ps(head + 2 * i, mask), _mm_maskload_ps(cos_table + i, table_mask),
+                       _mm_maskload_ps(sin_table + i, table_mask)));
     }
   }
 }

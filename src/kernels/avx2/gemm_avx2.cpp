@@ -184,8 +184,8 @@ inline __m256 load_activations_tail(const float* x, int64_t count) {
 }
 
 template <DType kType, int kRows, int kTokens>
-inline void float_tile(const TensorView& weight, int64_t row, const float* x, int64_t token, int64_t n_in,
-                       float* out, int64_t out_stride) {
+inline void float_tile(const TensorView& weight, int64_t row, const float* x, int64_t token, int64_t n_in, float* out,
+                       int64_t out_stride) {
   __m256 acc[kRows][kTokens];
 #pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
@@ -269,8 +269,8 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
   }
 }
 
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-             int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride) {
   switch (weight.dtype) {
     case DType::Q8_0:
       if (weight.packed != nullptr) return gemm_q8_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);

@@ -85,8 +85,8 @@ inline __m256 f16_lanes(const uint8_t* bytes) {
 
 // (sum of sub-block pair i's activations) as the int16 pair (bs[4i] + bs[4i+1], bs[4i+2] + bs[4i+3]).
 inline void q4k_pair_sums(const ActivationBlockQ8K& x, int32_t words[4]) {
-  const __m256i sums32 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.block_sums)),
-                                           _mm256_set1_epi16(1));
+  const __m256i sums32 =
+      _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.block_sums)), _mm256_set1_epi16(1));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(words),
                    _mm_packs_epi32(_mm256_castsi256_si128(sums32), _mm256_extracti128_si256(sums32, 1)));
 }
@@ -106,7 +106,7 @@ inline void q4k_block(const uint8_t* block, int h, const ActivationBlockQ8K* con
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 * k));
-      const __m256i low = _mm256_and_si256(bytes, nibble);                          // line k
+      const __m256i low = _mm256_and_si256(bytes, nibble);                         // line k
       const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);  // line k + 4
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
@@ -165,7 +165,8 @@ inline void q6k_block(const uint8_t* block, int h, const ActivationBlockQ8K* con
                                              _mm256_maddubs_epi16(lines[1], broadcast4(a + 4)));
       const __m256i second = _mm256_add_epi16(_mm256_maddubs_epi16(lines[2], broadcast4(a + 8)),
                                               _mm256_maddubs_epi16(lines[3], broadcast4(a + 12)));
-      sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_madd_epi16(first, scale), _mm256_madd_epi16(second, scale)));
+      sumi[t] = _mm256_add_epi32(sumi[t],
+                                 _mm256_add_epi32(_mm256_madd_epi16(first, scale), _mm256_madd_epi16(second, scale)));
     }
   }
   const __m256 d = f16_lanes(block + Q6KLayout::kD + 16 * h);
@@ -184,7 +185,8 @@ inline void q6k_block(const uint8_t* block, int h, const ActivationBlockQ8K* con
 // Prefetches part `part` of `parts` of a packed super-block, spread over the block's work.
 inline void prefetch_part(const uint8_t* block, int64_t bytes, int part, int parts) {
   const int64_t begin = bytes * part / parts / 64 * 64, end = bytes * (part + 1) / parts;
-  for (int64_t line = begin; line < end; line += 64) _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
+  for (int64_t line = begin; line < end; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
 }
 
 // One row group x kTokens tokens, halves h_first..h_first + kHalves - 1 (both per block in
@@ -220,23 +222,23 @@ void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, co
   const int64_t n_blocks = weight.row_length() / 256;
   const int64_t group_bytes = n_blocks * packed::kquant_group_block_bytes(kType);
   const bool prefetch = n_tokens < kTokenTile<kType>;  // decode streams the weights once
-  packed::for_each_slice_tile(
-      row_begin, row_end, n_tokens, kSliceGroups, kTokenTile<kType>,
-      [&](int64_t g, int64_t store_begin, int64_t store_end, int64_t token, int64_t count) {
-        const uint8_t* group = weight.packed + g * group_bytes;
-        store_begin -= g * kGroupRows;
-        store_end -= g * kGroupRows;
-        if (count == kTokenTile<kType>) {
-          for (int h = 0; h < 2; ++h)
-            group_tokens<kType, kTokenTile<kType>, 1>(group, n_blocks, h, x + token * n_blocks, false,
-                                                      out + token * out_stride + g * kGroupRows, out_stride, store_begin,
-                                                      store_end);
-          return;
-        }
-        for (int64_t t = token; t < token + count; ++t)  // decode, and a prefill's last tokens
-          group_tokens<kType, 1, 2>(group, n_blocks, 0, x + t * n_blocks, prefetch, out + t * out_stride + g * kGroupRows,
-                                    out_stride, store_begin, store_end);
-      });
+  packed::for_each_slice_tile(row_begin, row_end, n_tokens, kSliceGroups, kTokenTile<kType>,
+                              [&](int64_t g, int64_t store_begin, int64_t store_end, int64_t token, int64_t count) {
+                                const uint8_t* group = weight.packed + g * group_bytes;
+                                store_begin -= g * kGroupRows;
+                                store_end -= g * kGroupRows;
+                                if (count == kTokenTile<kType>) {
+                                  for (int h = 0; h < 2; ++h)
+                                    group_tokens<kType, kTokenTile<kType>, 1>(
+                                        group, n_blocks, h, x + token * n_blocks, false,
+                                        out + token * out_stride + g * kGroupRows, out_stride, store_begin, store_end);
+                                  return;
+                                }
+                                for (int64_t t = token; t < token + count; ++t)  // decode, and a prefill's last tokens
+                                  group_tokens<kType, 1, 2>(group, n_blocks, 0, x + t * n_blocks, prefetch,
+                                                            out + t * out_stride + g * kGroupRows, out_stride,
+                                                            store_begin, store_end);
+                              });
 }
 
 }  // namespace

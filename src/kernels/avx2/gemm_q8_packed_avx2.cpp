@@ -85,7 +85,7 @@ inline void block_dots(const uint8_t* block, int h, const ActivationBlockQ8* con
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * k + 32 * h));
-      const __m256i low = _mm256_and_si256(bytes, low_mask);                          // elements 4k..4k+3
+      const __m256i low = _mm256_and_si256(bytes, low_mask);                         // elements 4k..4k+3
       const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_mask);  // 16+4k..16+4k+3
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
@@ -106,7 +106,8 @@ inline void block_dots(const uint8_t* block, int h, const ActivationBlockQ8* con
       const __m256i w_abs = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
-        const __m256i products = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(broadcast4(activations[t][b].quants + 4 * k), w));
+        const __m256i products =
+            _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(broadcast4(activations[t][b].quants + 4 * k), w));
         dots[t] = _mm256_add_epi32(dots[t], _mm256_madd_epi16(products, ones));
       }
     }
@@ -140,11 +141,12 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, int h_first, const Act
       const int h = h_first + i;
       __m256i dots[kTokens];
       block_dots<kType, kTokens>(block, h, activations, b, token_offsets, dots);
-      const __m256 row_scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScales + 16 * h)));
+      const __m256 row_scales =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScales + 16 * h)));
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t)
-        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[t]), _mm256_mul_ps(row_scales, _mm256_set1_ps(activations[t][b].scale)),
-                                    acc[i][t]);
+        acc[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[t]),
+                                    _mm256_mul_ps(row_scales, _mm256_set1_ps(activations[t][b].scale)), acc[i][t]);
     }
   }
   for (int i = 0; i < kHalves; ++i)
@@ -160,27 +162,28 @@ void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, co
   // Q4_0's offsets, once per call for every token (the call covers a thread's row range).
   thread_local std::vector<int32_t> offsets;
   if constexpr (kType == DType::Q4_0) {
-    if (offsets.size() < static_cast<size_t>(n_tokens * n_blocks)) offsets.resize(static_cast<size_t>(n_tokens * n_blocks));
+    if (offsets.size() < static_cast<size_t>(n_tokens * n_blocks))
+      offsets.resize(static_cast<size_t>(n_tokens * n_blocks));
     for (int64_t i = 0; i < n_tokens * n_blocks; ++i) offsets[i] = q4_0_block_offset(x[i]);
   }
   const int32_t* all_offsets = offsets.data();
-  packed::for_each_slice_tile(
-      row_begin, row_end, n_tokens, kSliceGroups, kTokenTile<kType>,
-      [&](int64_t g, int64_t store_begin, int64_t store_end, int64_t token, int64_t count) {
-        const uint8_t* group = weight.packed + g * group_bytes;
-        store_begin -= g * kGroupRows;
-        store_end -= g * kGroupRows;
-        if (count == kTokenTile<kType>) {
-          for (int h = 0; h < 2; ++h)
-            group_tokens<kType, kTokenTile<kType>, 1>(group, n_blocks, h, x + token * n_blocks, all_offsets + token * n_blocks,
-                                                      out + token * out_stride + g * kGroupRows, out_stride, store_begin,
-                                                      store_end);
-          return;
-        }
-        for (int64_t t = token; t < token + count; ++t)  // decode, and a prefill's last tokens
-          group_tokens<kType, 1, 2>(group, n_blocks, 0, x + t * n_blocks, all_offsets + t * n_blocks,
-                                    out + t * out_stride + g * kGroupRows, out_stride, store_begin, store_end);
-      });
+  packed::for_each_slice_tile(row_begin, row_end, n_tokens, kSliceGroups, kTokenTile<kType>,
+                              [&](int64_t g, int64_t store_begin, int64_t store_end, int64_t token, int64_t count) {
+                                const uint8_t* group = weight.packed + g * group_bytes;
+                                store_begin -= g * kGroupRows;
+                                store_end -= g * kGroupRows;
+                                if (count == kTokenTile<kType>) {
+                                  for (int h = 0; h < 2; ++h)
+                                    group_tokens<kType, kTokenTile<kType>, 1>(
+                                        group, n_blocks, h, x + token * n_blocks, all_offsets + token * n_blocks,
+                                        out + token * out_stride + g * kGroupRows, out_stride, store_begin, store_end);
+                                  return;
+                                }
+                                for (int64_t t = token; t < token + count; ++t)  // decode, and a prefill's last tokens
+                                  group_tokens<kType, 1, 2>(
+                                      group, n_blocks, 0, x + t * n_blocks, all_offsets + t * n_blocks,
+                                      out + t * out_stride + g * kGroupRows, out_stride, store_begin, store_end);
+                              });
 }
 
 }  // namespace

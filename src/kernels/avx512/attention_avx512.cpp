@@ -36,8 +36,8 @@ namespace {
 
 constexpr int64_t kMaxGroup = 64;     // query heads per KV head
 constexpr int64_t kMaxQueries = 128;  // queries in one pass over the tiles (tokens x group)
-constexpr int kMaxHeadVectors = 16;  // head_dim <= 256
-constexpr int kLanes = 16;           // positions per score vector
+constexpr int kMaxHeadVectors = 16;   // head_dim <= 256
+constexpr int kLanes = 16;            // positions per score vector
 static_assert(kAttentionTile % kLanes == 0);
 
 // The lane-sum tree: 16 dot vectors become one vector whose lane p is the sum of the 16
@@ -48,10 +48,10 @@ static_assert(kAttentionTile % kLanes == 0);
 // folds the 4 quads.
 [[gnu::always_inline]] inline __m512 quad_sums(const __m512 (&dots)[4]) {
   // Per 128-bit block: [a0+a2, b0+b2, a1+a3, b1+b3] for the pairs (a, b) = dots (0, 1), (2, 3).
-  const __m512d pair_low = _mm512_castps_pd(
-      _mm512_add_ps(_mm512_unpacklo_ps(dots[0], dots[1]), _mm512_unpackhi_ps(dots[0], dots[1])));
-  const __m512d pair_high = _mm512_castps_pd(
-      _mm512_add_ps(_mm512_unpacklo_ps(dots[2], dots[3]), _mm512_unpackhi_ps(dots[2], dots[3])));
+  const __m512d pair_low =
+      _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(dots[0], dots[1]), _mm512_unpackhi_ps(dots[0], dots[1])));
+  const __m512d pair_high =
+      _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(dots[2], dots[3]), _mm512_unpackhi_ps(dots[2], dots[3])));
   return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(pair_low, pair_high)),
                        _mm512_castpd_ps(_mm512_unpackhi_pd(pair_low, pair_high)));
 }
@@ -110,7 +110,9 @@ template <int kVectors, int kQueries>
 // Small heads give too few FMA chains to hide FMA latency, so within a block the positions
 // are dealt round-robin to kChains accumulators.
 template <int kVectors>
-constexpr int kChains = kVectors >= 8 ? 1 : kVectors >= 4 ? 2 : 4;
+constexpr int kChains = kVectors >= 8   ? 1
+                        : kVectors >= 4 ? 2
+                                        : 4;
 
 // acc[g] += Σ_p weights[g·kAttentionTile + p]·(value row at rows[p]) over one block's first
 // n_positions (a multiple of kChains), for kQueries queries: per query the first chain
@@ -148,8 +150,8 @@ template <int kVectors, int kQueries>
 #pragma GCC unroll 16
     for (int v = 0; v < kVectors; ++v) {
       if constexpr (chains == 4) {
-        acc[g][v] = _mm512_add_ps(_mm512_add_ps(chain[g][0][v], chain[g][1][v]),
-                                  _mm512_add_ps(chain[g][2][v], chain[g][3][v]));
+        acc[g][v] =
+            _mm512_add_ps(_mm512_add_ps(chain[g][0][v], chain[g][1][v]), _mm512_add_ps(chain[g][2][v], chain[g][3][v]));
       } else if constexpr (chains == 2) {
         acc[g][v] = _mm512_add_ps(chain[g][0][v], chain[g][1][v]);
       } else {
@@ -246,9 +248,9 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
         __m512 scores[kQueries];
         score_block<kVectors, kQueries>(set.queries + j, keys, rows + b * kLanes, scores);
         for (int i = 0; i < kQueries; ++i)
-          _mm512_store_ps(weights + (j + i) * kAttentionTile + b * kLanes,
-                          _mm512_mask_mov_ps(minus_infinity, first_lanes(visible(j + i, b)),
-                                             _mm512_mul_ps(scores[i], scale)));
+          _mm512_store_ps(
+              weights + (j + i) * kAttentionTile + b * kLanes,
+              _mm512_mask_mov_ps(minus_infinity, first_lanes(visible(j + i, b)), _mm512_mul_ps(scores[i], scale)));
       });
     }
 
@@ -345,9 +347,9 @@ bool vector_kernel_fits(int64_t head_dim) {
 
 }  // namespace
 
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                     int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                     float* scratch, float* out) {
+void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out) {
   if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
     portable::attention_group(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch,
                               out);
@@ -361,8 +363,8 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
     out_of[g] = out + g * head_dim;
     n_ctx_of[g] = n_ctx;
   }
-  kQueriesKernels[static_cast<size_t>(head_dim / 16 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys,
-                                                           values, kv_width, kv_offset, slots);
+  kQueriesKernels[static_cast<size_t>(head_dim / 16 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys, values,
+                                                          kv_width, kv_offset, slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,

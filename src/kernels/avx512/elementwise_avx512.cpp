@@ -10,7 +10,8 @@
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), \
+                             apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
@@ -52,7 +53,8 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* out) {
     _mm512_storeu_ps(out + i, swiglu_vector(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
   if (i < n) {
     const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    _mm512_mask_storeu_ps(out + i, mask, swiglu_vector(_mm512_maskz_loadu_ps(mask, gate + i), _mm512_maskz_loadu_ps(mask, up + i)));
+    _mm512_mask_storeu_ps(out + i, mask,
+                          swiglu_vector(_mm512_maskz_loadu_ps(mask, gate + i), _mm512_maskz_loadu_ps(mask, up + i)));
   }
 }
 
@@ -61,8 +63,7 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* out) {
 // tree and the last 16 in double. The order depends only on n, so a row's bits never depend
 // on its batch; 64 partial sums keep the float error ~1e-7 relative for rows of thousands.
 void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(),
-         acc3 = _mm512_setzero_ps();
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
@@ -94,8 +95,9 @@ void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, floa
                      _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), scale_v), _mm512_loadu_ps(weight + i)));
   if (i < n) {
     const __mmask16 mask = first_lanes(n - i);
-    _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), scale_v),
-                                                        _mm512_maskz_loadu_ps(mask, weight + i)));
+    _mm512_mask_storeu_ps(out + i, mask,
+                          _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), scale_v),
+                                        _mm512_maskz_loadu_ps(mask, weight + i)));
   }
 }
 
@@ -112,10 +114,10 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, 
     if (i < n_pairs) {
       const __mmask16 mask = first_lanes(2 * (n_pairs - i));
       const auto table_mask = static_cast<__mmask8>(first_lanes(n_pairs - i));
-      _mm512_mask_storeu_ps(head + 2 * i, mask,
-                            rotate_pairs(_mm512_maskz_loadu_ps(mask, head + 2 * i),
-                                         _mm256_maskz_loadu_ps(table_mask, cos_table + i),
-                                         _mm256_maskz_loadu_ps(table_mask, sin_table + i)));
+      _mm512_mask_storeu_ps(
+          head + 2 * i, mask,
+          rotate_pairs(_mm512_maskz_loadu_ps(mask, head + 2 * i), _mm256_maskz_loadu_ps(table_mask, cos_table + i),
+                       _mm256_maskz_loadu_ps(table_mask, sin_table + i)));
     }
   }
 }

@@ -20,7 +20,8 @@
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), \
+                             apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
@@ -34,8 +35,8 @@ namespace {
 // Signed weight bytes of blocks b and b+1 (b+1 may be past the row: zeros), and their scales.
 struct WeightPair {
   __m512i quants;
-  __m512 scales;      // [d_b x 8 | d_b+1 x 8]
-  __m512i neg_offset; // -(128 * sum of each 4-byte lane)
+  __m512 scales;       // [d_b x 8 | d_b+1 x 8]
+  __m512i neg_offset;  // -(128 * sum of each 4-byte lane)
 };
 
 inline __m512 pair_scales(float low, float high) {
@@ -43,9 +44,7 @@ inline __m512 pair_scales(float low, float high) {
   return _mm512_castpd_ps(_mm512_insertf64x4(low_half, _mm256_castps_pd(_mm256_set1_ps(high)), 1));
 }
 
-inline __m512i join(__m256i low, __m256i high) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
-}
+inline __m512i join(__m256i low, __m256i high) { return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1); }
 
 inline __m256i q4_0_unpack(const BlockQ4_0& block) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.nibbles));
@@ -84,7 +83,8 @@ inline WeightPair load_weight_pair(const void* row, int64_t b, int64_t n_blocks)
   const __m256i high = has_second ? block_quants<kType>(row, b + 1) : _mm256_setzero_si256();
   pair.quants = join(low, high);
   pair.scales = pair_scales(block_scale<kType>(row, b), has_second ? block_scale<kType>(row, b + 1) : 0.0f);
-  const __m512i offset = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), pair.quants);
+  const __m512i offset =
+      _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), pair.quants);
   pair.neg_offset = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
   return pair;
 }
@@ -113,26 +113,26 @@ inline void q8_tile(const TensorView& weight, int64_t row, const ActivationBlock
                     int64_t blocks_per_row, float* out, int64_t out_stride) {
   // Loops over rows/tokens unrolled early so the accumulators stay in registers (see float_tile).
   __m512 acc[kRows][kTokens];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_setzero_ps();
   const void* rows[kRows];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r) rows[r] = weight.row(row + r);
   constexpr int64_t kPrefetchBytes = 512;  // ahead of the loads: hides DRAM latency per stream
   const int64_t block_bytes = kType == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
   for (int64_t b = 0; b < blocks_per_row; b += 2) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r)
       _mm_prefetch(static_cast<const char*>(rows[r]) + b * block_bytes + kPrefetchBytes, _MM_HINT_T0);
     WeightPair w[kRows];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) w[r] = load_weight_pair<kType>(rows[r], b, blocks_per_row);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) {
       const ActivationPair a = load_activation_pair(x + (token + t) * blocks_per_row, b, blocks_per_row);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) {
         const __m512i lanes = _mm512_dpbusd_epi32(w[r].neg_offset, a.unsigned_quants, w[r].quants);
         const __m512 scale = _mm512_mul_ps(w[r].scales, a.scales);
@@ -140,9 +140,9 @@ inline void q8_tile(const TensorView& weight, int64_t row, const ActivationBlock
       }
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < kTokens; ++t) out[(token + t) * out_stride + row + r] = reduce(acc[r][t]);
 }
 
@@ -157,7 +157,8 @@ void gemm_q8_typed(const TensorView& weight, int64_t row_begin, int64_t row_end,
     int64_t token = 0;
     for (; token + kTokenTile <= n_tokens; token += kTokenTile)
       q8_tile<kType, kRowTile, kTokenTile>(weight, row, x, token, blocks_per_row, out, out_stride);
-    for (; token < n_tokens; ++token) q8_tile<kType, kRowTile, 1>(weight, row, x, token, blocks_per_row, out, out_stride);
+    for (; token < n_tokens; ++token)
+      q8_tile<kType, kRowTile, 1>(weight, row, x, token, blocks_per_row, out, out_stride);
   }
   for (; row < row_end; ++row) {
     int64_t token = 0;
@@ -182,8 +183,8 @@ inline __m512 load_weights16(const void* row, int64_t i, __mmask16 mask) {
 }
 
 template <DType kType, int kRows, int kTokens>
-inline void float_tile(const TensorView& weight, int64_t row, const float* x, int64_t token, int64_t n_in,
-                       float* out, int64_t out_stride) {
+inline void float_tile(const TensorView& weight, int64_t row, const float* x, int64_t token, int64_t n_in, float* out,
+                       int64_t out_stride) {
   // Every loop over rows/tokens is unrolled before GCC decides what lives in registers;
   // otherwise it keeps the accumulator array in memory and stores all of it every step.
   __m512 acc[kRows][kTokens];
@@ -250,8 +251,8 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
   }
 }
 
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-             int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride) {
   switch (weight.dtype) {
     case DType::Q8_0: return gemm_q8_typed<DType::Q8_0>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
     case DType::Q4_0: return gemm_q8_typed<DType::Q4_0>(weight, row_begin, row_end, x, n_tokens, out, out_stride);

@@ -117,9 +117,10 @@ inline void transposed_tile(const float* const* groups, int64_t n_in, const floa
     const float* column = x + k * kTokens;
     __m512 w[kGroups];
 #pragma GCC unroll 2
-    for (int g = 0; g < kGroups; ++g) w[g] = _mm512_loadu_ps(groups[g] + k * 16);  // F32: the packed bytes, maybe unaligned
-    // One broadcast per token serving every group, used at once (kept live, 12 broadcasts
-    // and 24 accumulators would not fit the 32 registers).
+    for (int g = 0; g < kGroups; ++g)
+      w[g] = _mm512_loadu_ps(groups[g] + k * 16);  // F32: the packed bytes, maybe unaligned
+      // One broadcast per token serving every group, used at once (kept live, 12 broadcasts
+      // and 24 accumulators would not fit the 32 registers).
 #pragma GCC unroll 32
     for (int t = 0; t < kTokens; ++t) {
       const __m512 xt = _mm512_set1_ps(column[t]);
@@ -145,13 +146,14 @@ inline const float* group_as_f32(const uint8_t* group, int64_t n_in, float* scra
 }
 
 template <DType kType>
-void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
-                       int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                       float* out, int64_t out_stride) {
   const int64_t n_in = weight.row_length();
   const int64_t group_bytes = n_in * kGroupRows * element_bytes(kType);
   const int64_t first = row_begin / kGroupRows, last = (row_end - 1) / kGroupRows;  // groups, inclusive
   auto mask_of = [&](int64_t group) {
-    return packed::group_store_mask(group, std::max(row_begin, group * kGroupRows), std::min(row_end, (group + 1) * kGroupRows));
+    return packed::group_store_mask(group, std::max(row_begin, group * kGroupRows),
+                                    std::min(row_end, (group + 1) * kGroupRows));
   };
   auto group_data = [&](int64_t group) { return weight.packed + group * group_bytes; };
   auto group_out = [&](int64_t group, int64_t token) { return out + token * out_stride + group * kGroupRows; };
@@ -163,10 +165,18 @@ void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_
       __mmask16 masks[kGroups];
       for (int g = 0; g < kGroups; ++g) masks[g] = mask_of(group + g);
       switch (n_tokens) {
-        case 1: return packed_tile<kType, kGroups, 1>(group_data(group), group_bytes, n_in, rows, group_out(group, 0), out_stride, masks);
-        case 2: return packed_tile<kType, kGroups, 2>(group_data(group), group_bytes, n_in, rows, group_out(group, 0), out_stride, masks);
-        case 3: return packed_tile<kType, kGroups, 3>(group_data(group), group_bytes, n_in, rows, group_out(group, 0), out_stride, masks);
-        default: return packed_tile<kType, kGroups, 4>(group_data(group), group_bytes, n_in, rows, group_out(group, 0), out_stride, masks);
+        case 1:
+          return packed_tile<kType, kGroups, 1>(group_data(group), group_bytes, n_in, rows, group_out(group, 0),
+                                                out_stride, masks);
+        case 2:
+          return packed_tile<kType, kGroups, 2>(group_data(group), group_bytes, n_in, rows, group_out(group, 0),
+                                                out_stride, masks);
+        case 3:
+          return packed_tile<kType, kGroups, 3>(group_data(group), group_bytes, n_in, rows, group_out(group, 0),
+                                                out_stride, masks);
+        default:
+          return packed_tile<kType, kGroups, 4>(group_data(group), group_bytes, n_in, rows, group_out(group, 0),
+                                                out_stride, masks);
       }
     };
     int64_t group = first;
@@ -215,7 +225,8 @@ void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_
       const float* weights[kPairGroups];
       __mmask16 masks[kPairGroups];
       for (int g = 0; g < n_groups; ++g) {
-        weights[g] = group_as_f32<kType>(group_data(group + g), n_in, converted.empty() ? nullptr : converted[g * n_in].values);
+        weights[g] =
+            group_as_f32<kType>(group_data(group + g), n_in, converted.empty() ? nullptr : converted[g * n_in].values);
         masks[g] = mask_of(group + g);
       }
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
@@ -223,7 +234,8 @@ void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_
         const float* tile_x = transposed.data() + tile * n_in * kTileTokens;
         const int64_t valid = std::min(kTileTokens, chunk_end - token);
         if (n_groups == kPairGroups)
-          transposed_tile<kPairGroups, kTileTokens>(weights, n_in, tile_x, group_out(group, token), out_stride, valid, masks);
+          transposed_tile<kPairGroups, kTileTokens>(weights, n_in, tile_x, group_out(group, token), out_stride, valid,
+                                                    masks);
         else
           transposed_tile<1, kTileTokens>(weights, n_in, tile_x, group_out(group, token), out_stride, valid, masks);
       }
@@ -234,7 +246,8 @@ void gemm_packed_typed(const TensorView& weight, int64_t row_begin, int64_t row_
 }  // namespace
 
 bool float_packable(const TensorView& weight) {
-  return weight.n_dims == 2 && (weight.dtype == DType::F32 || weight.dtype == DType::F16 || weight.dtype == DType::BF16);
+  return weight.n_dims == 2 &&
+         (weight.dtype == DType::F32 || weight.dtype == DType::F16 || weight.dtype == DType::BF16);
 }
 
 int64_t float_packed_bytes(const TensorView& weight) {
@@ -252,7 +265,8 @@ void pack_groups(const TensorView& weight, uint8_t* out) {
   for (int64_t g = 0; g < n_groups; ++g) {
     const Element* rows[kGroupRows];
     for (int64_t n = 0; n < kGroupRows; ++n)
-      rows[n] = g * kGroupRows + n < n_rows ? reinterpret_cast<const Element*>(weight.row(g * kGroupRows + n)) : nullptr;
+      rows[n] =
+          g * kGroupRows + n < n_rows ? reinterpret_cast<const Element*>(weight.row(g * kGroupRows + n)) : nullptr;
     auto* group = reinterpret_cast<Element*>(out) + g * kGroupRows * n_in;
     for (int64_t n = 0; n < kGroupRows; ++n) {
       Element* column = group + n;
@@ -275,8 +289,8 @@ void float_pack_into(const TensorView& weight, uint8_t* out) {
     pack_groups<uint16_t>(weight, out);
 }
 
-void gemm_float_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
-                       int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_float_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                       float* out, int64_t out_stride) {
   TANDEM_ASSERT(weight.packed != nullptr && row_begin < row_end);
   switch (weight.dtype) {
     case DType::F32: return gemm_packed_typed<DType::F32>(weight, row_begin, row_end, x, n_tokens, out, out_stride);

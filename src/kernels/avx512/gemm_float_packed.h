@@ -16,7 +16,7 @@ void float_pack_into(const TensorView& weight, uint8_t* out);
 
 // out[t * out_stride + r] for r in [row_begin, row_end), t in [0, n_tokens), any row range.
 // Needs weight.packed.
-void gemm_float_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
-                       int64_t n_tokens, float* out, int64_t out_stride);
+void gemm_float_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                       float* out, int64_t out_stride);
 
 }  // namespace tandem::avx512

@@ -17,7 +17,8 @@
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), \
+                             apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
@@ -69,7 +70,8 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, const ActivationBlockQ
       for (int k = 0; k < F::kTileRows; ++k)
 #pragma GCC unroll 8
         for (int t = 0; t < kTokens; ++t)
-          dots[t] = _mm512_dpbusd_epi32(dots[t], rows[k], _mm512_set1_epi32(word_at(x[t * n_blocks + b].quants + kLength * j, k)));
+          dots[t] = _mm512_dpbusd_epi32(dots[t], rows[k],
+                                        _mm512_set1_epi32(word_at(x[t * n_blocks + b].quants + kLength * j, k)));
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(dots[t], scales));
     }
@@ -82,10 +84,11 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, const ActivationBlockQ
 
 // group_tokens for a count of 1..kMax tokens known only at run time.
 template <DType kType, int kMax>
-inline void group_tokens_upto(int64_t count, const uint8_t* group, int64_t n_blocks, const ActivationBlockQ8K* x, bool prefetch, float* out,
-                       int64_t out_stride, __mmask16 mask) {
+inline void group_tokens_upto(int64_t count, const uint8_t* group, int64_t n_blocks, const ActivationBlockQ8K* x,
+                              bool prefetch, float* out, int64_t out_stride, __mmask16 mask) {
   if (count == kMax) return group_tokens<kType, kMax>(group, n_blocks, x, prefetch, out, out_stride, mask);
-  if constexpr (kMax > 1) group_tokens_upto<kType, kMax - 1>(count, group, n_blocks, x, prefetch, out, out_stride, mask);
+  if constexpr (kMax > 1)
+    group_tokens_upto<kType, kMax - 1>(count, group, n_blocks, x, prefetch, out, out_stride, mask);
 }
 
 template <DType kType>

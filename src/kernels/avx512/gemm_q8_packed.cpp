@@ -23,7 +23,8 @@
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), \
+                             apply_to = function)
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
@@ -116,10 +117,11 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, const ActivationBlockQ
 
 // group_tokens for a count of 1..kMax tokens known only at run time.
 template <DType kType, int kMax>
-inline void group_tokens_upto(int64_t count, const uint8_t* group, int64_t n_blocks, const ActivationBlockQ8* x, const int32_t* offsets,
-                       bool prefetch, float* out, int64_t out_stride, __mmask16 mask) {
+inline void group_tokens_upto(int64_t count, const uint8_t* group, int64_t n_blocks, const ActivationBlockQ8* x,
+                              const int32_t* offsets, bool prefetch, float* out, int64_t out_stride, __mmask16 mask) {
   if (count == kMax) return group_tokens<kType, kMax>(group, n_blocks, x, offsets, prefetch, out, out_stride, mask);
-  if constexpr (kMax > 1) group_tokens_upto<kType, kMax - 1>(count, group, n_blocks, x, offsets, prefetch, out, out_stride, mask);
+  if constexpr (kMax > 1)
+    group_tokens_upto<kType, kMax - 1>(count, group, n_blocks, x, offsets, prefetch, out, out_stride, mask);
 }
 
 template <DType kType>
@@ -129,15 +131,17 @@ void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, co
   const int64_t group_bytes = n_blocks * packed::q8_group_block_bytes(kType);
   // Every token's offsets, once per call (the call covers a thread's row range).
   thread_local std::vector<int32_t> offsets;
-  if (offsets.size() < static_cast<size_t>(n_tokens * n_blocks)) offsets.resize(static_cast<size_t>(n_tokens * n_blocks));
+  if (offsets.size() < static_cast<size_t>(n_tokens * n_blocks))
+    offsets.resize(static_cast<size_t>(n_tokens * n_blocks));
   block_offsets<kType>(x, n_tokens * n_blocks, offsets.data());
   const bool prefetch = n_tokens <= kTokenTile;  // decode streams the weights once
   packed::for_each_slice_tile(row_begin, row_end, n_tokens, kSliceGroups, kTokenTile,
                               [&](int64_t g, int64_t store_begin, int64_t store_end, int64_t token, int64_t count) {
                                 group_tokens_upto<kType, kTokenTile>(
                                     count, weight.packed + g * group_bytes, n_blocks, x + token * n_blocks,
-                                    offsets.data() + token * n_blocks, prefetch, out + token * out_stride + g * kGroupRows,
-                                    out_stride, packed::group_store_mask(g, store_begin, store_end));
+                                    offsets.data() + token * n_blocks, prefetch,
+                                    out + token * out_stride + g * kGroupRows, out_stride,
+                                    packed::group_store_mask(g, store_begin, store_end));
                               });
 }
 

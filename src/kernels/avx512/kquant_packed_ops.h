@@ -61,7 +61,8 @@ inline __m512i signed_pairs(const uint8_t* bytes) {
 }
 // The even (low 16 bits) and odd (high 16 bits) member of each pair as int32.
 inline __m512i even_of_pairs(__m512i pairs, bool is_signed) {
-  return is_signed ? _mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 16) : _mm512_and_si512(pairs, _mm512_set1_epi32(0xffff));
+  return is_signed ? _mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 16)
+                   : _mm512_and_si512(pairs, _mm512_set1_epi32(0xffff));
 }
 inline __m512i odd_of_pairs(__m512i pairs, bool is_signed) {
   return is_signed ? _mm512_srai_epi32(pairs, 16) : _mm512_srli_epi32(pairs, 16);
@@ -89,9 +90,11 @@ inline __m512 finish_q4k(__m512 acc, const uint8_t* block, const ActivationBlock
                   _mm_packs_epi32(_mm256_castsi256_si128(sums32), _mm256_extracti128_si256(sums32, 1)));
   __m512i summ = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i)
-    summ = _mm512_dpwssd_epi32(summ, unsigned_pairs(block + Q4KLayout::kMins + 32 * i), _mm512_set1_epi32(pair_words[i]));
+    summ =
+        _mm512_dpwssd_epi32(summ, unsigned_pairs(block + Q4KLayout::kMins + 32 * i), _mm512_set1_epi32(pair_words[i]));
   const __m512 x_scale = _mm512_set1_ps(x.scale);
-  const __m512 scaled = opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Q4KLayout::kD)), _mm512_cvtepi32_ps(sumi)));
+  const __m512 scaled =
+      opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Q4KLayout::kD)), _mm512_cvtepi32_ps(sumi)));
   const __m512 offset =
       opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Q4KLayout::kDmin)), _mm512_cvtepi32_ps(summ)));
   return _mm512_add_ps(acc, opaque(_mm512_sub_ps(scaled, offset)));
@@ -106,7 +109,8 @@ inline __m512 finish_q6k(__m512 acc, const uint8_t* block, const ActivationBlock
                                  _mm512_set1_epi32(word_at(x.block_sums, i)));
   sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(offset, 5));
   const __m512 x_scale = _mm512_set1_ps(x.scale);
-  const __m512 scaled = opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Q6KLayout::kD)), _mm512_cvtepi32_ps(sumi)));
+  const __m512 scaled =
+      opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Q6KLayout::kD)), _mm512_cvtepi32_ps(sumi)));
   return _mm512_add_ps(acc, scaled);
 }
 
@@ -146,7 +150,8 @@ inline __m512i sub_block_scales(const uint8_t* block, int j) {
 // loop, since a burst of prefetches for a whole block stalls once the fill buffers are full.
 inline void prefetch_part(const uint8_t* block, int64_t bytes, int part, int parts) {
   const int64_t begin = bytes * part / parts / 64 * 64, end = bytes * (part + 1) / parts;
-  for (int64_t line = begin; line < end; line += 64) _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
+  for (int64_t line = begin; line < end; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
 }
 
 }  // namespace tandem::avx512::kquant_ops

@@ -38,7 +38,8 @@ void pack_q4k_group_block(const TensorView& weight, int64_t group, int64_t b, ui
   }
   for (int j = 0; j < 8; ++j) {
     uint8_t tile[512];
-    gather_tile_bytes(32, [&](int n, int e) { return q[n][32 * j + e]; }, tile);
+    gather_tile_bytes(
+        32, [&](int n, int e) { return q[n][32 * j + e]; }, tile);
     for (int p = 0; p < 256; ++p) out[256 * j + p] = static_cast<uint8_t>(tile[p] | (tile[p + 256] << 4));
   }
   for (int i = 0; i < 4; ++i)
@@ -65,16 +66,18 @@ void pack_q6k_group_block(const TensorView& weight, int64_t group, int64_t b, ui
   }
   for (int j = 0; j < 16; ++j) {
     uint8_t tile[256];
-    gather_tile_bytes(16, [&](int n, int e) { return q[n][16 * j + e]; }, tile);
+    gather_tile_bytes(
+        16, [&](int n, int e) { return q[n][16 * j + e]; }, tile);
     uint8_t* sub_block = out + 192 * j;
     for (int p = 0; p < 128; ++p) sub_block[p] = static_cast<uint8_t>((tile[p] & 0x0f) | ((tile[p + 128] & 0x0f) << 4));
     for (int p = 0; p < 64; ++p)
-      sub_block[128 + p] = static_cast<uint8_t>((tile[p] >> 4) | ((tile[p + 64] >> 4) << 2) | ((tile[p + 128] >> 4) << 4) |
-                                                ((tile[p + 192] >> 4) << 6));
+      sub_block[128 + p] = static_cast<uint8_t>((tile[p] >> 4) | ((tile[p + 64] >> 4) << 2) |
+                                                ((tile[p + 128] >> 4) << 4) | ((tile[p + 192] >> 4) << 6));
   }
   for (int i = 0; i < 8; ++i)
     for (int n = 0; n < kGroupRows; ++n)
-      for (int e = 0; e < 2; ++e) out[Q6KLayout::kScales + 32 * i + 2 * n + e] = static_cast<uint8_t>(scales[n][2 * i + e]);
+      for (int e = 0; e < 2; ++e)
+        out[Q6KLayout::kScales + 32 * i + 2 * n + e] = static_cast<uint8_t>(scales[n][2 * i + e]);
 }
 
 }  // namespace

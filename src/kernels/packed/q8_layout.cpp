@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "base/error.h"
 #include "base/dtype.h"
+#include "base/error.h"
 #include "kernels/packed/row_groups.h"
 
 namespace tandem::packed {

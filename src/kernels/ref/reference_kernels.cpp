@@ -29,13 +29,12 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * scale * weight[i]);
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t position,
-          float freq_base) {
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t position, float freq_base) {
   for (int64_t h = 0; h < n_heads; ++h) {
     float* head = x + h * head_dim;
     for (int64_t i = 0; i < rope_dims / 2; ++i) {
-      const double angle = static_cast<double>(position) *
-                           std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
+      const double angle =
+          static_cast<double>(position) * std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
       const double c = std::cos(angle), s = std::sin(angle);
       const double a = head[2 * i], b = head[2 * i + 1];
       head[2 * i] = static_cast<float>(a * c - b * s);

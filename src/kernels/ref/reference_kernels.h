@@ -18,8 +18,7 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* o
 
 // Rotates pairs (2i, 2i+1), i < rope_dims/2, of each head of x [n_heads, head_dim] by
 // position * freq_base^(-2i/rope_dims).
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t position,
-          float freq_base);
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, int64_t position, float freq_base);
 
 // out[i] = silu(gate[i]) * up[i].
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

@@ -56,8 +56,8 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
       // Control tokens are matched only in the template's own text, never in what a client wrote
       // (content, tool calls and results, names, tool definitions).
       const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer);
-      prepared.prompt = tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text),
-                                         chat.special_spans);
+      prepared.prompt =
+          tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text), chat.special_spans);
     } else if (!api.prompt_ids.empty()) {
       prepared.prompt = api.prompt_ids;
     } else {
@@ -126,18 +126,19 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   std::string refusal;  // submit's InputError (answered outside the handler: no co_await there)
   ++counters.in_engine;
   try {
-    request_id = engine->submit(prepared.prompt, api.params,
-                                [events, counters = state_.counters](RequestEvent&& event) {
-                                  const bool finished = event.finished;
-                                  if (finished) counters->metrics.observe(event);
-                                  events->push(std::move(event));
-                                  if (finished) --counters->in_engine;
-                                });
+    request_id =
+        engine->submit(prepared.prompt, api.params, [events, counters = state_.counters](RequestEvent&& event) {
+          const bool finished = event.finished;
+          if (finished) counters->metrics.observe(event);
+          events->push(std::move(event));
+          if (finished) --counters->in_engine;
+        });
   } catch (const InputError& e) {
     --counters.in_engine;
     refusal = e.what();
   }
-  if (!refusal.empty()) co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
+  if (!refusal.empty())
+    co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
 
   ResponseMeta meta;
   meta.endpoint = endpoint;
@@ -157,7 +158,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   const bool chunked = version >= 11;
   const auto write_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(state_.config.write_timeout_s));
-  bool gone = false;            // the client left: cancelled, waiting for the final event
+  bool gone = false;  // the client left: cancelled, waiting for the final event
   bool headers_sent = false;
   bool first = true;
   Completion completion;
@@ -191,8 +192,8 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       completion.completion_tokens = last.completion_tokens;
       completion.cached_tokens = last.cached_tokens;
       if (completion.finish_reason == FinishReason::Cancelled) {
-        HttpResponse response = error_response(
-            version, 503, "the server is shutting down; the request was cancelled", "server_error", false);
+        HttpResponse response = error_response(version, 503, "the server is shutting down; the request was cancelled",
+                                               "server_error", false);
         response.set(http::field::retry_after, "1");
         co_return co_await send(std::move(response));
       }
@@ -253,7 +254,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       co_return false;
     }
   }
-  co_return chunked && keep_alive;
+  co_return chunked&& keep_alive;
 }
 
 }  // namespace tandem::server

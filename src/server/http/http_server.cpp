@@ -107,8 +107,9 @@ void HttpServer::bind() {
   // let a second server share the port and split the traffic between two models.
   acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   acceptor.bind(endpoint, ec);
-  TANDEM_CHECK_INPUT(!ec, "cannot bind {}:{}: {}{}", config.host, config.port, ec.message(),
-                     ec == asio::error::address_in_use ? " (another server is listening there; pick another --port)" : "");
+  TANDEM_CHECK_INPUT(
+      !ec, "cannot bind {}:{}: {}{}", config.host, config.port, ec.message(),
+      ec == asio::error::address_in_use ? " (another server is listening there; pick another --port)" : "");
   acceptor.listen(asio::socket_base::max_listen_connections, ec);
   TANDEM_CHECK_INPUT(!ec, "cannot listen on {}:{}: {}", config.host, config.port, ec.message());
   impl_->port = acceptor.local_endpoint().port();

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/engine.h"
 #include "chat/chat_renderer.h"
+#include "engine/engine.h"
 
 namespace tandem::server {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "engine/engine.h"
 #include "chat/chat_renderer.h"
+#include "engine/engine.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
 

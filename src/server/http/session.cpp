@@ -234,13 +234,15 @@ asio::awaitable<bool> Session::serve_one() {
     co_return co_await refuse_now(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
                                   "authentication_error");
   if (route == Route::NotFound)
-    co_return co_await refuse_now(404, fmt::format("no such endpoint: {}", std::string_view(head.target()).substr(0, 200)),
-                                  "not_found_error");
+    co_return co_await refuse_now(
+        404, fmt::format("no such endpoint: {}", std::string_view(head.target()).substr(0, 200)), "not_found_error");
   if (!method_allowed(route, head.method()))
-    co_return co_await refuse_now(405, fmt::format("{} is not allowed on this endpoint", std::string(head.method_string())),
+    co_return co_await refuse_now(405,
+                                  fmt::format("{} is not allowed on this endpoint", std::string(head.method_string())),
                                   "invalid_request_error");
   if (oversize)
-    co_return co_await refuse_now(413, fmt::format("the request body is over the limit of {} bytes", config.max_body_bytes),
+    co_return co_await refuse_now(413,
+                                  fmt::format("the request body is over the limit of {} bytes", config.max_body_bytes),
                                   "invalid_request_error");
 
   if (body_pending) {
@@ -294,10 +296,8 @@ asio::awaitable<bool> Session::serve_one() {
       response.body() = dump_json({{"object", "list"}, {"data", data}});
       co_return co_await send(std::move(response));
     }
-    case Route::Completions:
-      co_return co_await serve_generation(Endpoint::Completions, std::move(request), keep_alive);
-    case Route::Chat:
-      co_return co_await serve_generation(Endpoint::Chat, std::move(request), keep_alive);
+    case Route::Completions: co_return co_await serve_generation(Endpoint::Completions, std::move(request), keep_alive);
+    case Route::Chat: co_return co_await serve_generation(Endpoint::Chat, std::move(request), keep_alive);
     case Route::NotFound: break;
   }
   co_return false;
