@@ -290,12 +290,6 @@ TANDEM_TARGET_AVX2 float dot_q8k_avx2(const void* weight_row, const ActivationBl
   return acc;
 }
 
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves, which its
-// uninitialized-use analysis flags inside every caller (a false positive, GCC PR 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 // ---- AVX-512 VNNI ----------------------------------------------------------------------
 // vpdpwssd multiplies maddubs's int16 pairs by the per-lane sub-block scale and accumulates
 // in int32 in one step. Q4_K/Q5_K stay 256 bits wide: one sub-block of 32 per register needs
@@ -425,8 +419,6 @@ TANDEM_TARGET_AVX512 float dot_q8k_avx512(const void* weight_row, const Activati
   }
   return acc;
 }
-
-#pragma GCC diagnostic pop
 
 #endif  // __x86_64__
 

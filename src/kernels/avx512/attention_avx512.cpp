@@ -22,11 +22,6 @@
 #else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves (unpack, max,
-// reduce), which its uninitialized-use analysis flags (a false positive, GCC PR 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include "kernels/avx512/vector_exp.h"  // AVX-512 code: after the target pragma
@@ -410,6 +405,5 @@ void attention_exp(const float* x, int64_t n, float* out) {
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
-#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
