@@ -13,7 +13,7 @@ endif()
 add_test(NAME python
          COMMAND ${Python3_EXECUTABLE} -m unittest discover -v -s ${CMAKE_SOURCE_DIR}/python/tests)
 # Without ../shared the test class is skipped as a whole: CTest then reports a skip, not a pass.
-set_tests_properties(python PROPERTIES LABELS python SKIP_REGULAR_EXPRESSION "setUpClass.*skipped" ENVIRONMENT
+set_tests_properties(python PROPERTIES LABELS "python;model" SKIP_REGULAR_EXPRESSION "setUpClass.*skipped" ENVIRONMENT
   "TANDEM_LIBRARY=$<TARGET_FILE:tandem_shared>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python;TANDEM_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared;PYTHONDONTWRITEBYTECODE=1")
 
 add_test(NAME consumer
@@ -21,4 +21,4 @@ add_test(NAME consumer
                  --build-dir ${CMAKE_BINARY_DIR} --source-dir ${CMAKE_SOURCE_DIR}/tests/consumer
                  --cmake ${CMAKE_COMMAND} --cxx ${CMAKE_CXX_COMPILER}
                  --shared-dir ${CMAKE_SOURCE_DIR}/../shared)
-set_tests_properties(consumer PROPERTIES LABELS consumer TIMEOUT 300 SKIP_REGULAR_EXPRESSION "^SKIPPED:")
+set_tests_properties(consumer PROPERTIES LABELS "consumer;model" TIMEOUT 300 SKIP_REGULAR_EXPRESSION "^SKIPPED:")

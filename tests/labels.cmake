@@ -12,6 +12,8 @@ set(TANDEM_MODEL_TESTS
     # Every test of these suites.
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
     "^(PerplexityTest|QuantizedPerplexity|Server|ServerOpenAIClient|Stories260KTest|StreamingDetokenizer)\\."
+    "^CApi\\."
+    "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
     "^BenchmarkTest\\.(JsonLinesHaveTheRequiredFields|PromptLongerThanContextIsAnInputError|TinyRunsGivePositiveRates)$"
