@@ -1,14 +1,15 @@
 # Thin wrapper over CMake. `make run` and `make test` install missing packages first.
-# CMAKE_ARGS goes to every configure (CI: -DTANDEM_WERROR=ON).
+# CMAKE_ARGS goes to every configure (CI: -DTANDEM_WERROR=ON); `ctest -L unit|model|slow`
+# selects by label (tests/labels.cmake).
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
-FORMAT_DIRS = src tests fuzz bench include
-CLANG_FORMAT ?= clang-format-14
 MODEL ?= ../shared/models/aidreams260K/model.gguf
 PROMPT ?= The dream
+FORMAT_DIRS = src tests fuzz bench include
+CLANG_FORMAT ?= clang-format-14
 
-.PHONY: setup configure build run test bench asan fuzz format check-format clean
+.PHONY: setup configure build run test bench asan tsan fuzz format check-format clean
 
 setup:
 	@scripts/setup
@@ -36,6 +37,17 @@ asan: setup
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
 
+# ThreadSanitizer: the thread pool, engine, KV and server tests (the server tests start the
+# TSan-built `tandem serve`, which reports into the same log), once each (no `levels` rerun:
+# the threads do the same at every CPU level), not `slow`. tests/tsan.supp says why each
+# suppression is there.
+TSAN_TESTS = test_base test_engine test_kv test_server
+tsan: setup
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_TSAN=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target tandem $(TSAN_TESTS)
+	cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1 $(TSAN_OPTIONS)" \
+	  ctest --output-on-failure -j $(JOBS) -L '^(base|engine|kv|server)$$' -LE '^(levels|slow)$$'
+
 # libFuzzer targets (clang), each run briefly.
 fuzz: setup
 	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ=ON $(CMAKE_ARGS) >/dev/null
@@ -58,4 +70,4 @@ check-format:
 	  echo "check-format: $$(echo "$$bad" | wc -l) file(s) differ from .clang-format (make format rewrites them)"; exit 1; fi
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz

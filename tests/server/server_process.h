@@ -12,6 +12,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -145,8 +146,10 @@ class ServerProcess {
   }
 
  private:
-  static int& counter() {
-    static int n = 0;
+  // Atomic: tests spawn servers from several threads at once, and two runs given the same
+  // number would share (and truncate) one log file.
+  static std::atomic<int>& counter() {
+    static std::atomic<int> n{0};
     return n;
   }
   pid_t pid_ = -1;

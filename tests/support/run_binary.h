@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -38,7 +39,7 @@ inline std::string read_text_file(const std::filesystem::path& path) {
 
 // `arguments` is appended to the binary's path verbatim (quote with shell_quote).
 inline CommandResult run_tandem(const std::string& arguments) {
-  static int counter = 0;
+  static std::atomic<int> counter{0};  // callers may run on several threads
   const auto dir = std::filesystem::temp_directory_path() /
                    ("tandem-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::filesystem::create_directories(dir);
