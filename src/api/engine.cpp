@@ -85,10 +85,7 @@ uint64_t choose_seed(const GenerateOptions& options) {
 Event finished_without_tokens(const tandem::Engine& engine, const std::vector<int32_t>& prompt,
                               const GenerationParams& params, int64_t vocab_size) {
   TANDEM_CHECK_INPUT(params.max_tokens == 0, "max_tokens must not be negative");
-  TANDEM_CHECK_INPUT(!prompt.empty(), "the prompt is empty");
-  TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= engine.context_length(),
-                     "the prompt has {} tokens but the context is {} tokens", prompt.size(), engine.context_length());
-  for (int32_t id : prompt) TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size, "token id {} is outside the vocabulary", id);
+  engine.check_request(prompt, params);
   Sampler check_sampling(params.sampling, vocab_size);  // throws for unusable sampling options
   Event event;
   event.finished = true;

@@ -86,15 +86,20 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
 
 Engine::~Engine() { stop(); }
 
-uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) {
+void Engine::check_request(std::span<const int32_t> prompt, const GenerationParams& params) const {
   const int64_t vocab = model_->config.vocab_size;
   TANDEM_CHECK_INPUT(!prompt.empty(), "the prompt is empty");
   TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= config_.context_length,
                      "the prompt has {} tokens but the context is {} tokens", prompt.size(), config_.context_length);
   for (int32_t id : prompt) TANDEM_CHECK_INPUT(id >= 0 && id < vocab, "token id {} is outside the vocabulary", id);
-  TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
   TANDEM_CHECK_INPUT(params.top_logprobs <= 20, "top_logprobs must be at most 20");
   for (const std::string& stop : params.stop) TANDEM_CHECK_INPUT(!stop.empty(), "a stop string is empty");
+}
+
+uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) {
+  const int64_t vocab = model_->config.vocab_size;
+  TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
+  check_request(prompt, params);
   auto sequence = std::make_unique<Sequence>(tokenizer_, params.sampling, vocab);  // validates sampling
   // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
   for (int32_t id : prompt) sequence->detokenizer.push(id);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -94,6 +95,11 @@ class Engine {
   // request (empty or too long prompt, max_tokens < 1, bad sampling parameters) — nothing
   // is queued then. `on_event` runs on the engine thread and must not block.
   uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
+  // What submit() checks of a request besides max_tokens and the sampling options (which the
+  // Sampler checks): throws InputError for an empty or too long prompt, ids outside the
+  // vocabulary, top_logprobs above 20, an empty stop string. For callers that answer some
+  // requests without submitting them (the library's max_tokens 0).
+  void check_request(std::span<const int32_t> prompt, const GenerationParams& params) const;
   // Cancels at the start of the next step (its blocks are freed then). Thread-safe; unknown
   // or finished ids are ignored.
   void cancel(uint64_t request_id);
