@@ -59,14 +59,15 @@ void BM_attention_decode(benchmark::State& state) {
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
   std::vector<float> out(static_cast<size_t>(n_queries * kHeadDim));
   for (auto _ : state) {
-    kernel(q.data(), n_queries, cache.keys.data(), cache.values.data(), cache.kv_width, kHeadDim, cache.slots.data(),
-           n_ctx, kHeadDim, scratch.data(), out.data());
+    kernel(q.data(), n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
+           f32_kv_rows(cache.values.data(), cache.kv_width), kHeadDim, cache.slots.data(), n_ctx, kHeadDim,
+           scratch.data(), out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.counters["flops"] = benchmark::Counter(4.0 * n_ctx * kHeadDim * n_queries,
-                                               benchmark::Counter::kIsIterationInvariantRate,
-                                               benchmark::Counter::OneK::kIs1000);
+  state.counters["flops"] =
+      benchmark::Counter(4.0 * n_ctx * kHeadDim * n_queries, benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::OneK::kIs1000);
 }
 BENCHMARK(BM_attention_decode<portable::attention_group, avx2::attention_group>)
     ->ArgNames({"avx2", "n_ctx", "n_queries"})
@@ -87,22 +88,23 @@ void BM_attention_prefill(benchmark::State& state) {
   const int64_t stride = group * kHeadDim;
   for (auto _ : state) {
     if (use_avx2) {
-      avx2::attention_tokens(q.data(), stride, n_tokens, group, positions.data(), cache.keys.data(),
-                             cache.values.data(), cache.kv_width, kHeadDim, cache.slots.data(), kHeadDim,
+      avx2::attention_tokens(q.data(), stride, n_tokens, group, positions.data(),
+                             f32_kv_rows(cache.keys.data(), cache.kv_width),
+                             f32_kv_rows(cache.values.data(), cache.kv_width), kHeadDim, cache.slots.data(), kHeadDim,
                              scratch.data(), out.data(), stride);
     } else {
       for (int64_t t = 0; t < n_tokens; ++t)
-        portable::attention_group(q.data() + t * stride, group, cache.keys.data(), cache.values.data(),
-                                  cache.kv_width, kHeadDim, cache.slots.data(), t + 1, kHeadDim, scratch.data(),
-                                  out.data() + t * stride);
+        portable::attention_group(q.data() + t * stride, group, f32_kv_rows(cache.keys.data(), cache.kv_width),
+                                  f32_kv_rows(cache.values.data(), cache.kv_width), kHeadDim, cache.slots.data(), t + 1,
+                                  kHeadDim, scratch.data(), out.data() + t * stride);
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   const double positions_seen = 0.5 * static_cast<double>(n_tokens) * static_cast<double>(n_tokens + 1);
-  state.counters["flops"] = benchmark::Counter(4.0 * positions_seen * kHeadDim * group,
-                                               benchmark::Counter::kIsIterationInvariantRate,
-                                               benchmark::Counter::OneK::kIs1000);
+  state.counters["flops"] =
+      benchmark::Counter(4.0 * positions_seen * kHeadDim * group, benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::OneK::kIs1000);
 }
 BENCHMARK(BM_attention_prefill)->ArgNames({"avx2", "n_tokens", "group"})->ArgsProduct({{0, 1}, {512}, {1, 8}});
 

@@ -7,11 +7,13 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "base/quant.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 
@@ -31,10 +33,10 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 void set_rates(benchmark::State& state, double bytes, double flops) {
   // Shown as e.g. "bytes=19.5G/s flops=6.5G/s" (powers of 1000). Rates use CPU time here
   // (single-threaded kernels), which is steadier than wall time on a shared machine.
-  state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
-                                               benchmark::Counter::OneK::kIs1000);
-  state.counters["flops"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
-                                               benchmark::Counter::OneK::kIs1000);
+  state.counters["bytes"] =
+      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1000);
+  state.counters["flops"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1000);
 }
 
 void BM_rmsnorm(benchmark::State& state) {
@@ -94,7 +96,7 @@ BENCHMARK(BM_softmax)->Arg(512)->Arg(32000);
 void BM_attention_group(benchmark::State& state) {
   const int64_t n_ctx = state.range(0), n_queries = state.range(1);
   const int64_t kv_width = kKvHeads * kHeadDim;
-  const std::vector<float> q = random_floats(static_cast<size_t>(n_queries * kHeadDim), 7);  // [n_queries, head_dim]
+  const std::vector<float> q = random_floats(static_cast<size_t>(n_queries * kHeadDim), 7);   // [n_queries, head_dim]
   const std::vector<float> keys = random_floats(static_cast<size_t>(n_ctx * kv_width), 8);    // [n_slots, kv_width]
   const std::vector<float> values = random_floats(static_cast<size_t>(n_ctx * kv_width), 9);  // [n_slots, kv_width]
   std::vector<int32_t> slots(static_cast<size_t>(n_ctx));
@@ -102,8 +104,8 @@ void BM_attention_group(benchmark::State& state) {
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
   std::vector<float> out(static_cast<size_t>(n_queries * kHeadDim));
   for (auto _ : state) {
-    attention_group(q.data(), n_queries, keys.data(), values.data(), kv_width, /*kv_offset=*/kHeadDim, slots.data(),
-                    n_ctx, kHeadDim, scratch.data(), out.data());
+    attention_group(q.data(), n_queries, f32_kv_rows(keys.data(), kv_width), f32_kv_rows(values.data(), kv_width),
+                    /*kv_offset=*/kHeadDim, slots.data(), n_ctx, kHeadDim, scratch.data(), out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -112,6 +114,37 @@ void BM_attention_group(benchmark::State& state) {
   set_rates(state, 2.0 * n_ctx * kHeadDim * sizeof(float), 4.0 * n_ctx * kHeadDim * n_queries);
 }
 BENCHMARK(BM_attention_group)->ArgNames({"n_ctx", "n_queries"})->ArgsProduct({{128, 512, 2048}, {1, 8}});
+
+// BM_attention_group with tinyllama's group of 8 over K/V rows stored as each KV cache type
+// (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0), rows as KvCache lays them out (whole 64-byte lines).
+// bytes: the stored bytes of this KV head's rows read.
+void BM_attention_kv_type(benchmark::State& state) {
+  const int64_t n_ctx = state.range(0), n_queries = 8;
+  const DType type =
+      std::array{DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}.at(static_cast<size_t>(state.range(1)));
+  const int64_t kv_width = kKvHeads * kHeadDim;
+  const int64_t row_bytes = (dtype_row_bytes(type, kv_width) + 63) / 64 * 64;
+  const std::vector<float> q = random_floats(static_cast<size_t>(n_queries * kHeadDim), 7);
+  const std::vector<float> floats = random_floats(static_cast<size_t>(n_ctx * kv_width), 8);
+  std::vector<uint8_t> keys(static_cast<size_t>(n_ctx * row_bytes)), values(keys.size());
+  for (int64_t s = 0; s < n_ctx; ++s) {
+    quantize_row(type, floats.data() + s * kv_width, keys.data() + s * row_bytes, kv_width);
+    quantize_row(type, floats.data() + s * kv_width, values.data() + s * row_bytes, kv_width);
+  }
+  std::vector<int32_t> slots(static_cast<size_t>(n_ctx));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
+  std::vector<float> out(static_cast<size_t>(n_queries * kHeadDim));
+  for (auto _ : state) {
+    attention_group(q.data(), n_queries, KvRows{keys.data(), row_bytes, type}, KvRows{values.data(), row_bytes, type},
+                    /*kv_offset=*/kHeadDim, slots.data(), n_ctx, kHeadDim, scratch.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, 2.0 * n_ctx * static_cast<double>(dtype_row_bytes(type, kHeadDim)),
+            4.0 * n_ctx * kHeadDim * n_queries);
+}
+BENCHMARK(BM_attention_kv_type)->ArgNames({"n_ctx", "type"})->ArgsProduct({{2048}, {0, 1, 2, 3, 4}});
 
 // One KV head's share of an n_tokens prefill: token t attends to positions 0..t, so the
 // context lengths run 1..n_tokens and every partial last tile occurs, as in a real prompt.
@@ -127,7 +160,8 @@ void BM_attention_prefill(benchmark::State& state) {
   std::vector<float> out(static_cast<size_t>(n_tokens * n_queries * kHeadDim));
   for (auto _ : state) {
     for (int64_t t = 0; t < n_tokens; ++t)
-      attention_group(q.data() + t * n_queries * kHeadDim, n_queries, keys.data(), values.data(), kv_width,
+      attention_group(q.data() + t * n_queries * kHeadDim, n_queries, f32_kv_rows(keys.data(), kv_width),
+                      f32_kv_rows(values.data(), kv_width),
                       /*kv_offset=*/kHeadDim, slots.data(), t + 1, kHeadDim, scratch.data(),
                       out.data() + t * n_queries * kHeadDim);
     benchmark::DoNotOptimize(out.data());
@@ -155,8 +189,9 @@ void BM_attention_prefill_tokens(benchmark::State& state) {
   for (auto _ : state) {
     for (int64_t t = 0; t < n_tokens; t += block_tokens)
       attention_tokens(q.data() + t * token_width, token_width, std::min(block_tokens, n_tokens - t), n_queries,
-                       positions.data() + t, keys.data(), values.data(), kv_width, /*kv_offset=*/kHeadDim,
-                       slots.data(), kHeadDim, scratch.data(), out.data() + t * token_width, token_width);
+                       positions.data() + t, f32_kv_rows(keys.data(), kv_width), f32_kv_rows(values.data(), kv_width),
+                       /*kv_offset=*/kHeadDim, slots.data(), kHeadDim, scratch.data(), out.data() + t * token_width,
+                       token_width);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

@@ -3,24 +3,60 @@
 // online softmax (running max and sum), so no score matrix is materialised and the tile
 // boundaries — hence the arithmetic — never depend on how a prompt was chunked or batched.
 // The query heads that share one KV head (GQA) are processed together: each K/V row is read
-// once for the whole group.
+// once for the whole group. K/V rows are read in the type the cache stores them in (KvRows):
+// the kernels convert each block of positions they visit into a small per-call L1 scratch, and
+// the arithmetic on the converted floats is that of f32 rows holding the same values.
 #pragma once
 
 #include <cstdint>
+
+#include "base/dtype.h"
 
 namespace tandem {
 
 constexpr int64_t kAttentionTile = 64;
 
+// One layer's K (or V) rows as the cache stores them: slot s's row starts at
+// data + s * row_bytes and holds the kv heads one after another in `type` (F32, F16, BF16,
+// Q8_0 or Q4_0; the quantized types in blocks of 32 along the head, so a head is whole blocks).
+struct KvRows {
+  const uint8_t* data = nullptr;
+  int64_t row_bytes = 0;
+  DType type = DType::F32;
+};
+
+// Rows of floats row_stride floats apart (tests, benchmarks, f32 caches).
+inline KvRows f32_kv_rows(const float* rows, int64_t row_stride) {
+  return {reinterpret_cast<const uint8_t*>(rows), row_stride * static_cast<int64_t>(sizeof(float)), DType::F32};
+}
+
+// Is `type` one the KV cache may store (and attention read)?
+constexpr bool kv_type_supported(DType type) {
+  return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 || type == DType::Q4_0;
+}
+
+// The largest head_dim of rows not stored as F32 (the portable kernel converts a row at a time
+// into a buffer of this many floats).
+constexpr int64_t kMaxConvertedHeadDim = 1024;
+
+// Bytes from a row's start to element `element` of it (a multiple of 32 for the quantized types).
+inline int64_t kv_row_offset_bytes(DType type, int64_t element) { return dtype_row_bytes(type, element); }
+
+// Converts n_rows rows' [element_offset, element_offset + n) elements, the rows at
+// rows.data + row_offsets[r] (byte offsets), into out + r * n: the values dequantize_row gives,
+// bit for bit. The active level's kernel (kernel_table().convert_kv_rows).
+void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
+                     float* out);
+
 // Scratch floats attention_group needs for a group of n_queries heads.
 constexpr int64_t attention_scratch_floats(int64_t n_queries) { return n_queries * kAttentionTile; }
 
-// queries: [n_queries, head_dim] (the group's query heads, contiguous); keys/values:
-// [n_slots, kv_width] where kv_width is the row stride (KvCache::row_stride(), which may
-// exceed the row), this KV head's columns start at kv_offset; slots: [n_ctx];
+// queries: [n_queries, head_dim] (the group's query heads, contiguous); keys/values: the
+// cache's rows [n_slots, row] (KvCache::keys/values), this KV head's columns start at
+// element kv_offset; slots: [n_ctx];
 // scratch: attention_scratch_floats(n_queries); out: [n_queries, head_dim].
 // Positions 0..n_ctx-1 are visible (the caller's causal mask).
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                      float* out);
 
@@ -31,9 +67,8 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
 // alone; on AVX-512 the tokens share each K/V row loaded (with one query per token, MHA, a
 // single token would have no query to share it with). scratch: attention_scratch_floats(group).
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
-                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
-                      int64_t out_stride);
+                      const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride);
 
 // The portable kernel's online-softmax step for one query and one tile (the AVX-512 kernel
 // has its own, vectorized one): scores[0..tile_len) become exp(score - new running max) in place,
@@ -42,7 +77,7 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
 float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, double& running_sum);
 
 // One query head (a group of one); scratch: attention_scratch_floats(1).
-void attention_head(const float* q_head, const float* keys, const float* values, int64_t kv_width, int64_t kv_offset,
+void attention_head(const float* q_head, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                     const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch, float* out_head);
 
 namespace avx512 {
@@ -53,9 +88,8 @@ void attention_exp(const float* x, int64_t n, float* out);
 // attention_tokens on the AVX-512 kernel (the portable one for head sizes it does not take).
 // Needs AVX-512; attention_tokens above calls it when the active level has it.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
-                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
-                      int64_t out_stride);
+                      const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride);
 }  // namespace avx512
 
 }  // namespace tandem

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/tensor_view.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
 #include "kernels/dot_kquants.h"
@@ -38,13 +39,16 @@ using QuantizeQ8KFn = void (*)(const float* x, int64_t n, ActivationBlockQ8K* ou
 using DotQ8KFn = float (*)(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
 
 // attention_group and attention_tokens (kernels/attention.h) of one level.
-using AttentionFn = void (*)(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                             float* scratch, float* out);
+using AttentionFn = void (*)(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
+                             int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                             float* out);
 using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                                   const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
+                                   const int32_t* positions, const KvRows& keys, const KvRows& values,
                                    int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch,
                                    float* out, int64_t out_stride);
+// convert_kv_rows (kernels/attention.h) of one level: the same floats at every level.
+using ConvertKvRowsFn = void (*)(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset,
+                                 int64_t n, float* out);
 using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
 // rmsnorm_row and rope_apply (kernels/elementwise.h) of one level.
 using RmsnormFn = void (*)(const float* x, const float* weight, int64_t n, float eps, float* out);
@@ -72,6 +76,7 @@ struct KernelTable {
   QuantizeQ8KFn quantize_q8k;
   AttentionFn attention;               // one KV head's group of query heads for one token
   AttentionTokensFn attention_tokens;  // a run of one sequence's tokens, sharing K/V loads
+  ConvertKvRowsFn convert_kv_rows;     // stored K/V rows -> floats, a block at a time
   SwigluFn swiglu;
   RmsnormFn rmsnorm;  // sum of squares in a fixed order per level
   RopeFn rope;
@@ -92,14 +97,16 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
              float* out, int64_t out_stride);
 void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                      float* out);
 // Token by token through portable::attention_group.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
-                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
-                      int64_t out_stride);
+                      const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride);
+// Row by row through dequantize_row (kernels/attention.cpp).
+void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
+                     float* out);
 void swiglu_row(const float* gate, const float* up, int64_t n, float* out);  // kernels/elementwise.cpp
 }  // namespace portable
 
@@ -110,8 +117,10 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
              float* out, int64_t out_stride);
 void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                     float* out);
+void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
                      float* out);
 }  // namespace avx512
 

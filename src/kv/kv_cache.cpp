@@ -1,17 +1,45 @@
-// KvCache storage (see kv_cache.h): zero-filled, 64-byte aligned K and V pools.
+// KvCache storage (see kv_cache.h): zero-filled, 64-byte aligned K and V pools, and the
+// conversion of a token's rows into them.
 #include "kv/kv_cache.h"
 
 #include "base/error.h"
+#include "base/quant.h"
 
 namespace tandem {
 
-KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size)
-    : n_layers_(shape.n_layers), n_blocks_(n_blocks), block_size_(block_size), row_stride_(row_stride(shape)) {
+namespace {
+constexpr int64_t kLine = 64;
+}
+
+int64_t KvCache::row_bytes(const KvShape& shape, DType type) {
+  const int64_t lines = (dtype_row_bytes(type, shape.kv_width()) + kLine - 1) / kLine;
+  const bool extra_line = type == DType::F32 || (lines * kLine) % 1024 == 0;
+  return (lines + (extra_line ? 1 : 0)) * kLine;
+}
+
+KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types)
+    : n_layers_(shape.n_layers),
+      n_blocks_(n_blocks),
+      block_size_(block_size),
+      kv_width_(shape.kv_width()),
+      types_([&] {
+        check_kv_types(shape, types);
+        return types;
+      }()),
+      key_row_bytes_(row_bytes(shape, types.k)),
+      value_row_bytes_(row_bytes(shape, types.v)) {
   TANDEM_ASSERT(n_blocks > 0 && block_size > 0);
   TANDEM_ASSERT(n_slots() <= INT32_MAX);  // slots are int32 in the attention kernels
-  const auto lines = static_cast<size_t>(n_layers_ * n_slots() * row_stride_ / 16);
-  keys_.assign(lines, CacheLine{});
-  values_.assign(lines, CacheLine{});
+  key_lines_.assign(static_cast<size_t>(n_layers_ * n_slots() * key_row_bytes_ / kLine), CacheLine{});
+  value_lines_.assign(static_cast<size_t>(n_layers_ * n_slots() * value_row_bytes_ / kLine), CacheLine{});
+}
+
+void KvCache::store(int64_t layer, int64_t slot, const float* key_row, const float* value_row) {
+  TANDEM_ASSERT(layer >= 0 && layer < n_layers_ && slot >= 0 && slot < n_slots());
+  uint8_t* keys = bytes_of(key_lines_) + (layer * n_slots() + slot) * key_row_bytes_;
+  uint8_t* values = bytes_of(value_lines_) + (layer * n_slots() + slot) * value_row_bytes_;
+  quantize_row(types_.k, key_row, keys, kv_width_);
+  quantize_row(types_.v, value_row, values, kv_width_);
 }
 
 }  // namespace tandem

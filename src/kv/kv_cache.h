@@ -1,25 +1,30 @@
 // KvCache: per-layer K (after RoPE) and V storage for a pool of fixed-size blocks of token
-// slots. Storage only: which blocks a sequence holds is the BlockManager's business (a block
-// table per sequence, handed to the forward pass in the Batch); this class maps (block
-// table, position) to a slot and owns the floats. No arithmetic here.
+// slots, each stored in its KvTypes type. Storage and slot writes only: which blocks a
+// sequence holds is the BlockManager's business (a block table per sequence, handed to the
+// forward pass in the Batch); this class maps (block table, position) to a slot, owns the
+// bytes and converts a token's float K/V rows into them (store). Attention reads them as KvRows.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kv/kv_shape.h"
+#include "kv/kv_types.h"
 
 namespace tandem {
 
 class KvCache {
  public:
-  // n_blocks blocks of block_size token slots each, for every layer's K and V.
-  KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size);
+  // n_blocks blocks of block_size token slots each, for every layer's K and V. Throws
+  // InputError when the model's head size does not suit the types (check_kv_types).
+  KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types = {});
 
   int64_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
   int64_t n_slots() const { return n_blocks_ * block_size_; }
+  const KvTypes& types() const { return types_; }
 
   // The slot of `position` in a sequence whose blocks are `block_table` (one block per
   // block_size positions): block_table[position / block_size] * block_size + position % block_size.
@@ -36,41 +41,51 @@ class KvCache {
     return table;
   }
 
-  // K/V rows of one layer: [n_slots, row_stride()] floats, of which the first
-  // n_kv_heads * head_dim are the row. Rows start on 64-byte lines, and the stride is one
-  // line more than the row needs: strides of 1 or 3 KiB map every row of a tile to the same
-  // few L1 sets, and rows split across lines cost two loads per vector.
-  int64_t row_stride() const { return row_stride_; }
-  float* keys(int64_t layer) { return floats(keys_) + layer * n_slots() * row_stride_; }
-  float* values(int64_t layer) { return floats(values_) + layer * n_slots() * row_stride_; }
-  const float* keys(int64_t layer) const { return floats(keys_) + layer * n_slots() * row_stride_; }
-  const float* values(int64_t layer) const { return floats(values_) + layer * n_slots() * row_stride_; }
+  // One layer's K/V rows: [n_slots, row bytes], each row the kv heads one after another in
+  // the cache's type (kv_width elements), then padding (see row_bytes below).
+  KvRows keys(int64_t layer) const {
+    return {bytes_of(key_lines_) + layer * n_slots() * key_row_bytes_, key_row_bytes_, types_.k};
+  }
+  KvRows values(int64_t layer) const {
+    return {bytes_of(value_lines_) + layer * n_slots() * value_row_bytes_, value_row_bytes_, types_.v};
+  }
+  // Writes a token's K and V rows ([kv_width] floats each) into `slot` of `layer`, converted
+  // to the cache's types (quantize_row: the same bytes whichever batch the token came in).
+  void store(int64_t layer, int64_t slot, const float* key_row, const float* value_row);
 
-  // 2 (K and V) x layers x row_stride() x bytes per element: what a token's slot occupies.
-  int64_t bytes_per_token() const { return bytes_per_token(n_layers_, row_stride_); }
+  // 2 (K and V) x layers x row bytes: what a token's slot occupies.
+  int64_t bytes_per_token() const { return n_layers_ * (key_row_bytes_ + value_row_bytes_); }
   int64_t bytes_per_block() const { return bytes_per_token() * block_size_; }
   int64_t bytes_total() const { return n_slots() * bytes_per_token(); }
   // The same for a model before any cache exists (pool sizing, `tandem info`).
-  static int64_t row_stride(const KvShape& shape) { return (shape.kv_width() + 15) / 16 * 16 + 16; }
-  static int64_t bytes_per_token(const KvShape& shape) { return bytes_per_token(shape.n_layers, row_stride(shape)); }
+  static int64_t bytes_per_token(const KvShape& shape, const KvTypes& types) {
+    return shape.n_layers * (row_bytes(shape, types.k) + row_bytes(shape, types.v));
+  }
+  // Bytes of one layer's K (or V) row in `type`: whole 64-byte lines, so rows start on a line
+  // (a row split across lines costs two loads per vector). F32 rows take one line more than
+  // that, as the F32 kernels were tuned with: strides of 1 or 3 KiB map every row of a tile to
+  // the same few L1 sets. The other types take the extra line only where the stride would be a
+  // whole number of KiB, so that F16 holds twice the tokens of F32.
+  static int64_t row_bytes(const KvShape& shape, DType type);
 
  private:
-  static int64_t bytes_per_token(int64_t n_layers, int64_t row_stride) {
-    return 2 * n_layers * row_stride * static_cast<int64_t>(sizeof(float));
-  }
-
   int64_t n_layers_;
   int64_t n_blocks_;
   int32_t block_size_;
+  int64_t kv_width_;
+  KvTypes types_;
   struct alignas(64) CacheLine {
-    float values[16];
+    uint8_t bytes[64];
   };
-  static float* floats(std::vector<CacheLine>& lines) { return lines.data()->values; }
-  static const float* floats(const std::vector<CacheLine>& lines) { return lines.data()->values; }
+  static uint8_t* bytes_of(std::vector<CacheLine>& lines) { return reinterpret_cast<uint8_t*>(lines.data()); }
+  static const uint8_t* bytes_of(const std::vector<CacheLine>& lines) {
+    return reinterpret_cast<const uint8_t*>(lines.data());
+  }
 
-  int64_t row_stride_;
-  std::vector<CacheLine> keys_;
-  std::vector<CacheLine> values_;
+  int64_t key_row_bytes_;
+  int64_t value_row_bytes_;
+  std::vector<CacheLine> key_lines_;
+  std::vector<CacheLine> value_lines_;
 };
 
 }  // namespace tandem

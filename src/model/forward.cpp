@@ -184,12 +184,11 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   const ModelConfig& c = model_->config;
   const int64_t n_tokens = batch.n_tokens();
   const int64_t kv_width = c.kv_width(), head_dim = c.head_dim, half_rope = c.rope_dims / 2;
-  float* keys = cache.keys(layer);
-  float* values = cache.values(layer);
-  const int64_t kv_stride = cache.row_stride();
+  const KvRows keys = cache.keys(layer);
+  const KvRows values = cache.values(layer);
 
-  // RoPE on Q and K, then every token's K/V into its cache slot, before any token attends:
-  // a prefill token must see the K/V of the earlier tokens of the same batch.
+  // RoPE on Q and K, then every token's K/V into its cache slot (in the cache's types), before
+  // any token attends: a prefill token must see the K/V of the earlier tokens of the same batch.
   const RopeFn rope = kernel_table().rope;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* cos_table = rope_cos_.data() + t * half_rope;
@@ -198,8 +197,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     rope(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
     const int32_t slot =
         slots_[static_cast<size_t>(seq_slot_start_[static_cast<size_t>(batch.seq_ids[t])] + batch.positions[t])];
-    std::copy_n(k_.data() + t * kv_width, kv_width, keys + slot * kv_stride);
-    std::copy_n(v_.data() + t * kv_width, kv_width, values + slot * kv_stride);
+    cache.store(layer, slot, k_.data() + t * kv_width, v_.data() + t * kv_width);
   }
 
   // Consecutive tokens of one sequence (a prefill chunk) go in blocks of up to
@@ -232,7 +230,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       const int32_t* slots = slots_.data() + seq_slot_start_[static_cast<size_t>(batch.seq_ids[first])];
       const int64_t first_query = first * c.q_width() + kv_head * group * head_dim;
       attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, batch.positions.data() + first, keys,
-                       values, kv_stride, kv_head * head_dim, slots, head_dim, scratch, attn_out_.data() + first_query,
+                       values, kv_head * head_dim, slots, head_dim, scratch, attn_out_.data() + first_query,
                        c.q_width());
     }
   });

@@ -70,8 +70,9 @@ std::vector<float> run_attention(const float* queries, int64_t n_queries, const 
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
   std::vector<float> out(static_cast<size_t>(n_queries * cache.head_dim));
   kernel_table(Isa::Avx512)
-      .attention(queries, n_queries, cache.keys.data(), cache.values.data(), cache.kv_width, kv_offset,
-                 cache.slots.data(), n_ctx, cache.head_dim, scratch.data(), out.data());
+      .attention(queries, n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
+                 f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), n_ctx, cache.head_dim,
+                 scratch.data(), out.data());
   return out;
 }
 
@@ -154,10 +155,7 @@ std::vector<int32_t> consecutive_positions(int32_t first, int32_t n_tokens) {
   return positions;
 }
 
-using TokensKernel = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                              const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
-                              int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
-                              int64_t out_stride);
+using TokensKernel = AttentionTokensFn;
 
 // The run's outputs [n_tokens, out_stride] from one multi-token call; the gaps between rows
 // stay at their initial 7.0f.
@@ -165,9 +163,9 @@ std::vector<float> run_tokens(TokensKernel kernel, const TokenRun& run, const Ca
   const auto n_tokens = static_cast<int64_t>(run.positions.size());
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
-  kernel(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(), cache.keys.data(),
-         cache.values.data(), cache.kv_width, kv_offset, cache.slots.data(), run.head_dim, scratch.data(), out.data(),
-         run.out_stride);
+  kernel(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(),
+         f32_kv_rows(cache.keys.data(), cache.kv_width), f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset,
+         cache.slots.data(), run.head_dim, scratch.data(), out.data(), run.out_stride);
   return out;
 }
 
@@ -177,8 +175,9 @@ std::vector<float> run_token_by_token(Isa isa, const TokenRun& run, const Cache&
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   for (int64_t t = 0; t < n_tokens; ++t)
-    kernel_table(isa).attention(run.queries.data() + t * run.query_stride, run.group, cache.keys.data(),
-                                cache.values.data(), cache.kv_width, kv_offset, cache.slots.data(),
+    kernel_table(isa).attention(run.queries.data() + t * run.query_stride, run.group,
+                                f32_kv_rows(cache.keys.data(), cache.kv_width),
+                                f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(),
                                 run.positions[t] + 1, run.head_dim, scratch.data(), out.data() + t * run.out_stride);
   return out;
 }

@@ -272,7 +272,7 @@ TEST(Avx2QuantizeTest, NanDoesNotChangeTheScale) {
 // ---- Attention ----------------------------------------------------------------------------
 
 // A KV cache of n_slots rows holding n_kv_heads heads with padding after them (kv_width past
-// the heads, as KvCache::row_stride() may be), and a shuffled position -> slot table.
+// the heads, as KvCache::row_bytes may be), and a shuffled position -> slot table.
 struct Cache {
   int64_t head_dim, kv_width;
   std::vector<float> keys, values;  // [n_slots, kv_width]
@@ -308,16 +308,15 @@ std::vector<double> attention_in_double(const float* q, const Cache& cache, int6
   return out;
 }
 
-using GroupKernel = void (*)(const float* queries, int64_t n_queries, const float* keys, const float* values,
-                             int64_t kv_width, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
-                             float* scratch, float* out);
+using GroupKernel = AttentionFn;
 
 std::vector<float> run_group(GroupKernel kernel, const float* queries, int64_t n_queries, const Cache& cache,
                              int64_t kv_offset, int64_t n_ctx) {
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
   std::vector<float> out(static_cast<size_t>(n_queries * cache.head_dim));
-  kernel(queries, n_queries, cache.keys.data(), cache.values.data(), cache.kv_width, kv_offset, cache.slots.data(),
-         n_ctx, cache.head_dim, scratch.data(), out.data());
+  kernel(queries, n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
+         f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), n_ctx, cache.head_dim,
+         scratch.data(), out.data());
   return out;
 }
 
@@ -425,8 +424,9 @@ std::vector<float> run_tokens(const TokenRun& run, const Cache& cache, int64_t k
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   avx2::attention_tokens(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(),
-                         cache.keys.data(), cache.values.data(), cache.kv_width, kv_offset, cache.slots.data(),
-                         run.head_dim, scratch.data(), out.data(), run.out_stride);
+                         f32_kv_rows(cache.keys.data(), cache.kv_width),
+                         f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), run.head_dim,
+                         scratch.data(), out.data(), run.out_stride);
   return out;
 }
 
@@ -436,9 +436,10 @@ std::vector<float> run_token_by_token(const TokenRun& run, const Cache& cache, i
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   for (int64_t t = 0; t < n_tokens; ++t)
-    avx2::attention_group(run.queries.data() + t * run.query_stride, run.group, cache.keys.data(), cache.values.data(),
-                          cache.kv_width, kv_offset, cache.slots.data(), run.positions[t] + 1, run.head_dim,
-                          scratch.data(), out.data() + t * run.out_stride);
+    avx2::attention_group(run.queries.data() + t * run.query_stride, run.group,
+                          f32_kv_rows(cache.keys.data(), cache.kv_width),
+                          f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(),
+                          run.positions[t] + 1, run.head_dim, scratch.data(), out.data() + t * run.out_stride);
   return out;
 }
 

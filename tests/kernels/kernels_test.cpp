@@ -289,8 +289,8 @@ TEST(AttentionTest, HeadMatchesDoubleThroughShuffledSlots) {
           const int64_t offset = kv_head * head_dim;
           const std::vector<float> q = random_floats(rng, head_dim, -q_scale, q_scale);
           std::vector<float> scores(static_cast<size_t>(n_ctx)), out(static_cast<size_t>(head_dim));
-          attention_head(q.data(), keys.data(), values.data(), kv_width, offset, slots.data(), n_ctx, head_dim,
-                         scores.data(), out.data());
+          attention_head(q.data(), f32_kv_rows(keys.data(), kv_width), f32_kv_rows(values.data(), kv_width), offset,
+                         slots.data(), n_ctx, head_dim, scores.data(), out.data());
 
           std::vector<double> weights(static_cast<size_t>(n_ctx));
           double max_score = -INFINITY, denominator = 0.0;

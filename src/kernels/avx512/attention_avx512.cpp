@@ -4,15 +4,20 @@
 // 16 run here. One kernel serves a token's GQA group and a run of tokens of one sequence (their
 // groups, each token seeing its own context length). A query's arithmetic is the same whichever
 // queries share its call (they only share loads), so its bits depend on itself, head_dim, n_ctx
-// and the cached K/V alone: prefill == decode.
+// and the cached K/V alone: prefill == decode. K/V rows stored as F16, BF16, Q8_0 or Q4_0 are
+// converted a block of 16 positions at a time into an L1 scratch on the stack as the tile is
+// visited (convert_kv_rows below), so a query's bits are those of F32 rows holding the same values.
 #include "kernels/simd_intrinsics.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
+#include "base/dtype.h"
 #include "base/error.h"
+#include "base/half.h"
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 
@@ -164,6 +169,30 @@ template <int kPack, typename Visit>
   for (; j < end; ++j) visit.template operator()<1>(j);
 }
 
+// A block's K (or V) rows as the kernels read them: float offsets (out[p], p < kLanes) from
+// the returned base, for the slots block_slots[0..kLanes) (past block_len they repeat its last
+// slot). F32 rows are read in place; other types are converted into `block` (block_len rows
+// of head_dim floats), and the lanes past block_len repeat its last row.
+[[gnu::always_inline]] inline const float* rows_of_block(const KvRows& rows, int64_t kv_offset,
+                                                         const int64_t* block_slots, int64_t block_len,
+                                                         int64_t head_dim, float* block, int64_t (&out)[kLanes]) {
+  if (rows.type == DType::F32) {
+    const int64_t row_floats = rows.row_bytes / static_cast<int64_t>(sizeof(float));
+    for (int p = 0; p < kLanes; ++p) out[p] = block_slots[p] * row_floats;
+    return reinterpret_cast<const float*>(rows.data) + kv_offset;
+  }
+  int64_t row_offsets[kLanes];
+  for (int64_t p = 0; p < block_len; ++p) row_offsets[p] = block_slots[p] * rows.row_bytes;
+  avx512::convert_kv_rows(rows, row_offsets, block_len, kv_offset, head_dim, block);
+  for (int p = 0; p < kLanes; ++p) out[p] = std::min<int64_t>(p, block_len - 1) * head_dim;
+  return block;
+}
+
+// 16 bf16 values to floats: exact, the bits shifted into the high half.
+[[gnu::always_inline]] inline __m512 bf16_to_floats(__m256i x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+}
+
 // Bit mask of a block's first n_visible (0..16) lanes.
 [[gnu::always_inline]] inline __mmask16 first_lanes(int64_t n_visible) {
   return static_cast<__mmask16>((1u << n_visible) - 1u);
@@ -181,7 +210,7 @@ struct QuerySet {
 
 // Per tile: every query's scores, then each query's softmax step, then the weighted values.
 // A tile is walked block by block (16 positions), each block serving every query before the
-// next: K/V rows kv_width apart map to few L1 sets, so a whole tile's rows would not stay in
+// next: K/V rows a row stride apart map to few L1 sets, so a whole tile's rows would not stay in
 // L1 from one query to the next, while one block's rows do.
 //
 // Queries with different n_ctx share the tiles and blocks they both see; each query's
@@ -196,7 +225,7 @@ struct QuerySet {
 //    the same as alone: rows[its last visible position], not those of positions another
 //    query sees. Where its rows or position count differ from its pack partner's, it goes alone.
 template <int kVectors>
-void attend_queries(const QuerySet& set, const float* keys, const float* values, int64_t kv_width, int64_t kv_offset,
+void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                     const int32_t* slots) {
   constexpr int64_t head_dim = 16 * kVectors;
   constexpr int64_t chains = kChains<kVectors>;
@@ -205,8 +234,6 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
   const int64_t* n_ctx = set.n_ctx;
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
   const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
-  keys += kv_offset;
-  values += kv_offset;
   // Per query: the running max, the running sum as 16 lane sums, and this tile's rescaling.
   float running_max[kMaxQueries], correction[kMaxQueries];
   __m512 running_sum[kMaxQueries];
@@ -215,7 +242,11 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
     running_sum[j] = _mm512_setzero_ps();
     std::fill_n(set.outs[j], head_dim, 0.0f);
   }
-  int64_t rows[kAttentionTile];  // the tile's positions -> offsets of their K/V rows
+  int64_t rows[kAttentionTile];  // the tile's positions -> their slots
+  // One block's K and V rows converted to floats (types other than F32): 2 x 16 KiB at most.
+  alignas(64) float key_block[kLanes * head_dim];
+  alignas(64) float value_block[kLanes * head_dim];
+
   // [n_queries, kAttentionTile]: scores, then softmax weights, written in whole blocks of 16
   // (past the query's tile length). On the stack, not in the caller's scratch: some callers (a
   // test) size that to n_ctx when it is below a tile.
@@ -226,7 +257,7 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
     while (n_ctx[tile_first] <= tile) ++tile_first;
     const int64_t tile_len = std::min(kAttentionTile, longest - tile);
     const int64_t n_blocks = (tile_len + kLanes - 1) / kLanes;
-    for (int64_t p = 0; p < tile_len; ++p) rows[p] = static_cast<int64_t>(slots[tile + p]) * kv_width;
+    for (int64_t p = 0; p < tile_len; ++p) rows[p] = slots[tile + p];
     // Positions past the context in the last block read the last visible row; their scores
     // are masked to -inf, so their weights are exactly 0.
     for (int64_t p = tile_len; p < n_blocks * kLanes; ++p) rows[p] = rows[tile_len - 1];
@@ -239,9 +270,13 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
     auto visible = [&](int64_t j, int64_t b) { return std::min<int64_t>(kLanes, n_ctx[j] - tile - b * kLanes); };
 
     for (int64_t b = 0; b < n_blocks; ++b) {
+      const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
+      int64_t key_rows[kLanes];
+      const float* key_base =
+          rows_of_block(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
       for_each_query_pack<pack>(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
         __m512 scores[kQueries];
-        score_block<kVectors, kQueries>(set.queries + j, keys, rows + b * kLanes, scores);
+        score_block<kVectors, kQueries>(set.queries + j, key_base, key_rows, scores);
         for (int i = 0; i < kQueries; ++i)
           _mm512_store_ps(
               weights + (j + i) * kAttentionTile + b * kLanes,
@@ -274,6 +309,9 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
     // Per query, whichever way the loops run: the output rescaled, then each block in turn.
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
+      int64_t value_rows[kLanes];
+      const float* value_base =
+          rows_of_block(values, kv_offset, rows + b * kLanes, block_len, head_dim, value_block, value_rows);
       // Queries j..j+k-1 add block b's values over n_positions positions whose rows are block_rows.
       auto accumulate = [&]<int kQueries>(int64_t j, const int64_t* block_rows, int64_t n_positions) {
         __m512 acc[kQueries][kVectors];
@@ -285,7 +323,7 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
             if (b == 0) acc[i][v] = _mm512_mul_ps(acc[i][v], rescale);
           }
         }
-        add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, values, block_rows,
+        add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, value_base, block_rows,
                                                 n_positions, acc);
         for (int i = 0; i < kQueries; ++i)
 #pragma GCC unroll 16
@@ -300,17 +338,17 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
         bool together = !own_rows_needed(n_visible);
         for (int i = 1; i < kQueries; ++i) together = together && visible(j + i, b) == n_visible;
         if (together) {
-          accumulate.template operator()<kQueries>(j, rows + b * kLanes, rounded(n_visible));
+          accumulate.template operator()<kQueries>(j, value_rows, rounded(n_visible));
           return;
         }
         for (int i = 0; i < kQueries; ++i) {
           const int64_t query_visible = visible(j + i, b);
           if (!own_rows_needed(query_visible)) {
-            accumulate.template operator()<1>(j + i, rows + b * kLanes, rounded(query_visible));
+            accumulate.template operator()<1>(j + i, value_rows, rounded(query_visible));
             continue;
           }
           int64_t own_rows[kLanes];  // past its context, its last visible row (weight 0), as alone
-          for (int64_t p = 0; p < kLanes; ++p) own_rows[p] = rows[b * kLanes + std::min(p, query_visible - 1)];
+          for (int64_t p = 0; p < kLanes; ++p) own_rows[p] = value_rows[std::min(p, query_visible - 1)];
           accumulate.template operator()<1>(j + i, own_rows, rounded(query_visible));
         }
       });
@@ -324,8 +362,8 @@ void attend_queries(const QuerySet& set, const float* keys, const float* values,
   }
 }
 
-using QueriesKernel = void (*)(const QuerySet& set, const float* keys, const float* values, int64_t kv_width,
-                               int64_t kv_offset, const int32_t* slots);
+using QueriesKernel = void (*)(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                               const int32_t* slots);
 
 template <size_t... kIndices>
 constexpr std::array<QueriesKernel, sizeof...(kIndices)> queries_kernels(std::index_sequence<kIndices...>) {
@@ -342,12 +380,11 @@ bool vector_kernel_fits(int64_t head_dim) {
 
 }  // namespace
 
-void attention_group(const float* queries, int64_t n_queries, const float* keys, const float* values, int64_t kv_width,
+void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                      float* out) {
   if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
-    portable::attention_group(queries, n_queries, keys, values, kv_width, kv_offset, slots, n_ctx, head_dim, scratch,
-                              out);
+    portable::attention_group(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out);
     return;
   }
   const float* query_of[kMaxGroup];
@@ -359,16 +396,15 @@ void attention_group(const float* queries, int64_t n_queries, const float* keys,
     n_ctx_of[g] = n_ctx;
   }
   kQueriesKernels[static_cast<size_t>(head_dim / 16 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys, values,
-                                                          kv_width, kv_offset, slots);
+                                                          kv_offset, slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                      const int32_t* positions, const float* keys, const float* values, int64_t kv_width,
-                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
-                      int64_t out_stride) {
+                      const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride) {
   if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
     for (int64_t t = 0; t < n_tokens; ++t)
-      portable::attention_group(queries + t * query_stride, group, keys, values, kv_width, kv_offset, slots,
+      portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
                                 int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
     return;
   }
@@ -387,7 +423,69 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
         n_ctx_of[t * group + g] = int64_t{positions[first + t]} + 1;
       }
     }
-    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group}, keys, values, kv_width, kv_offset, slots);
+    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group}, keys, values, kv_offset, slots);
+  }
+}
+
+void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
+                     float* out) {
+  const int64_t offset_bytes = kv_row_offset_bytes(rows.type, element_offset);
+  // Masked tails for the 16-bit types (any n); the block types take whole blocks of 32.
+  const int64_t tail = n % kLanes;
+  const __mmask16 tail_mask = first_lanes(tail);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* src = rows.data + row_offsets[r] + offset_bytes;
+    float* dst = out + r * n;
+    switch (rows.type) {
+      case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); break;
+      case DType::F16: {
+        const auto* halves = reinterpret_cast<const uint16_t*>(src);
+        int64_t i = 0;
+        for (; i + kLanes <= n; i += kLanes)
+          _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves + i))));
+        if (tail != 0)
+          _mm512_mask_storeu_ps(dst + i, tail_mask, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask, halves + i)));
+        break;
+      }
+      case DType::BF16: {
+        const auto* halves = reinterpret_cast<const uint16_t*>(src);
+        int64_t i = 0;
+        for (; i + kLanes <= n; i += kLanes)
+          _mm512_storeu_ps(dst + i, bf16_to_floats(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(halves + i))));
+        if (tail != 0)
+          _mm512_mask_storeu_ps(dst + i, tail_mask, bf16_to_floats(_mm256_maskz_loadu_epi16(tail_mask, halves + i)));
+        break;
+      }
+      case DType::Q8_0: {
+        TANDEM_ASSERT(n % kQ8_0BlockSize == 0);
+        const auto* blocks = reinterpret_cast<const BlockQ8_0*>(src);
+        for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+          const __m512 scale = _mm512_set1_ps(f16_to_f32(blocks[b].scale_f16));
+          for (int h = 0; h < 2; ++h) {
+            const __m128i quants = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].quants + 16 * h));
+            _mm512_storeu_ps(dst + b * kQ8_0BlockSize + 16 * h,
+                             _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(quants))));
+          }
+        }
+        break;
+      }
+      case DType::Q4_0: {
+        TANDEM_ASSERT(n % kQ4_0BlockSize == 0);
+        const auto* blocks = reinterpret_cast<const BlockQ4_0*>(src);
+        const __m512i low_nibble = _mm512_set1_epi32(0x0f), eight = _mm512_set1_epi32(8);
+        for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+          const __m512 scale = _mm512_set1_ps(f16_to_f32(blocks[b].scale_f16));
+          const __m512i bytes =
+              _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].nibbles)));
+          const __m512i low = _mm512_sub_epi32(_mm512_and_si512(bytes, low_nibble), eight);
+          const __m512i high = _mm512_sub_epi32(_mm512_srli_epi32(bytes, 4), eight);
+          _mm512_storeu_ps(dst + b * kQ4_0BlockSize, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(low)));
+          _mm512_storeu_ps(dst + b * kQ4_0BlockSize + 16, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(high)));
+        }
+        break;
+      }
+      default: TANDEM_ASSERT(false && "convert_kv_rows: not a KV cache type");
+    }
   }
 }
 
