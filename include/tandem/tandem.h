@@ -54,6 +54,10 @@ class TANDEM_API Error : public std::runtime_error {
 // "0.1.0": the library's version (TANDEM_VERSION in tandem_c.h).
 TANDEM_API const char* version();
 
+// What the KV cache stores K and V in (llama.cpp's --cache-type-k/-v): F16 halves F32's
+// memory; Q8_0 and Q4_0 (blocks of 32 along each head) need a head size that is a multiple of 32.
+enum class KvCacheType { F32, F16, BF16, Q8_0, Q4_0 };
+
 struct ModelOptions {
   // llama2.c checkpoints only: their tokenizer (tokenizer.bin, a .gguf or a tokenizer.json).
   // Empty: tokenizer.bin or tok*.bin beside the model.
@@ -96,10 +100,11 @@ class TANDEM_API Model {
   std::string chat_format() const;
 
   int32_t vocab_size() const;
-  int64_t context_length() const;      // positions one request may use (prompt + generated)
-  int32_t bos_token() const;           // -1 when the vocabulary has none
-  int32_t eos_token() const;           // -1 when the vocabulary has none
-  int64_t kv_bytes_per_token() const;  // KV cache memory one position takes
+  int64_t context_length() const;  // positions one request may use (prompt + generated)
+  int32_t bos_token() const;       // -1 when the vocabulary has none
+  int32_t eos_token() const;       // -1 when the vocabulary has none
+  // KV cache memory one position takes with K and V stored as given (default: the engine's).
+  int64_t kv_bytes_per_token(KvCacheType k = KvCacheType::F16, KvCacheType v = KvCacheType::F16) const;
   const std::string& path() const;
 
  private:
@@ -115,6 +120,8 @@ struct EngineOptions {
   int64_t context_length = 0;      // per request; 0 or above the model's: the model's
   int64_t kv_memory_bytes = 0;     // KV cache pool; 0: max_sequences full contexts
   int32_t kv_block_size = 16;      // tokens per KV cache block (the prefix cache's unit)
+  KvCacheType kv_type_k = KvCacheType::F16;
+  KvCacheType kv_type_v = KvCacheType::F16;
 };
 
 struct GenerateOptions {

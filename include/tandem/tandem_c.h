@@ -88,6 +88,7 @@ TANDEM_API int32_t tandem_model_vocab_size(const tandem_model* model);
 TANDEM_API int64_t tandem_model_context_length(const tandem_model* model);
 TANDEM_API int32_t tandem_model_bos_token(const tandem_model* model); /* -1: none */
 TANDEM_API int32_t tandem_model_eos_token(const tandem_model* model); /* -1: none */
+/* With the default KV types (F16 K and V). */
 TANDEM_API int64_t tandem_model_kv_bytes_per_token(const tandem_model* model);
 
 /* Buffers: a call writes its output only when it fits and always reports the size it needs
@@ -117,6 +118,15 @@ TANDEM_API tandem_status tandem_tokenize_chat(const tandem_model* model, const t
 
 typedef struct tandem_engine tandem_engine;
 
+/* What the KV cache stores K and V in; Q8_0/Q4_0 need a head size that is a multiple of 32. */
+typedef enum tandem_kv_type {
+  TANDEM_KV_F32 = 0,
+  TANDEM_KV_F16 = 1,
+  TANDEM_KV_BF16 = 2,
+  TANDEM_KV_Q8_0 = 3,
+  TANDEM_KV_Q4_0 = 4
+} tandem_kv_type;
+
 typedef struct tandem_engine_options {
   int32_t threads;          /* compute threads; <= 0: every core */
   int32_t max_sequences;    /* requests decoded together */
@@ -124,6 +134,8 @@ typedef struct tandem_engine_options {
   int64_t context_length;   /* per request; 0: the model's */
   int64_t kv_memory_bytes;  /* KV cache pool; 0: max_sequences full contexts */
   int32_t kv_block_size;    /* tokens per KV cache block */
+  int32_t kv_type_k;        /* tandem_kv_type of K (default TANDEM_KV_F16) */
+  int32_t kv_type_v;        /* tandem_kv_type of V */
 } tandem_engine_options;
 
 TANDEM_API tandem_engine_options tandem_engine_options_default(void);

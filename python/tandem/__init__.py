@@ -163,11 +163,16 @@ class Model:
     chat_template (a built-in format name: chatml, llama2, llama3, zephyr), threads (<= 0:
     every core), max_sequences (requests decoded together), max_batch_tokens,
     context_length (0: the model's), kv_memory_bytes (0: max_sequences full contexts),
-    kv_block_size."""
+    kv_block_size, kv_type_k / kv_type_v (KV cache storage: "f32", "f16" (default), "bf16",
+    "q8_0", "q4_0"; the last two need a head size that is a multiple of 32)."""
 
     def __init__(self, path: str, *, tokenizer_path: Optional[str] = None, chat_template: Optional[str] = None,
                  threads: int = 0, max_sequences: int = 4, max_batch_tokens: int = 512, context_length: int = 0,
-                 kv_memory_bytes: int = 0, kv_block_size: int = 16):
+                 kv_memory_bytes: int = 0, kv_block_size: int = 16, kv_type_k: str = "f16",
+                 kv_type_v: str = "f16"):
+        for kv_type in (kv_type_k, kv_type_v):
+            if kv_type not in _native.KV_TYPES:
+                raise ValueError(f"unknown KV cache type {kv_type!r} (one of {', '.join(_native.KV_TYPES)})")
         self._model = self._engine = None
         model_options = _native.ModelOptions(tokenizer_path.encode() if tokenizer_path else None,
                                              chat_template.encode() if chat_template else None)
@@ -181,6 +186,8 @@ class Model:
         engine_options.context_length = context_length
         engine_options.kv_memory_bytes = kv_memory_bytes
         engine_options.kv_block_size = kv_block_size
+        engine_options.kv_type_k = _native.KV_TYPES[kv_type_k]
+        engine_options.kv_type_v = _native.KV_TYPES[kv_type_v]
         engine = ctypes.c_void_p()
         _check(lib.tandem_engine_create(self._model, ctypes.byref(engine_options), ctypes.byref(engine)))
         self._engine = engine

@@ -33,7 +33,13 @@ class EngineOptions(ctypes.Structure):
         ("context_length", ctypes.c_int64),
         ("kv_memory_bytes", ctypes.c_int64),
         ("kv_block_size", ctypes.c_int32),
+        ("kv_type_k", ctypes.c_int32),
+        ("kv_type_v", ctypes.c_int32),
     ]
+
+
+# tandem_kv_type: what the KV cache stores K and V in.
+KV_TYPES = {"f32": 0, "f16": 1, "bf16": 2, "q8_0": 3, "q4_0": 4}
 
 
 class GenerateOptions(ctypes.Structure):

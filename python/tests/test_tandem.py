@@ -25,7 +25,8 @@ class TandemTest(unittest.TestCase):
     def setUpClass(cls):
         require(MODEL)
         require(REFERENCE)
-        cls.model = tandem.Model(str(MODEL), threads=1)
+        # llama2.c's run.c keeps its KV cache in f32; the references are its tokens.
+        cls.model = tandem.Model(str(MODEL), threads=1, kv_type_k="f32", kv_type_v="f32")
         cls.reference = [json.loads(line) for line in REFERENCE.read_text().splitlines() if line.strip()]
 
     @classmethod
@@ -142,6 +143,11 @@ class TandemTest(unittest.TestCase):
             self.model.detokenize([1, 512])
         with self.assertRaises(tandem.TandemError):
             tandem.Model(str(MODEL), max_sequences=0)
+        with self.assertRaises(tandem.TandemError) as caught:  # aidreams260K's heads are 16 wide
+            tandem.Model(str(MODEL), kv_type_k="q8_0")
+        self.assertIn("head_dim", str(caught.exception))
+        with self.assertRaises(ValueError):
+            tandem.Model(str(MODEL), kv_type_v="q5_0")
 
     def test_llama2c_checkpoint_with_its_tokenizer(self):
         checkpoint = SHARED / "models" / "aidreams260K" / "model.bin"

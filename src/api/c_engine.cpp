@@ -130,8 +130,14 @@ extern "C" {
 
 tandem_engine_options tandem_engine_options_default(void) {
   const api::EngineOptions defaults;
-  return {defaults.threads,        defaults.max_sequences,   defaults.max_batch_tokens,
-          defaults.context_length, defaults.kv_memory_bytes, defaults.kv_block_size};
+  return {defaults.threads,
+          defaults.max_sequences,
+          defaults.max_batch_tokens,
+          defaults.context_length,
+          defaults.kv_memory_bytes,
+          defaults.kv_block_size,
+          static_cast<int32_t>(defaults.kv_type_k),
+          static_cast<int32_t>(defaults.kv_type_v)};
 }
 
 tandem_status tandem_engine_create(const tandem_model* model, const tandem_engine_options* options,
@@ -148,6 +154,12 @@ tandem_status tandem_engine_create(const tandem_model* model, const tandem_engin
     engine_options.context_length = c.context_length;
     engine_options.kv_memory_bytes = c.kv_memory_bytes;
     engine_options.kv_block_size = c.kv_block_size;
+    for (int32_t type : {c.kv_type_k, c.kv_type_v})
+      if (type < TANDEM_KV_F32 || type > TANDEM_KV_Q4_0)
+        return fail(TANDEM_ERROR_INVALID_ARGUMENT,
+                    "tandem_engine_create: kv_type_k/kv_type_v must be a tandem_kv_type");
+    engine_options.kv_type_k = static_cast<api::KvCacheType>(c.kv_type_k);
+    engine_options.kv_type_v = static_cast<api::KvCacheType>(c.kv_type_v);
     *engine = new tandem_engine{api::Engine(model->model, engine_options)};
     return TANDEM_OK;
   });

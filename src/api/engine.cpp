@@ -113,6 +113,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
     config.block_size = options.kv_block_size;
     config.context_length = options.context_length;
     config.kv_memory_bytes = options.kv_memory_bytes;
+    config.kv_types = {detail::kv_dtype(options.kv_type_k), detail::kv_dtype(options.kv_type_v)};
     const detail::ModelState& model_state = *model->state_;
     state_ = std::make_shared<detail::EngineState>(std::move(model), model_state, config, options.threads);
   });

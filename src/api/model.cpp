@@ -67,7 +67,21 @@ int32_t Model::vocab_size() const { return static_cast<int32_t>(state_->model->c
 int64_t Model::context_length() const { return state_->model->config.context_length; }
 int32_t Model::bos_token() const { return state_->tokenizer.vocab().bos_id; }
 int32_t Model::eos_token() const { return state_->tokenizer.vocab().eos_id; }
-int64_t Model::kv_bytes_per_token() const { return KvCache::bytes_per_token(state_->model->config.kv_shape()); }
+DType detail::kv_dtype(KvCacheType type) {
+  switch (type) {
+    case KvCacheType::F32: return DType::F32;
+    case KvCacheType::F16: return DType::F16;
+    case KvCacheType::BF16: return DType::BF16;
+    case KvCacheType::Q8_0: return DType::Q8_0;
+    case KvCacheType::Q4_0: return DType::Q4_0;
+  }
+  TANDEM_CHECK_INPUT(false, "unknown KvCacheType {}", static_cast<int>(type));
+  return DType::F32;
+}
+
+int64_t Model::kv_bytes_per_token(KvCacheType k, KvCacheType v) const {
+  return KvCache::bytes_per_token(state_->model->config.kv_shape(), {detail::kv_dtype(k), detail::kv_dtype(v)});
+}
 const std::string& Model::path() const { return state_->path; }
 
 }  // namespace tandem::api

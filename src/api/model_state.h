@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "chat/chat_renderer.h"
 #include "model/model.h"
 #include "tandem/tandem.h"
@@ -23,5 +24,8 @@ struct ModelState {
 };
 
 std::vector<chat::ChatMessage> to_internal(const std::vector<ChatMessage>& messages);
+
+// The internal type the KV cache stores for a public KvCacheType.
+DType kv_dtype(KvCacheType type);
 
 }  // namespace tandem::api::detail

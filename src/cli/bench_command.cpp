@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/human_units.h"
+#include "cli/kv_type_options.h"
 #include "engine/benchmark.h"
 
 namespace tandem::cli {
@@ -15,6 +16,7 @@ struct BenchFlags {
   std::string model_path;
   BenchOptions options;
   bool json = false;
+  KvTypeFlags kv_types;
 };
 
 std::string human_count(int64_t n) {
@@ -41,8 +43,11 @@ void print_table_row(const BenchResult& result, const BenchModelInfo& info) {
 
 void run_bench(const BenchFlags& flags) {
   std::shared_ptr<const Model> model = load_model(flags.model_path);
-  const BenchModelInfo info = describe_model(*model);
-  Benchmark benchmark(model, flags.options);
+  BenchOptions options = flags.options;
+  options.kv_types = flags.kv_types.resolve();
+  BenchModelInfo info = describe_model(*model);
+  info.kv_types = options.kv_types;
+  Benchmark benchmark(model, options);
   if (!flags.json) print_table_header();
   benchmark.run_all([&](const BenchResult& result) {
     if (flags.json) {
@@ -54,9 +59,9 @@ void run_bench(const BenchFlags& flags) {
   });
   if (!flags.json)
     fmt::print("\ndecode floor: {} of weights per token ({} bytes); tg runs after a {}-token prefill; "
-               "{} timed repetitions + 1 warm-up\n",
-               human_bytes(info.weight_bytes_per_token), info.weight_bytes_per_token, flags.options.decode_prefill,
-               flags.options.repetitions);
+               "{} timed repetitions + 1 warm-up; KV cache {}\n",
+               human_bytes(info.weight_bytes_per_token), info.weight_bytes_per_token, options.decode_prefill,
+               options.repetitions, kv_types_description(options.kv_types));
 }
 
 }  // namespace
@@ -76,6 +81,7 @@ void add_bench_command(CLI::App& app) {
   command->add_option("--tg-prefill", flags->options.decode_prefill, "Untimed prompt tokens before the tg test")
       ->capture_default_str();
   command->add_flag("--json", flags->json, "One JSON object per line and test");
+  add_kv_type_options(command, &flags->kv_types);
   command->callback([flags] { run_bench(*flags); });
 }
 

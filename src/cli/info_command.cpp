@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "cli/human_units.h"
+#include "cli/kv_type_options.h"
 #include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -14,7 +15,7 @@
 namespace tandem::cli {
 namespace {
 
-void print_info(const std::string& path) {
+void print_info(const std::string& path, const KvTypes& kv_types) {
   std::shared_ptr<const Model> model = load_model(path);
   const ModelConfig& c = model->config;
   fmt::print("file:            {}\n", path);
@@ -54,11 +55,26 @@ void print_info(const std::string& path) {
     fmt::print("tensors {:<8} {} tensors, {} ({} bytes)\n", type + ":", totals.first, human_bytes(totals.second),
                totals.second);
   fmt::print("weights total:   {} ({} bytes)\n", human_bytes(model->weight_bytes_total()), model->weight_bytes_total());
-  const int64_t kv_per_token = KvCache::bytes_per_token(c.kv_shape());
-  fmt::print("KV cache:        {} bytes/token (2 x {} layers x {} floats per row: {} kv heads x {} head dim, padded "
-             "to whole 64-byte lines plus one, x 4 bytes f32), {} at full context ({} tokens)\n",
-             kv_per_token, c.n_layers, KvCache::row_stride(c.kv_shape()), c.n_kv_heads, c.head_dim,
+  const KvShape shape = c.kv_shape();
+  check_kv_types(shape, kv_types);
+  const int64_t kv_per_token = KvCache::bytes_per_token(shape, kv_types);
+  fmt::print("KV cache:        {} bytes/token ({}: 2 x {} layers x {}/{} bytes per row: {} kv heads x {} head dim, "
+             "padded to whole 64-byte lines), {} at full context ({} tokens)\n",
+             kv_per_token, kv_types_description(kv_types), c.n_layers, KvCache::row_bytes(shape, kv_types.k),
+             KvCache::row_bytes(shape, kv_types.v), c.n_kv_heads, c.head_dim,
              human_bytes(kv_per_token * c.context_length), c.context_length);
+  // Every type, for choosing one (K and V the same type).
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    const int64_t block = dtype_block_geometry(type).first;
+    if (c.head_dim % block != 0) {
+      fmt::print("  --kv-type {:<5} not available (head_dim {} is not a multiple of {})\n", kv_type_name(type),
+                 c.head_dim, block);
+      continue;
+    }
+    const int64_t per_token = KvCache::bytes_per_token(shape, {type, type});
+    fmt::print("  --kv-type {:<5} {} bytes/token, {} at full context\n", kv_type_name(type), per_token,
+               human_bytes(per_token * c.context_length));
+  }
   // The paged pool `tandem serve` builds: 16-token blocks (its --kv-block default).
   const int64_t block_tokens = 16, blocks_per_context = (c.context_length + block_tokens - 1) / block_tokens;
   fmt::print("KV blocks:       {} tokens/block, {} bytes/block, {} blocks per full context (tandem serve "
@@ -73,13 +89,15 @@ void print_info(const std::string& path) {
 void add_info_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto cpu = std::make_shared<bool>(false);
+  auto kv_types = std::make_shared<KvTypeFlags>();
   CLI::App* command =
       app.add_subcommand("info", "Describe a model (shape, weight types and bytes, KV cost) or the CPU");
   command->add_option("-m,--model", *path, "Model file (.gguf or llama2.c model.bin)");
   command->add_flag("--cpu", *cpu, "Print the kernels chosen for this CPU and its features");
-  command->callback([path, cpu] {
+  add_kv_type_options(command, kv_types.get());
+  command->callback([path, cpu, kv_types] {
     if (*cpu) fmt::print("{}\n", cpu_feature_summary());
-    if (!path->empty()) print_info(*path);
+    if (!path->empty()) print_info(*path, kv_types->resolve());
     if (!*cpu && path->empty()) throw InputError("info needs -m MODEL or --cpu");
   });
 }

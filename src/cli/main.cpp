@@ -2,9 +2,12 @@
 // flags, call the library, print. Bad input ends with one line on stderr and exit code 1.
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/kv_type_options.h"
 #include "tandem/tandem.h"
 
 int main(int argc, char** argv) {
@@ -20,7 +23,11 @@ int main(int argc, char** argv) {
   tandem::cli::add_chat_template_command(app);
   tandem::cli::add_convert_command(app);
   try {
-    app.parse(argc, argv);
+    // llama.cpp's -ctk/-ctv, which CLI11 cannot declare, as --cache-type-k/-v.
+    const std::vector<std::string> args = tandem::cli::rewrite_llama_kv_flags(argc, argv);
+    std::vector<const char*> arg_pointers;
+    for (const std::string& arg : args) arg_pointers.push_back(arg.c_str());
+    app.parse(argc, arg_pointers.data());
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   } catch (const tandem::InputError& error) {

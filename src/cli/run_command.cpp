@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/kv_type_options.h"
 #include "tandem/tandem.h"
 
 namespace tandem::cli {
@@ -21,6 +22,7 @@ struct RunOptions {
   int64_t seed = -1;
   int threads = 0;
   bool print_ids = false;
+  KvTypeFlags kv_types;
 };
 
 void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_per_token) {
@@ -58,6 +60,9 @@ void run(const RunOptions& options) {
   engine_options.max_sequences = 1;
   engine_options.max_batch_tokens =
       std::clamp<int64_t>(static_cast<int64_t>(prompt.size()), 1, model->context_length());
+  const KvTypes kv_types = options.kv_types.resolve();
+  engine_options.kv_type_k = api_kv_type(kv_types.k);
+  engine_options.kv_type_v = api_kv_type(kv_types.v);
   api::Engine engine(model, engine_options);
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
 
@@ -92,7 +97,7 @@ void run(const RunOptions& options) {
     std::fflush(stdout);
   }
   std::fprintf(stderr, "seed:    %llu\n", static_cast<unsigned long long>(stream.seed()));
-  print_timings(load_ms, result, model->kv_bytes_per_token());
+  print_timings(load_ms, result, model->kv_bytes_per_token(engine_options.kv_type_k, engine_options.kv_type_v));
 }
 
 }  // namespace
@@ -116,6 +121,7 @@ void add_run_command(CLI::App& app) {
   command->add_option("-s,--seed", options->seed, "Random seed (default: random)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("--ids", options->print_ids, "Print the whole token id sequence instead of text");
+  add_kv_type_options(command, &options->kv_types);
   command->callback([options] { run(*options); });
 }
 

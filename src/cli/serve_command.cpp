@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "chat/model_chat_renderer.h"
 #include "cli/commands.h"
+#include "cli/kv_type_options.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/http/http_server.h"
@@ -29,6 +30,7 @@ struct ServeOptions {
   std::string chat_template;
   int threads = 0;
   double shutdown_timeout_s = 10.0;
+  KvTypeFlags kv_types;
 };
 
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
@@ -92,7 +94,9 @@ void serve(const ServeOptions& options) {
   ::signal(SIGTERM, SIG_DFL);
 
   ThreadPool pool(options.threads);
-  Engine engine(model, tokenizer, options.engine, pool);
+  EngineConfig engine_config = options.engine;
+  engine_config.kv_types = options.kv_types.resolve();
+  Engine engine(model, tokenizer, engine_config, pool);
   engine.start();
   const std::string model_id = std::filesystem::path(options.model_path).filename().string();
   http.attach(&engine, model_id, chat_renderer);
@@ -104,6 +108,7 @@ void serve(const ServeOptions& options) {
                static_cast<long long>(engine.context_length()), static_cast<long long>(stats.blocks.total),
                static_cast<long long>(stats.block_size), static_cast<long long>(stats.bytes_per_block),
                static_cast<long long>(engine.config().max_batch_tokens));
+  std::fprintf(stderr, "tandem serve: %s\n", describe_kv_pool(stats.kv_pool, engine.context_length()).c_str());
 
   const int signal = wait_for_signal(signals);
   std::fprintf(stderr, "tandem serve: %s received; no longer accepting, finishing admitted requests (up to %.1f s)\n",
@@ -138,6 +143,7 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--kv-block", options->engine.block_size, "Tokens per KV block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  add_kv_type_options(command, &options->kv_types);
   command->add_option("--chat-template", options->chat_template,
                       "Chat format: chatml, llama2, llama3, zephyr (default: from the GGUF's template)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");

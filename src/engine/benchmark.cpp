@@ -151,7 +151,7 @@ BenchResult Benchmark::run_prefill(int64_t n_prompt) {
     batch.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prompt - 1);
   // Sized to the test, so peak RSS reflects what this test needs, not the full context.
   constexpr int32_t kBlockSize = 16;
-  KvCache cache(config.kv_shape(), (n_prompt + kBlockSize - 1) / kBlockSize, kBlockSize);
+  KvCache cache(config.kv_shape(), (n_prompt + kBlockSize - 1) / kBlockSize, kBlockSize, options_.kv_types);
   batch.add_sequence(cache.whole_pool_blocks());
   for (int rep = 0; rep <= options_.repetitions; ++rep) {  // rep 0 is the warm-up
     const Clock::time_point start = Clock::now();
@@ -176,6 +176,7 @@ BenchResult Benchmark::run_decode(int64_t n_gen) {
   config.max_seqs = 1;
   config.max_batch_tokens = n_prefill;
   config.context_length = n_prefill + n_gen;  // checked against the model's at construction
+  config.kv_types = options_.kv_types;
   Engine engine(model_, bench_tokenizer_, config, pool_);
   const std::vector<int32_t> prompt = bench_prompt(n_prefill, model_->config.vocab_size, options_.seed);
   for (int rep = 0; rep <= options_.repetitions; ++rep) {
@@ -221,6 +222,8 @@ nlohmann::ordered_json bench_result_json(const BenchResult& result, const BenchM
                                 {"samples", result.samples},
                                 {"peak_rss_bytes", result.peak_rss_bytes},
                                 {"kv_bytes", result.kv_bytes},
+                                {"type_k", kv_type_name(info.kv_types.k)},
+                                {"type_v", kv_type_name(info.kv_types.v)},
                                 {"model", info.path},
                                 {"type", info.type},
                                 {"model_size_bytes", info.file_bytes},

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/thread_pool.h"
+#include "kv/kv_types.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -26,8 +27,9 @@ struct BenchOptions {
   // attend over a short history as llama.cpp's decode after a prompt does.
   int64_t decode_prefill = 16;
   int threads = 2;
-  int repetitions = 5;  // timed runs per test; one extra warm-up run is never counted
-  uint64_t seed = 42;   // of the pseudo-random prompt ids
+  int repetitions = 5;                 // timed runs per test; one extra warm-up run is never counted
+  uint64_t seed = 42;                  // of the pseudo-random prompt ids
+  KvTypes kv_types = kDefaultKvTypes;  // what both tests' KV caches store K and V in
 };
 
 struct BenchResult {
@@ -50,6 +52,7 @@ struct BenchModelInfo {
   int64_t file_bytes = 0;
   int64_t n_params = 0;  // elements of all weight tensors (tied head counted once)
   int64_t weight_bytes_per_token = 0;
+  KvTypes kv_types;  // the KV cache types the tests ran with (BenchOptions::kv_types)
 };
 
 BenchModelInfo describe_model(const Model& model);

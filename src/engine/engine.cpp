@@ -64,19 +64,19 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
         config.max_batch_tokens = std::max<int64_t>(config.max_batch_tokens, config.max_seqs);
         return config;
       }()),
-      blocks_([&] {
-        const int64_t per_block = KvCache::bytes_per_token(model_->config.kv_shape()) * config_.block_size;
-        const int64_t per_seq = (config_.context_length + config_.block_size - 1) / config_.block_size;
-        const int64_t n_blocks =
-            config_.kv_memory_bytes > 0 ? config_.kv_memory_bytes / per_block : per_seq * config_.max_seqs;
+      kv_pool_([&] {
+        check_kv_types(model_->config.kv_shape(), config_.kv_types);
+        const KvPoolPlan plan = plan_kv_pool(model_->config.kv_shape(), config_.kv_types, config_.block_size,
+                                             config_.context_length, config_.kv_memory_bytes, config_.max_seqs);
         // One sequence at full context must always fit, or a lone request could never finish.
-        TANDEM_CHECK_INPUT(n_blocks >= per_seq,
+        TANDEM_CHECK_INPUT(plan.full_contexts >= 1,
                            "the KV pool holds {} blocks of {} tokens but one {}-token context needs {} "
                            "(raise --kv-memory or lower --ctx)",
-                           n_blocks, config_.block_size, config_.context_length, per_seq);
-        return BlockManager(n_blocks, config_.block_size);
+                           plan.n_blocks, config_.block_size, config_.context_length, plan.blocks_per_context);
+        return plan;
       }()),
-      cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size),
+      blocks_(kv_pool_.n_blocks, config_.block_size),
+      cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types),
       forward_(model_, config_.max_batch_tokens, pool),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
       logprob_work_(static_cast<size_t>(model_->config.vocab_size)),
@@ -324,6 +324,7 @@ void Engine::update_stats() {
   stats_.bytes_per_block = cache_.bytes_per_block();
   stats_.steps = steps_;
   stats_.context_length = config_.context_length;
+  stats_.kv_pool = kv_pool_;
 }
 
 EngineStats Engine::stats() const {

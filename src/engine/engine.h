@@ -24,17 +24,20 @@
 #include "engine/scheduler.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_pool_plan.h"
+#include "kv/kv_types.h"
 #include "model/forward.h"
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace tandem {
 
 struct EngineConfig {
-  int32_t max_seqs = 4;            // --parallel: sequences in flight at once
-  int64_t max_batch_tokens = 512;  // --max-batch-tokens: tokens per step
-  int32_t block_size = 16;         // --kv-block: tokens per KV block
-  int64_t context_length = 0;      // --ctx: per-sequence limit; 0 or above the model's: the model's
-  int64_t kv_memory_bytes = 0;     // --kv-memory: pool size; 0: max_seqs full contexts
+  int32_t max_seqs = 4;                // --parallel: sequences in flight at once
+  int64_t max_batch_tokens = 512;      // --max-batch-tokens: tokens per step
+  int32_t block_size = 16;             // --kv-block: tokens per KV block
+  int64_t context_length = 0;          // --ctx: per-sequence limit; 0 or above the model's: the model's
+  int64_t kv_memory_bytes = 0;         // --kv-memory: pool size; 0: max_seqs full contexts
+  KvTypes kv_types = kDefaultKvTypes;  // --kv-type, --cache-type-k/-v: what K and V are stored as
 };
 
 struct TopLogprob {
@@ -81,6 +84,7 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t context_length = 0;
+  KvPoolPlan kv_pool;  // the pool's sizing, as chosen at construction
 };
 
 class Engine {
@@ -135,6 +139,7 @@ class Engine {
   std::shared_ptr<const Model> model_;
   const Tokenizer& tokenizer_;
   EngineConfig config_;
+  KvPoolPlan kv_pool_;  // before blocks_ and cache_, which it sizes
   BlockManager blocks_;
   KvCache cache_;
   Forward forward_;

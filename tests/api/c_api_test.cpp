@@ -37,7 +37,11 @@ class CApi : public ::testing::Test {
     ASSERT_EQ(tandem_model_load(shared_path("models/aidreams260K/model.gguf").c_str(), nullptr, &model_), TANDEM_OK)
         << tandem_last_error();
     tandem_engine_options options = tandem_engine_options_default();
+    EXPECT_EQ(options.kv_type_k, TANDEM_KV_F16);
+    EXPECT_EQ(options.kv_type_v, TANDEM_KV_F16);
     options.threads = 1;
+    // kTheDreamReference is llama2.c's run.c, which keeps its KV cache in f32.
+    options.kv_type_k = options.kv_type_v = TANDEM_KV_F32;
     ASSERT_EQ(tandem_engine_create(model_, &options, &engine_), TANDEM_OK) << tandem_last_error();
   }
   void TearDown() override {
@@ -233,6 +237,13 @@ TEST_F(CApi, OptionsAndBadRequests) {
   engine_options.max_sequences = 0;
   tandem_engine* engine = nullptr;
   EXPECT_EQ(tandem_engine_create(model_, &engine_options, &engine), TANDEM_ERROR_INPUT);
+  EXPECT_EQ(engine, nullptr);
+  engine_options = tandem_engine_options_default();
+  engine_options.kv_type_v = TANDEM_KV_Q4_0;  // aidreams260K's heads are 16 wide: not whole blocks of 32
+  EXPECT_EQ(tandem_engine_create(model_, &engine_options, &engine), TANDEM_ERROR_INPUT);
+  EXPECT_NE(std::string(tandem_last_error()).find("head_dim"), std::string::npos) << tandem_last_error();
+  engine_options.kv_type_v = 9;
+  EXPECT_EQ(tandem_engine_create(model_, &engine_options, &engine), TANDEM_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(engine, nullptr);
   // Seeds: the same one gives the same text; a random one is reported.
   options = tandem_generate_options_default();

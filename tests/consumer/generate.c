@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   if (tandem_model_load(argv[1], NULL, &model) != TANDEM_OK) goto fail;
   engine_options = tandem_engine_options_default();
   engine_options.threads = 1;
+  engine_options.kv_type_k = TANDEM_KV_F32; /* the reference is llama2.c's, with an f32 KV cache */
+  engine_options.kv_type_v = TANDEM_KV_F32;
   if (tandem_engine_create(model, &engine_options, &engine) != TANDEM_OK) goto fail;
 
   /* The prompt's ids: a first call for the size, a second to fill the buffer. */

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
     const std::shared_ptr<const tandem::api::Model> model = tandem::api::Model::load(argv[1]);
     tandem::api::EngineOptions engine_options;
     engine_options.threads = 1;
+    // The reference is llama2.c's, with an f32 KV cache.
+    engine_options.kv_type_k = engine_options.kv_type_v = tandem::api::KvCacheType::F32;
     tandem::api::Engine engine(model, engine_options);
     tandem::api::GenerateOptions options;
     options.temperature = 0;

@@ -55,9 +55,15 @@ TEST(LibraryApi, GreedyGenerationThroughThePublicHeader) {
   EXPECT_EQ(engine.generate("The dream", greedy(20)).text, result.text);
 }
 
+// llama2.c's run.c keeps its KV cache in f32; its references are compared with an f32 cache.
+api::EngineOptions f32_kv(api::EngineOptions options) {
+  options.kv_type_k = options.kv_type_v = api::KvCacheType::F32;
+  return options;
+}
+
 TEST(LibraryApi, GreedyGenerationMatchesRunC) {
   TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
-  api::Engine engine(load_aidreams(), engine_options());
+  api::Engine engine(load_aidreams(), f32_kv(engine_options()));
   const std::vector<ReferenceRun> runs = read_reference();
   ASSERT_FALSE(runs.empty());
   for (const ReferenceRun& run : runs) {
@@ -91,6 +97,22 @@ TEST(LibraryApi, MissingModelIsAnErrorNamingThePath) {
   } catch (const api::Error& error) {
     EXPECT_NE(std::string(error.what()).find("/nonexistent/model.gguf"), std::string::npos) << error.what();
   }
+}
+
+TEST(LibraryApi, KvCacheTypesAndTheirBytes) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  const auto model = load_aidreams();
+  EXPECT_EQ(model->kv_bytes_per_token(), model->kv_bytes_per_token(api::KvCacheType::F16, api::KvCacheType::F16));
+  EXPECT_LT(model->kv_bytes_per_token(), model->kv_bytes_per_token(api::KvCacheType::F32, api::KvCacheType::F32));
+  api::EngineOptions bf16 = engine_options();
+  bf16.kv_type_k = bf16.kv_type_v = api::KvCacheType::BF16;
+  api::Engine engine(model, bf16);
+  const api::Result result = engine.generate("The dream", greedy(12));
+  EXPECT_EQ(result.tokens.size(), 12u);
+  EXPECT_EQ(result.usage.kv_bytes % model->kv_bytes_per_token(api::KvCacheType::BF16, api::KvCacheType::BF16), 0);
+  api::EngineOptions q8 = engine_options();
+  q8.kv_type_k = api::KvCacheType::Q8_0;  // aidreams260K's heads are 16 wide: not whole blocks of 32
+  EXPECT_THROW(api::Engine(model, q8), api::Error);
 }
 
 TEST(LibraryApi, UnusableOptionsAreErrors) {
@@ -345,7 +367,7 @@ TEST(LibraryApi, Llama2cCheckpointWithItsTokenizer) {
   const auto model =
       api::Model::load(shared_path("models/aidreams260K/model.bin"),
                        {.tokenizer_path = shared_path("models/aidreams260K/tok512.bin"), .chat_template = ""});
-  api::Engine engine(model, engine_options());
+  api::Engine engine(model, f32_kv(engine_options()));
   const ReferenceRun run = read_reference().at(1);
   EXPECT_EQ(whole_sequence(engine.generate(run.prompt, greedy(1000))), run.ids);
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "engine/engine.h"
 #include "kv/kv_cache.h"
@@ -86,16 +87,18 @@ std::vector<Outcome> run_jobs(const std::vector<Job>& jobs, EngineConfig config,
 
 // The plain single-sequence loop, written here as the reference the engine is held to: the
 // whole prompt in one forward pass, then one token per pass, all on a KV pool of its own,
-// greedy through the same Sampler; stops at EOS, max_tokens or the context.
-std::vector<int32_t> alone(const std::string& prompt, int64_t max_tokens) {
-  static std::map<std::pair<std::string, int64_t>, std::vector<int32_t>> memo;  // references are pure
-  if (const auto it = memo.find({prompt, max_tokens}); it != memo.end()) return it->second;
+// greedy through the same Sampler; stops at EOS, max_tokens or the context. K/V stored as `types`.
+std::vector<int32_t> alone(const std::string& prompt, int64_t max_tokens, const KvTypes& types = kDefaultKvTypes) {
+  using Key = std::tuple<std::string, int64_t, DType, DType>;
+  static std::map<Key, std::vector<int32_t>> memo;  // references are pure
+  const Key key{prompt, max_tokens, types.k, types.v};
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
   Fixture& f = fixture();
   const int64_t context = f.model->config.context_length;
   std::vector<int32_t> tokens = f.tokenizer.encode(prompt, true);
   const auto n_prompt = static_cast<int64_t>(tokens.size());
   Forward forward(f.model, n_prompt, f.pool);
-  KvCache cache(f.model->config.kv_shape(), context, 1);
+  KvCache cache(f.model->config.kv_shape(), context, 1, types);
   SamplingParams sampling;
   sampling.temperature = 0.0f;
   Sampler sampler(sampling, f.model->config.vocab_size);
@@ -114,7 +117,7 @@ std::vector<int32_t> alone(const std::string& prompt, int64_t max_tokens) {
     batch.add_sequence(cache.whole_pool_blocks());
     batch.add(next, static_cast<int32_t>(tokens.size() - 1), 0, true);
   }
-  return memo[{prompt, max_tokens}] = generated;
+  return memo[key] = generated;
 }
 
 std::vector<Job> mixed_jobs() {
@@ -136,9 +139,11 @@ std::vector<Job> mixed_jobs() {
   return jobs;
 }
 
-void expect_matches_alone(const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes) {
+void expect_matches_alone(const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes,
+                          const KvTypes& types = kDefaultKvTypes) {
   for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(outcomes[i].ids, alone(jobs[i].prompt, jobs[i].params.max_tokens)) << "prompt '" << jobs[i].prompt << "'";
+    EXPECT_EQ(outcomes[i].ids, alone(jobs[i].prompt, jobs[i].params.max_tokens, types))
+        << "prompt '" << jobs[i].prompt << "', " << kv_types_description(types);
     EXPECT_NE(outcomes[i].reason, FinishReason::None);
   }
 }
@@ -155,7 +160,9 @@ TEST(Engine, ConcurrentGreedyEqualsLlama2cReference) {
     expected.push_back(entry.at("ids").get<std::vector<int32_t>>());
   }
   ASSERT_FALSE(jobs.empty());
-  const std::vector<Outcome> outcomes = run_jobs(jobs, EngineConfig{});
+  EngineConfig config;
+  config.kv_types = {DType::F32, DType::F32};  // llama2.c's run.c keeps its KV cache in f32
+  const std::vector<Outcome> outcomes = run_jobs(jobs, config);
   for (size_t i = 0; i < jobs.size(); ++i) {
     std::vector<int32_t> full = fixture().tokenizer.encode(jobs[i].prompt, true);
     full.insert(full.end(), outcomes[i].ids.begin(), outcomes[i].ids.end());
@@ -164,22 +171,40 @@ TEST(Engine, ConcurrentGreedyEqualsLlama2cReference) {
   }
 }
 
+// The KV types aidreams260K's head size (16) allows; the block types are held to the same
+// invariance on a model with heads of 32 (tests/model/kv_types_forward_test.cpp).
+const KvTypes kAidreamsKvTypes[] = {
+    {DType::F32, DType::F32}, {DType::F16, DType::F16}, {DType::BF16, DType::BF16}, {DType::F32, DType::F16}};
+
 TEST(Engine, BatchedEqualsAlone) {
   REQUIRE_MODEL();
   const std::vector<Job> jobs = mixed_jobs();
-  EngineConfig config;
-  config.max_seqs = 8;
-  expect_matches_alone(jobs, run_jobs(jobs, config));
+  for (const KvTypes& types : kAidreamsKvTypes) {
+    EngineConfig config;
+    config.max_seqs = 8;
+    config.kv_types = types;
+    expect_matches_alone(jobs, run_jobs(jobs, config), types);
+  }
 }
 
 TEST(Engine, ChunkedPrefillEqualsAlone) {
   REQUIRE_MODEL();
   const std::vector<Job> jobs = mixed_jobs();
+  for (const KvTypes& types : kAidreamsKvTypes) {
+    EngineConfig config;
+    config.max_seqs = 4;
+    config.max_batch_tokens = 5;
+    config.block_size = 4;
+    config.kv_types = types;
+    expect_matches_alone(jobs, run_jobs(jobs, config), types);
+  }
+}
+
+TEST(Engine, BlockKvTypesNeedHeadsOfWholeBlocks) {
+  REQUIRE_MODEL();
   EngineConfig config;
-  config.max_seqs = 4;
-  config.max_batch_tokens = 5;
-  config.block_size = 4;
-  expect_matches_alone(jobs, run_jobs(jobs, config));
+  config.kv_types = {DType::Q8_0, DType::F16};  // aidreams260K's heads are 16 wide
+  EXPECT_THROW(run_jobs({{"A", greedy(2)}}, config), InputError);
 }
 
 TEST(Engine, PrefixCacheHitsGiveIdenticalOutput) {
@@ -208,7 +233,7 @@ TEST(Engine, TinyPoolPreemptsAndStillMatchesAlone) {
   EXPECT_THROW(run_jobs(jobs, config), InputError);
   // Exactly one full context (128 tokens = 8 blocks) for five long sequences.
   const ModelConfig& c = fixture().model->config;
-  config.kv_memory_bytes = 8 * 16 * KvCache::bytes_per_token(c.kv_shape());
+  config.kv_memory_bytes = 8 * 16 * KvCache::bytes_per_token(c.kv_shape(), config.kv_types);
   EngineStats stats;
   const std::vector<Outcome> outcomes = run_jobs(jobs, config, false, &stats);
   EXPECT_GT(stats.preemptions, 0);

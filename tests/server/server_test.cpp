@@ -253,10 +253,11 @@ TEST(ServerOpenAIClient, ConcurrentGreedyEqualsSequentialWithChunkingAndPreempti
   ServerProcess server;
   // One context's worth of 16-token blocks for 8 sequences, 24-token steps: chunked prefill,
   // prefix hits and preemption all happen.
-  // Bytes per token: 2 x 4 layers x 80 floats per KV row (64, padded to whole 64-byte lines
-  // plus one: KvCache::row_stride) x 4.
+  // Bytes per token with an f32 cache: 2 x 4 layers x 80 floats per KV row (64, padded to whole
+  // 64-byte lines plus one: KvCache::row_bytes) x 4.
   const int64_t pool_bytes = 8 * 16 * 2 * 4 * 80 * 4;
-  ASSERT_TRUE(server.start({"--parallel", "8", "--max-batch-tokens", "24", "--kv-memory", std::to_string(pool_bytes)}))
+  ASSERT_TRUE(server.start(
+      {"--parallel", "8", "--max-batch-tokens", "24", "--kv-type", "f32", "--kv-memory", std::to_string(pool_bytes)}))
       << server.log();
   EXPECT_EQ(run_node("--url " + server.url() + " --part concurrent --expect-preemption"), 0) << server.log();
   EXPECT_EQ(server.stop(), 0);
