@@ -44,13 +44,13 @@ class PerplexityTest : public ::testing::Test {
 TEST_F(PerplexityTest, SameResultWhateverTheBatchSize) {
   Forward forward(model_, 64, pool_);
   const std::vector<int32_t> tokens = synthetic_tokens(300);
-  const PerplexityResult whole = compute_perplexity(forward, tokens, 64, 64, kBos);
+  const PerplexityResult whole = compute_perplexity(forward, tokens, 64, 64, kBos, KvTypes{});
   EXPECT_EQ(whole.chunks, 4);              // 300 / 64, the tail dropped
   EXPECT_EQ(whole.scored_tokens, 4 * 31);  // positions 32..62 of each chunk
   EXPECT_TRUE(std::isfinite(whole.perplexity) && whole.perplexity > 1.0);
   for (int64_t batch_tokens : {16, 7}) {
     std::vector<double> running;
-    const PerplexityResult split = compute_perplexity(forward, tokens, 64, batch_tokens, kBos,
+    const PerplexityResult split = compute_perplexity(forward, tokens, 64, batch_tokens, kBos, KvTypes{},
                                                       [&](int64_t, double value) { running.push_back(value); });
     EXPECT_EQ(split.perplexity, whole.perplexity) << "batch_tokens " << batch_tokens;
     EXPECT_EQ(split.uncertainty, whole.uncertainty) << "batch_tokens " << batch_tokens;
@@ -64,7 +64,7 @@ TEST_F(PerplexityTest, MatchesDirectComputation) {
   const int64_t ctx = 64, vocab = model_->config.vocab_size;
   Forward forward(model_, ctx, pool_);
   const std::vector<int32_t> tokens = synthetic_tokens(300);
-  const PerplexityResult result = compute_perplexity(forward, tokens, ctx, 16, kBos);
+  const PerplexityResult result = compute_perplexity(forward, tokens, ctx, 16, kBos, KvTypes{});
 
   double sum_nll = 0.0, sum_nll_squared = 0.0;
   int64_t count = 0;
@@ -101,9 +101,9 @@ TEST_F(PerplexityTest, MatchesDirectComputation) {
 TEST_F(PerplexityTest, RejectsTooFewTokensAndBadContext) {
   Forward forward(model_, 64, pool_);
   const std::vector<int32_t> tokens = synthetic_tokens(50);
-  EXPECT_THROW(compute_perplexity(forward, tokens, 64, 64, kBos), InputError);  // not one chunk
-  EXPECT_THROW(compute_perplexity(forward, tokens, 2, 64, kBos), InputError);   // ctx below 4
-  EXPECT_THROW(compute_perplexity(forward, tokens, model_->config.context_length + 1, 64, kBos), InputError);
+  EXPECT_THROW(compute_perplexity(forward, tokens, 64, 64, kBos, KvTypes{}), InputError);  // not one chunk
+  EXPECT_THROW(compute_perplexity(forward, tokens, 2, 64, kBos, KvTypes{}), InputError);   // ctx below 4
+  EXPECT_THROW(compute_perplexity(forward, tokens, model_->config.context_length + 1, 64, kBos, KvTypes{}), InputError);
 }
 
 }  // namespace

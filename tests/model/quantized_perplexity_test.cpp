@@ -49,7 +49,7 @@ double perplexity_of(const std::string& model_path, const std::vector<int32_t>& 
   std::shared_ptr<const Model> model = load_model(model_path);
   ThreadPool pool(1);
   Forward forward(model, 64, pool);
-  return compute_perplexity(forward, tokens, 64, 64, 1).perplexity;
+  return compute_perplexity(forward, tokens, 64, 64, 1, KvTypes{}).perplexity;
 }
 
 TEST(QuantizedPerplexity, Q8_0WithinOnePercentOfF32) {
