@@ -1,5 +1,6 @@
 // Evidence that Tandem is correct to the token: `tandem run --ids --temp 0` reproduces every
-// line of llama2.c's greedy reference, on the GGUF conversion and on the original checkpoint.
+// line of llama2.c's greedy reference, on the GGUF conversion and on the original checkpoint,
+// with the KV cache in f32 as run.c keeps it; and how far the default f16 cache agrees with it.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,8 +28,8 @@ void expect_reference(const std::string& model_arguments) {
   for (const ReferenceRun& run : runs) {
     // run.c stops after `steps` positions (the context, 128); a large -n lets Tandem's own
     // context limit end generation at the same place.
-    const CommandResult result =
-        run_tandem("run " + model_arguments + " --ids --temp 0 -n 1000 -t 2 -p " + shell_quote(run.prompt));
+    const CommandResult result = run_tandem("run " + model_arguments +
+                                            " --kv-type f32 --ids --temp 0 -n 1000 -t 2 -p " + shell_quote(run.prompt));
     ASSERT_EQ(result.exit_code, 0) << result.err;
     EXPECT_EQ(parse_ids(result.out), run.ids) << "prompt: '" << run.prompt << "'";
   }
@@ -55,6 +56,29 @@ TEST(GreedyReference, EveryCpuLevelMatchesRunC) {
     EXPECT_NE(info.out.find("kernels: " + name + " "), std::string::npos) << info.out << info.err;
     expect_reference("-m " + shell_quote(shared_path("models/aidreams260K/model.gguf")));
     ::unsetenv("TANDEM_ISA");
+  }
+}
+
+// The default KV cache (f16, and bf16 asked for with llama.cpp's spelling) against run.c's f32
+// tokens: the generated tokens that agree before the first difference, per prompt.
+TEST(GreedyReference, SixteenBitKvCachesAgreeWithRunC) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  const std::string model = "-m " + shell_quote(shared_path("models/aidreams260K/model.gguf"));
+  for (const char* flags : {"", "-ctk bf16 -ctv bf16"}) {
+    size_t agreeing = 0, total = 0;
+    for (const ReferenceRun& run : read_reference()) {
+      const CommandResult result =
+          run_tandem("run " + model + " " + flags + " --ids --temp 0 -n 1000 -t 2 -p " + shell_quote(run.prompt));
+      ASSERT_EQ(result.exit_code, 0) << result.err;
+      const std::vector<int32_t> ids = parse_ids(result.out);
+      size_t same = 0;
+      while (same < ids.size() && same < run.ids.size() && ids[same] == run.ids[same]) ++same;
+      agreeing += same;
+      total += run.ids.size();
+      EXPECT_EQ(ids, run.ids) << "'" << flags << "' prompt '" << run.prompt << "': first " << same << " of "
+                              << run.ids.size() << " ids agree";
+    }
+    std::printf("KV '%s': %zu of %zu reference ids agree\n", *flags ? flags : "default f16", agreeing, total);
   }
 }
 
