@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "base/dtype.h"
@@ -59,10 +60,18 @@ static_assert(kAttentionTile % kLanes == 0);
   return _mm256_add_ps(_mm256_permute2f128_ps(quad0, quad1, 0x20), _mm256_permute2f128_ps(quad0, quad1, 0x31));
 }
 
+// 8 elements as floats: F32 as they are, F16 K/V rows (uint16_t) widened in the register as
+// they are loaded (exact: the same floats convert_kv_rows gives).
+[[gnu::always_inline]] inline __m256 load_vector(const float* p) { return _mm256_loadu_ps(p); }
+[[gnu::always_inline]] inline __m256 load_vector(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // A loaded vector that two FMAs share: the empty asm makes the compiler keep it in a register
 // instead of folding the load into each FMA, which would load it twice.
-[[gnu::always_inline]] inline __m256 load_once(const float* p) {
-  __m256 x = _mm256_loadu_ps(p);
+template <typename Element>
+[[gnu::always_inline]] inline __m256 load_once(const Element* p) {
+  __m256 x = load_vector(p);
   __asm__ volatile("" : "+x"(x));
   return x;
 }
@@ -71,8 +80,8 @@ static_assert(kAttentionTile % kLanes == 0);
 // FMAs over the head's vectors in order, then the lane-sum tree. One query takes the 8
 // positions at once (8 chains, each query vector loaded once for them); two take 4 at a time
 // (the same chains and tree, in two halves, within the 16 registers).
-template <int kVectors, int kQueries>
-[[gnu::always_inline]] inline void score_block(const float* const* queries, const float* keys, const int64_t* rows,
+template <int kVectors, int kQueries, typename Element>
+[[gnu::always_inline]] inline void score_block(const float* const* queries, const Element* keys, const int64_t* rows,
                                                __m256 (&scores)[kQueries]) {
   constexpr int positions = kQueries == 1 ? 8 : 4;  // per stage
   // The key rows are the same for every query of a block, so the compiler would hoist their
@@ -90,8 +99,8 @@ template <int kVectors, int kQueries>
       for (int g = 0; g < kQueries; ++g) q[g] = load_once(queries[g] + 8 * v);
 #pragma GCC unroll 8
       for (int p = 0; p < positions; ++p) {
-        const float* key = keys + rows[stage * positions + p] + 8 * v;
-        const __m256 k = kQueries > 1 ? load_once(key) : _mm256_loadu_ps(key);
+        const Element* key = keys + rows[stage * positions + p] + 8 * v;
+        const __m256 k = kQueries > 1 ? load_once(key) : load_vector(key);
 #pragma GCC unroll 2
         for (int g = 0; g < kQueries; ++g)
           dots[g][p] = v == 0 ? _mm256_mul_ps(q[g], k) : _mm256_fmadd_ps(q[g], k, dots[g][p]);
@@ -128,8 +137,8 @@ constexpr int kChunk = std::max(1, std::min(kVectors, 8 / (kQueries * kChains<kV
 // rescale is given) + Σ_p weights[g·kAttentionTile + p]·(value row at rows[p]) over the first
 // n_positions of a block (a multiple of kChains). Per query the first chain starts from out,
 // the others from 0, and the chains are summed at the end in a fixed order.
-template <int kVectors, int kQueries, int kFirst, int kCount>
-[[gnu::always_inline]] inline void add_weighted_chunk(const float* weights, const float* values, const int64_t* rows,
+template <int kVectors, int kQueries, int kFirst, int kCount, typename Element>
+[[gnu::always_inline]] inline void add_weighted_chunk(const float* weights, const Element* values, const int64_t* rows,
                                                       int64_t n_positions, float* const* outs, const float* rescale) {
   constexpr int chains = kChains<kVectors>;
   __m256 chain[kQueries][chains][kCount];
@@ -147,13 +156,13 @@ template <int kVectors, int kQueries, int kFirst, int kCount>
   for (int64_t p = 0; p < n_positions; p += chains) {
 #pragma GCC unroll 4
     for (int c = 0; c < chains; ++c) {
-      const float* value = values + rows[p + c] + 8 * kFirst;
+      const Element* value = values + rows[p + c] + 8 * kFirst;
       __m256 weight[kQueries];
 #pragma GCC unroll 2
       for (int g = 0; g < kQueries; ++g) weight[g] = _mm256_broadcast_ss(weights + g * kAttentionTile + p + c);
 #pragma GCC unroll 8
       for (int v = 0; v < kCount; ++v) {
-        const __m256 x = kQueries > 1 ? load_once(value + 8 * v) : _mm256_loadu_ps(value + 8 * v);
+        const __m256 x = kQueries > 1 ? load_once(value + 8 * v) : load_vector(value + 8 * v);
 #pragma GCC unroll 2
         for (int g = 0; g < kQueries; ++g) chain[g][c][v] = _mm256_fmadd_ps(weight[g], x, chain[g][c][v]);
       }
@@ -177,8 +186,8 @@ template <int kVectors, int kQueries, int kFirst, int kCount>
 }
 
 // add_weighted_chunk over the whole head, kChunk vectors at a time from kFirst.
-template <int kVectors, int kQueries, int kFirst = 0>
-[[gnu::always_inline]] inline void add_weighted_values(const float* weights, const float* values, const int64_t* rows,
+template <int kVectors, int kQueries, int kFirst = 0, typename Element>
+[[gnu::always_inline]] inline void add_weighted_values(const float* weights, const Element* values, const int64_t* rows,
                                                        int64_t n_positions, float* const* outs, const float* rescale) {
   constexpr int count = std::min(kChunk<kVectors, kQueries>, kVectors - kFirst);
   add_weighted_chunk<kVectors, kQueries, kFirst, count>(weights, values, rows, n_positions, outs, rescale);
@@ -212,6 +221,21 @@ template <typename Visit>
   avx2::convert_kv_rows(rows, row_offsets, block_len, kv_offset, head_dim, block);
   for (int p = 0; p < kLanes; ++p) out[p] = std::min<int64_t>(p, block_len - 1) * head_dim;
   return block;
+}
+
+// rows_of_block for the kernel that reads F16 K and V in place (kF16): element offsets from
+// the rows' base, widened to floats as they are loaded; otherwise rows_of_block.
+template <bool kF16>
+[[gnu::always_inline]] inline const std::conditional_t<kF16, uint16_t, float>* block_base(
+    const KvRows& rows, int64_t kv_offset, const int64_t* block_slots, int64_t block_len, int64_t head_dim,
+    float* block, int64_t (&out)[kLanes]) {
+  if constexpr (kF16) {
+    const int64_t row_halves = rows.row_bytes / static_cast<int64_t>(sizeof(uint16_t));
+    for (int p = 0; p < kLanes; ++p) out[p] = block_slots[p] * row_halves;
+    return reinterpret_cast<const uint16_t*>(rows.data) + kv_offset;
+  } else {
+    return rows_of_block(rows, kv_offset, block_slots, block_len, head_dim, block, out);
+  }
 }
 
 // All-ones in a block's first n_visible (0..8) lanes.
@@ -257,7 +281,7 @@ struct QuerySet {
 //    same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
 //    the same as alone: rows[its last visible position]. Where its rows or position count
 //    differ from its pack partner's, it goes alone.
-template <int kVectors>
+template <int kVectors, bool kF16>
 void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                     const int32_t* slots) {
   constexpr int64_t head_dim = 8 * kVectors;
@@ -303,8 +327,8 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
       int64_t key_rows[kLanes];
-      const float* key_base =
-          rows_of_block(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
+      const auto* key_base =
+          block_base<kF16>(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
       for_each_query_pack(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
         __m256 scores[kQueries];
         score_block<kVectors, kQueries>(set.queries + j, key_base, key_rows, scores);
@@ -341,8 +365,8 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
       int64_t value_rows[kLanes];
-      const float* value_base =
-          rows_of_block(values, kv_offset, rows + b * kLanes, block_len, head_dim, value_block, value_rows);
+      const auto* value_base =
+          block_base<kF16>(values, kv_offset, rows + b * kLanes, block_len, head_dim, value_block, value_rows);
       // Queries j..j+k-1 add block b's values over n_positions positions whose rows are block_rows.
       auto accumulate = [&]<int kQueries>(int64_t j, const int64_t* block_rows, int64_t n_positions) {
         add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, value_base, block_rows,
@@ -384,14 +408,23 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
 using QueriesKernel = void (*)(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                                const int32_t* slots);
 
-template <size_t... kIndices>
+template <bool kF16, size_t... kIndices>
 constexpr std::array<QueriesKernel, sizeof...(kIndices)> queries_kernels(std::index_sequence<kIndices...>) {
-  return {&attend_queries<static_cast<int>(kIndices) + 1>...};
+  return {&attend_queries<static_cast<int>(kIndices) + 1, kF16>...};
 }
 
-// Indexed by head_dim / 8 - 1.
+// Indexed by head_dim / 8 - 1: any K/V types (F32 in place, the others converted a block at a
+// time), and F16 K and V (the default) read in place, widened in the registers, as the AVX-512
+// kernel does (a converted block used by one query costs more to convert than to attend over).
 constexpr std::array<QueriesKernel, kMaxHeadVectors> kQueriesKernels =
-    queries_kernels(std::make_index_sequence<kMaxHeadVectors>());
+    queries_kernels<false>(std::make_index_sequence<kMaxHeadVectors>());
+constexpr std::array<QueriesKernel, kMaxHeadVectors> kF16QueriesKernels =
+    queries_kernels<true>(std::make_index_sequence<kMaxHeadVectors>());
+
+QueriesKernel queries_kernel(const KvRows& keys, const KvRows& values, int64_t head_dim) {
+  const bool f16 = keys.type == DType::F16 && values.type == DType::F16;
+  return (f16 ? kF16QueriesKernels : kQueriesKernels)[static_cast<size_t>(head_dim / 8 - 1)];
+}
 
 bool vector_kernel_fits(int64_t head_dim) {
   return head_dim % 8 == 0 && head_dim >= 8 && head_dim / 8 <= kMaxHeadVectors;
@@ -414,8 +447,8 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
     out_of[g] = out + g * head_dim;
     n_ctx_of[g] = n_ctx;
   }
-  kQueriesKernels[static_cast<size_t>(head_dim / 8 - 1)](QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys, values,
-                                                         kv_offset, slots);
+  queries_kernel(keys, values, head_dim)(QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys, values, kv_offset,
+                                         slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
@@ -427,7 +460,7 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
                                 int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
     return;
   }
-  const QueriesKernel kernel = kQueriesKernels[static_cast<size_t>(head_dim / 8 - 1)];
+  const QueriesKernel kernel = queries_kernel(keys, values, head_dim);
   const int64_t tokens_per_call = kMaxQueries / group;
   const float* query_of[kMaxQueries];
   float* out_of[kMaxQueries];
