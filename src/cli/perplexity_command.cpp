@@ -49,14 +49,14 @@ void run_perplexity(const PerplexityOptions& options) {
     const KvTypes base{base_type, base_type};
     const KvDivergenceResult result = compare_kv_types(
         forward, tokens, ctx, batch, bos_id, base, kv_types, [](int64_t chunk, const KvDivergenceResult& so_far) {
-          fmt::print(stderr, "[{}] PPL base {:.4f} test {:.4f}, mean KL {:.6f}\n", chunk + 1, so_far.base.perplexity,
+          fmt::print(stderr, "[{}] PPL base {:.4f} test {:.4f}, mean KL {:.4e}\n", chunk + 1, so_far.base.perplexity,
                      so_far.test.perplexity, so_far.mean_kl);
         });
     fmt::print("PPL({}) = {:.4f} +/- {:.4f}\n", kv_types_description(base), result.base.perplexity,
                result.base.uncertainty);
     fmt::print("PPL({}) = {:.4f} +/- {:.4f} ({:+.4f} %)\n", kv_types_description(kv_types), result.test.perplexity,
                result.test.uncertainty, 100.0 * (result.test.perplexity / result.base.perplexity - 1.0));
-    fmt::print("mean KL = {:.6f} nats, max KL = {:.6f}, top-1 agreement = {:.3f} % over {} positions\n", result.mean_kl,
+    fmt::print("mean KL = {:.4e} nats, max KL = {:.4e}, top-1 agreement = {:.3f} % over {} positions\n", result.mean_kl,
                result.max_kl, 100.0 * result.top1_agreement, result.scored_tokens);
     return;
   }
