@@ -77,6 +77,8 @@ struct Outcome {
   int64_t drafted = 0, accepted = 0;
 };
 
+int64_t last_preemptions = 0;  // of the latest run_jobs
+
 std::vector<Outcome> run_jobs(const Loaded& loaded, const std::vector<Job>& jobs, EngineConfig config,
                               bool one_at_a_time = false) {
   Engine engine(loaded.model, loaded.tokenizer, config, pool());
@@ -99,6 +101,7 @@ std::vector<Outcome> run_jobs(const Loaded& loaded, const std::vector<Job>& jobs
   engine.run_until_idle();
   const EngineStats stats = engine.stats();
   EXPECT_EQ(stats.blocks.used, 0) << "leaked KV blocks";
+  last_preemptions = stats.preemptions;
   int64_t drafted = 0, accepted = 0;
   for (const Outcome& o : outcomes) {
     drafted += o.drafted;
@@ -205,6 +208,7 @@ TEST(SpeculativeEngine, MixedBatchWithPrefixHitsAndPreemptionIsTokenIdentical) {
   const int64_t per_block = KvCache::bytes_per_token(aidreams().model->config.kv_shape()) * 8;
   const int64_t tight = (context / 8 + 6) * per_block;
   const std::vector<Outcome> pressed = run_jobs(aidreams(), speculating(plain_jobs, ngram(6)), config(4, 8, tight));
+  EXPECT_GT(last_preemptions, 0);
   expect_identical(plain, pressed);
   EXPECT_GT(total_accepted(pressed), 0);
 }
@@ -281,6 +285,15 @@ TEST(SpeculativeEngine, DraftModelGreedyIsTokenIdentical) {
       run_jobs(aidreams(), speculating(plain_jobs, draft(3), true), with_draft(config(4, 8), random_model(DType::F32)));
   expect_identical(plain, random);
   EXPECT_GT(total_drafted(random), 0);
+  // A target pool of one context plus a little: sequences preempt each other while their
+  // draft states come and go.
+  const int64_t context = aidreams().model->config.context_length;
+  const int64_t per_block = KvCache::bytes_per_token(aidreams().model->config.kv_shape()) * 8;
+  const std::vector<Outcome> pressed = run_jobs(aidreams(), speculating(plain_jobs, draft(5)),
+                                                with_draft(config(4, 8, (context / 8 + 4) * per_block), aidreams()));
+  expect_identical(plain, pressed);
+  EXPECT_GT(last_preemptions, 0);
+  EXPECT_EQ(total_accepted(pressed), total_drafted(pressed));
 }
 
 TEST(SpeculativeEngine, DraftModelSamplingKeepsTheTargetDistribution) {
