@@ -1,8 +1,9 @@
 // Engine step loop (see engine.h). Each step: take in new requests and cancellations, plan,
 // one forward pass over the planned chunks (each with its block table), then per sampling
 // row: sample, detokenize, match stop strings, emit; a decode that carried proposed tokens
-// (speculative decoding) keeps the proposals its rows agree with. Only the engine thread touches the
-// scheduler, the cache and the sequences; the mutex guards the hand-over queues and stats.
+// (speculative decoding) keeps the proposals its rows agree with. Only the engine thread
+// touches the scheduler, the cache and the sequences; the mutex guards the hand-over queues
+// and stats.
 #include "engine/engine.h"
 
 #include <algorithm>

@@ -11,8 +11,8 @@ namespace tandem {
 struct DraftModel::Sequence {
   Sequence(const SamplingParams& sampling, int64_t vocab_size, int32_t max_draft)
       : sampler(sampling, vocab_size),
-        q_ids(static_cast<size_t>(max_draft), std::vector<int32_t>(static_cast<size_t>(vocab_size))),
-        q_probs(static_cast<size_t>(max_draft), std::vector<float>(static_cast<size_t>(vocab_size))),
+        q_ids(static_cast<size_t>(max_draft)),
+        q_probs(static_cast<size_t>(max_draft)),
         q_size(static_cast<size_t>(max_draft), 0) {
     // The draft's draws must not be the target's: a stream of its own, from the same seed.
     sampler.reseed(sampling.seed ^ 0x5851f42d4c957f2dull);
@@ -21,8 +21,10 @@ struct DraftModel::Sequence {
   SequenceBlocks blocks;
   int64_t n_computed = 0;  // positions with draft K/V
   Sampler sampler;
-  std::vector<int32_t> history;             // tokens + proposals so far (the penalties' window)
-  std::vector<std::vector<int32_t>> q_ids;  // [max_draft][vocab_size] each proposal's q
+  std::vector<int32_t> history;  // tokens + proposals so far (the penalties' window)
+  // [max_draft][vocab_size] each proposal's q; a row is allocated the first time a proposal
+  // that deep is made (a request asking for 4 never holds 16 vocabulary-sized rows).
+  std::vector<std::vector<int32_t>> q_ids;
   std::vector<std::vector<float>> q_probs;  // [max_draft][vocab_size]
   std::vector<size_t> q_size;               // [max_draft]
 };
@@ -62,6 +64,10 @@ DraftModel::Sequence& DraftModel::sequence_for(const DraftJob& job) {
 void DraftModel::record(DraftJob& job, Sequence& sequence, int32_t index, std::span<const float> logits) {
   const TokenDistribution q = sequence.sampler.probabilities(logits, sequence.history);
   const auto i = static_cast<size_t>(index);
+  if (sequence.q_ids[i].empty()) {
+    sequence.q_ids[i].resize(static_cast<size_t>(model_->config.vocab_size));
+    sequence.q_probs[i].resize(static_cast<size_t>(model_->config.vocab_size));
+  }
   std::copy(q.ids.begin(), q.ids.end(), sequence.q_ids[i].begin());
   std::copy(q.probs.begin(), q.probs.end(), sequence.q_probs[i].begin());
   sequence.q_size[i] = q.ids.size();
