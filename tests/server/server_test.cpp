@@ -149,6 +149,29 @@ TEST(Server, SpeculativeRequestsMatchPlainOnesAndAreCounted) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+TEST(Server, DraftModelRequestsMatchPlainOnes) {
+  // --draft-model (here the model itself: every proposal kept); requests choose it per request.
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--draft-model", shared_path(kAidreamsGguf), "--parallel", "2"})) << server.log();
+  httplib::Client client = server.client();
+  const json request = {{"prompt", "I see"}, {"max_tokens", 80}, {"temperature", 0}};
+  json draft_request = request;
+  draft_request["speculative"] = {{"type", "draft"}, {"max", 3}};
+  const auto plain = post(client, "/v1/completions", request.dump());
+  const auto drafted = post(client, "/v1/completions", draft_request.dump());
+  ASSERT_TRUE(plain && drafted);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  ASSERT_EQ(drafted->status, 200) << drafted->body;
+  const json plain_body = json::parse(plain->body), drafted_body = json::parse(drafted->body);
+  EXPECT_EQ(drafted_body["choices"][0]["text"], plain_body["choices"][0]["text"]);
+  const json& counts = drafted_body["usage"]["speculative"];
+  ASSERT_TRUE(counts.is_object()) << drafted->body;
+  EXPECT_GT(counts["drafted"].get<int64_t>(), 0);
+  EXPECT_EQ(counts["accepted"], counts["drafted"]);
+  EXPECT_EQ(server.stop(), 0);
+}
+
 TEST(Server, SigtermWithStreamsInFlightExitsCleanly) {
   REQUIRE_MODEL();
   ServerProcess server;
