@@ -52,9 +52,12 @@ void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_p
   if (usage.drafted_tokens > 0) {
     // Every decode step after the first token yields its kept proposals plus one token.
     const int64_t steps = std::max<int64_t>(1, usage.completion_tokens - 1 - usage.accepted_tokens);
-    std::fprintf(stderr, "speculative: %lld of %lld proposed tokens accepted (%.1f %%), %.2f tokens per decode step\n",
+    std::fprintf(stderr,
+                 "speculative: %lld of %lld proposed tokens accepted (%.1f %%), mean accepted length %.2f, "
+                 "%.2f tokens per decode step\n",
                  static_cast<long long>(usage.accepted_tokens), static_cast<long long>(usage.drafted_tokens),
                  100.0 * static_cast<double>(usage.accepted_tokens) / static_cast<double>(usage.drafted_tokens),
+                 static_cast<double>(usage.accepted_tokens) / static_cast<double>(steps),
                  static_cast<double>(usage.completion_tokens - 1) / static_cast<double>(steps));
   }
   std::fprintf(stderr, "stop:    %s\n", api::finish_reason_name(result.finish_reason));
