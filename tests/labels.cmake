@@ -11,7 +11,8 @@
 set(TANDEM_MODEL_TESTS
     # Every test of these suites.
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
-    "^(PerplexityTest|QuantizedPerplexity|Server|ServerOpenAIClient|Stories260KTest|StreamingDetokenizer)\\."
+    "^(PerplexityTest|QuantizedPerplexity|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
+    "^StreamingDetokenizer\\."
     "^CApi\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     # Some tests of these (the others build their inputs).

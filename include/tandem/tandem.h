@@ -122,6 +122,26 @@ struct EngineOptions {
   int32_t kv_block_size = 16;      // tokens per KV cache block (the prefix cache's unit)
   KvCacheType kv_type_k = KvCacheType::F16;
   KvCacheType kv_type_v = KvCacheType::F16;
+  // A smaller model with the same vocabulary for Speculation::Draft requests (a different
+  // vocabulary is an Error here); null: none.
+  std::shared_ptr<const Model> draft_model;
+};
+
+// Speculative decoding: tokens proposed ahead and checked by the model in one forward pass.
+// It never changes what is generated: greedy output is the same tokens; prompt lookup gives
+// seeded sampling the same tokens too, a draft model the same distribution.
+enum class Speculation {
+  None,   // one token per forward pass
+  Ngram,  // prompt lookup: propose what followed the latest earlier match of the newest n-gram
+  Draft,  // EngineOptions::draft_model proposes (kept with the rejection-sampling rule)
+};
+
+struct SpeculativeOptions {
+  Speculation type = Speculation::None;
+  int32_t draft_max = 4;  // tokens proposed per step at most
+  int32_t draft_min = 0;  // the adaptive length's floor (it shrinks while proposals fail)
+  int32_t ngram_min = 2;  // n-gram sizes looked up, the longest first
+  int32_t ngram_max = 4;
 };
 
 struct GenerateOptions {
@@ -137,6 +157,7 @@ struct GenerateOptions {
   float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;   // unset: a random one (Stream::seed, Result::seed say which)
   std::vector<std::string> stop;  // generation ends before any of these; they never appear
+  SpeculativeOptions speculative;
 };
 
 enum class FinishReason {
@@ -156,6 +177,8 @@ struct Usage {
   int64_t cached_tokens = 0;      // prompt tokens whose KV came from the prefix cache
   int64_t completion_tokens = 0;  // generated, EOS included when it ended the request
   int64_t kv_bytes = 0;           // KV cache memory the request held at its end (whole blocks)
+  int64_t drafted_tokens = 0;     // speculative decoding: tokens proposed and checked
+  int64_t accepted_tokens = 0;    // of those, kept (each one a forward pass saved)
 };
 
 // Milliseconds, measured by the engine for one request.

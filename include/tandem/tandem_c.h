@@ -163,7 +163,17 @@ typedef struct tandem_generate_options {
   uint64_t seed;           /* TANDEM_SEED_RANDOM: a random one (reported in the result) */
   const char* const* stop; /* n_stop strings that end generation; they never appear */
   size_t n_stop;
+  /* Speculative decoding (the output is unchanged by it): TANDEM_SPECULATION_*, at most
+   * draft_max tokens proposed per step, the adaptive length's floor, prompt lookup's n-gram sizes. */
+  int32_t speculation;
+  int32_t draft_max;
+  int32_t draft_min;
+  int32_t ngram_min;
+  int32_t ngram_max;
 } tandem_generate_options;
+
+#define TANDEM_SPECULATION_NONE 0
+#define TANDEM_SPECULATION_NGRAM 1 /* prompt lookup */
 
 TANDEM_API tandem_generate_options tandem_generate_options_default(void);
 

@@ -241,9 +241,13 @@ class Model:
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repetition_penalty: float = 1.0,
                  repeat_last_n: int = 64, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                  seed: Optional[int] = None, stop: Optional[Sequence[str]] = None,
-                 stream: bool = False) -> Union[Result, Stream]:
+                 stream: bool = False, speculative: str = "none", draft_max: int = 4) -> Union[Result, Stream]:
         """Continues the prompt (text, or token ids). Returns a Result; with stream=True a
-        Stream yielding the text as it is generated."""
+        Stream yielding the text as it is generated. speculative="ngram": prompt-lookup
+        speculative decoding (same output, fewer forward passes when the text repeats)."""
+        kinds = {"none": _native.SPECULATION_NONE, "ngram": _native.SPECULATION_NGRAM}
+        if speculative not in kinds:
+            raise ValueError(f"speculative must be one of {sorted(kinds)}, not {speculative!r}")
         ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         stop_strings = [s.encode() for s in (stop or [])]
         stop_array = (ctypes.c_char_p * max(1, len(stop_strings)))(*stop_strings)
@@ -260,6 +264,8 @@ class Model:
         options.seed = _native.SEED_RANDOM if seed is None else seed
         options.stop = stop_array
         options.n_stop = len(stop_strings)
+        options.speculation = kinds[speculative]
+        options.draft_max = draft_max
         array, n_ids = _ids_array(ids)
         if stream:
             handle = ctypes.c_void_p()

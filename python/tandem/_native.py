@@ -56,7 +56,16 @@ class GenerateOptions(ctypes.Structure):
         ("seed", ctypes.c_uint64),
         ("stop", ctypes.POINTER(ctypes.c_char_p)),
         ("n_stop", ctypes.c_size_t),
+        ("speculation", ctypes.c_int32),  # SPECULATION_NONE / SPECULATION_NGRAM
+        ("draft_max", ctypes.c_int32),
+        ("draft_min", ctypes.c_int32),
+        ("ngram_min", ctypes.c_int32),
+        ("ngram_max", ctypes.c_int32),
     ]
+
+
+SPECULATION_NONE = 0
+SPECULATION_NGRAM = 1
 
 
 SEED_RANDOM = 2**64 - 1

@@ -75,6 +75,15 @@ class TandemTest(unittest.TestCase):
         self.assertEqual(stopped.text, " align, as I seep")
         self.assertEqual(stopped.finish_reason, "stop string")
 
+    def test_prompt_lookup_speculation_gives_the_same_text(self):
+        plain = self.model.generate("The dream", max_tokens=80, temperature=0.8, seed=3)
+        spec = self.model.generate("The dream", max_tokens=80, temperature=0.8, seed=3, speculative="ngram",
+                                   draft_max=4)
+        self.assertEqual(spec.tokens, plain.tokens)
+        self.assertEqual(spec.text, plain.text)
+        with self.assertRaises(ValueError):
+            self.model.generate("The dream", max_tokens=4, speculative="guess")
+
     def test_tokenize_detokenize_round_trip(self):
         self.assertEqual(self.model.vocab_size, 512)
         self.assertEqual(self.model.context_length, 128)

@@ -30,6 +30,14 @@ api::GenerateOptions to_options(const tandem_generate_options* c_options) {
   options.presence_penalty = c.presence_penalty;
   options.frequency_penalty = c.frequency_penalty;
   if (c.seed != TANDEM_SEED_RANDOM) options.seed = c.seed;
+  if (c.speculation != TANDEM_SPECULATION_NONE && c.speculation != TANDEM_SPECULATION_NGRAM)
+    throw api::Error("speculation must be TANDEM_SPECULATION_NONE or TANDEM_SPECULATION_NGRAM");
+  options.speculative.type =
+      c.speculation == TANDEM_SPECULATION_NGRAM ? api::Speculation::Ngram : api::Speculation::None;
+  options.speculative.draft_max = c.draft_max;
+  options.speculative.draft_min = c.draft_min;
+  options.speculative.ngram_min = c.ngram_min;
+  options.speculative.ngram_max = c.ngram_max;
   if (c.stop == nullptr && c.n_stop > 0) throw api::Error("stop is NULL but n_stop is not 0");
   for (size_t i = 0; i < c.n_stop; ++i) {
     if (c.stop[i] == nullptr) throw api::Error("a stop string is NULL");
@@ -190,6 +198,11 @@ tandem_generate_options tandem_generate_options_default(void) {
   c.seed = TANDEM_SEED_RANDOM;
   c.stop = nullptr;
   c.n_stop = 0;
+  c.speculation = TANDEM_SPECULATION_NONE;
+  c.draft_max = defaults.speculative.draft_max;
+  c.draft_min = defaults.speculative.draft_min;
+  c.ngram_min = defaults.speculative.ngram_min;
+  c.ngram_max = defaults.speculative.ngram_max;
   return c;
 }
 

@@ -45,7 +45,8 @@ Event to_public(RequestEvent&& internal) {
   event.tokens = std::move(internal.tokens);
   event.finished = internal.finished;
   event.finish_reason = to_public(internal.finish_reason);
-  event.usage = {internal.prompt_tokens, internal.cached_tokens, internal.completion_tokens, internal.kv_bytes};
+  event.usage = {internal.prompt_tokens, internal.cached_tokens,  internal.completion_tokens,
+                 internal.kv_bytes,      internal.drafted_tokens, internal.accepted_tokens};
   if (internal.finished) {
     event.timings.queue_ms = internal.queue_ms;
     event.timings.ttft_ms = internal.ttft_ms;
@@ -71,6 +72,16 @@ GenerationParams to_params(const GenerateOptions& options, uint64_t seed) {
   sampling.presence_penalty = options.presence_penalty;
   sampling.frequency_penalty = options.frequency_penalty;
   sampling.seed = seed;
+  SpeculationParams& speculation = params.speculation;
+  switch (options.speculative.type) {
+    case Speculation::None: speculation.type = SpeculationType::None; break;
+    case Speculation::Ngram: speculation.type = SpeculationType::Ngram; break;
+    case Speculation::Draft: speculation.type = SpeculationType::Draft; break;
+  }
+  speculation.draft_max = options.speculative.draft_max;
+  speculation.draft_min = options.speculative.draft_min;
+  speculation.ngram_min = options.speculative.ngram_min;
+  speculation.ngram_max = options.speculative.ngram_max;
   return params;
 }
 
@@ -114,6 +125,11 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
     config.context_length = options.context_length;
     config.kv_memory_bytes = options.kv_memory_bytes;
     config.kv_types = {detail::kv_dtype(options.kv_type_k), detail::kv_dtype(options.kv_type_v)};
+    if (options.draft_model) {
+      // The internal engine keeps the draft's weights; its tokenizer is only compared.
+      config.draft_model = options.draft_model->state_->model;
+      config.draft_tokenizer = &options.draft_model->state_->tokenizer;
+    }
     const detail::ModelState& model_state = *model->state_;
     state_ = std::make_shared<detail::EngineState>(std::move(model), model_state, config, options.threads);
   });

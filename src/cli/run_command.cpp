@@ -23,7 +23,15 @@ struct RunOptions {
   int threads = 0;
   bool print_ids = false;
   KvTypeFlags kv_types;
+  std::string speculation;  // empty: draft with --draft-model, else none
+  std::string draft_model_path;
 };
+
+api::Speculation speculation_from_flag(const std::string& name) {
+  if (name == "ngram") return api::Speculation::Ngram;
+  if (name == "draft") return api::Speculation::Draft;
+  return api::Speculation::None;  // CLI11's IsMember check admitted only these three
+}
 
 void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_per_token) {
   const api::Timings& t = result.timings;
@@ -43,6 +51,17 @@ void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_p
   std::fprintf(stderr, "KV cache: %lld bytes in use (%lld tokens x %lld bytes/token)\n",
                static_cast<long long>(usage.kv_bytes), static_cast<long long>(usage.kv_bytes / kv_bytes_per_token),
                static_cast<long long>(kv_bytes_per_token));
+  if (usage.drafted_tokens > 0) {
+    // Every decode step after the first token yields its kept proposals plus one token.
+    const int64_t steps = std::max<int64_t>(1, usage.completion_tokens - 1 - usage.accepted_tokens);
+    std::fprintf(stderr,
+                 "speculative: %lld of %lld proposed tokens accepted (%.1f %%), mean accepted length %.2f, "
+                 "%.2f tokens per decode step\n",
+                 static_cast<long long>(usage.accepted_tokens), static_cast<long long>(usage.drafted_tokens),
+                 100.0 * static_cast<double>(usage.accepted_tokens) / static_cast<double>(usage.drafted_tokens),
+                 static_cast<double>(usage.accepted_tokens) / static_cast<double>(steps),
+                 static_cast<double>(usage.completion_tokens - 1) / static_cast<double>(steps));
+  }
   std::fprintf(stderr, "stop:    %s\n", api::finish_reason_name(result.finish_reason));
 }
 
@@ -57,9 +76,16 @@ void run(const RunOptions& options) {
   // (the context bounds it; a longer prompt is refused by stream() below).
   api::EngineOptions engine_options;
   engine_options.threads = options.threads;
+  if (!options.draft_model_path.empty())
+    engine_options.draft_model = api::Model::load(options.draft_model_path, api::ModelOptions{});
   engine_options.max_sequences = 1;
+  // A speculative decode step carries its proposals too: 1 + draft_max tokens.
+  const api::Speculation speculation = speculation_from_flag(
+      options.speculation.empty() && !options.draft_model_path.empty() ? "draft" : options.speculation);
+  const bool speculating = speculation != api::Speculation::None;
+  const int64_t decode_tokens = 1 + (speculating ? std::max(0, options.sampling.speculative.draft_max) : 0);
   engine_options.max_batch_tokens =
-      std::clamp<int64_t>(static_cast<int64_t>(prompt.size()), 1, model->context_length());
+      std::clamp<int64_t>(std::max(static_cast<int64_t>(prompt.size()), decode_tokens), 1, model->context_length());
   const KvTypes kv_types = options.kv_types.resolve();
   engine_options.kv_type_k = api_kv_type(kv_types.k);
   engine_options.kv_type_v = api_kv_type(kv_types.v);
@@ -68,6 +94,7 @@ void run(const RunOptions& options) {
 
   api::GenerateOptions generate_options = options.sampling;
   generate_options.max_tokens = options.max_new_tokens;
+  generate_options.speculative.type = speculation;
   generate_options.seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
 
   api::Stream stream = engine.stream(prompt, generate_options);  // checks the request before anything is printed
@@ -122,6 +149,21 @@ void add_run_command(CLI::App& app) {
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("--ids", options->print_ids, "Print the whole token id sequence instead of text");
   add_kv_type_options(command, &options->kv_types);
+  command
+      ->add_option("--spec", options->speculation,
+                   "Speculative decoding: none, ngram (prompt lookup) or draft (default: draft with "
+                   "--draft-model, else none)")
+      ->check(CLI::IsMember({"none", "ngram", "draft"}));
+  command->add_option("--draft-model", options->draft_model_path,
+                      "Draft model for speculative decoding (same vocabulary as -m)");
+  api::SpeculativeOptions& spec = options->sampling.speculative;
+  command->add_option("--draft-max", spec.draft_max, "Speculative tokens proposed per step at most")
+      ->capture_default_str();
+  command->add_option("--draft-min", spec.draft_min, "Floor of the adaptive proposal length")->capture_default_str();
+  command->add_option("--spec-ngram-min", spec.ngram_min, "Smallest n-gram prompt lookup matches")
+      ->capture_default_str();
+  command->add_option("--spec-ngram-max", spec.ngram_max, "Largest n-gram prompt lookup matches")
+      ->capture_default_str();
   command->callback([options] { run(*options); });
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "base/error.h"
@@ -31,6 +32,7 @@ struct ServeOptions {
   int threads = 0;
   double shutdown_timeout_s = 10.0;
   KvTypeFlags kv_types;
+  std::string draft_model_path;
 };
 
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
@@ -63,6 +65,7 @@ extern "C" void exit_while_loading(int signal) {
 }
 
 void serve(const ServeOptions& options) {
+  check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -93,8 +96,15 @@ void serve(const ServeOptions& options) {
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
 
-  ThreadPool pool(options.threads);
   EngineConfig engine_config = options.engine;
+  std::optional<Tokenizer> draft_tokenizer;
+  if (!options.draft_model_path.empty()) {
+    engine_config.draft_model = load_model(options.draft_model_path);
+    draft_tokenizer.emplace(load_tokenizer(options.draft_model_path, "", engine_config.draft_model->config.vocab_size));
+    engine_config.draft_tokenizer = &*draft_tokenizer;
+  }
+
+  ThreadPool pool(options.threads);
   engine_config.kv_types = options.kv_types.resolve();
   Engine engine(model, tokenizer, engine_config, pool);
   engine.start();
@@ -147,6 +157,23 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--chat-template", options->chat_template,
                       "Chat format: chatml, llama2, llama3, zephyr (default: from the GGUF's template)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
+  // Speculation for requests that send no `speculative` object of their own.
+  SpeculationParams& spec = options->http.speculation;
+  command
+      ->add_option_function<std::string>(
+          "--spec",
+          [options](const std::string& name) { options->http.speculation.type = speculation_type_from_name(name); },
+          "Speculative decoding by default: none, ngram (prompt lookup) or draft (--draft-model)")
+      ->check(CLI::IsMember({"none", "ngram", "draft"}));
+  command->add_option("--draft-model", options->draft_model_path,
+                      "Draft model for speculative decoding (same vocabulary as -m)");
+  command->add_option("--draft-max", spec.draft_max, "Speculative tokens proposed per step at most")
+      ->capture_default_str();
+  command->add_option("--draft-min", spec.draft_min, "Floor of the adaptive proposal length")->capture_default_str();
+  command->add_option("--spec-ngram-min", spec.ngram_min, "Smallest n-gram prompt lookup matches")
+      ->capture_default_str();
+  command->add_option("--spec-ngram-max", spec.ngram_max, "Largest n-gram prompt lookup matches")
+      ->capture_default_str();
   command
       ->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
                    "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")

@@ -1,7 +1,9 @@
 // Engine step loop (see engine.h). Each step: take in new requests and cancellations, plan,
 // one forward pass over the planned chunks (each with its block table), then per sampling
-// row: sample, detokenize, match stop strings, emit. Only the engine thread touches the
-// scheduler, the cache and the sequences; the mutex guards the hand-over queues and stats.
+// row: sample, detokenize, match stop strings, emit; a decode that carried proposed tokens
+// (speculative decoding) keeps the proposals its rows agree with. Only the engine thread
+// touches the scheduler, the cache and the sequences; the mutex guards the hand-over queues
+// and stats.
 #include "engine/engine.h"
 
 #include <algorithm>
@@ -12,15 +14,37 @@
 
 namespace tandem {
 
+namespace {
+
+// Prompt lookup's proposer; requests that do not use it get a placeholder (their n-gram
+// sizes were not checked).
+NgramProposer proposer_for(const SpeculationParams& speculation) {
+  if (speculation.type == SpeculationType::Ngram) return {speculation.ngram_min, speculation.ngram_max};
+  return {1, 1};
+}
+
+}  // namespace
+
 struct Engine::Sequence {
-  Sequence(const Tokenizer& tokenizer, SamplingParams sampling, int64_t vocab_size)
-      : sampler(sampling, vocab_size), detokenizer(tokenizer) {}
+  Sequence(const Tokenizer& tokenizer, const GenerationParams& params, int64_t vocab_size)
+      : sampler(params.sampling, vocab_size),
+        detokenizer(tokenizer),
+        speculation(params.speculation),
+        ngram(proposer_for(params.speculation)),
+        draft_length(params.speculation.draft_min, params.speculation.draft_max) {
+    if (speculation.enabled()) request.draft.reserve(static_cast<size_t>(speculation.draft_max));
+  }
 
   Request request;
   Sampler sampler;
   StreamingDetokenizer detokenizer;
   std::string held;  // detokenized text not yet released: it could start a stop string
   EventCallback on_event;
+  SpeculationParams speculation;
+  NgramProposer ngram;
+  DraftLength draft_length;
+  int64_t drafted_tokens = 0;  // proposed tokens verified so far
+  int64_t accepted_tokens = 0;
 };
 
 namespace {
@@ -79,8 +103,19 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types),
       forward_(model_, config_.max_batch_tokens, pool),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
+      rejection_(model_->config.vocab_size),
       logprob_work_(static_cast<size_t>(model_->config.vocab_size)),
       logprob_ids_(static_cast<size_t>(model_->config.vocab_size)) {
+  if (config_.draft_model) {
+    TANDEM_CHECK_INPUT(config_.draft_model->config.vocab_size == model_->config.vocab_size,
+                       "the draft model's vocabulary has {} tokens but the target's has {}",
+                       config_.draft_model->config.vocab_size, model_->config.vocab_size);
+    if (config_.draft_tokenizer) check_same_vocabulary(tokenizer_, *config_.draft_tokenizer);
+    config_.draft_tokenizer = nullptr;  // compared once; the engine does not keep it
+    draft_ = std::make_unique<DraftModel>(config_.draft_model, config_.context_length, config_.max_seqs,
+                                          config_.max_batch_tokens, config_.block_size, kMaxDraftTokens, pool);
+    draft_jobs_.reserve(static_cast<size_t>(config_.max_seqs));
+  }
   update_stats();
 }
 
@@ -100,7 +135,10 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
   const int64_t vocab = model_->config.vocab_size;
   TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
   check_request(prompt, params);
-  auto sequence = std::make_unique<Sequence>(tokenizer_, params.sampling, vocab);  // validates sampling
+  check_speculation(params.speculation);
+  TANDEM_CHECK_INPUT(params.speculation.type != SpeculationType::Draft || draft_,
+                     "speculative decoding with a draft model: this engine has no draft model (--draft-model)");
+  auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab);  // validates sampling
   // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
   for (int32_t id : prompt) sequence->detokenizer.push(id);
   sequence->request.prompt = std::move(prompt);
@@ -164,8 +202,34 @@ void Engine::intake() {
   }
 }
 
+void Engine::propose_drafts() {
+  draft_jobs_.clear();
+  for (Request* request : scheduler_.running()) {
+    if (request->state != RequestState::Decoding) continue;
+    Sequence& sequence = *sequences_.at(request->id);
+    if (!sequence.speculation.enabled()) continue;
+    // Every kept proposal is an output token, and the step adds one more after them: never
+    // propose past max_tokens or past the context (the last proposal's position).
+    const auto n_tokens = static_cast<int64_t>(request->tokens.size());
+    const int64_t room = std::min(request->params.max_tokens - static_cast<int64_t>(request->generated.size()) - 1,
+                                  config_.context_length - n_tokens);
+    const auto length = static_cast<int32_t>(std::min<int64_t>(sequence.draft_length.next(), room));
+    if (sequence.speculation.type == SpeculationType::Ngram) {
+      sequence.ngram.propose(request->tokens, length, request->draft);
+    } else if (length > 0) {
+      draft_jobs_.push_back({request->id, request->tokens, &request->params.sampling, length, &request->draft});
+    } else {
+      request->draft.clear();
+    }
+  }
+  // Every draft-model proposal of the step in one batched pass per proposed token.
+  if (!draft_jobs_.empty()) draft_->propose(draft_jobs_);
+  draft_jobs_.clear();
+}
+
 bool Engine::step() {
   intake();
+  propose_drafts();
   const StepPlan plan = scheduler_.schedule();
   if (plan.empty()) {
     update_stats();
@@ -177,21 +241,36 @@ bool Engine::step() {
     const Request& request = *chunk.request;
     // The scheduler grew the block table to cover the chunk; the forward pass reads it.
     const int32_t seq = batch_.add_sequence(request.blocks.table);
-    for (int64_t i = 0; i < chunk.n_tokens; ++i) {
+    const int64_t n_known = chunk.n_tokens - chunk.n_draft;
+    for (int64_t i = 0; i < n_known; ++i) {
       const int64_t position = chunk.start + i;
       batch_.add(request.tokens[static_cast<size_t>(position)], static_cast<int32_t>(position), seq,
-                 chunk.samples && i == chunk.n_tokens - 1);
+                 (chunk.samples && i == n_known - 1) || chunk.n_draft > 0);
     }
+    if (chunk.n_draft == 0) continue;
+    // Proposed tokens go where the sequence's own next tokens would: blocks no other
+    // sequence or the prefix cache can see, so a rejected proposal harms nothing.
+    TANDEM_ASSERT(blocks_.writable_from(request.blocks, chunk.start + n_known));
+    for (int64_t i = 0; i < chunk.n_draft; ++i)
+      batch_.add(request.draft[static_cast<size_t>(i)], static_cast<int32_t>(chunk.start + n_known + i), seq, true);
   }
   const std::span<const float> logits = forward_.run(batch_, cache_);
   scheduler_.complete(plan);
+  if (draft_)
+    for (const Request* request : plan.preempted) draft_->remove(request->id);  // recomputed when it returns
 
   const auto vocab = static_cast<size_t>(model_->config.vocab_size);
   size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.samples) continue;
-    process_sample(*sequences_.at(chunk.request->id), logits.subspan(row * vocab, vocab));
-    ++row;
+    Sequence& sequence = *sequences_.at(chunk.request->id);
+    if (chunk.n_draft == 0) {
+      process_sample(sequence, logits.subspan(row * vocab, vocab));
+    } else {
+      verify_draft(sequence, chunk.n_draft,
+                   logits.subspan(row * vocab, static_cast<size_t>(1 + chunk.n_draft) * vocab));
+    }
+    row += static_cast<size_t>(1 + chunk.n_draft);
   }
   ++steps_;
   {
@@ -202,11 +281,64 @@ bool Engine::step() {
   return true;
 }
 
-void Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
+bool Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
+  const int32_t token = sequence.sampler.sample(logits, sequence.request.tokens);
+  return emit_token(sequence, token, logits);
+}
+
+void Engine::verify_draft(Sequence& sequence, int64_t n_draft, std::span<const float> rows) {
+  // Row i holds the target's logits after the pending token and the first i proposals.
+  // Sampling row i as plain decoding would and keeping proposal i when the draw equals it
+  // is the speculative acceptance rule for a deterministic proposer (q a point mass on the
+  // proposal): kept with probability p(x), and on rejection the draw is p without x,
+  // renormalised. Each output token takes the same draw from the same seeded stream, on
+  // logits equal bit for bit to a one-token step's (batch invariance), so the output is
+  // token-identical to plain decoding, greedy or sampled.
+  Request& request = sequence.request;
+  const auto vocab = static_cast<size_t>(model_->config.vocab_size);
+  sequence.drafted_tokens += n_draft;
+  drafted_tokens_ += n_draft;
+  int64_t n_accepted = 0;
+  const bool from_model = sequence.speculation.type == SpeculationType::Draft;
+  for (int64_t i = 0; i <= n_draft; ++i) {
+    const std::span<const float> logits = rows.subspan(static_cast<size_t>(i) * vocab, vocab);
+    int32_t token = 0;
+    bool kept = false;
+    if (!from_model) {
+      token = sequence.sampler.sample(logits, request.tokens);
+      kept = i < n_draft && token == request.draft[static_cast<size_t>(i)];
+    } else {
+      // A draft model's proposal came from its distribution q: the general rule, min(1, p/q)
+      // then the residual; after the last proposal a bonus token from p.
+      const TokenDistribution p = sequence.sampler.probabilities(logits, request.tokens);
+      if (i < n_draft) {
+        const double u_accept = sequence.sampler.next_uniform(), u_resample = sequence.sampler.next_uniform();
+        const SpeculativeVerdict verdict =
+            rejection_.verify(p, draft_->q(request.id, static_cast<int32_t>(i)), request.draft[static_cast<size_t>(i)],
+                              u_accept, u_resample);
+        token = verdict.token;
+        kept = verdict.accepted;
+      } else {
+        token = Sampler::draw(p, sequence.sampler.next_uniform());
+      }
+    }
+    if (kept) {
+      ++sequence.accepted_tokens;
+      ++accepted_tokens_;
+    }
+    if (emit_token(sequence, token, logits)) return;  // finished: its blocks are already released
+    if (!kept) break;
+    ++n_accepted;
+  }
+  sequence.draft_length.record(static_cast<int32_t>(n_draft), static_cast<int32_t>(n_accepted));
+  scheduler_.settle_draft(&request, n_accepted);
+  if (from_model) draft_->rollback(request.id, request.n_computed);
+}
+
+bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float> logits) {
   Request& request = sequence.request;
   const GenerationParams& params = request.params;
   RequestEvent event;
-  const int32_t token = sequence.sampler.sample(logits, request.tokens);
   if (params.top_logprobs >= 0) event.logprobs.push_back(logprobs_of(logits, token, params.top_logprobs));
 
   const RequestClock::time_point now = RequestClock::now();
@@ -248,19 +380,23 @@ void Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
 
   if (reason != FinishReason::None) {
     finish(sequence, RequestState::Finished, reason, event);  // emits and destroys `sequence`
-    return;
+    return true;
   }
   event.request_id = request.id;
   event.prompt_tokens = static_cast<int64_t>(request.prompt.size());
   event.cached_tokens = std::max<int64_t>(0, request.cached_prompt_tokens);
   event.completion_tokens = static_cast<int64_t>(request.generated.size());
+  event.drafted_tokens = sequence.drafted_tokens;
+  event.accepted_tokens = sequence.accepted_tokens;
   if (sequence.on_event) sequence.on_event(std::move(event));
+  return false;
 }
 
 void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event) {
   Request& request = sequence.request;
   event.kv_bytes = static_cast<int64_t>(request.blocks.table.size()) * cache_.bytes_per_block();
   scheduler_.remove(&request, state);
+  if (draft_) draft_->remove(request.id);
   request.finish_reason = reason;
   request.times.finished = RequestClock::now();
   const RequestTimes& times = request.times;
@@ -281,6 +417,8 @@ void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason,
   event.preemptions = request.n_preemptions;
   event.e2e_ms = ms_between(times.arrival, times.finished);
   event.itl_ms = times.itl_ms;
+  event.drafted_tokens = sequence.drafted_tokens;
+  event.accepted_tokens = sequence.accepted_tokens;
   EventCallback on_event = std::move(sequence.on_event);
   sequences_.erase(request.id);  // `sequence` is gone from here on
   if (on_event) on_event(std::move(event));
@@ -325,6 +463,8 @@ void Engine::update_stats() {
   stats_.steps = steps_;
   stats_.context_length = config_.context_length;
   stats_.kv_pool = kv_pool_;
+  stats_.drafted_tokens = drafted_tokens_;
+  stats_.accepted_tokens = accepted_tokens_;
 }
 
 EngineStats Engine::stats() const {

@@ -3,7 +3,8 @@
 // -> emit events. A single request is a batch of one. It owns the KV storage, the block
 // allocator (which blocks each sequence holds), the scheduler and every in-flight request; requests arrive
 // thread-safely via submit() and leave as events through their callback. Runs on its own thread (start()) or is stepped
-// by hand (tests). Knows nothing of HTTP or JSON.
+// by hand (tests). Knows nothing of HTTP or JSON. A speculating sequence's decode carries
+// the tokens its proposer (speculation/) predicts; the same pass verifies them.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,10 @@
 #include "base/thread_pool.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/speculation/draft_length.h"
+#include "engine/speculation/draft_model.h"
+#include "engine/speculation/ngram_proposer.h"
+#include "engine/speculation/rejection_sampler.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_pool_plan.h"
@@ -38,6 +43,12 @@ struct EngineConfig {
   int64_t context_length = 0;          // --ctx: per-sequence limit; 0 or above the model's: the model's
   int64_t kv_memory_bytes = 0;         // --kv-memory: pool size; 0: max_seqs full contexts
   KvTypes kv_types = kDefaultKvTypes;  // --kv-type, --cache-type-k/-v: what K and V are stored as
+  // --draft-model: a smaller model with the same vocabulary for requests speculating with
+  // SpeculationType::Draft; null: none. Its KV pool holds max_seqs full contexts of its own.
+  // draft_tokenizer (its tokenizer; may be null) is compared with the target's at
+  // construction only: any difference is an InputError.
+  std::shared_ptr<const Model> draft_model;
+  const Tokenizer* draft_tokenizer = nullptr;
 };
 
 struct TopLogprob {
@@ -72,6 +83,10 @@ struct RequestEvent {
   std::vector<double> itl_ms;
   int64_t kv_bytes = 0;
   int32_t preemptions = 0;
+  // Speculative decoding, so far (final event: in total): tokens proposed and verified, and
+  // of those the ones kept. Both 0 without speculation.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
 };
 using EventCallback = std::function<void(RequestEvent&&)>;
 
@@ -84,7 +99,9 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t context_length = 0;
-  KvPoolPlan kv_pool;  // the pool's sizing, as chosen at construction
+  KvPoolPlan kv_pool;           // the pool's sizing, as chosen at construction
+  int64_t drafted_tokens = 0;   // speculative decoding, since start: tokens proposed and verified
+  int64_t accepted_tokens = 0;  // of those, kept
 };
 
 class Engine {
@@ -130,7 +147,14 @@ class Engine {
   struct Sequence;
 
   void intake();
-  void process_sample(Sequence& sequence, std::span<const float> logits);
+  // Fills request.draft for each decoding sequence that speculates (before schedule()).
+  void propose_drafts();
+  // Samples from logits and emits the token; true when that finished (and destroyed) the sequence.
+  bool process_sample(Sequence& sequence, std::span<const float> logits);
+  // A speculative chunk's rows [1 + n_draft, vocab]: keeps proposed tokens while the target
+  // agrees, emits each kept token and the one after them, rolls the rest back.
+  void verify_draft(Sequence& sequence, int64_t n_draft, std::span<const float> rows);
+  bool emit_token(Sequence& sequence, int32_t token, std::span<const float> logits);
   void finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event);
   TokenLogprob logprobs_of(std::span<const float> logits, int32_t chosen, int32_t top_n);
   void update_stats();
@@ -145,6 +169,9 @@ class Engine {
   Forward forward_;
   Scheduler scheduler_;
   Batch batch_;
+  std::unique_ptr<DraftModel> draft_;  // when config_.draft_model is set
+  std::vector<DraftJob> draft_jobs_;   // this step's draft-model proposals
+  RejectionSampler rejection_;
   std::vector<float> logprob_work_;                                    // [vocab_size]
   std::vector<int32_t> logprob_ids_;                                   // [vocab_size]
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only
@@ -160,6 +187,8 @@ class Engine {
   uint64_t next_id_ = 1;
   EngineStats stats_;
   int64_t steps_ = 0;
+  int64_t drafted_tokens_ = 0;  // engine thread; copied into stats_
+  int64_t accepted_tokens_ = 0;
   std::thread thread_;
 };
 

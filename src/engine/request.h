@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/speculation/speculation_params.h"
 #include "kv/block_manager.h"
 
 namespace tandem {
@@ -29,6 +30,7 @@ struct GenerationParams {
   std::vector<std::string> stop;  // never emitted; matched across token boundaries
   int32_t top_logprobs = -1;      // < 0: no logprobs; 0..20: chosen token plus this many alternatives
   bool ignore_eos = false;        // EOS is an ordinary token (benchmarks generating exactly max_tokens)
+  SpeculationParams speculation;  // proposals verified in one forward pass; output unchanged by it
 };
 
 using RequestClock = std::chrono::steady_clock;
@@ -52,7 +54,10 @@ struct Request {
   // Scheduler bookkeeping. tokens() = prompt + generated; positions [0, n_computed) have K/V.
   std::vector<int32_t> tokens;
   int64_t n_computed = 0;
-  SequenceBlocks blocks;              // its KV blocks (changed only by the BlockManager)
+  SequenceBlocks blocks;  // its KV blocks (changed only by the BlockManager)
+  // Proposed continuation of `tokens` for this step (speculative decoding): the scheduler
+  // feeds as many as fit after the pending token, the engine verifies them. Not in `tokens`.
+  std::vector<int32_t> draft;
   int64_t cached_prompt_tokens = -1;  // prefix-cache hit at first admission (-1: not admitted yet)
   int64_t admit_order = 0;            // preemption takes the newest admitted first
   int32_t n_preemptions = 0;

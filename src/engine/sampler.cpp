@@ -173,14 +173,39 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   if (params_.temperature <= 0.0f) return argmax();
 
   const int64_t n = build_distribution();
-  const double u = next_uniform();
+  const auto count = static_cast<size_t>(n);
+  return draw({std::span<const int32_t>(ids_).first(count), std::span<const float>(probs_).first(count)},
+              next_uniform());
+}
+
+int32_t Sampler::draw(TokenDistribution distribution, double u) {
+  TANDEM_ASSERT(!distribution.ids.empty() && distribution.ids.size() == distribution.probs.size());
   double cumulative = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    cumulative += probs_[i];
-    if (u < cumulative) return ids_[i];
+  for (size_t i = 0; i < distribution.ids.size(); ++i) {
+    cumulative += distribution.probs[i];
+    if (u < cumulative) return distribution.ids[i];
   }
   // The float probabilities may sum to a hair under 1 and u landed in that gap.
-  return ids_[n - 1];
+  return distribution.ids.back();
+}
+
+TokenDistribution Sampler::probabilities(std::span<const float> logits, std::span<const int32_t> history) {
+  penalise(logits, history);
+  int64_t n = 1;
+  if (params_.temperature <= 0.0f) {
+    ids_[0] = argmax();
+    probs_[0] = 1.0f;
+  } else {
+    n = build_distribution();
+  }
+  const auto count = static_cast<size_t>(n);
+  return {std::span<const int32_t>(ids_).first(count), std::span<const float>(probs_).first(count)};
+}
+
+float TokenDistribution::probability_of(int32_t token) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == token) return probs[i];
+  return 0.0f;
 }
 
 std::vector<std::pair<int32_t, float>> Sampler::distribution(std::span<const float> logits,

@@ -12,6 +12,16 @@
 
 namespace tandem {
 
+// A distribution over a few tokens as parallel spans (ids[i] has probability probs[i]), most
+// probable first; a view into a Sampler's scratch, valid until its next call.
+struct TokenDistribution {
+  std::span<const int32_t> ids;
+  std::span<const float> probs;
+
+  // Probability of `token`; 0 when it is not among the ids (a linear scan: the spans are short).
+  float probability_of(int32_t token) const;
+};
+
 struct SamplingParams {
   float temperature = 0.8f;  // <= 0: greedy (argmax; ties -> lowest id)
   int32_t top_k = 40;        // <= 0 or >= vocab_size: off
@@ -43,6 +53,16 @@ class Sampler {
   // id. Greedy gives one pair with probability 1. Allocates: for tests and logprobs.
   std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits, std::span<const int32_t> history);
 
+  // The same distribution without allocating: a view into this sampler's scratch, valid until
+  // its next call. Speculative decoding compares target and draft distributions through it.
+  TokenDistribution probabilities(std::span<const float> logits, std::span<const int32_t> history);
+  // A token from `distribution` by the uniform `u` in [0, 1): the same inverse-CDF walk
+  // sample() does.
+  static int32_t draw(TokenDistribution distribution, double u);
+  // The next uniform double in [0, 1) of this sampler's seeded stream (one per sample()
+  // outside greedy); the rejection rule of speculative sampling draws its coins here.
+  double next_uniform();
+
   void reseed(uint64_t seed);
   const SamplingParams& params() const { return params_; }
   int64_t vocab_size() const { return vocab_size_; }
@@ -54,9 +74,6 @@ class Sampler {
   int32_t argmax() const;
   // Fills ids_[0, n) / probs_[0, n) with the final distribution, sorted; returns n >= 1.
   int64_t build_distribution();
-  // Uniform double in [0, 1) from the raw 64-bit stream (see sample()).
-  double next_uniform();
-
   SamplingParams params_;
   int64_t vocab_size_;
   std::mt19937_64 rng_;

@@ -1,5 +1,6 @@
 // Scheduler step planning (see scheduler.h). Decodes go first so a long prompt arriving
-// never stalls the sequences already generating; prefill takes what is left of the budget.
+// never stalls the sequences already generating; prefill takes what is left of the budget
+// (after proposed tokens: a draft is part of a decode, and decodes come first).
 #include "engine/scheduler.h"
 
 #include <algorithm>
@@ -42,6 +43,7 @@ bool Scheduler::admit(Request* request) {
 
 void Scheduler::preempt(Request* request) {
   blocks_.release(request->blocks);
+  request->draft.clear();
   request->n_computed = 0;
   request->state = RequestState::Waiting;
   ++request->n_preemptions;
@@ -52,6 +54,11 @@ void Scheduler::preempt(Request* request) {
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   int64_t budget = config_.max_batch_tokens;
+
+  // Proposed tokens ride on what is left once every decoding sequence has its one token.
+  int64_t draft_budget = budget;
+  for (const Request* request : running_)
+    if (request->state == RequestState::Decoding) --draft_budget;
 
   // 1. One decode token per decoding sequence, oldest first; when the pool runs dry the
   //    newest admitted sequence gives its blocks back (it may be the one asking).
@@ -70,8 +77,10 @@ StepPlan Scheduler::schedule() {
       }
     }
     if (preempted_self) break;  // it was the newest: nothing after it is running
-    plan.chunks.push_back({request, request->n_computed, 1, true});
-    --budget;
+    const int64_t n_draft = fit_draft(request, std::max<int64_t>(0, draft_budget));
+    draft_budget -= n_draft;
+    plan.chunks.push_back({request, request->n_computed, 1 + n_draft, true, n_draft});
+    budget -= 1 + n_draft;
   }
 
   // 2. Prefill chunks of admitted requests, oldest first.
@@ -79,7 +88,7 @@ StepPlan Scheduler::schedule() {
     if (budget <= 0) break;
     if (request->state != RequestState::Prefilling) continue;
     const int64_t n = std::min(request->n_pending(), budget);
-    plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending()});
+    plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending(), 0});
     budget -= n;
   }
 
@@ -88,7 +97,7 @@ StepPlan Scheduler::schedule() {
     Request* request = waiting_.front();
     waiting_.pop_front();
     const int64_t n = std::min(request->n_pending(), budget);
-    plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending()});
+    plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending(), 0});
     budget -= n;
   }
 
@@ -100,10 +109,30 @@ void Scheduler::complete(const StepPlan& plan) {
   for (const ScheduledChunk& chunk : plan.chunks) {
     Request* request = chunk.request;
     TANDEM_ASSERT(request->admitted() && chunk.start == request->n_computed);
-    request->n_computed += chunk.n_tokens;
+    request->n_computed += chunk.n_tokens - chunk.n_draft;
     blocks_.publish_computed(request->blocks, request->tokens, request->n_computed);
     if (chunk.samples) request->state = RequestState::Decoding;
   }
+}
+
+int64_t Scheduler::fit_draft(Request* request, int64_t budget) {
+  const auto n_tokens = static_cast<int64_t>(request->tokens.size());
+  int64_t n_draft = std::min(static_cast<int64_t>(request->draft.size()), budget);
+  // Proposals never preempt anyone: they take blocks only while the pool has them.
+  while (n_draft > 0 && !blocks_.grow(request->blocks, n_tokens + n_draft)) n_draft /= 2;
+  blocks_.truncate(request->blocks, n_tokens + n_draft);  // what a failed grow took
+  request->draft.resize(static_cast<size_t>(n_draft));
+  return n_draft;
+}
+
+void Scheduler::settle_draft(Request* request, int64_t n_accepted) {
+  TANDEM_ASSERT(request->state == RequestState::Decoding);
+  request->n_computed += n_accepted;
+  // The kept proposals plus the token sampled after them: exactly one pending token.
+  TANDEM_ASSERT(request->n_pending() == 1);
+  blocks_.publish_computed(request->blocks, request->tokens, request->n_computed);
+  blocks_.truncate(request->blocks, static_cast<int64_t>(request->tokens.size()));
+  request->draft.clear();
 }
 
 void Scheduler::remove(Request* request, RequestState final_state) {

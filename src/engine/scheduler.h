@@ -2,7 +2,10 @@
 // plans one step: a decode token for every decoding sequence, then prefill chunks of
 // admitted and newly admitted requests under the token budget. Admission is by free KV
 // blocks, reusing the longest cached prefix; when blocks run out mid-generation the newest
-// sequence is preempted (blocks freed, re-queued, recomputed later). No model, no threads.
+// sequence is preempted (blocks freed, re-queued, recomputed later). A decoding sequence with
+// a proposed draft gets its proposed tokens after its pending one, from the budget left once
+// every decode has its token, and only from blocks free without preempting anyone.
+// No model, no threads.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,9 @@ struct ScheduledChunk {
   int64_t start = 0;  // first position
   int64_t n_tokens = 0;
   bool samples = false;  // ends at the request's last token: its logits choose the next token
+  // Of n_tokens, how many are proposed tokens (request->draft) after the pending one; each
+  // wants logits, and their K/V counts as computed only once verified (settle_draft()).
+  int64_t n_draft = 0;
 };
 
 struct StepPlan {
@@ -48,6 +54,11 @@ class Scheduler {
   // The plan's K/V is now in the cache: advances computed positions, publishes newly full
   // blocks to the prefix cache, and moves requests whose chunk sampled to Decoding.
   void complete(const StepPlan& plan);
+  // After a speculative chunk: the first n_accepted proposed tokens were kept (and appended
+  // to tokens, with the next one after them); their K/V counts as computed, and the blocks
+  // past the kept positions go back (the rejected positions' K/V is never read: attention
+  // stops at each token's own position, and the next step overwrites it). Clears the draft.
+  void settle_draft(Request* request, int64_t n_accepted);
   // Ends a request in any state (Finished or Cancelled), returning its blocks.
   void remove(Request* request, RequestState final_state);
 
@@ -60,6 +71,9 @@ class Scheduler {
  private:
   bool admit(Request* request);
   void preempt(Request* request);
+  // Grows the request's blocks for as many of its proposed tokens as `budget` and the free
+  // blocks allow, trims its draft to that, and returns the count.
+  int64_t fit_draft(Request* request, int64_t budget);
 
   SchedulerConfig config_;
   BlockManager& blocks_;

@@ -62,6 +62,8 @@ class BlockAllocator {
   }
 
   int32_t ref_count(int32_t block) const { return blocks_[static_cast<size_t>(block)].refs; }
+  // Holds a published prefix (its K/V must never change while it is).
+  bool is_published(int32_t block) const { return blocks_[static_cast<size_t>(block)].hashed; }
 
  private:
   struct Block {

@@ -40,6 +40,24 @@ void BlockManager::publish_computed(SequenceBlocks& sequence, std::span<const in
   }
 }
 
+void BlockManager::truncate(SequenceBlocks& sequence, int64_t n_tokens) {
+  TANDEM_ASSERT(n_tokens >= 0);
+  const auto keep = static_cast<size_t>(blocks_for(n_tokens));
+  TANDEM_ASSERT(sequence.hashes.size() <= keep);  // never drops a published or shared block
+  while (sequence.table.size() > keep) {
+    allocator_.release(sequence.table.back());
+    sequence.table.pop_back();
+  }
+}
+
+bool BlockManager::writable_from(const SequenceBlocks& sequence, int64_t from_position) const {
+  for (auto i = static_cast<size_t>(from_position / block_size()); i < sequence.table.size(); ++i) {
+    const int32_t block = sequence.table[i];
+    if (allocator_.ref_count(block) != 1 || allocator_.is_published(block)) return false;
+  }
+  return true;
+}
+
 void BlockManager::release(SequenceBlocks& sequence) {
   for (auto it = sequence.table.rbegin(); it != sequence.table.rend(); ++it) allocator_.release(*it);
   sequence.table.clear();

@@ -44,6 +44,15 @@ class BlockManager {
   // Publishes the full blocks among the first n_computed positions (their K/V now written)
   // to the prefix cache; `tokens` are the sequence's tokens.
   void publish_computed(SequenceBlocks& sequence, std::span<const int32_t> tokens, int64_t n_computed);
+  // Shrinks the table to cover n_tokens positions, returning the blocks past them (last
+  // first): a speculative step wrote K/V for proposed positions that were then rejected.
+  // Only private tail blocks can go: the published (and matched) leading blocks all lie
+  // within the computed positions, which a caller never truncates into (asserted).
+  void truncate(SequenceBlocks& sequence, int64_t n_tokens);
+  // True when every block holding positions >= from_position is this sequence's alone
+  // (one reference, not published): K/V may be written there without touching another
+  // sequence's or the prefix cache's. The engine asserts it before a speculative write.
+  bool writable_from(const SequenceBlocks& sequence, int64_t from_position) const;
   // Returns every block (last first, so that with equal LRU age a prefix's head outlives
   // its tail) and empties the sequence.
   void release(SequenceBlocks& sequence);

@@ -88,6 +88,8 @@ std::string Metrics::render(const EngineStats& s, const TransportStats& transpor
   counter("tandem_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache", s.blocks.hit_tokens);
   counter("tandem_preemptions_total", "Sequences preempted for lack of KV blocks", s.preemptions);
   counter("tandem_engine_steps_total", "Engine iterations run", s.steps);
+  counter("tandem_spec_drafted_tokens_total", "Speculative decoding: tokens proposed and verified", s.drafted_tokens);
+  counter("tandem_spec_accepted_tokens_total", "Speculative decoding: proposed tokens accepted", s.accepted_tokens);
   std::lock_guard lock(mutex_);
   counter("tandem_requests_finished_total", "Requests that ran to a finish reason", requests_ok_);
   counter("tandem_requests_cancelled_total", "Requests cancelled (client gone or shutdown)", requests_cancelled_);
@@ -95,6 +97,7 @@ std::string Metrics::render(const EngineStats& s, const TransportStats& transpor
   counter("tandem_prompt_tokens_total", "Prompt tokens of ended requests", prompt_tokens_);
   counter("tandem_generation_tokens_total", "Generated tokens of ended requests", generated_tokens_);
   counter("tandem_cached_prompt_tokens_total", "Prompt tokens of ended requests served from cache", cached_tokens_);
+
   gauge("tandem_http_connections_open", "Open client connections", static_cast<double>(transport.open_connections));
   gauge("tandem_http_requests_in_engine", "Generation requests submitted and not finished",
         static_cast<double>(transport.requests_in_engine));

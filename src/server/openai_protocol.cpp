@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "base/error.h"
 #include "server/chat_request.h"
 #include "server/request_json.h"
 
@@ -70,11 +71,13 @@ std::string json_error_text(const json::exception& e) {
   return std::string(what.substr(close == std::string_view::npos ? 0 : close + 2));
 }
 
-ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens);
+ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens,
+                        const SpeculationParams& default_speculation);
 
 }  // namespace
 
-ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens) {
+ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens,
+                         const SpeculationParams& default_speculation) {
   RequestJson body;
   try {
     body = RequestJson::parse(body_text);
@@ -83,7 +86,7 @@ ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t 
   }
   if (!body.is_object()) bad("the request body must be a JSON object");
   try {
-    return parse_fields(endpoint, body, default_max_tokens);
+    return parse_fields(endpoint, body, default_max_tokens, default_speculation);
   } catch (const json::exception& e) {  // a type mismatch a check above missed is still the client's
     bad("the request does not have the expected shape: " + json_error_text(e));
   }
@@ -91,7 +94,34 @@ ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t 
 
 namespace {
 
-ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens) {
+// The request's `speculative` object over the server's defaults (a Tandem extension).
+SpeculationParams speculation_field(const RequestJson& body, const SpeculationParams& defaults) {
+  const RequestJson* v = field(body, "speculative");
+  if (!v) return defaults;
+  if (!v->is_object()) bad(fmt::format("'speculative' must be an object, not {}", shown(*v)));
+  SpeculationParams s = defaults;
+  if (const RequestJson* type = field(*v, "type")) {
+    if (!type->is_string()) bad(fmt::format("'speculative.type' must be a string, not {}", shown(*type)));
+    try {
+      s.type = speculation_type_from_name(type->get<std::string>());
+    } catch (const InputError& e) {
+      bad(fmt::format("'speculative.type': {}", e.what()));
+    }
+  }
+  s.draft_max = static_cast<int32_t>(int_field(*v, "max", s.draft_max, 0, kMaxDraftTokens));
+  s.draft_min = static_cast<int32_t>(int_field(*v, "min", std::min(s.draft_min, s.draft_max), 0, kMaxDraftTokens));
+  s.ngram_min = static_cast<int32_t>(int_field(*v, "ngram_min", s.ngram_min, 1, 16));
+  s.ngram_max = static_cast<int32_t>(int_field(*v, "ngram_max", std::max(s.ngram_max, s.ngram_min), 1, 16));
+  try {
+    check_speculation(s);
+  } catch (const InputError& e) {
+    bad(fmt::format("'speculative': {}", e.what()));
+  }
+  return s;
+}
+
+ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens,
+                        const SpeculationParams& default_speculation) {
   ApiRequest request;
   request.endpoint = endpoint;
   request.model = string_field(body, "model");
@@ -151,6 +181,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   const RequestJson* seed = field(body, "seed");
   if (seed && !seed->is_number_integer()) bad("'seed' must be an integer");
   s.seed = seed ? seed->get<uint64_t>() : std::random_device{}();
+  p.speculation = speculation_field(body, default_speculation);
   return request;
 }
 
@@ -162,11 +193,14 @@ json error_json(std::string_view message, std::string_view type) {
 
 std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens, int64_t drafted_tokens,
+                int64_t accepted_tokens) {
+  json usage = {{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", prompt_tokens + completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+  if (drafted_tokens > 0) usage["speculative"] = {{"drafted", drafted_tokens}, {"accepted", accepted_tokens}};
+  return usage;
 }
 
 namespace {
@@ -236,7 +270,8 @@ json response_json(const ResponseMeta& meta, const Completion& c) {
           {"created", meta.created},
           {"model", meta.model},
           {"choices", json::array({choice})},
-          {"usage", usage_json(c.prompt_tokens, c.completion_tokens, c.cached_tokens)}};
+          {"usage",
+           usage_json(c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.drafted_tokens, c.accepted_tokens)}};
 }
 
 std::string sse_data(const json& value) { return "data: " + dump_json(value) + "\n\n"; }
@@ -273,7 +308,8 @@ std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool 
   if (include_usage) {
     json usage = chunk_base(meta);
     usage["choices"] = json::array();
-    usage["usage"] = usage_json(event.prompt_tokens, event.completion_tokens, event.cached_tokens);
+    usage["usage"] = usage_json(event.prompt_tokens, event.completion_tokens, event.cached_tokens, event.drafted_tokens,
+                                event.accepted_tokens);
     out += sse_data(usage);
   }
   out += "data: [DONE]\n\n";

@@ -56,11 +56,14 @@ struct ApiRequest {
   bool logprobs = false;
 };
 
-// Parse and validate a request body. `default_max_tokens` applies when max_tokens is absent.
+// Parse and validate a request body. `default_max_tokens` applies when max_tokens is absent,
+// `default_speculation` (the server's flags) for what the request's `speculative` object
+// ({"type": "none" | "ngram" | "draft", "max", "min", "ngram_min", "ngram_max"}) leaves out.
 // Throws ApiError (400) for malformed JSON, wrong types, out-of-range values, n != 1, and
 // chat messages or tools of the wrong shape (chat_request.h); the message names the field
 // and quotes the value.
-ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens);
+ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens,
+                         const SpeculationParams& default_speculation = {});
 
 // {"error": {"message", "type", "code"}}
 nlohmann::json error_json(std::string_view message, std::string_view type);
@@ -84,9 +87,13 @@ struct Completion {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
 };
 
-nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+// OpenAI's usage object, plus "speculative": {"drafted", "accepted"} when tokens were proposed.
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                          int64_t drafted_tokens = 0, int64_t accepted_tokens = 0);
 nlohmann::json response_json(const ResponseMeta& meta, const Completion& completion);
 
 // SSE framing: "data: <json>\n\n". For a stream, call sse_event for every engine event: it

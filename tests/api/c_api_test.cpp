@@ -212,6 +212,25 @@ TEST_F(CApi, GreedyGenerationMatchesRunC) {
   tandem_result_free(&result);  // twice is harmless
 }
 
+TEST_F(CApi, PromptLookupSpeculationGivesTheSameTokens) {
+  tandem_generate_options options = greedy(1000);
+  options.speculation = TANDEM_SPECULATION_NGRAM;
+  options.draft_max = 4;
+  options.ngram_min = 1;
+  tandem_result result{};
+  ASSERT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_OK)
+      << tandem_last_error();
+  std::vector<int32_t> sequence = tokenize("The dream");
+  sequence.insert(sequence.end(), result.tokens, result.tokens + result.n_tokens);
+  EXPECT_EQ(sequence, kTheDreamReference);
+  tandem_result_free(&result);
+  options.speculation = 7;
+  EXPECT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_ERROR_INPUT);
+  options.speculation = TANDEM_SPECULATION_NGRAM;
+  options.draft_min = 5;  // above draft_max
+  EXPECT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_ERROR_INPUT);
+}
+
 TEST_F(CApi, OptionsAndBadRequests) {
   tandem_generate_options options = greedy(40);
   const char* stops[] = {" into"};

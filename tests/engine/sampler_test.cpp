@@ -413,6 +413,39 @@ TEST(Sampler, EmpiricalFrequenciesMatchDistribution) {
   }
 }
 
+TEST(Sampler, ProbabilitiesViewIsTheDistributionSampleDrawsFrom) {
+  // The non-allocating view speculative decoding compares equals distribution(), and a draw
+  // from it with the sampler's next uniform is the token sample() would have given.
+  const std::vector<float> logits = {0.3f, 2.0f, -1.0f, 1.1f, 1.1f, 0.0f, -3.0f};
+  const std::vector<int32_t> history = {1, 4, 4};
+  SamplingParams p;
+  p.top_k = 5;
+  p.top_p = 0.9f;
+  p.min_p = 0.02f;
+  p.repetition_penalty = 1.3f;
+  p.seed = 5;
+  Sampler viewer(p, logits.size()), plain_sampler(p, logits.size());
+  const Dist want = viewer.distribution(logits, history);
+  const TokenDistribution got = viewer.probabilities(logits, history);
+  ASSERT_EQ(got.ids.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got.ids[i], want[i].first);
+    EXPECT_EQ(got.probs[i], want[i].second);
+    EXPECT_EQ(got.probability_of(want[i].first), want[i].second);
+  }
+  EXPECT_EQ(got.probability_of(6), 0.0f);  // cut by top-k
+  for (int i = 0; i < 200; ++i) {
+    const TokenDistribution d = viewer.probabilities(logits, history);
+    EXPECT_EQ(Sampler::draw(d, viewer.next_uniform()), plain_sampler.sample(logits, history)) << "draw " << i;
+  }
+  p.temperature = 0.0f;  // greedy: a point mass on the argmax
+  Sampler greedy(p, logits.size());
+  const TokenDistribution point = greedy.probabilities(logits, history);
+  ASSERT_EQ(point.ids.size(), 1u);
+  EXPECT_EQ(point.ids[0], greedy.sample(logits, history));
+  EXPECT_EQ(point.probs[0], 1.0f);
+}
+
 TEST(Sampler, FullVocabularyRandomLogits) {
   constexpr int64_t kVocab = 128256;
   std::mt19937 gen(42);

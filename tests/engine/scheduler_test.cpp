@@ -214,5 +214,88 @@ TEST(Scheduler, CancelAnywhereReturnsEveryBlock) {
   EXPECT_EQ(blocks.stats().used, 0);
 }
 
+TEST(Scheduler, DraftTokensRideOnDecodesWithinTheBudgetAndRollBack) {
+  // Two decoding sequences, a budget of 8: each decode gets its token first, proposals take
+  // what is left (oldest first), and settle_draft returns the blocks of rejected positions.
+  BlockManager blocks(16, 4);
+  Scheduler scheduler({2, 8}, blocks);
+  std::unique_ptr<Request> a = make_request(0, prompt_of(1, 5), 50), b = make_request(1, prompt_of(2, 3), 50);
+  scheduler.add(a.get());
+  scheduler.add(b.get());
+  StepPlan plan = scheduler.schedule();  // both prompts: 5 + 3 tokens
+  ASSERT_EQ(plan.n_tokens, 8);
+  scheduler.complete(plan);
+  a->append_token(7);
+  b->append_token(8);
+  ASSERT_EQ(a->state, RequestState::Decoding);
+
+  a->draft = {1, 2, 3, 4, 5, 6, 7};
+  b->draft = {9, 9};
+  plan = scheduler.schedule();
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].n_draft, 6);  // 8 - 2 decode tokens
+  EXPECT_EQ(plan.chunks[0].n_tokens, 7);
+  EXPECT_EQ(plan.chunks[1].n_draft, 0);
+  EXPECT_EQ(a->draft.size(), 6u);  // trimmed to what is fed
+  EXPECT_TRUE(b->draft.empty());
+  EXPECT_EQ(plan.n_tokens, 8);
+  EXPECT_EQ(a->blocks.table.size(), 3u);  // positions 0..11
+  EXPECT_TRUE(blocks.writable_from(a->blocks, 6));
+  scheduler.complete(plan);
+  EXPECT_EQ(a->n_computed, 6);  // the pending token only: proposals count once kept
+  EXPECT_EQ(b->n_computed, 4);
+  b->append_token(3);
+
+  // None of a's proposals kept: one new token, positions 0..6 in 2 blocks, one block back.
+  const int64_t used = blocks.stats().used;
+  a->append_token(42);
+  scheduler.settle_draft(a.get(), 0);
+  EXPECT_EQ(a->n_computed, 6);
+  EXPECT_EQ(a->n_pending(), 1);
+  EXPECT_EQ(a->blocks.table.size(), 2u);
+  EXPECT_EQ(blocks.stats().used, used - 1);
+  EXPECT_TRUE(a->draft.empty());
+
+  // Three kept: 3 + 1 tokens appended, 9 computed, the first two blocks published.
+  a->draft = {10, 11, 12, 13};
+  plan = scheduler.schedule();
+  ASSERT_EQ(plan.chunks[0].n_draft, 4);
+  scheduler.complete(plan);
+  for (int32_t t : {10, 11, 12, 77}) a->append_token(t);
+  scheduler.settle_draft(a.get(), 3);
+  EXPECT_EQ(a->n_computed, 10);
+  EXPECT_EQ(a->n_pending(), 1);
+  EXPECT_EQ(a->blocks.hashes.size(), 2u);
+  EXPECT_EQ(a->blocks.table.size(), 3u);
+
+  scheduler.remove(a.get(), RequestState::Finished);
+  scheduler.remove(b.get(), RequestState::Finished);
+  EXPECT_EQ(blocks.stats().used, 0);
+}
+
+TEST(Scheduler, DraftTokensNeverPreemptAnyone) {
+  // A pool that holds the two sequences but not a long proposal: the proposal shrinks (to
+  // what the free blocks hold, halving), and nobody is preempted for it.
+  BlockManager blocks(5, 4);
+  Scheduler scheduler({2, 32}, blocks);
+  std::unique_ptr<Request> a = make_request(0, prompt_of(1, 7), 50), b = make_request(1, prompt_of(2, 7), 50);
+  scheduler.add(a.get());
+  scheduler.add(b.get());
+  StepPlan plan = scheduler.schedule();
+  scheduler.complete(plan);
+  a->append_token(1);
+  b->append_token(2);  // 8 tokens each: 2 blocks each, 1 free
+  a->draft = std::vector<int32_t>(16, 5);
+  plan = scheduler.schedule();
+  EXPECT_TRUE(plan.preempted.empty());
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].n_draft, 4);  // 16 -> 8 -> 4: one more block
+  EXPECT_EQ(blocks.stats().used, 5);
+  scheduler.complete(plan);
+  scheduler.remove(a.get(), RequestState::Cancelled);
+  scheduler.remove(b.get(), RequestState::Cancelled);
+  EXPECT_EQ(blocks.stats().used, 0);
+}
+
 }  // namespace
 }  // namespace tandem

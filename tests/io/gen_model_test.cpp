@@ -126,5 +126,39 @@ TEST(GenModel, LibraryWritesEveryType) {
   }
 }
 
+TEST(GenModel, SameSeedGivesTheSameWeightsAtEveryType) {
+  // A draft made at Q4_0 for a Q8_0 target (bench/spec) must hold the same weights up to
+  // quantization: gen-model seeds every row from (seed, tensor, row), whatever the type.
+  TANDEM_REQUIRE_SHARED(kVocab);
+  std::vector<std::vector<float>> weights;
+  for (DType type : {DType::F32, DType::Q8_0, DType::Q4_0}) {
+    GeneratorOptions options;
+    options.shape = "test-tiny";
+    options.type = type;
+    options.vocab_path = vocab_path();
+    options.seed = 5;
+    options.out_path = ::testing::TempDir() + "tandem_gen_same_seed.gguf";
+    generate_random_gguf(options);
+    const GgufFile file = GgufFile::open(options.out_path);
+    const TensorView& view = file.find_tensor("blk.1.attn_q.weight")->view;
+    ASSERT_EQ(view.dtype, type);
+    std::vector<float> values(static_cast<size_t>(view.n_elements()));
+    dequantize_row(view.dtype, view.data, values.data(), view.n_elements());
+    weights.push_back(std::move(values));
+    std::remove(options.out_path.c_str());
+  }
+  const auto relative_error = [&](const std::vector<float>& got) {
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      diff += (got[i] - weights[0][i]) * (got[i] - weights[0][i]);
+      norm += weights[0][i] * weights[0][i];
+    }
+    return std::sqrt(diff / norm);
+  };
+  EXPECT_LT(relative_error(weights[1]), 0.02);  // Q8_0
+  EXPECT_LT(relative_error(weights[2]), 0.2);   // Q4_0
+  EXPECT_GT(relative_error(weights[2]), 0.0);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -76,5 +76,39 @@ TEST(BlockManager, AssignFailsWholeAndGrowStopsWhenThePoolIsDry) {
   EXPECT_EQ(blocks.stats().free, 3);
 }
 
+TEST(BlockManager, TruncateReturnsOnlyThePrivateTailBlocks) {
+  // A speculative step grew a sequence sharing a cached prefix past its tokens; the rejected
+  // positions' blocks go back, the shared and published ones stay referenced and intact.
+  BlockManager blocks(8, 4);
+  const std::vector<int32_t> prompt = tokens_of(9, 3);
+  SequenceBlocks owner;
+  ASSERT_EQ(blocks.assign(owner, prompt), 0);
+  blocks.publish_computed(owner, prompt, 8);  // blocks 0 and 1 published
+  SequenceBlocks sharer;
+  ASSERT_EQ(blocks.assign(sharer, prompt), 8);  // shares both published blocks
+  EXPECT_FALSE(blocks.writable_from(sharer, 0));
+  EXPECT_FALSE(blocks.writable_from(sharer, 7));
+  EXPECT_TRUE(blocks.writable_from(sharer, 8));  // block 2 is its own
+  ASSERT_TRUE(blocks.grow(sharer, 9 + 8));       // 9 tokens + 8 proposed: 5 blocks
+  EXPECT_EQ(sharer.table.size(), 5u);
+  EXPECT_TRUE(blocks.writable_from(sharer, 9));
+  const std::vector<int32_t> shared_head(sharer.table.begin(), sharer.table.begin() + 2);
+  const int64_t used_before = blocks.stats().used;
+
+  blocks.truncate(sharer, 10);  // 10 positions stay: blocks 0..2
+  EXPECT_EQ(sharer.table.size(), 3u);
+  EXPECT_EQ(blocks.stats().used, used_before - 2);
+  EXPECT_EQ(sharer.hashes.size(), 2u);
+  EXPECT_EQ(blocks.ref_count(shared_head[0]), 2);
+  EXPECT_EQ(blocks.ref_count(shared_head[1]), 2);
+  blocks.truncate(sharer, 12);  // already within its table: nothing changes
+  EXPECT_EQ(sharer.table.size(), 3u);
+
+  blocks.release(sharer);
+  blocks.release(owner);
+  EXPECT_EQ(blocks.stats().used, 0);
+  EXPECT_EQ(blocks.stats().cached, 2);  // the published prefix survives for the next request
+}
+
 }  // namespace
 }  // namespace tandem

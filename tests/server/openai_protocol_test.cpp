@@ -52,6 +52,43 @@ TEST(OpenAIProtocol, WrongTypesAnywhereAre400s) {
   EXPECT_LT(message.size(), 200u);
 }
 
+TEST(OpenAIProtocol, SpeculativeObjectOverridesTheServerDefaults) {
+  SpeculationParams defaults;
+  defaults.type = SpeculationType::Ngram;
+  defaults.draft_max = 6;
+  const ApiRequest inherited = parse_request(Endpoint::Completions, R"({"prompt":"hi"})", 16, defaults);
+  EXPECT_EQ(inherited.params.speculation.type, SpeculationType::Ngram);
+  EXPECT_EQ(inherited.params.speculation.draft_max, 6);
+  const ApiRequest off =
+      parse_request(Endpoint::Completions, R"({"prompt":"hi","speculative":{"type":"none"}})", 16, defaults);
+  EXPECT_EQ(off.params.speculation.type, SpeculationType::None);
+  const ApiRequest own = parse_request(
+      Endpoint::Completions, R"({"prompt":"hi","speculative":{"type":"ngram","max":3,"min":1,"ngram_max":5}})", 16);
+  EXPECT_EQ(own.params.speculation.type, SpeculationType::Ngram);
+  EXPECT_EQ(own.params.speculation.draft_max, 3);
+  EXPECT_EQ(own.params.speculation.draft_min, 1);
+  EXPECT_EQ(own.params.speculation.ngram_max, 5);
+
+  EXPECT_NE(rejection(R"({"prompt":"hi","speculative":"ngram"})").find("\"ngram\""), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","speculative":{"type":"magic"}})").find("magic"), std::string::npos);
+  // "draft" parses; the engine refuses it when it has no draft model (a 400 from submit).
+  const ApiRequest draft =
+      parse_request(Endpoint::Completions, R"({"prompt":"hi","speculative":{"type":"draft"}})", 16);
+  EXPECT_EQ(draft.params.speculation.type, SpeculationType::Draft);
+  EXPECT_NE(rejection(R"({"prompt":"hi","speculative":{"max":99}})").find("99"), std::string::npos);
+  rejection(R"({"prompt":"hi","speculative":{"type":"ngram","max":2,"min":3}})");
+  rejection(R"({"prompt":"hi","speculative":{"type":"ngram","ngram_min":4,"ngram_max":2}})");
+}
+
+TEST(OpenAIProtocol, UsageCarriesSpeculativeCountsWhenTokensWereProposed) {
+  const nlohmann::json plain = usage_json(5, 7, 0);
+  EXPECT_FALSE(plain.contains("speculative"));
+  const nlohmann::json spec = usage_json(5, 7, 0, 12, 9);
+  EXPECT_EQ(spec["speculative"]["drafted"], 12);
+  EXPECT_EQ(spec["speculative"]["accepted"], 9);
+  EXPECT_EQ(spec["total_tokens"], 12);
+}
+
 // Issue 11: full OpenAI chat messages — content parts, assistant tool calls with null
 // content, tool results — and function tools, tool_choice and parallel_tool_calls.
 TEST(OpenAIProtocol, ChatMessagesCarryToolCallsResultsAndTools) {

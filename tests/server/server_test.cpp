@@ -110,6 +110,68 @@ TEST(Server, GreedyCompletionEqualsTandemRun) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+TEST(Server, SpeculativeRequestsMatchPlainOnesAndAreCounted) {
+  // Prompt lookup on by flag; one request turns it off, the others keep it: the same greedy
+  // text either way, the counts in usage and in /metrics.
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--spec", "ngram", "--draft-max", "4", "--spec-ngram-min", "1"})) << server.log();
+  httplib::Client client = server.client();
+  const json request = {{"prompt", "The dream"}, {"max_tokens", 120}, {"temperature", 0}};
+  json plain_request = request;
+  plain_request["speculative"] = {{"type", "none"}};
+  const auto plain = post(client, "/v1/completions", plain_request.dump());
+  const auto spec = post(client, "/v1/completions", request.dump());
+  json stream_request = request;
+  stream_request["speculative"] = {{"type", "ngram"}, {"max", 2}};
+  stream_request["stream"] = true;
+  stream_request["stream_options"] = {{"include_usage", true}};
+  const auto streamed = post(client, "/v1/completions", stream_request.dump());
+  ASSERT_TRUE(plain && spec && streamed);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  ASSERT_EQ(spec->status, 200) << spec->body;
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  const json plain_body = json::parse(plain->body), spec_body = json::parse(spec->body);
+  EXPECT_EQ(spec_body["choices"][0]["text"], plain_body["choices"][0]["text"]);
+  EXPECT_FALSE(plain_body["usage"].contains("speculative"));
+  const json& counts = spec_body["usage"]["speculative"];
+  ASSERT_TRUE(counts.is_object()) << spec->body;
+  EXPECT_GT(counts["accepted"].get<int64_t>(), 0);
+  EXPECT_LE(counts["accepted"].get<int64_t>(), counts["drafted"].get<int64_t>());
+  EXPECT_NE(streamed->body.find("\"speculative\":{\"accepted\""), std::string::npos) << streamed->body;
+
+  const auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tandem_spec_drafted_tokens_total"), std::string::npos);
+  EXPECT_EQ(metrics->body.find("tandem_spec_accepted_tokens_total 0\n"), std::string::npos) << metrics->body;
+  expect_error(post(client, "/v1/completions", R"({"prompt":"hi","speculative":{"type":"draft"}})"), 400,
+               "draft without a draft model");
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(Server, DraftModelRequestsMatchPlainOnes) {
+  // --draft-model (here the model itself: every proposal kept); requests choose it per request.
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--draft-model", shared_path(kAidreamsGguf), "--parallel", "2"})) << server.log();
+  httplib::Client client = server.client();
+  const json request = {{"prompt", "I see"}, {"max_tokens", 80}, {"temperature", 0}};
+  json draft_request = request;
+  draft_request["speculative"] = {{"type", "draft"}, {"max", 3}};
+  const auto plain = post(client, "/v1/completions", request.dump());
+  const auto drafted = post(client, "/v1/completions", draft_request.dump());
+  ASSERT_TRUE(plain && drafted);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  ASSERT_EQ(drafted->status, 200) << drafted->body;
+  const json plain_body = json::parse(plain->body), drafted_body = json::parse(drafted->body);
+  EXPECT_EQ(drafted_body["choices"][0]["text"], plain_body["choices"][0]["text"]);
+  const json& counts = drafted_body["usage"]["speculative"];
+  ASSERT_TRUE(counts.is_object()) << drafted->body;
+  EXPECT_GT(counts["drafted"].get<int64_t>(), 0);
+  EXPECT_EQ(counts["accepted"], counts["drafted"]);
+  EXPECT_EQ(server.stop(), 0);
+}
+
 TEST(Server, SigtermWithStreamsInFlightExitsCleanly) {
   REQUIRE_MODEL();
   ServerProcess server;

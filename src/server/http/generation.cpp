@@ -45,7 +45,7 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
   try {
     // Chat has no natural length: by default it may run to the end of the context.
     const int64_t default_max_tokens = endpoint == Endpoint::Chat ? engine.context_length() : 16;
-    prepared.api = parse_request(endpoint, body, default_max_tokens);
+    prepared.api = parse_request(endpoint, body, default_max_tokens, state.config.speculation);
     const ApiRequest& api = prepared.api;
     if (!api.model.empty() && api.model != state.model_id)
       throw ApiError(400, "invalid_request_error",
@@ -191,6 +191,8 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       completion.prompt_tokens = last.prompt_tokens;
       completion.completion_tokens = last.completion_tokens;
       completion.cached_tokens = last.cached_tokens;
+      completion.drafted_tokens = last.drafted_tokens;
+      completion.accepted_tokens = last.accepted_tokens;
       if (completion.finish_reason == FinishReason::Cancelled) {
         HttpResponse response = error_response(version, 503, "the server is shutting down; the request was cancelled",
                                                "server_error", false);

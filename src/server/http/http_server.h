@@ -28,6 +28,7 @@ struct ServerConfig {
   double read_timeout_s = 10.0;        // a request's head and body must arrive within this
   double idle_timeout_s = 30.0;        // a keep-alive connection with no request is closed
   double write_timeout_s = 30.0;       // a client that reads nothing for this long is dropped
+  SpeculationParams speculation;       // --spec ...: for requests without a `speculative` object
 };
 
 class HttpServer {
