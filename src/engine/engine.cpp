@@ -183,16 +183,24 @@ bool Engine::step() {
                  chunk.samples && i == chunk.n_tokens - 1);
     }
   }
+  ProfileStep profile_step(profiler_, batch_.n_tokens() == batch_.n_sequences() ? Phase::Decode : Phase::Prefill,
+                           batch_.n_tokens());
   const std::span<const float> logits = forward_.run(batch_, cache_);
+  // Before sampling, which may finish (and free) a request.
+  if (profiler_ != nullptr && profiler_->tracing()) trace_requests(plan, profiler_->step_start_ns());
   scheduler_.complete(plan);
 
   const auto vocab = static_cast<size_t>(model_->config.vocab_size);
   size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.samples) continue;
+    ProfileOp sampling_op(profiler_, OpRole::Sampling, -1, [&] {
+      return elementwise_cost(static_cast<int64_t>(vocab), 0, 2 * static_cast<int64_t>(vocab));
+    });
     process_sample(*sequences_.at(chunk.request->id), logits.subspan(row * vocab, vocab));
     ++row;
   }
+  profile_step.end();
   ++steps_;
   {
     std::lock_guard lock(mutex_);
@@ -324,6 +332,29 @@ void Engine::update_stats() {
   stats_.bytes_per_block = cache_.bytes_per_block();
   stats_.steps = steps_;
   stats_.context_length = config_.context_length;
+}
+
+void Engine::trace_requests(const StepPlan& plan, int64_t step_start_ns) {
+  const int64_t now = Profiler::now_ns();
+  auto ns_of = [](RequestClock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    const Request& request = *chunk.request;
+    const bool prefill = chunk.start < static_cast<int64_t>(request.prompt.size());
+    // The first chunk after its first admission: the queue wait ends where this step began.
+    if (prefill && request.n_preemptions == 0 && chunk.start == std::max<int64_t>(0, request.cached_prompt_tokens))
+      profiler_->trace_request({request.id, RequestSpan::Queue, ns_of(request.times.arrival), step_start_ns, 0});
+    profiler_->trace_request(
+        {request.id, prefill ? RequestSpan::Prefill : RequestSpan::Decode, step_start_ns, now, chunk.n_tokens});
+  }
+  for (const Request* request : plan.preempted)
+    profiler_->trace_request({request->id, RequestSpan::Preempted, step_start_ns, step_start_ns, 0});
+}
+
+void Engine::set_profiler(Profiler* profiler) {
+  profiler_ = profiler;
+  forward_.set_profiler(profiler);
 }
 
 EngineStats Engine::stats() const {
