@@ -13,6 +13,7 @@ set(TANDEM_MODEL_TESTS
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
     "^(PerplexityTest|QuantizedPerplexity|Server|ServerOpenAIClient|Stories260KTest|StreamingDetokenizer)\\."
     "^CApi\\."
+    "^ProfileRun\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"

@@ -1,5 +1,6 @@
 // tandem run: load a model, encode the prompt, generate and stream the text (or the ids with
-// --ids) to stdout; the timing summary goes to stderr. Built on the public C++ API alone
+// --ids) to stdout; the timing summary goes to stderr, and with --profile the per-op roofline
+// summary, with --trace FILE a Chrome trace. Built on the public C++ API alone
 // (include/tandem/tandem.h): one engine running this one request, its timings the engine's.
 #include <algorithm>
 #include <chrono>
@@ -21,6 +22,8 @@ struct RunOptions {
   int64_t seed = -1;
   int threads = 0;
   bool print_ids = false;
+  bool profile = false;
+  std::string trace_path;
 };
 
 void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_per_token) {
@@ -56,6 +59,8 @@ void run(const RunOptions& options) {
   api::EngineOptions engine_options;
   engine_options.threads = options.threads;
   engine_options.max_sequences = 1;
+  engine_options.profile = options.profile;
+  engine_options.trace = !options.trace_path.empty();
   engine_options.max_batch_tokens =
       std::clamp<int64_t>(static_cast<int64_t>(prompt.size()), 1, model->context_length());
   api::Engine engine(model, engine_options);
@@ -93,6 +98,12 @@ void run(const RunOptions& options) {
   }
   std::fprintf(stderr, "seed:    %llu\n", static_cast<unsigned long long>(stream.seed()));
   print_timings(load_ms, result, model->kv_bytes_per_token());
+  if (options.profile) std::fputs(engine.profile_summary().c_str(), stderr);
+  if (!options.trace_path.empty()) {
+    engine.write_trace(options.trace_path);
+    std::fprintf(stderr, "trace:   %s (open in https://ui.perfetto.dev or chrome://tracing)\n",
+                 options.trace_path.c_str());
+  }
 }
 
 }  // namespace
@@ -116,6 +127,9 @@ void add_run_command(CLI::App& app) {
   command->add_option("-s,--seed", options->seed, "Random seed (default: random)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("--ids", options->print_ids, "Print the whole token id sequence instead of text");
+  command->add_flag("--profile", options->profile,
+                    "Per-op time, bytes, FLOPs and roofline summary (prefill and decode) on stderr");
+  command->add_option("--trace", options->trace_path, "Write a Chrome trace (Perfetto) of the run to FILE");
   command->callback([options] { run(*options); });
 }
 

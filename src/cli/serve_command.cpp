@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "profile/trace_writer.h"
 #include "server/http/http_server.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -29,6 +30,7 @@ struct ServeOptions {
   std::string chat_template;
   int threads = 0;
   double shutdown_timeout_s = 10.0;
+  std::string trace_path;
 };
 
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
@@ -91,8 +93,14 @@ void serve(const ServeOptions& options) {
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
 
+  Profiler profiler;  // with --trace only; outlives the pool and the engine that report to it
   ThreadPool pool(options.threads);
   Engine engine(model, tokenizer, options.engine, pool);
+  if (!options.trace_path.empty()) {
+    profiler.enable_trace(pool.size());
+    pool.set_chunk_observer(&profiler);
+    engine.set_profiler(&profiler);
+  }
   engine.start();
   const std::string model_id = std::filesystem::path(options.model_path).filename().string();
   http.attach(&engine, model_id, chat_renderer);
@@ -110,6 +118,10 @@ void serve(const ServeOptions& options) {
                signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s);
   http.shutdown(options.shutdown_timeout_s);
   engine.stop();
+  if (!options.trace_path.empty()) {
+    write_chrome_trace(profiler, options.trace_path);
+    std::fprintf(stderr, "tandem serve: trace written to %s\n", options.trace_path.c_str());
+  }
   std::fprintf(stderr, "tandem serve: stopped\n");
 }
 
@@ -141,6 +153,9 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--chat-template", options->chat_template,
                       "Chat format: chatml, llama2, llama3, zephyr (default: from the GGUF's template)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
+  command->add_option("--trace", options->trace_path,
+                      "Write a Chrome trace (Perfetto) at shutdown: a track per compute thread and per request; "
+                      "memory grows with every step, so for diagnostic runs");
   command
       ->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
                    "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")
