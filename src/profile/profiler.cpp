@@ -106,11 +106,18 @@ void Profiler::enable_trace(int n_threads, int64_t expected_ops) {
   TANDEM_ASSERT(n_threads >= 1 && step_depth_ == 0);
   std::lock_guard lock(mutex_);
   tracing_ = true;
-  trace_ops_.reserve(static_cast<size_t>(expected_ops));
-  trace_steps_.reserve(static_cast<size_t>(expected_ops / 16));
+  // Reserved and touched now (resize, then clear keeps the pages): a first touch of a fresh
+  // page during a step is a page fault, some 15 us on a VM, that would land between two ops.
+  auto prepare_buffer = [](auto& buffer, int64_t n) {
+    buffer.resize(static_cast<size_t>(n));
+    buffer.clear();
+  };
+  prepare_buffer(trace_ops_, expected_ops);
+  prepare_buffer(trace_steps_, expected_ops / 16);
+  prepare_buffer(trace_requests_, expected_ops / 16);
   trace_chunks_.resize(static_cast<size_t>(n_threads));
   // A parallel op is a few chunks per thread (ThreadPool's kChunksPerThread).
-  for (std::vector<TraceChunk>& chunks : trace_chunks_) chunks.reserve(static_cast<size_t>(expected_ops * 4));
+  for (std::vector<TraceChunk>& chunks : trace_chunks_) prepare_buffer(chunks, expected_ops * 4);
 }
 
 void Profiler::begin_step(Phase phase, int64_t n_tokens) {

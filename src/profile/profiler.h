@@ -141,8 +141,8 @@ class Profiler final : public ThreadPool::ChunkObserver {
   // profiler); the only allocation outside tracing.
   void prepare(int64_t n_layers);
   // Keeps every step, op and pool chunk (of pool threads 0..n_threads-1, once the pool's chunk
-  // observer is this) for a trace, with room reserved for about `expected_ops` ops; past
-  // that the buffers grow, the one allocation a traced step may make.
+  // observer is this) for a trace, with room allocated and paged in for about `expected_ops`
+  // ops; past that the buffers grow, the one allocation a traced step may make.
   void enable_trace(int n_threads, int64_t expected_ops = 1 << 16);
   bool tracing() const { return tracing_; }
 

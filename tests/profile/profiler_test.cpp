@@ -1,10 +1,14 @@
 // Tests of the profiler on real forward passes and engine steps: the ops' times cover the
 // measured step times (every op of the step is recorded, none twice), each site is called as
 // often as the model has layers, and a profiled run generates exactly the unprofiled tokens.
-// No wall-clock speed is asserted: only coverage ratios and counts.
+// No wall-clock speed is asserted: only coverage ratios and counts. Coverage is judged on the
+// median step (from the trace): on a loaded machine the OS may stop the thread for
+// milliseconds between two ops of some step, which says nothing about what the ops cover.
 #include "profile/profiler.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "engine/engine.h"
 #include "kv/kv_cache.h"
@@ -33,6 +37,20 @@ void run_forward(Forward& forward, KvCache& cache, int64_t n_prompt, int64_t n_d
   }
 }
 
+// The median over the phase's steps of (sum of the step's op times) / (step time).
+double median_step_coverage(const Profiler& profiler, Phase phase) {
+  const std::vector<TraceStep>& steps = profiler.trace_steps();
+  std::vector<int64_t> op_ns(steps.size(), 0);
+  for (const TraceOp& op : profiler.trace_ops()) op_ns[static_cast<size_t>(op.step)] += op.end_ns - op.start_ns;
+  std::vector<double> coverage;
+  for (size_t s = 0; s < steps.size(); ++s)
+    if (steps[s].phase == phase)
+      coverage.push_back(static_cast<double>(op_ns[s]) / static_cast<double>(steps[s].end_ns - steps[s].start_ns));
+  if (coverage.empty()) return 0.0;
+  std::sort(coverage.begin(), coverage.end());
+  return coverage[coverage.size() / 2];
+}
+
 int64_t calls_of(const Profiler::Snapshot& snapshot, Phase phase, OpRole role, int32_t layer) {
   return snapshot.sites[static_cast<size_t>(phase)][static_cast<size_t>(Profiler::site_index(role, layer))].calls;
 }
@@ -44,28 +62,29 @@ TEST(Profiler, OpTimesCoverTheStepTimesOfAForwardPass) {
   Forward forward(model, 64, pool);
   KvCache cache(model->config.kv_shape(), 128 / 16, 16);
   Profiler profiler;
+  profiler.enable_trace(pool.size());
   forward.set_profiler(&profiler);
+  // Five prefills (the same positions again: K/V rows are simply rewritten), 12 decode steps.
+  for (int i = 0; i < 4; ++i) run_forward(forward, cache, 40, 0);
   run_forward(forward, cache, 40, 12);
 
   const Profiler::Snapshot snapshot = profiler.snapshot();
   const PhaseTotals& prefill = snapshot.phases[static_cast<size_t>(Phase::Prefill)];
   const PhaseTotals& decode = snapshot.phases[static_cast<size_t>(Phase::Decode)];
-  EXPECT_EQ(prefill.steps, 1);
-  EXPECT_EQ(prefill.tokens, 40);
+  EXPECT_EQ(prefill.steps, 5);
+  EXPECT_EQ(prefill.tokens, 5 * 40);
   EXPECT_EQ(decode.steps, 12);
   EXPECT_EQ(decode.tokens, 12);
-  for (const PhaseTotals* totals : {&prefill, &decode}) {
-    // Ops never overlap, so they cannot sum past the step; everything a step does is an op,
-    // so they leave little out (a missing op — attention, a matmul — is far more than 10 %).
-    EXPECT_LE(totals->op_ns, totals->step_ns);
-    EXPECT_GE(static_cast<double>(totals->op_ns), 0.9 * static_cast<double>(totals->step_ns))
-        << "ops " << totals->op_ns << " ns of steps " << totals->step_ns << " ns";
-  }
+  // Ops never overlap, so they cannot sum past the step; everything a step does is an op, so
+  // they leave little out (a missing op — attention, a matmul — is far more than 10 %).
+  for (const PhaseTotals* totals : {&prefill, &decode}) EXPECT_LE(totals->op_ns, totals->step_ns);
+  for (Phase phase : {Phase::Prefill, Phase::Decode})
+    EXPECT_GE(median_step_coverage(profiler, phase), 0.9) << phase_name(phase);
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (OpRole role : {OpRole::AttnNorm, OpRole::Wq, OpRole::Wk, OpRole::Wv, OpRole::Rope, OpRole::Attention,
                         OpRole::Wo, OpRole::AttnResidual, OpRole::FfnNorm, OpRole::Gate, OpRole::Up, OpRole::Swiglu,
                         OpRole::Down, OpRole::FfnResidual}) {
-      EXPECT_EQ(calls_of(snapshot, Phase::Prefill, role, layer), 1) << op_role_name(role) << " layer " << layer;
+      EXPECT_EQ(calls_of(snapshot, Phase::Prefill, role, layer), 5) << op_role_name(role) << " layer " << layer;
       EXPECT_EQ(calls_of(snapshot, Phase::Decode, role, layer), 12) << op_role_name(role) << " layer " << layer;
     }
     EXPECT_EQ(calls_of(snapshot, Phase::Decode, OpRole::Bias, layer), 0);  // Llama: no biases
@@ -145,7 +164,7 @@ TEST(Profiler, ProfiledEngineGeneratesTheUnprofiledTokens) {
   EXPECT_EQ(calls_of(snapshot, Phase::Decode, OpRole::Sampling, -1), 23);
   const PhaseTotals& decode = snapshot.phases[static_cast<size_t>(Phase::Decode)];
   EXPECT_LE(decode.op_ns, decode.step_ns);
-  EXPECT_GE(static_cast<double>(decode.op_ns), 0.9 * static_cast<double>(decode.step_ns));
+  EXPECT_GE(median_step_coverage(profiler, Phase::Decode), 0.9);
 }
 
 }  // namespace
