@@ -2,8 +2,9 @@
 // measured step times (every op of the step is recorded, none twice), each site is called as
 // often as the model has layers, and a profiled run generates exactly the unprofiled tokens.
 // No wall-clock speed is asserted: only coverage ratios and counts. Coverage is judged on the
-// median step (from the trace): on a loaded machine the OS may stop the thread for
-// milliseconds between two ops of some step, which says nothing about what the ops cover.
+// upper quartile of the steps (from the trace): on a loaded machine the OS may stop the thread
+// for milliseconds between two ops of many steps, which says nothing about what the ops cover,
+// while an op left unrecorded is missing from every step.
 #include "profile/profiler.h"
 
 #include <gtest/gtest.h>
@@ -37,8 +38,8 @@ void run_forward(Forward& forward, KvCache& cache, int64_t n_prompt, int64_t n_d
   }
 }
 
-// The median over the phase's steps of (sum of the step's op times) / (step time).
-double median_step_coverage(const Profiler& profiler, Phase phase) {
+// The upper quartile over the phase's steps of (sum of the step's op times) / (step time).
+double step_coverage(const Profiler& profiler, Phase phase) {
   const std::vector<TraceStep>& steps = profiler.trace_steps();
   std::vector<int64_t> op_ns(steps.size(), 0);
   for (const TraceOp& op : profiler.trace_ops()) op_ns[static_cast<size_t>(op.step)] += op.end_ns - op.start_ns;
@@ -48,7 +49,7 @@ double median_step_coverage(const Profiler& profiler, Phase phase) {
       coverage.push_back(static_cast<double>(op_ns[s]) / static_cast<double>(steps[s].end_ns - steps[s].start_ns));
   if (coverage.empty()) return 0.0;
   std::sort(coverage.begin(), coverage.end());
-  return coverage[coverage.size() / 2];
+  return coverage[coverage.size() * 3 / 4];
 }
 
 int64_t calls_of(const Profiler::Snapshot& snapshot, Phase phase, OpRole role, int32_t layer) {
@@ -79,7 +80,7 @@ TEST(Profiler, OpTimesCoverTheStepTimesOfAForwardPass) {
   // they leave little out (a missing op — attention, a matmul — is far more than 10 %).
   for (const PhaseTotals* totals : {&prefill, &decode}) EXPECT_LE(totals->op_ns, totals->step_ns);
   for (Phase phase : {Phase::Prefill, Phase::Decode})
-    EXPECT_GE(median_step_coverage(profiler, phase), 0.9) << phase_name(phase);
+    EXPECT_GE(step_coverage(profiler, phase), 0.9) << phase_name(phase);
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (OpRole role : {OpRole::AttnNorm, OpRole::Wq, OpRole::Wk, OpRole::Wv, OpRole::Rope, OpRole::Attention,
                         OpRole::Wo, OpRole::AttnResidual, OpRole::FfnNorm, OpRole::Gate, OpRole::Up, OpRole::Swiglu,
@@ -164,7 +165,7 @@ TEST(Profiler, ProfiledEngineGeneratesTheUnprofiledTokens) {
   EXPECT_EQ(calls_of(snapshot, Phase::Decode, OpRole::Sampling, -1), 23);
   const PhaseTotals& decode = snapshot.phases[static_cast<size_t>(Phase::Decode)];
   EXPECT_LE(decode.op_ns, decode.step_ns);
-  EXPECT_GE(median_step_coverage(profiler, Phase::Decode), 0.9);
+  EXPECT_GE(step_coverage(profiler, Phase::Decode), 0.9);
 }
 
 }  // namespace
