@@ -51,18 +51,26 @@ std::string entry_key(std::string_view isa, int threads) { return std::string(is
 }  // namespace
 
 std::string cpu_model_name() {
+  // The first processor's fields; a virtual machine may name its CPU only "AMD EPYC", so the
+  // family and model numbers come along.
   std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
+  std::string line, name, family, model;
+  auto value_of = [&](std::string_view key, std::string& out) {
+    if (!out.empty() || line.rfind(key, 0) != 0) return;
     const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(colon + 1);
-    name.erase(0, name.find_first_not_of(" \t"));
-    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.pop_back();
-    if (!name.empty()) return name;
+    if (colon == std::string::npos || line.find_first_not_of(" \t", key.size()) != colon) return;
+    out = line.substr(colon + 1);
+    out.erase(0, out.find_first_not_of(" \t"));
+    while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+  };
+  while (std::getline(cpuinfo, line) && !line.empty()) {
+    value_of("model name", name);
+    value_of("cpu family", family);
+    value_of("model", model);
   }
-  return "unknown cpu";
+  if (name.empty()) name = "unknown cpu";
+  if (!family.empty() && !model.empty()) name += " (family " + family + " model " + model + ")";
+  return name;
 }
 
 std::string default_ceilings_path() {

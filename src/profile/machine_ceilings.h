@@ -23,7 +23,7 @@ struct MachineCeilings {
   double f32_gflops = 0.0;  // the level's F32 GEMM
 };
 
-// "AMD EPYC 9B45" or "unknown cpu".
+// "AMD EPYC (family 26 model 2)": /proc/cpuinfo's model name, family and model; "unknown cpu".
 std::string cpu_model_name();
 // $TANDEM_CACHE_DIR, else $XDG_CACHE_HOME/tandem, else ~/.cache/tandem; then
 // /machine-<cpu model, lowercase, [a-z0-9] runs joined by '-'>.json.

@@ -102,6 +102,9 @@ ProfileSummary summarize(const Profiler::Snapshot& snapshot, const std::optional
     }
     for (SummaryRow& row : kinds)
       if (row.calls > 0) phase.by_kind.push_back(std::move(row));
+    for (const SummaryRow& row : phase.by_kind)
+      if (phase.worst_kind.calls == 0 || row.ns - row.bound_ns > phase.worst_kind.ns - phase.worst_kind.bound_ns)
+        phase.worst_kind = row;
     std::sort(phase.by_weight.begin(), phase.by_weight.end(),
               [](const SummaryRow& a, const SummaryRow& b) { return a.ns > b.ns; });
     summary.phases.push_back(std::move(phase));
@@ -133,9 +136,12 @@ std::string format_summary(const ProfileSummary& summary) {
       text += fmt::format("roofline: bound {:.3f} ms, achieved {:.1f} % of it (bound / op time)\n",
                           static_cast<double>(phase.all.bound_ns) / 1e6, 100.0 * phase.all.of_bound());
     if (roofline)
-      text += fmt::format("loses most: {} ({:.3f} ms over its {:.3f} ms bound)\n\n", phase.worst.name,
-                          static_cast<double>(phase.worst.ns - phase.worst.bound_ns) / 1e6,
-                          static_cast<double>(phase.worst.bound_ns) / 1e6);
+      text += fmt::format("loses most: {} ({:.3f} ms over its {:.3f} ms bound); of the op kinds, {} ({:.3f} ms over "
+                          "{:.3f} ms)\n\n",
+                          phase.worst.name, static_cast<double>(phase.worst.ns - phase.worst.bound_ns) / 1e6,
+                          static_cast<double>(phase.worst.bound_ns) / 1e6, phase.worst_kind.name,
+                          static_cast<double>(phase.worst_kind.ns - phase.worst_kind.bound_ns) / 1e6,
+                          static_cast<double>(phase.worst_kind.bound_ns) / 1e6);
     else
       text += fmt::format("slowest op: {} ({:.3f} ms)\n\n", phase.worst.name, phase.worst.ms());
     text += table_header("op kind", roofline);

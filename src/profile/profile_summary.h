@@ -37,6 +37,7 @@ struct PhaseSummary {
   std::vector<SummaryRow> by_kind;    // kinds that ran, in pipeline order
   std::vector<SummaryRow> by_weight;  // matmuls by role and weight type ("ffn_down Q8_0"), over layers
   SummaryRow worst;                   // the site losing most: "blk.3.ffn_down Q8_0"
+  SummaryRow worst_kind;              // the op kind losing most, all its sites together
 };
 
 struct ProfileSummary {

@@ -66,6 +66,13 @@ TEST(MachineCeilings, DefaultPathIsUnderTheCacheDirectoryAndNamesTheCpu) {
   EXPECT_EQ(path.find(' '), std::string::npos) << path;
 }
 
+TEST(MachineCeilings, CpuNameIsOneNonEmptyLine) {
+  const std::string name = cpu_model_name();
+  EXPECT_FALSE(name.empty());
+  EXPECT_EQ(name.find('\n'), std::string::npos);
+  EXPECT_EQ(name.find(':'), std::string::npos) << name;
+}
+
 TEST(MachineCeilings, MeasurementsGivePositiveRates) {
   ThreadPool pool(2);
   EXPECT_GT(measure_read_bandwidth(pool, 8, 1), 0.0);

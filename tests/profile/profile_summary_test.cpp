@@ -84,6 +84,9 @@ TEST(ProfileSummary, FoldsSitesByKindAndWeightAndFindsTheOpLosingMost) {
   // Layer 1's ffn_down loses 2 x 600 ns, more than attention (2 x 50) or layer 0 (2 x 50).
   EXPECT_EQ(decode.worst.name, "blk.1.ffn_down Q8_0");
   EXPECT_EQ(decode.worst.ns - decode.worst.bound_ns, 1200);
+  // Of the kinds, matmul loses 1300 ns over its 400 ns bound; attention 100 ns.
+  EXPECT_EQ(decode.worst_kind.name, "matmul");
+  EXPECT_EQ(decode.worst_kind.ns - decode.worst_kind.bound_ns, 1300);
 
   const std::string text = format_summary(summary);
   EXPECT_NE(text.find("loses most: blk.1.ffn_down Q8_0"), std::string::npos) << text;
