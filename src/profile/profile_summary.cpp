@@ -120,6 +120,7 @@ std::string format_summary(const ProfileSummary& summary) {
     text +=
         fmt::format("ceilings: {}, {} kernels, {} threads: read {:.1f} GB/s, int8 {:.1f} GOP/s, f32 {:.1f} GFLOP/s\n",
                     c.cpu, c.isa, c.threads, c.read_gbps, c.int8_gops, c.f32_gflops);
+    text += "(the bound takes every byte from memory: ops on data that stays in cache can pass 100 % of it)\n";
   } else {
     text += "no machine ceilings cached for this kernel level and thread count: run `tandem bench --machine -t N` "
             "for the roofline columns\n";
