@@ -15,6 +15,7 @@
 #include "base/thread_pool.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "profile/profiler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem {
@@ -28,6 +29,9 @@ struct BenchOptions {
   int threads = 2;
   int repetitions = 5;  // timed runs per test; one extra warm-up run is never counted
   uint64_t seed = 42;   // of the pseudo-random prompt ids
+  // Records the timed repetitions' ops (never the warm-ups); null: off. With tracing on, the
+  // benchmark's pool reports its chunks to it.
+  Profiler* profiler = nullptr;
 };
 
 struct BenchResult {
