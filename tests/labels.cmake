@@ -14,6 +14,7 @@ set(TANDEM_MODEL_TESTS
     "^(PerplexityTest|QuantizedPerplexity|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
     "^StreamingDetokenizer\\."
     "^CApi\\."
+    "^ProfileRun\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"

@@ -125,6 +125,12 @@ struct EngineOptions {
   // A smaller model with the same vocabulary for Speculation::Draft requests (a different
   // vocabulary is an Error here); null: none.
   std::shared_ptr<const Model> draft_model;
+  // Records every op of every step (time, bytes, FLOPs) for Engine::profile_summary; the
+  // cost is two clock reads per op.
+  bool profile = false;
+  // Also keeps each step, op and compute-thread chunk for Engine::write_trace (implies
+  // profile; memory grows with the steps run).
+  bool trace = false;
 };
 
 // Speculative decoding: tokens proposed ahead and checked by the model in one forward pass.
@@ -312,6 +318,16 @@ class TANDEM_API Engine {
   const Model& model() const;
   const std::shared_ptr<const Model>& shared_model() const;
   int64_t context_length() const;  // per request (EngineOptions::context_length, resolved)
+
+  // With EngineOptions::profile: the per-op summary of every step so far (prefill and decode
+  // apart; roofline columns when `tandem bench --machine` has cached this machine's
+  // ceilings), as `tandem run --profile` prints it; empty without. Waits for a step in
+  // progress to end.
+  std::string profile_summary() const;
+  // With EngineOptions::trace: writes every step so far as Chrome trace-event JSON (Perfetto,
+  // chrome://tracing), a track per compute thread. Call with no request in flight. Throws
+  // Error when tracing is off or the file cannot be written.
+  void write_trace(const std::string& path) const;
 
  private:
   std::shared_ptr<detail::EngineState> state_;  // shared with the streams, which may outlive the engine

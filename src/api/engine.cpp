@@ -7,14 +7,26 @@
 #include "api/engine_state.h"
 #include "api/error_translation.h"
 #include "engine/sampler.h"
+#include "kernels/kernel_table.h"
+#include "profile/machine_ceilings.h"
+#include "profile/profile_summary.h"
+#include "profile/trace_writer.h"
 
 namespace tandem::api {
 
 namespace detail {
 
 EngineState::EngineState(std::shared_ptr<const Model> public_model, const ModelState& model, const EngineConfig& config,
-                         int threads)
-    : public_model(std::move(public_model)), pool(threads), engine(model.model, model.tokenizer, config, pool) {
+                         int threads, bool profile, bool trace)
+    : public_model(std::move(public_model)),
+      profiler(profile || trace ? std::make_unique<Profiler>() : nullptr),
+      pool(threads),
+      engine(model.model, model.tokenizer, config, pool) {
+  if (trace) {
+    profiler->enable_trace(pool.size());
+    pool.set_chunk_observer(profiler.get());
+  }
+  engine.set_profiler(profiler.get());
   engine.start();
 }
 
@@ -131,7 +143,8 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
       config.draft_tokenizer = &options.draft_model->state_->tokenizer;
     }
     const detail::ModelState& model_state = *model->state_;
-    state_ = std::make_shared<detail::EngineState>(std::move(model), model_state, config, options.threads);
+    state_ = std::make_shared<detail::EngineState>(std::move(model), model_state, config, options.threads,
+                                                   options.profile, options.trace);
   });
 }
 
@@ -232,5 +245,25 @@ Result Engine::chat(const std::vector<ChatMessage>& messages, const GenerateOpti
 const Model& Engine::model() const { return *state_->public_model; }
 const std::shared_ptr<const Model>& Engine::shared_model() const { return state_->public_model; }
 int64_t Engine::context_length() const { return state_->engine.context_length(); }
+
+std::string Engine::profile_summary() const {
+  return detail::translating_errors([&] {
+    const Profiler* profiler = state_->profiler.get();
+    if (profiler == nullptr) return std::string();
+    profiler->wait_for_step_end();
+    const std::optional<MachineCeilings> ceilings =
+        load_ceilings(default_ceilings_path(), isa_name(kernel_table().isa), state_->pool.size());
+    return format_summary(summarize(profiler->snapshot(), ceilings));
+  });
+}
+
+void Engine::write_trace(const std::string& path) const {
+  detail::translating_errors([&] {
+    const Profiler* profiler = state_->profiler.get();
+    TANDEM_CHECK_INPUT(profiler != nullptr && profiler->tracing(), "tracing is off (EngineOptions::trace)");
+    profiler->wait_for_step_end();
+    write_chrome_trace(*profiler, path);
+  });
+}
 
 }  // namespace tandem::api

@@ -11,16 +11,18 @@
 #include "api/model_state.h"
 #include "base/thread_pool.h"
 #include "engine/engine.h"
+#include "profile/profiler.h"
 #include "tandem/tandem.h"
 
 namespace tandem::api::detail {
 
 struct EngineState {
   EngineState(std::shared_ptr<const Model> public_model, const ModelState& model, const EngineConfig& config,
-              int threads);
+              int threads, bool profile, bool trace);
   ~EngineState();
 
   std::shared_ptr<const Model> public_model;  // keeps the weights and the tokenizer alive
+  std::unique_ptr<Profiler> profiler;         // with EngineOptions::profile; outlives the pool and engine
   ThreadPool pool;
   tandem::Engine engine;
 };

@@ -58,6 +58,11 @@ bool spin_then_yield(Ready ready) {
   }
 }
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 constexpr uint64_t pack(uint32_t seq, uint32_t n_chunks, uint32_t next) {
   return static_cast<uint64_t>(seq) << 32 | static_cast<uint64_t>(n_chunks) << 16 | next;
 }
@@ -96,7 +101,14 @@ void ThreadPool::run_chunks(uint32_t seq, int thread_index) {
     // Chunk c is grains [G c / C, G (c + 1) / C): sizes differ by at most one grain.
     const int64_t first = job_grains_ * chunk / n_chunks;
     const int64_t last = job_grains_ * (chunk + 1) / n_chunks;
-    (*job_fn_)(first * job_grain_, std::min(job_n_, last * job_grain_), thread_index);
+    ChunkObserver* observer = chunk_observer_.load(std::memory_order_relaxed);
+    if (observer == nullptr) {
+      (*job_fn_)(first * job_grain_, std::min(job_n_, last * job_grain_), thread_index);
+    } else {
+      const int64_t start_ns = steady_ns();
+      (*job_fn_)(first * job_grain_, std::min(job_n_, last * job_grain_), thread_index);
+      observer->on_chunk(thread_index, start_ns, steady_ns());
+    }
     if (chunks_done_.fetch_add(1, std::memory_order_seq_cst) + 1 == n_chunks &&
         caller_sleeping_.load(std::memory_order_seq_cst))
       chunks_done_.notify_all();

@@ -35,6 +35,18 @@ class ThreadPool {
   using RangeFn = std::function<void(int64_t begin, int64_t end, int thread_index)>;
   void parallel_for(int64_t n, const RangeFn& fn, int64_t grain = 1);
 
+  // Told of every chunk a thread runs, with its steady-clock times (the profiler's per-thread
+  // trace tracks). Off (null) by default: then a chunk costs one relaxed load more. Called on
+  // the thread that ran the chunk; set it only between parallel_for calls.
+  class ChunkObserver {
+   public:
+    virtual void on_chunk(int thread_index, int64_t start_ns, int64_t end_ns) = 0;
+
+   protected:
+    ~ChunkObserver() = default;
+  };
+  void set_chunk_observer(ChunkObserver* observer) { chunk_observer_.store(observer, std::memory_order_relaxed); }
+
  private:
   void worker_loop(int thread_index);
   // Claims chunks of job `seq` and runs them until none is left; false when it got none.
@@ -59,6 +71,8 @@ class ThreadPool {
   std::atomic<int> sleeping_workers_{0};
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stopping_{false};
+  // Published to the workers with each job (the job_seq_ store orders it), hence relaxed.
+  std::atomic<ChunkObserver*> chunk_observer_{nullptr};
   // The job itself, written before job_seq_ is published and read only after a claim
   // succeeds (then the job cannot have finished, so these are still the caller's).
   const RangeFn* job_fn_ = nullptr;

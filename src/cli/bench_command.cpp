@@ -1,6 +1,8 @@
 // tandem bench: llama-bench-style throughput of one model — ppN (prefill) and tgN (greedy
 // decode) tokens/s, median ± stddev of repetitions — as a markdown table, or one JSON
-// object per test with --json. Flags and printing only; the measuring is engine/benchmark.
+// object per test with --json; --profile adds the per-op roofline summary on stderr,
+// --trace FILE a Chrome trace, --machine measures and caches the machine's ceilings. Flags
+// and printing only; the measuring is engine/benchmark and profile/.
 #include <cstdio>
 #include <filesystem>
 
@@ -8,6 +10,10 @@
 #include "cli/human_units.h"
 #include "cli/kv_type_options.h"
 #include "engine/benchmark.h"
+#include "kernels/kernel_table.h"
+#include "profile/machine_ceilings.h"
+#include "profile/profile_summary.h"
+#include "profile/trace_writer.h"
 
 namespace tandem::cli {
 namespace {
@@ -17,6 +23,10 @@ struct BenchFlags {
   BenchOptions options;
   bool json = false;
   KvTypeFlags kv_types;
+  bool profile = false;
+  std::string trace_path;
+  bool machine = false;
+  int64_t machine_mib = 512;
 };
 
 std::string human_count(int64_t n) {
@@ -41,12 +51,38 @@ void print_table_row(const BenchResult& result, const BenchModelInfo& info) {
   std::fflush(stdout);  // rows appear as tests finish; a full run takes minutes
 }
 
+// Measures the ceilings for this kernel level and thread count and caches them.
+void run_machine(const BenchFlags& flags) {
+  ThreadPool pool(flags.options.threads);
+  const MachineCeilings ceilings = measure_ceilings(pool, flags.machine_mib);
+  const std::string path = default_ceilings_path();
+  save_ceilings(path, ceilings);
+  fmt::print("machine: {}, {} kernels, {} threads: read {:.2f} GB/s ({} MiB, best of 5), int8 GEMM {:.1f} GOP/s, "
+             "f32 GEMM {:.1f} GFLOP/s\ncached in {}\n",
+             ceilings.cpu, ceilings.isa, ceilings.threads, ceilings.read_gbps, flags.machine_mib, ceilings.int8_gops,
+             ceilings.f32_gflops, path);
+  std::fflush(stdout);
+}
+
 void run_bench(const BenchFlags& flags) {
+  if (flags.machine) run_machine(flags);
+  if (flags.model_path.empty()) {
+    TANDEM_CHECK_INPUT(flags.machine, "--model is required (or --machine alone)");
+    return;
+  }
   std::shared_ptr<const Model> model = load_model(flags.model_path);
+  BenchModelInfo info = describe_model(*model);
+  Profiler profiler;
   BenchOptions options = flags.options;
   options.kv_types = flags.kv_types.resolve();
-  BenchModelInfo info = describe_model(*model);
   info.kv_types = options.kv_types;
+  if (flags.profile || !flags.trace_path.empty()) {
+    options.profiler = &profiler;
+    // About n_layers x 16 ops a step; every timed step of every test.
+    int64_t steps = options.repetitions * options.n_gen;
+    for (int64_t n : options.prompt_lengths) steps += options.repetitions * ((n + 127) / 128);
+    if (!flags.trace_path.empty()) profiler.enable_trace(options.threads, steps * (model->config.n_layers * 20 + 8));
+  }
   Benchmark benchmark(model, options);
   if (!flags.json) print_table_header();
   benchmark.run_all([&](const BenchResult& result) {
@@ -62,6 +98,16 @@ void run_bench(const BenchFlags& flags) {
                "{} timed repetitions + 1 warm-up; KV cache {}\n",
                human_bytes(info.weight_bytes_per_token), info.weight_bytes_per_token, options.decode_prefill,
                options.repetitions, kv_types_description(options.kv_types));
+  if (flags.profile) {
+    std::fflush(stdout);
+    const std::optional<MachineCeilings> ceilings =
+        load_ceilings(default_ceilings_path(), isa_name(kernel_table().isa), flags.options.threads);
+    std::fputs(format_summary(summarize(profiler.snapshot(), ceilings)).c_str(), stderr);
+  }
+  if (!flags.trace_path.empty()) {
+    write_chrome_trace(profiler, flags.trace_path);
+    std::fprintf(stderr, "trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", flags.trace_path.c_str());
+  }
 }
 
 }  // namespace
@@ -69,7 +115,7 @@ void run_bench(const BenchFlags& flags) {
 void add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* command = app.add_subcommand("bench", "Measure prefill and decode tokens/s (like llama-bench)");
-  command->add_option("-m,--model", flags->model_path, "Model file (.gguf or llama2.c model.bin)")->required();
+  command->add_option("-m,--model", flags->model_path, "Model file (.gguf or llama2.c model.bin)");
   command->add_option("-p,--n-prompt", flags->options.prompt_lengths, "Prompt lengths, one ppN test each (0 = none)")
       ->delimiter(',')
       ->capture_default_str();
@@ -82,6 +128,13 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   command->add_flag("--json", flags->json, "One JSON object per line and test");
   add_kv_type_options(command, &flags->kv_types);
+  command->add_flag("--profile", flags->profile,
+                    "Per-op time, bytes, FLOPs and roofline summary of the timed runs, on stderr");
+  command->add_option("--trace", flags->trace_path, "Write a Chrome trace (Perfetto) of the timed runs to FILE");
+  command->add_flag("--machine", flags->machine,
+                    "Measure read bandwidth and peak int8/f32 GEMM rates at -t threads and cache them for --profile");
+  command->add_option("--machine-mib", flags->machine_mib, "Buffer size of --machine's bandwidth test")
+      ->capture_default_str();
   command->callback([flags] { run_bench(*flags); });
 }
 

@@ -1,5 +1,6 @@
 // tandem run: load a model, encode the prompt, generate and stream the text (or the ids with
-// --ids) to stdout; the timing summary goes to stderr. Built on the public C++ API alone
+// --ids) to stdout; the timing summary goes to stderr, and with --profile the per-op roofline
+// summary, with --trace FILE a Chrome trace. Built on the public C++ API alone
 // (include/tandem/tandem.h): one engine running this one request, its timings the engine's.
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,8 @@ struct RunOptions {
   KvTypeFlags kv_types;
   std::string speculation;  // empty: draft with --draft-model, else none
   std::string draft_model_path;
+  bool profile = false;
+  std::string trace_path;
 };
 
 api::Speculation speculation_from_flag(const std::string& name) {
@@ -84,6 +87,8 @@ void run(const RunOptions& options) {
       options.speculation.empty() && !options.draft_model_path.empty() ? "draft" : options.speculation);
   const bool speculating = speculation != api::Speculation::None;
   const int64_t decode_tokens = 1 + (speculating ? std::max(0, options.sampling.speculative.draft_max) : 0);
+  engine_options.profile = options.profile;
+  engine_options.trace = !options.trace_path.empty();
   engine_options.max_batch_tokens =
       std::clamp<int64_t>(std::max(static_cast<int64_t>(prompt.size()), decode_tokens), 1, model->context_length());
   const KvTypes kv_types = options.kv_types.resolve();
@@ -125,6 +130,12 @@ void run(const RunOptions& options) {
   }
   std::fprintf(stderr, "seed:    %llu\n", static_cast<unsigned long long>(stream.seed()));
   print_timings(load_ms, result, model->kv_bytes_per_token(engine_options.kv_type_k, engine_options.kv_type_v));
+  if (options.profile) std::fputs(engine.profile_summary().c_str(), stderr);
+  if (!options.trace_path.empty()) {
+    engine.write_trace(options.trace_path);
+    std::fprintf(stderr, "trace:   %s (open in https://ui.perfetto.dev or chrome://tracing)\n",
+                 options.trace_path.c_str());
+  }
 }
 
 }  // namespace
@@ -164,6 +175,9 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--spec-ngram-max", spec.ngram_max, "Largest n-gram prompt lookup matches")
       ->capture_default_str();
+  command->add_flag("--profile", options->profile,
+                    "Per-op time, bytes, FLOPs and roofline summary (prefill and decode) on stderr");
+  command->add_option("--trace", options->trace_path, "Write a Chrome trace (Perfetto) of the run to FILE");
   command->callback([options] { run(*options); });
 }
 

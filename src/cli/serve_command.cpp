@@ -17,6 +17,7 @@
 #include "cli/kv_type_options.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "profile/trace_writer.h"
 #include "server/http/http_server.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -33,6 +34,7 @@ struct ServeOptions {
   double shutdown_timeout_s = 10.0;
   KvTypeFlags kv_types;
   std::string draft_model_path;
+  std::string trace_path;
 };
 
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
@@ -104,9 +106,15 @@ void serve(const ServeOptions& options) {
     engine_config.draft_tokenizer = &*draft_tokenizer;
   }
 
+  Profiler profiler;  // with --trace only; outlives the pool and the engine that report to it
   ThreadPool pool(options.threads);
   engine_config.kv_types = options.kv_types.resolve();
   Engine engine(model, tokenizer, engine_config, pool);
+  if (!options.trace_path.empty()) {
+    profiler.enable_trace(pool.size());
+    pool.set_chunk_observer(&profiler);
+    engine.set_profiler(&profiler);
+  }
   engine.start();
   const std::string model_id = std::filesystem::path(options.model_path).filename().string();
   http.attach(&engine, model_id, chat_renderer);
@@ -125,6 +133,10 @@ void serve(const ServeOptions& options) {
                signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s);
   http.shutdown(options.shutdown_timeout_s);
   engine.stop();
+  if (!options.trace_path.empty()) {
+    write_chrome_trace(profiler, options.trace_path);
+    std::fprintf(stderr, "tandem serve: trace written to %s\n", options.trace_path.c_str());
+  }
   std::fprintf(stderr, "tandem serve: stopped\n");
 }
 
@@ -174,6 +186,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--spec-ngram-max", spec.ngram_max, "Largest n-gram prompt lookup matches")
       ->capture_default_str();
+  command->add_option("--trace", options->trace_path,
+                      "Write a Chrome trace (Perfetto) at shutdown: a track per compute thread and per request; "
+                      "memory grows with every step, so for diagnostic runs");
   command
       ->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
                    "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")

@@ -136,7 +136,9 @@ Benchmark::Benchmark(std::shared_ptr<const Model> model, const BenchOptions& opt
       options_(options),
       pool_(options.threads),
       forward_(model, checked_max_batch(*model, options), pool_),
-      bench_tokenizer_(placeholder_tokenizer(model->config.vocab_size)) {}
+      bench_tokenizer_(placeholder_tokenizer(model->config.vocab_size)) {
+  if (options_.profiler != nullptr && options_.profiler->tracing()) pool_.set_chunk_observer(options_.profiler);
+}
 
 BenchResult Benchmark::run_prefill(int64_t n_prompt) {
   const ModelConfig& config = model_->config;
@@ -153,12 +155,16 @@ BenchResult Benchmark::run_prefill(int64_t n_prompt) {
   constexpr int32_t kBlockSize = 16;
   KvCache cache(config.kv_shape(), (n_prompt + kBlockSize - 1) / kBlockSize, kBlockSize, options_.kv_types);
   batch.add_sequence(cache.whole_pool_blocks());
+  if (options_.profiler != nullptr) options_.profiler->record_phases(true, false);
   for (int rep = 0; rep <= options_.repetitions; ++rep) {  // rep 0 is the warm-up
+    forward_.set_profiler(rep > 0 ? options_.profiler : nullptr);
     const Clock::time_point start = Clock::now();
     forward_.run(batch, cache);
     const double elapsed = seconds_since(start);
     if (rep > 0) result.samples.push_back(static_cast<double>(n_prompt) / elapsed);
   }
+  forward_.set_profiler(nullptr);
+  if (options_.profiler != nullptr) options_.profiler->record_phases(true, true);
   result.kv_bytes = n_prompt * cache.bytes_per_token();
   result.peak_rss_bytes = peak_rss_bytes();
   return result;
@@ -179,9 +185,12 @@ BenchResult Benchmark::run_decode(int64_t n_gen) {
   config.kv_types = options_.kv_types;
   Engine engine(model_, bench_tokenizer_, config, pool_);
   const std::vector<int32_t> prompt = bench_prompt(n_prefill, model_->config.vocab_size, options_.seed);
+  // The profile of a tg test is its decode steps, not the untimed prefill before them.
+  if (options_.profiler != nullptr) options_.profiler->record_phases(false, true);
   for (int rep = 0; rep <= options_.repetitions; ++rep) {
     // The warm-up only needs to page the weights in and warm the caches: a few steps do.
     const int64_t steps = rep == 0 ? std::min<int64_t>(n_gen, 8) : n_gen;
+    engine.set_profiler(rep > 0 ? options_.profiler : nullptr);
     GenerationParams params;
     params.sampling.temperature = 0.0f;  // greedy, as llama-bench's argmax
     params.max_tokens = steps + 1;       // the first token comes from the (untimed) prefill
@@ -196,6 +205,8 @@ BenchResult Benchmark::run_decode(int64_t n_gen) {
     if (rep > 0) result.samples.push_back(static_cast<double>(steps) / (last.decode_ms / 1000.0));
     result.kv_bytes = last.kv_bytes;
   }
+  engine.set_profiler(nullptr);
+  if (options_.profiler != nullptr) options_.profiler->record_phases(true, true);
   result.peak_rss_bytes = peak_rss_bytes();
   return result;
 }

@@ -16,6 +16,7 @@
 #include "kv/kv_types.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "profile/profiler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem {
@@ -30,6 +31,9 @@ struct BenchOptions {
   int repetitions = 5;                 // timed runs per test; one extra warm-up run is never counted
   uint64_t seed = 42;                  // of the pseudo-random prompt ids
   KvTypes kv_types = kDefaultKvTypes;  // what both tests' KV caches store K and V in
+  // Records the timed repetitions' ops (never the warm-ups); null: off. With tracing on, the
+  // benchmark's pool reports its chunks to it.
+  Profiler* profiler = nullptr;
 };
 
 struct BenchResult {

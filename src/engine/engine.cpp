@@ -237,11 +237,13 @@ bool Engine::step() {
   }
 
   batch_.clear();
+  bool decode_only = true;  // every chunk one known token (plus proposals): a decode step for the profile
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Request& request = *chunk.request;
     // The scheduler grew the block table to cover the chunk; the forward pass reads it.
     const int32_t seq = batch_.add_sequence(request.blocks.table);
     const int64_t n_known = chunk.n_tokens - chunk.n_draft;
+    decode_only = decode_only && n_known == 1;
     for (int64_t i = 0; i < n_known; ++i) {
       const int64_t position = chunk.start + i;
       batch_.add(request.tokens[static_cast<size_t>(position)], static_cast<int32_t>(position), seq,
@@ -254,7 +256,10 @@ bool Engine::step() {
     for (int64_t i = 0; i < chunk.n_draft; ++i)
       batch_.add(request.draft[static_cast<size_t>(i)], static_cast<int32_t>(chunk.start + n_known + i), seq, true);
   }
+  ProfileStep profile_step(profiler_, decode_only ? Phase::Decode : Phase::Prefill, batch_.n_tokens());
   const std::span<const float> logits = forward_.run(batch_, cache_);
+  // Before sampling, which may finish (and free) a request.
+  if (profiler_ != nullptr && profiler_->tracing()) trace_requests(plan, profiler_->step_start_ns());
   scheduler_.complete(plan);
   if (draft_)
     for (const Request* request : plan.preempted) draft_->remove(request->id);  // recomputed when it returns
@@ -263,6 +268,10 @@ bool Engine::step() {
   size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.samples) continue;
+    ProfileOp sampling_op(profiler_, OpRole::Sampling, -1, [&] {
+      return elementwise_cost(static_cast<int64_t>(vocab) * (1 + chunk.n_draft), 0,
+                              2 * static_cast<int64_t>(vocab) * (1 + chunk.n_draft));
+    });
     Sequence& sequence = *sequences_.at(chunk.request->id);
     if (chunk.n_draft == 0) {
       process_sample(sequence, logits.subspan(row * vocab, vocab));
@@ -272,6 +281,7 @@ bool Engine::step() {
     }
     row += static_cast<size_t>(1 + chunk.n_draft);
   }
+  profile_step.end();
   ++steps_;
   {
     std::lock_guard lock(mutex_);
@@ -465,6 +475,29 @@ void Engine::update_stats() {
   stats_.kv_pool = kv_pool_;
   stats_.drafted_tokens = drafted_tokens_;
   stats_.accepted_tokens = accepted_tokens_;
+}
+
+void Engine::trace_requests(const StepPlan& plan, int64_t step_start_ns) {
+  const int64_t now = Profiler::now_ns();
+  auto ns_of = [](RequestClock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    const Request& request = *chunk.request;
+    const bool prefill = chunk.start < static_cast<int64_t>(request.prompt.size());
+    // The first chunk after its first admission: the queue wait ends where this step began.
+    if (prefill && request.n_preemptions == 0 && chunk.start == std::max<int64_t>(0, request.cached_prompt_tokens))
+      profiler_->trace_request({request.id, RequestSpan::Queue, ns_of(request.times.arrival), step_start_ns, 0});
+    profiler_->trace_request(
+        {request.id, prefill ? RequestSpan::Prefill : RequestSpan::Decode, step_start_ns, now, chunk.n_tokens});
+  }
+  for (const Request* request : plan.preempted)
+    profiler_->trace_request({request->id, RequestSpan::Preempted, step_start_ns, step_start_ns, 0});
+}
+
+void Engine::set_profiler(Profiler* profiler) {
+  profiler_ = profiler;
+  forward_.set_profiler(profiler);
 }
 
 EngineStats Engine::stats() const {

@@ -138,6 +138,10 @@ class Engine {
   // Steps until no request is left (tests).
   void run_until_idle();
 
+  // Records each step's ops (forward pass and sampling); null: off. Set it before start()
+  // or between steps; the profiler must outlive the engine's use of it.
+  void set_profiler(Profiler* profiler);
+
   EngineStats stats() const;  // thread-safe snapshot
   const EngineConfig& config() const { return config_; }
   int64_t context_length() const { return config_.context_length; }
@@ -159,6 +163,9 @@ class Engine {
   TokenLogprob logprobs_of(std::span<const float> logits, int32_t chosen, int32_t top_n);
   void update_stats();
   void loop();
+  // With a tracing profiler: each request's queue wait, its chunk of this step's forward
+  // pass, preemptions.
+  void trace_requests(const StepPlan& plan, int64_t step_start_ns);
 
   std::shared_ptr<const Model> model_;
   const Tokenizer& tokenizer_;
@@ -172,6 +179,7 @@ class Engine {
   std::unique_ptr<DraftModel> draft_;  // when config_.draft_model is set
   std::vector<DraftJob> draft_jobs_;   // this step's draft-model proposals
   RejectionSampler rejection_;
+  Profiler* profiler_ = nullptr;
   std::vector<float> logprob_work_;                                    // [vocab_size]
   std::vector<int32_t> logprob_ids_;                                   // [vocab_size]
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only

@@ -21,6 +21,21 @@ namespace {
 // small model it was a tenth of its memory) at the price of reading the FFN weights once per
 // chunk, from cache for the models this size matters for.
 constexpr int64_t kFfnChunkTokens = 128;
+
+// For the profiler: each block of tokens reads the K and V rows of its last token's history
+// once (its tokens share them), the queries are read and the outputs written; QKᵀ and PV
+// are 4 operations per (query head, position, dimension).
+OpCost attention_cost(const std::vector<int64_t>& block_starts, const std::vector<int32_t>& positions,
+                      const ModelConfig& c, int64_t kv_row_bytes) {
+  OpCost cost;
+  for (size_t b = 0; b + 1 < block_starts.size(); ++b)
+    cost.bytes += 2 * (positions[static_cast<size_t>(block_starts[b + 1] - 1)] + 1) * kv_row_bytes;
+  const int64_t n_tokens = block_starts.back();
+  for (int64_t t = 0; t < n_tokens; ++t)
+    cost.flops += 4 * (positions[static_cast<size_t>(t)] + int64_t{1}) * c.head_dim * c.n_heads;
+  cost.bytes += 2 * n_tokens * c.q_width() * static_cast<int64_t>(sizeof(float));
+  return cost;
+}
 }  // namespace
 
 Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool)
@@ -47,10 +62,17 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   // max_batch_tokens x vocab_size: that would be most of the memory for a big prefill.
 }
 
+void Forward::set_profiler(Profiler* profiler) {
+  if (profiler != nullptr) profiler->prepare(model_->config.n_layers);
+  profiler_ = profiler;
+}
+
 std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   const int64_t n_tokens = batch.n_tokens();
+  ProfileStep profile_step(profiler_, n_tokens == batch.n_sequences() ? Phase::Decode : Phase::Prefill, n_tokens);
+  ProfileOp setup_op(profiler_, OpRole::Setup, -1, [] { return OpCost{}; });
   TANDEM_CHECK_INPUT(n_tokens > 0 && n_tokens <= max_batch_tokens_, "batch of {} tokens (allowed 1..{})", n_tokens,
                      max_batch_tokens_);
   TANDEM_ASSERT(static_cast<int64_t>(batch.positions.size()) == n_tokens &&
@@ -66,8 +88,12 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
                        batch.n_sequences());
   }
   map_slots(batch, cache);
+  setup_op.end();
 
   const int64_t d = c.d_model;
+  ProfileOp embedding_op(profiler_, OpRole::Embedding, -1, [&] {
+    return OpCost{n_tokens * (w.token_embedding.row_bytes() + d * 4), n_tokens * d};
+  });
   for (int64_t t = 0; t < n_tokens; ++t) {
     const void* row = w.token_embedding.row(batch.tokens[t]);
     if (model_->embedding_file != nullptr) {
@@ -76,60 +102,79 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     }
     dequantize_row(w.token_embedding.dtype, row, hidden_.data() + t * d, d);
   }
+  embedding_op.end();
   const int64_t half_rope = c.rope_dims / 2;
+  ProfileOp angles_op(profiler_, OpRole::Setup, -1, [] { return OpCost{}; });
   for (int64_t t = 0; t < n_tokens; ++t)
     rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base,
                 c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(), rope_cos_.data() + t * half_rope,
                 rope_sin_.data() + t * half_rope);
+  angles_op.end();
 
   const RmsnormFn rmsnorm = kernel_table().rmsnorm;
-  auto norm_rows = [&](const float* weight, const float* in, float* out, int64_t rows) {
+  auto norm_rows = [&](OpRole role, int32_t layer, const float* weight, const float* in, float* out, int64_t rows) {
+    ProfileOp op(profiler_, role, layer, [&] { return elementwise_cost(rows * d + d, rows * d, 4 * rows * d); });
     pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
       for (int64_t t = begin; t < end; ++t) rmsnorm(in + t * d, weight, d, c.rms_norm_eps, out + t * d);
     });
   };
   // rows [n_tokens, bias.n_elements()] += bias, when the model has that bias.
-  auto add_bias_rows = [&](const TensorView& bias, float* rows, int64_t n_rows) {
+  auto add_bias_rows = [&](int32_t layer, const TensorView& bias, float* rows, int64_t n_rows) {
     if (bias.data == nullptr) return;
     const int64_t width = bias.n_elements();
+    ProfileOp op(profiler_, OpRole::Bias, layer,
+                 [&] { return elementwise_cost(n_rows * width + width, n_rows * width, n_rows * width); });
     const float* b = bias.f32();
     for (int64_t t = 0; t < n_rows; ++t)
       for (int64_t i = 0; i < width; ++i) rows[t * width + i] += b[i];
   };
-  auto add_into_hidden = [&](const float* delta) {
+  auto add_into_hidden = [&](OpRole role, int32_t layer, const float* delta) {
+    ProfileOp op(profiler_, role, layer,
+                 [&] { return elementwise_cost(2 * n_tokens * d, n_tokens * d, n_tokens * d); });
     for (int64_t i = 0; i < n_tokens * d; ++i) hidden_[i] += delta[i];
+  };
+  // A matmul timed as the op of `role` in `layer`.
+  auto project = [&](OpRole role, int32_t layer, const TensorView& weight, const float* x, int64_t rows, float* out) {
+    ProfileOp op(profiler_, role, layer, [&] {
+      return matmul_cost(weight.dtype, weight.n_bytes(), weight.n_rows(), weight.row_length(), rows);
+    });
+    matmul(weight, x, rows, out, pool_, matmul_scratch_);
   };
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
-    norm_rows(layer.attn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
-    matmul(layer.wq, normed_.data(), n_tokens, q_.data(), pool_, matmul_scratch_);
-    matmul(layer.wk, normed_.data(), n_tokens, k_.data(), pool_, matmul_scratch_);
-    matmul(layer.wv, normed_.data(), n_tokens, v_.data(), pool_, matmul_scratch_);
-    add_bias_rows(layer.bq, q_.data(), n_tokens);  // Qwen2; no-op for Llama
-    add_bias_rows(layer.bk, k_.data(), n_tokens);
-    add_bias_rows(layer.bv, v_.data(), n_tokens);
+    const auto li = static_cast<int32_t>(l);
+    norm_rows(OpRole::AttnNorm, li, layer.attn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
+    project(OpRole::Wq, li, layer.wq, normed_.data(), n_tokens, q_.data());
+    project(OpRole::Wk, li, layer.wk, normed_.data(), n_tokens, k_.data());
+    project(OpRole::Wv, li, layer.wv, normed_.data(), n_tokens, v_.data());
+    add_bias_rows(li, layer.bq, q_.data(), n_tokens);  // Qwen2; no-op for Llama
+    add_bias_rows(li, layer.bk, k_.data(), n_tokens);
+    add_bias_rows(li, layer.bv, v_.data(), n_tokens);
     attention(batch, cache, l);
     // Wo's output goes to normed_, free once Q, K and V are computed.
-    matmul(layer.wo, attn_out_.data(), n_tokens, normed_.data(), pool_, matmul_scratch_);
-    add_into_hidden(normed_.data());
+    project(OpRole::Wo, li, layer.wo, attn_out_.data(), n_tokens, normed_.data());
+    add_into_hidden(OpRole::AttnResidual, li, normed_.data());
 
-    norm_rows(layer.ffn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
+    norm_rows(OpRole::FfnNorm, li, layer.ffn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
     // The FFN in chunks of tokens: its d_ff-wide buffers are the largest scratch, and each
     // token's FFN is independent of the others'.
     for (int64_t first = 0; first < n_tokens; first += kFfnChunkTokens) {
       const int64_t rows = std::min(kFfnChunkTokens, n_tokens - first);
       float* chunk_in = normed_.data() + first * d;
-      matmul(layer.w_gate, chunk_in, rows, gate_.data(), pool_, matmul_scratch_);
-      matmul(layer.w_up, chunk_in, rows, up_.data(), pool_, matmul_scratch_);
+      project(OpRole::Gate, li, layer.w_gate, chunk_in, rows, gate_.data());
+      project(OpRole::Up, li, layer.w_up, chunk_in, rows, up_.data());
+      ProfileOp swiglu_op(profiler_, OpRole::Swiglu, li,
+                          [&] { return elementwise_cost(2 * rows * c.d_ff, rows * c.d_ff, 5 * rows * c.d_ff); });
       pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
         for (int64_t t = begin; t < end; ++t)
           swiglu_row(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
       });
+      swiglu_op.end();
       // Into the chunk's own rows of normed_, which gate/up have consumed.
-      matmul(layer.w_down, gate_.data(), rows, chunk_in, pool_, matmul_scratch_);
+      project(OpRole::Down, li, layer.w_down, gate_.data(), rows, chunk_in);
     }
-    add_into_hidden(normed_.data());
+    add_into_hidden(OpRole::FfnResidual, li, normed_.data());
     if (observer_) observer_(l, std::span<const float>(hidden_.data(), static_cast<size_t>(n_tokens * d)));
   }
 
@@ -144,8 +189,8 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   for (int64_t t = 0; t < n_tokens; ++t)
     if (batch.wants_logits[t]) std::copy_n(hidden_.data() + t * d, d, logit_rows_.data() + (n_rows++) * d);
   if (n_rows == 0) return {};
-  norm_rows(w.output_norm.f32(), logit_rows_.data(), logit_rows_.data(), n_rows);
-  matmul(w.output, logit_rows_.data(), n_rows, logits_.data(), pool_, matmul_scratch_);
+  norm_rows(OpRole::OutputNorm, -1, w.output_norm.f32(), logit_rows_.data(), logit_rows_.data(), n_rows);
+  project(OpRole::Output, -1, w.output, logit_rows_.data(), n_rows, logits_.data());
   return {logits_.data(), static_cast<size_t>(n_rows * c.vocab_size)};
 }
 
@@ -190,6 +235,12 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   // RoPE on Q and K, then every token's K/V into its cache slot (in the cache's types), before
   // any token attends: a prefill token must see the K/V of the earlier tokens of the same batch.
   const RopeFn rope = kernel_table().rope;
+  const auto li = static_cast<int32_t>(layer);
+  ProfileOp rope_op(profiler_, OpRole::Rope, li, [&] {
+    const int64_t rotated = n_tokens * (c.n_heads + c.n_kv_heads) * c.rope_dims;
+    return elementwise_cost(n_tokens * (c.q_width() + 3 * kv_width), n_tokens * (c.q_width() + 3 * kv_width),
+                            3 * rotated);
+  });
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* cos_table = rope_cos_.data() + t * half_rope;
     const float* sin_table = rope_sin_.data() + t * half_rope;
@@ -199,6 +250,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
         slots_[static_cast<size_t>(seq_slot_start_[static_cast<size_t>(batch.seq_ids[t])] + batch.positions[t])];
     cache.store(layer, slot, k_.data() + t * kv_width, v_.data() + t * kv_width);
   }
+  rope_op.end();
 
   // Consecutive tokens of one sequence (a prefill chunk) go in blocks of up to
   // kTokensPerBlock through attention_tokens, which shares each K/V row loaded among them;
@@ -221,6 +273,9 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   const int64_t n_blocks = static_cast<int64_t>(block_starts.size());
   block_starts.push_back(n_tokens);
   auto block_of = [n_blocks](int64_t i) { return i % 2 == 0 ? i / 2 : n_blocks - 1 - i / 2; };
+  ProfileOp attention_op(profiler_, OpRole::Attention, li, [&] {
+    return attention_cost(block_starts, batch.positions, c, cache.bytes_per_token() / (2 * c.n_layers));
+  });
   pool_.parallel_for(n_blocks * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scores_.data() + thread * attention_scratch_floats(group);
     for (int64_t item = begin; item < end; ++item) {

@@ -15,6 +15,7 @@
 #include "kv/kv_cache.h"
 #include "model/batch.h"
 #include "model/model.h"
+#include "profile/profiler.h"
 
 namespace tandem {
 
@@ -32,6 +33,9 @@ class Forward {
   using LayerObserver = std::function<void(int64_t layer, std::span<const float> hidden)>;
   void set_layer_observer(LayerObserver observer) { observer_ = std::move(observer); }
 
+  // Records every op of each run() (null: off). The profiler must outlive the runs.
+  void set_profiler(Profiler* profiler);
+
   const Model& model() const { return *model_; }
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
 
@@ -43,6 +47,7 @@ class Forward {
   int64_t max_batch_tokens_;
   ThreadPool& pool_;
   LayerObserver observer_;
+  Profiler* profiler_ = nullptr;
   // Scratch, sized for max_batch_tokens.
   std::vector<float> hidden_;                    // [n_tokens, d_model] residual stream
   std::vector<uint8_t> embedding_row_;           // one embedding row read from the file (Model::embedding_file)

@@ -188,6 +188,43 @@ TEST(ThreadPool, PoolOfOneRunsInlineAsThreadZero) {
   EXPECT_EQ(calls, 1);
 }
 
+// Counts what a chunk observer is told; each thread only touches its own slot.
+class CountingObserver : public ThreadPool::ChunkObserver {
+ public:
+  explicit CountingObserver(int n_threads) : chunks_(static_cast<size_t>(n_threads)) {}
+  void on_chunk(int thread_index, int64_t start_ns, int64_t end_ns) override {
+    if (end_ns < start_ns) bad_times_.fetch_add(1);
+    chunks_[static_cast<size_t>(thread_index)].fetch_add(1);
+  }
+  int total() const {
+    int sum = 0;
+    for (const std::atomic<int>& n : chunks_) sum += n.load();
+    return sum;
+  }
+  int bad_times() const { return bad_times_.load(); }
+
+ private:
+  std::vector<std::atomic<int>> chunks_;
+  std::atomic<int> bad_times_{0};
+};
+
+TEST(ThreadPool, ChunkObserverSeesEveryChunkOnlyWhileSet) {
+  ThreadPool pool(3);
+  CountingObserver observer(3);
+  std::atomic<int64_t> covered{0};
+  auto count = [&](int64_t begin, int64_t end, int) { covered.fetch_add(end - begin); };
+  pool.parallel_for(100, count);
+  EXPECT_EQ(observer.total(), 0);
+  pool.set_chunk_observer(&observer);
+  pool.parallel_for(100, count);  // 3 threads x 4 chunks each
+  pool.parallel_for(5, count);    // fewer grains than chunks: one chunk per grain
+  pool.set_chunk_observer(nullptr);
+  pool.parallel_for(100, count);
+  EXPECT_EQ(observer.total(), 12 + 5);
+  EXPECT_EQ(observer.bad_times(), 0);
+  EXPECT_EQ(covered.load(), 305);
+}
+
 TEST(ThreadPool, DefaultSizeIsAtLeastOne) {
   ThreadPool pool;
   EXPECT_GE(pool.size(), 1);

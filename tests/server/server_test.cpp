@@ -7,7 +7,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "server_process.h"
 
@@ -332,6 +335,39 @@ TEST(ServerOpenAIClient, LoadRunLeavesNoBlockInUse) {
   ASSERT_TRUE(server.start({"--parallel", "8", "--max-batch-tokens", "64"})) << server.log();
   EXPECT_EQ(run_node("--url " + server.url() + " --part load"), 0) << server.log();
   EXPECT_EQ(server.stop(), 0);
+}
+
+// --trace: at shutdown, a Chrome trace with the engine's tracks and one per request (its
+// queue wait, prefill chunk and decode steps).
+TEST(Server, TraceAtShutdownHasATrackPerRequest) {
+  REQUIRE_MODEL();
+  const std::string trace_path =
+      (std::filesystem::temp_directory_path() / ("tandem-server-trace-" + std::to_string(::getpid()) + ".json"))
+          .string();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--trace", trace_path})) << server.log();
+  httplib::Client client = server.client();
+  for (int i = 0; i < 2; ++i) {
+    const auto res = post(client, "/v1/completions", R"({"prompt": "The dream", "max_tokens": 4, "temperature": 0})");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+  }
+  ASSERT_EQ(server.stop(), 0) << server.log();
+  std::ifstream in(trace_path);
+  const json trace = json::parse(in, nullptr, false);
+  std::filesystem::remove(trace_path);
+  ASSERT_TRUE(trace.is_object() && trace.contains("traceEvents")) << server.log();
+  std::set<int> request_tracks;
+  int queues = 0, decode_steps = 0;
+  for (const json& event : trace["traceEvents"]) {
+    if (event["pid"] != 2 || event["ph"] != "X") continue;
+    request_tracks.insert(event["tid"].get<int>());
+    queues += event["name"] == "queue";
+    decode_steps += event["name"] == "decode step";
+  }
+  EXPECT_EQ(request_tracks.size(), 2u);
+  EXPECT_EQ(queues, 2);
+  EXPECT_GE(decode_steps, 2);  // at most 3 each: EOS may end one early
 }
 
 }  // namespace
