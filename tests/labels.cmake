@@ -29,7 +29,7 @@ set(TANDEM_MODEL_TESTS
     "^Llama2cVocab\\.(BothSourcesAgree|EmbeddedGgufVocabMatchesGreedyReference|LoadTokenizerFindsTheModelsTokenizer)$"
     "^Llama2cVocab\\.(ReadsToEndWithoutSize|Tok512MatchesGreedyReference|TruncatedFileIsInputErrorNamingThePath)$"
     "^SpecialSpans\\.(FindControlText|Gpt2WithChatMlMarkers|Gpt2WithLlama3Markers|Llama2SentencePiece)$"
-    "^SpecialSpans\\.(Llama3VocabGguf|ManyMarkersAndControlTokensAreFast|Qwen2VocabGguf)$"
+    "^SpecialSpans\\.(Llama3VocabGguf|ManyMarkersAndControlTokens|Qwen2VocabGguf)$"
     "^TokenizeCommand\\.(Gpt2VocabWithoutBos|Llama2cModelFindsItsTokenizer|PrintsIdsForVocabOnlyGguf|ReadsStdinVerbatim)$"
 )
 
