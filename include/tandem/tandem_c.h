@@ -136,6 +136,9 @@ typedef struct tandem_engine_options {
   int32_t kv_block_size;    /* tokens per KV cache block */
   int32_t kv_type_k;        /* tandem_kv_type of K (default TANDEM_KV_F16) */
   int32_t kv_type_v;        /* tandem_kv_type of V */
+  /* A smaller model with the same vocabulary for TANDEM_SPECULATION_DRAFT requests (NULL:
+   * none); borrowed: it must outlive tandem_engine_create, the engine keeps its own reference. */
+  const struct tandem_model* draft_model;
 } tandem_engine_options;
 
 TANDEM_API tandem_engine_options tandem_engine_options_default(void);
@@ -174,6 +177,7 @@ typedef struct tandem_generate_options {
 
 #define TANDEM_SPECULATION_NONE 0
 #define TANDEM_SPECULATION_NGRAM 1 /* prompt lookup */
+#define TANDEM_SPECULATION_DRAFT 2 /* the engine's draft_model proposes */
 
 TANDEM_API tandem_generate_options tandem_generate_options_default(void);
 
@@ -196,6 +200,13 @@ typedef struct tandem_usage {
   int64_t completion_tokens;
   int64_t kv_bytes; /* KV cache memory the request held at its end */
 } tandem_usage;
+
+/* Speculative decoding's count for one request: tokens proposed and checked, and of those
+ * kept (each one a forward pass saved). Zero without speculation. */
+typedef struct tandem_speculation_usage {
+  int64_t drafted_tokens;
+  int64_t accepted_tokens;
+} tandem_speculation_usage;
 
 /* Milliseconds, measured by the engine. TPOT: the gaps between consecutive tokens. */
 typedef struct tandem_timings {
@@ -221,6 +232,7 @@ typedef struct tandem_event {
   int32_t finish_reason; /* tandem_finish_reason */
   tandem_usage usage;
   tandem_timings timings;
+  tandem_speculation_usage speculation; /* so far; complete on the final event */
 } tandem_event;
 
 /* Called for every event of a request, on the thread that called tandem_generate. Return 0 to
@@ -237,6 +249,7 @@ typedef struct tandem_result {
   uint64_t seed;         /* the sampling seed used */
   tandem_usage usage;
   tandem_timings timings;
+  tandem_speculation_usage speculation;
 } tandem_result;
 
 /* Blocking generation. options, callback and result may be NULL. Any number of threads may

@@ -40,10 +40,13 @@ class Usage:
     cached_tokens: int = 0  # prompt tokens whose KV came from the prefix cache
     completion_tokens: int = 0
     kv_bytes: int = 0  # KV cache memory the request held at its end
+    drafted_tokens: int = 0  # speculative decoding: tokens proposed and checked
+    accepted_tokens: int = 0  # of those, kept
 
     @staticmethod
-    def _from(c: _native.Usage) -> "Usage":
-        return Usage(c.prompt_tokens, c.cached_tokens, c.completion_tokens, c.kv_bytes)
+    def _from(c: _native.Usage, speculation: _native.SpeculationUsage) -> "Usage":
+        return Usage(c.prompt_tokens, c.cached_tokens, c.completion_tokens, c.kv_bytes, speculation.drafted_tokens,
+                     speculation.accepted_tokens)
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ class Stream:
             if event.finished:
                 self.result = Result("".join(self._text), self._tokens,
                                      lib.tandem_finish_reason_name(event.finish_reason).decode(), self.seed,
-                                     Usage._from(event.usage), Timings._from(event.timings))
+                                     Usage._from(event.usage, event.speculation), Timings._from(event.timings))
                 self.close()
             if piece:
                 return piece
@@ -164,12 +167,13 @@ class Model:
     every core), max_sequences (requests decoded together), max_batch_tokens,
     context_length (0: the model's), kv_memory_bytes (0: max_sequences full contexts),
     kv_block_size, kv_type_k / kv_type_v (KV cache storage: "f32", "f16" (default), "bf16",
-    "q8_0", "q4_0"; the last two need a head size that is a multiple of 32)."""
+    "q8_0", "q4_0"; the last two need a head size that is a multiple of 32), draft_model (path of
+    a smaller model with the same vocabulary, for generate(speculative="draft"))."""
 
     def __init__(self, path: str, *, tokenizer_path: Optional[str] = None, chat_template: Optional[str] = None,
                  threads: int = 0, max_sequences: int = 4, max_batch_tokens: int = 512, context_length: int = 0,
                  kv_memory_bytes: int = 0, kv_block_size: int = 16, kv_type_k: str = "f16",
-                 kv_type_v: str = "f16"):
+                 kv_type_v: str = "f16", draft_model: Optional[str] = None):
         for kv_type in (kv_type_k, kv_type_v):
             if kv_type not in _native.KV_TYPES:
                 raise ValueError(f"unknown KV cache type {kv_type!r} (one of {', '.join(_native.KV_TYPES)})")
@@ -188,9 +192,16 @@ class Model:
         engine_options.kv_block_size = kv_block_size
         engine_options.kv_type_k = _native.KV_TYPES[kv_type_k]
         engine_options.kv_type_v = _native.KV_TYPES[kv_type_v]
-        engine = ctypes.c_void_p()
-        _check(lib.tandem_engine_create(self._model, ctypes.byref(engine_options), ctypes.byref(engine)))
-        self._engine = engine
+        draft = ctypes.c_void_p()
+        try:
+            if draft_model is not None:
+                _check(lib.tandem_model_load(str(draft_model).encode(), None, ctypes.byref(draft)))
+                engine_options.draft_model = draft
+            engine = ctypes.c_void_p()
+            _check(lib.tandem_engine_create(self._model, ctypes.byref(engine_options), ctypes.byref(engine)))
+            self._engine = engine
+        finally:
+            lib.tandem_model_free(draft)  # the engine holds its own reference to the draft
 
     # ---- the model ------------------------------------------------------------------------
 
@@ -244,8 +255,10 @@ class Model:
                  stream: bool = False, speculative: str = "none", draft_max: int = 4) -> Union[Result, Stream]:
         """Continues the prompt (text, or token ids). Returns a Result; with stream=True a
         Stream yielding the text as it is generated. speculative="ngram": prompt-lookup
-        speculative decoding (same output, fewer forward passes when the text repeats)."""
-        kinds = {"none": _native.SPECULATION_NONE, "ngram": _native.SPECULATION_NGRAM}
+        speculative decoding (same output, fewer forward passes when the text repeats);
+        speculative="draft": the engine's draft_model proposes (same output distribution)."""
+        kinds = {"none": _native.SPECULATION_NONE, "ngram": _native.SPECULATION_NGRAM,
+                 "draft": _native.SPECULATION_DRAFT}
         if speculative not in kinds:
             raise ValueError(f"speculative must be one of {sorted(kinds)}, not {speculative!r}")
         ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
@@ -280,7 +293,7 @@ class Model:
             return Result(ctypes.string_at(result.text, result.text_len).decode("utf-8", "replace"),
                           [result.tokens[i] for i in range(result.n_tokens)],
                           lib.tandem_finish_reason_name(result.finish_reason).decode(), result.seed,
-                          Usage._from(result.usage), Timings._from(result.timings))
+                          Usage._from(result.usage, result.speculation), Timings._from(result.timings))
         finally:
             lib.tandem_result_free(ctypes.byref(result))
 

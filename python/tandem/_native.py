@@ -35,6 +35,7 @@ class EngineOptions(ctypes.Structure):
         ("kv_block_size", ctypes.c_int32),
         ("kv_type_k", ctypes.c_int32),
         ("kv_type_v", ctypes.c_int32),
+        ("draft_model", ctypes.c_void_p),  # a tandem_model handle, borrowed during engine creation
     ]
 
 
@@ -56,7 +57,7 @@ class GenerateOptions(ctypes.Structure):
         ("seed", ctypes.c_uint64),
         ("stop", ctypes.POINTER(ctypes.c_char_p)),
         ("n_stop", ctypes.c_size_t),
-        ("speculation", ctypes.c_int32),  # SPECULATION_NONE / SPECULATION_NGRAM
+        ("speculation", ctypes.c_int32),  # SPECULATION_NONE / _NGRAM / _DRAFT
         ("draft_max", ctypes.c_int32),
         ("draft_min", ctypes.c_int32),
         ("ngram_min", ctypes.c_int32),
@@ -66,6 +67,7 @@ class GenerateOptions(ctypes.Structure):
 
 SPECULATION_NONE = 0
 SPECULATION_NGRAM = 1
+SPECULATION_DRAFT = 2
 
 
 SEED_RANDOM = 2**64 - 1
@@ -78,6 +80,10 @@ class Usage(ctypes.Structure):
         ("completion_tokens", ctypes.c_int64),
         ("kv_bytes", ctypes.c_int64),
     ]
+
+
+class SpeculationUsage(ctypes.Structure):
+    _fields_ = [("drafted_tokens", ctypes.c_int64), ("accepted_tokens", ctypes.c_int64)]
 
 
 class Timings(ctypes.Structure):
@@ -99,6 +105,7 @@ class Event(ctypes.Structure):
         ("finish_reason", ctypes.c_int32),
         ("usage", Usage),
         ("timings", Timings),
+        ("speculation", SpeculationUsage),
     ]
 
 
@@ -112,6 +119,7 @@ class Result(ctypes.Structure):
         ("seed", ctypes.c_uint64),
         ("usage", Usage),
         ("timings", Timings),
+        ("speculation", SpeculationUsage),
     ]
 
 

@@ -84,6 +84,21 @@ class TandemTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.model.generate("The dream", max_tokens=4, speculative="guess")
 
+    def test_draft_model_speculation_gives_the_same_text_and_counts_it(self):
+        # The model as its own draft: every greedy proposal is kept, the text is run.c's.
+        with_draft = tandem.Model(str(MODEL), threads=1, kv_type_k="f32", kv_type_v="f32", draft_model=str(MODEL))
+        try:
+            plain = self.model.generate("The dream", max_tokens=60, temperature=0)
+            spec = with_draft.generate("The dream", max_tokens=60, temperature=0, speculative="draft", draft_max=4)
+            self.assertEqual(spec.tokens, plain.tokens)
+            self.assertGreater(spec.usage.drafted_tokens, 0)
+            self.assertEqual(spec.usage.accepted_tokens, spec.usage.drafted_tokens)
+            self.assertEqual(plain.usage.drafted_tokens, 0)
+        finally:
+            with_draft.close()
+        with self.assertRaises(tandem.TandemError):  # no draft model in this engine
+            self.model.generate("The dream", max_tokens=4, speculative="draft")
+
     def test_tokenize_detokenize_round_trip(self):
         self.assertEqual(self.model.vocab_size, 512)
         self.assertEqual(self.model.context_length, 128)

@@ -30,10 +30,14 @@ api::GenerateOptions to_options(const tandem_generate_options* c_options) {
   options.presence_penalty = c.presence_penalty;
   options.frequency_penalty = c.frequency_penalty;
   if (c.seed != TANDEM_SEED_RANDOM) options.seed = c.seed;
-  if (c.speculation != TANDEM_SPECULATION_NONE && c.speculation != TANDEM_SPECULATION_NGRAM)
-    throw api::Error("speculation must be TANDEM_SPECULATION_NONE or TANDEM_SPECULATION_NGRAM");
-  options.speculative.type =
-      c.speculation == TANDEM_SPECULATION_NGRAM ? api::Speculation::Ngram : api::Speculation::None;
+  switch (c.speculation) {
+    case TANDEM_SPECULATION_NONE: options.speculative.type = api::Speculation::None; break;
+    case TANDEM_SPECULATION_NGRAM: options.speculative.type = api::Speculation::Ngram; break;
+    case TANDEM_SPECULATION_DRAFT: options.speculative.type = api::Speculation::Draft; break;
+    default:
+      throw api::Error(
+          "speculation must be TANDEM_SPECULATION_NONE, TANDEM_SPECULATION_NGRAM or TANDEM_SPECULATION_DRAFT");
+  }
   options.speculative.draft_max = c.draft_max;
   options.speculative.draft_min = c.draft_min;
   options.speculative.ngram_min = c.ngram_min;
@@ -63,6 +67,10 @@ tandem_usage to_c(const api::Usage& usage) {
   return {usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens, usage.kv_bytes};
 }
 
+tandem_speculation_usage speculation_to_c(const api::Usage& usage) {
+  return {usage.drafted_tokens, usage.accepted_tokens};
+}
+
 tandem_timings to_c(const api::Timings& timings) {
   return {timings.queue_ms,
           timings.ttft_ms,
@@ -86,6 +94,7 @@ tandem_event to_c(const api::Event& event) {
   c.finish_reason = to_c(event.finish_reason);
   c.usage = to_c(event.usage);
   c.timings = to_c(event.timings);
+  c.speculation = speculation_to_c(event.usage);
   return c;
 }
 
@@ -105,6 +114,7 @@ tandem_status run_to_end(api::Stream& stream, tandem_event_callback callback, vo
       summary.finish_reason = to_c(event->finish_reason);
       summary.usage = to_c(event->usage);
       summary.timings = to_c(event->timings);
+      summary.speculation = speculation_to_c(event->usage);
     }
     if (callback != nullptr) {
       const tandem_event c_event = to_c(*event);
@@ -145,7 +155,8 @@ tandem_engine_options tandem_engine_options_default(void) {
           defaults.kv_memory_bytes,
           defaults.kv_block_size,
           static_cast<int32_t>(defaults.kv_type_k),
-          static_cast<int32_t>(defaults.kv_type_v)};
+          static_cast<int32_t>(defaults.kv_type_v),
+          nullptr};
 }
 
 tandem_status tandem_engine_create(const tandem_model* model, const tandem_engine_options* options,
@@ -168,6 +179,7 @@ tandem_status tandem_engine_create(const tandem_model* model, const tandem_engin
                     "tandem_engine_create: kv_type_k/kv_type_v must be a tandem_kv_type");
     engine_options.kv_type_k = static_cast<api::KvCacheType>(c.kv_type_k);
     engine_options.kv_type_v = static_cast<api::KvCacheType>(c.kv_type_v);
+    if (c.draft_model != nullptr) engine_options.draft_model = c.draft_model->model;
     *engine = new tandem_engine{api::Engine(model->model, engine_options)};
     return TANDEM_OK;
   });

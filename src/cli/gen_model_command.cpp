@@ -16,6 +16,8 @@ struct GenModelFlags {
   std::string type = "Q8_0";
   std::string vocab_path;
   uint64_t seed = 1234;
+  int64_t n_layers = 0;
+  float branch_scale = 1.0f;
   std::string out_path;
 };
 
@@ -29,6 +31,8 @@ void run_gen_model(const GenModelFlags& flags) {
   options.type = *type;
   options.vocab_path = flags.vocab_path;
   options.seed = flags.seed;
+  options.n_layers = flags.n_layers;
+  options.branch_scale = flags.branch_scale;
   options.out_path = flags.out_path;
   options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
     std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB", static_cast<long long>(tensors_done),
@@ -52,6 +56,14 @@ void add_gen_model_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--vocab-from", flags->vocab_path, "GGUF whose tokenizer.ggml.* metadata is copied")->required();
   command->add_option("--seed", flags->seed, "Random seed")->capture_default_str();
+  command->add_option("--layers", flags->n_layers,
+                      "Keep only the shape's first N layers (0: all); same seed, same weights: an early-exit "
+                      "draft of the full model");
+  command
+      ->add_option("--branch-scale", flags->branch_scale,
+                   "Scale attn_output and ffn_down (each layer's residual contribution); below 1 a layer prefix "
+                   "agrees with the whole model more often")
+      ->capture_default_str();
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
   command->callback([flags] { run_gen_model(*flags); });
 }

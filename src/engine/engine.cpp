@@ -113,7 +113,8 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
     if (config_.draft_tokenizer) check_same_vocabulary(tokenizer_, *config_.draft_tokenizer);
     config_.draft_tokenizer = nullptr;  // compared once; the engine does not keep it
     draft_ = std::make_unique<DraftModel>(config_.draft_model, config_.context_length, config_.max_seqs,
-                                          config_.max_batch_tokens, config_.block_size, kMaxDraftTokens, pool);
+                                          config_.max_batch_tokens, config_.block_size, kMaxDraftTokens,
+                                          config_.kv_types, pool);
     draft_jobs_.reserve(static_cast<size_t>(config_.max_seqs));
   }
   update_stats();

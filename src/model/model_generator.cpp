@@ -85,9 +85,11 @@ struct PlannedTensor {
   DType dtype;
   std::vector<int64_t> shape;  // outermost first
   bool ones;                   // norm weight (all 1) rather than random
+  float stddev = kWeightStddev;
 };
 
-std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, int64_t vocab_size) {
+std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, int64_t vocab_size,
+                                        float branch_scale) {
   if (q4_k_m) type = DType::Q4_K;
   const int64_t head_dim = shape.d_model / shape.n_heads;
   const int64_t q_width = shape.n_heads * head_dim;
@@ -99,19 +101,19 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   };
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
-    auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool ones) {
-      plan.push_back({prefix + name, dtype, std::move(dims), ones});
+    auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool ones, float scale = 1.0f) {
+      plan.push_back({prefix + name, dtype, std::move(dims), ones, kWeightStddev * scale});
     };
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
     add("attn_q.weight", type, {q_width, shape.d_model}, false);
     add("attn_k.weight", type, {kv_width, shape.d_model}, false);
     const DType favoured = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
     add("attn_v.weight", favoured, {kv_width, shape.d_model}, false);
-    add("attn_output.weight", type, {shape.d_model, q_width}, false);
+    add("attn_output.weight", type, {shape.d_model, q_width}, false, branch_scale);
     add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
     add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
-    add("ffn_down.weight", favoured, {shape.d_model, shape.d_ff}, false);
+    add("ffn_down.weight", favoured, {shape.d_model, shape.d_ff}, false, branch_scale);
   }
   for (PlannedTensor& tensor : plan) tensor.dtype = fitting_type(tensor.dtype, tensor.shape.back());
   return plan;
@@ -132,13 +134,19 @@ std::vector<std::string> generated_shape_names() {
 }
 
 void generate_random_gguf(const GeneratorOptions& options) {
-  const auto shape = find_generated_shape(options.shape);
+  auto shape = find_generated_shape(options.shape);
   if (!shape) {
     std::string known;
     for (const std::string& name : generated_shape_names()) known += (known.empty() ? "" : ", ") + name;
     throw InputError(fmt::format("unknown model shape '{}' (known: {})", options.shape, known));
   }
   const uint32_t file_type = file_type_code(options.type, options.q4_k_m);
+  TANDEM_CHECK_INPUT(options.n_layers >= 0 && options.n_layers <= shape->n_layers,
+                     "--layers {} is outside 1..{} (the {} shape's layers)", options.n_layers, shape->n_layers,
+                     shape->name);
+  TANDEM_CHECK_INPUT(std::isfinite(options.branch_scale) && options.branch_scale > 0.0f,
+                     "--branch-scale must be a positive number");
+  if (options.n_layers > 0) shape->n_layers = options.n_layers;
 
   const GgufFile vocab = GgufFile::open(options.vocab_path);
   const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
@@ -167,7 +175,8 @@ void generate_random_gguf(const GeneratorOptions& options) {
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
 
-  const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, options.q4_k_m, vocab_size);
+  const std::vector<PlannedTensor> plan =
+      plan_tensors(*shape, options.type, options.q4_k_m, vocab_size, options.branch_scale);
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 
@@ -186,7 +195,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
             for (int64_t r = begin; r < end; ++r) {
               if (!tensor.ones) {
                 SplitMix64 rng(mix64(tensor_seed + static_cast<uint64_t>(r)));
-                fill_normal(rng, kWeightStddev, row);
+                fill_normal(rng, tensor.stddev, row);
               }
               quantize_row(tensor.dtype, row.data(), out.data() + r * row_bytes, row_length);
             }

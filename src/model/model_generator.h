@@ -35,6 +35,13 @@ struct GeneratorOptions {
   bool q4_k_m = false;
   std::string vocab_path;  // GGUF whose tokenizer.ggml.* keys are copied
   uint64_t seed = 0;
+  // The shape's first n_layers layers only (0: all). Tensors are seeded by name, so the result
+  // is an exact prefix of the full model: an early-exit draft for speculative decoding.
+  int64_t n_layers = 0;
+  // Multiplies attn_output and ffn_down, i.e. every layer's contribution to the residual
+  // stream. Below 1 the later layers change the prediction less, so a layer prefix of the
+  // model agrees with the whole more often (a stand-in for a trained draft/target pair).
+  float branch_scale = 1.0f;
   std::string out_path;
   // Called after each tensor is produced: tensors done, tensors total, bytes done, bytes total.
   std::function<void(int64_t, int64_t, int64_t, int64_t)> progress;

@@ -73,7 +73,8 @@ struct Collected {
   std::vector<int32_t> tokens;
   int events = 0;
   int finished_events = 0;
-  int cancel_after = -1;  // return nonzero from this event on
+  int cancel_after = -1;                        // return nonzero from this event on
+  tandem_speculation_usage last_speculation{};  // the final event's
 };
 
 int collect(const tandem_event* event, void* user_data) {
@@ -82,6 +83,7 @@ int collect(const tandem_event* event, void* user_data) {
   collected.text.append(event->text, event->text_len);
   collected.tokens.insert(collected.tokens.end(), event->tokens, event->tokens + event->n_tokens);
   collected.finished_events += event->finished;
+  if (event->finished) collected.last_speculation = event->speculation;
   ++collected.events;
   return collected.cancel_after >= 0 && collected.events > collected.cancel_after;
 }
@@ -229,6 +231,34 @@ TEST_F(CApi, PromptLookupSpeculationGivesTheSameTokens) {
   options.speculation = TANDEM_SPECULATION_NGRAM;
   options.draft_min = 5;  // above draft_max
   EXPECT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_ERROR_INPUT);
+}
+
+TEST_F(CApi, DraftModelSpeculationGivesTheSameTokensAndCountsThem) {
+  // The model as its own draft (same KV type as the target): every greedy proposal is kept.
+  tandem_engine_options options = tandem_engine_options_default();
+  options.threads = 1;
+  options.kv_type_k = options.kv_type_v = TANDEM_KV_F32;
+  options.draft_model = model_;
+  tandem_engine* with_draft = nullptr;
+  ASSERT_EQ(tandem_engine_create(model_, &options, &with_draft), TANDEM_OK) << tandem_last_error();
+  tandem_generate_options generate = greedy(1000);
+  generate.speculation = TANDEM_SPECULATION_DRAFT;
+  generate.draft_max = 4;
+  Collected collected;
+  tandem_result result{};
+  ASSERT_EQ(tandem_generate(with_draft, "The dream", &generate, collect, &collected, &result), TANDEM_OK)
+      << tandem_last_error();
+  std::vector<int32_t> sequence = tokenize("The dream");
+  sequence.insert(sequence.end(), result.tokens, result.tokens + result.n_tokens);
+  EXPECT_EQ(sequence, kTheDreamReference);
+  EXPECT_GT(result.speculation.drafted_tokens, 0);
+  EXPECT_EQ(result.speculation.accepted_tokens, result.speculation.drafted_tokens);
+  EXPECT_EQ(collected.last_speculation.drafted_tokens, result.speculation.drafted_tokens);
+  tandem_result_free(&result);
+  // An engine without a draft model refuses draft requests with a reason.
+  EXPECT_EQ(tandem_generate(engine_, "The dream", &generate, nullptr, nullptr, &result), TANDEM_ERROR_INPUT);
+  EXPECT_NE(std::string(tandem_last_error()).find("draft"), std::string::npos) << tandem_last_error();
+  tandem_engine_free(with_draft);
 }
 
 TEST_F(CApi, OptionsAndBadRequests) {

@@ -296,6 +296,26 @@ TEST(SpeculativeEngine, DraftModelGreedyIsTokenIdentical) {
   EXPECT_EQ(total_accepted(pressed), total_drafted(pressed));
 }
 
+TEST(SpeculativeEngine, SelfDraftStoresTheTargetsKvTypeAndKeepsEveryProposal) {
+  // Random weights put top-2 logits within rounding of each other, so a draft that stored its
+  // K/V in another precision than the target would lose some proposals; the same model with the
+  // same KV type proposes exactly what the target verifies (batch invariance).
+  TANDEM_REQUIRE_SHARED(testing::kAidreamsGguf);  // its tokenizer
+  const Loaded& model = random_model(DType::Q8_0);
+  const std::vector<Job> plain_jobs = jobs_for({greedy(120), greedy(90)});
+  for (const KvTypes types : {KvTypes{DType::F16, DType::F16}, KvTypes{DType::BF16, DType::F16}}) {
+    EngineConfig plain_config = config(1, 16);
+    plain_config.kv_types = types;
+    const std::vector<Outcome> plain = run_jobs(model, plain_jobs, plain_config, true);
+    EngineConfig self_config = with_draft(config(2, 8), model);
+    self_config.kv_types = types;
+    const std::vector<Outcome> self = run_jobs(model, speculating(plain_jobs, draft(4)), self_config);
+    expect_identical(plain, self);
+    EXPECT_GT(total_drafted(self), 0) << kv_types_description(types);
+    EXPECT_EQ(total_accepted(self), total_drafted(self)) << kv_types_description(types);
+  }
+}
+
 TEST(SpeculativeEngine, DraftModelSamplingKeepsTheTargetDistribution) {
   // Many seeds of a short sampled continuation, plain and with a (wrong) random draft: the
   // distributions of each request's 2nd and 3rd tokens (the 1st comes from the prompt's pass,

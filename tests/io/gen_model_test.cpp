@@ -160,5 +160,47 @@ TEST(GenModel, SameSeedGivesTheSameWeightsAtEveryType) {
   EXPECT_GT(relative_error(weights[2]), 0.0);
 }
 
+TEST(GenModel, LayerPrefixIsTheFullModelsFirstLayersAndBranchScaleScalesTheResidualBranches) {
+  // bench/spec's early-exit draft: `--layers 1` of a model is that model's first layer, bit for
+  // bit, with the same embedding and head; `--branch-scale` multiplies attn_output and ffn_down only.
+  TANDEM_REQUIRE_SHARED(kVocab);
+  auto generate = [](int64_t n_layers, float branch_scale, const std::string& name) {
+    GeneratorOptions options;
+    options.shape = "test-tiny";
+    options.type = DType::F32;
+    options.vocab_path = vocab_path();
+    options.seed = 9;
+    options.n_layers = n_layers;
+    options.branch_scale = branch_scale;
+    options.out_path = ::testing::TempDir() + name;
+    generate_random_gguf(options);
+    return options.out_path;
+  };
+  const std::string full_path = generate(0, 1.0f, "tandem_gen_full.gguf");
+  const std::string damped_path = generate(0, 0.25f, "tandem_gen_damped.gguf");
+  const std::string prefix_path = generate(1, 0.25f, "tandem_gen_prefix.gguf");
+  const GgufFile full = GgufFile::open(full_path), damped = GgufFile::open(damped_path),
+                 prefix = GgufFile::open(prefix_path);
+  EXPECT_EQ(prefix.get_int("llama.block_count"), std::optional<int64_t>(1));
+  EXPECT_EQ(prefix.find_tensor("blk.1.attn_q.weight"), nullptr);
+  auto values = [](const GgufFile& file, const std::string& name) {
+    const TensorView& view = file.find_tensor(name)->view;
+    const auto* data = static_cast<const float*>(view.data);
+    return std::vector<float>(data, data + view.n_elements());
+  };
+  for (const char* name : {"token_embd.weight", "output.weight", "blk.0.attn_q.weight", "blk.0.ffn_down.weight"})
+    EXPECT_EQ(values(prefix, name), values(damped, name)) << name;
+  for (const char* name : {"blk.1.attn_q.weight", "blk.1.ffn_gate.weight", "output.weight"})
+    EXPECT_EQ(values(damped, name), values(full, name)) << name;
+  for (const char* name : {"blk.1.attn_output.weight", "blk.1.ffn_down.weight"}) {
+    const std::vector<float> scaled = values(damped, name), unscaled = values(full, name);
+    ASSERT_EQ(scaled.size(), unscaled.size());
+    for (size_t i = 0; i < scaled.size(); ++i) ASSERT_FLOAT_EQ(scaled[i], 0.25f * unscaled[i]) << name << " " << i;
+  }
+  for (const std::string& path : {full_path, damped_path, prefix_path}) std::remove(path.c_str());
+  EXPECT_NE(run_gen_model("--shape test-tiny --layers 3 --vocab-from " + vocab_path() + " -o /tmp/x.gguf"), 0);
+  EXPECT_NE(run_gen_model("--shape test-tiny --branch-scale 0 --vocab-from " + vocab_path() + " -o /tmp/x.gguf"), 0);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -38,14 +38,35 @@ void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
                        "the draft model's vocabulary differs from the target's at token {}", id);
 }
 
+namespace {
+
+// The target's K and V types where the draft's shape takes them (see the constructor's comment).
+KvTypes draft_kv_types(const KvShape& shape, const KvTypes& target) {
+  auto fitting = [&](DType type) {
+    for (DType candidate : {type, DType::F16}) {
+      try {
+        check_kv_types(shape, {candidate, candidate});
+        return candidate;
+      } catch (const InputError&) {
+      }
+    }
+    return DType::F32;
+  };
+  return {fitting(target.k), fitting(target.v)};
+}
+
+}  // namespace
+
 DraftModel::DraftModel(std::shared_ptr<const Model> model, int64_t context_length, int32_t max_seqs,
-                       int64_t max_batch_tokens, int32_t block_size, int32_t max_draft, ThreadPool& pool)
+                       int64_t max_batch_tokens, int32_t block_size, int32_t max_draft, KvTypes kv_types,
+                       ThreadPool& pool)
     : model_(std::move(model)),
       context_length_(std::min(context_length, model_->config.context_length)),
       max_batch_tokens_(std::max<int64_t>(max_batch_tokens, max_seqs)),
       max_draft_(max_draft),
       blocks_(max_seqs * ((context_length_ + block_size - 1) / block_size), block_size),
-      cache_(model_->config.kv_shape(), blocks_.n_blocks(), block_size),
+      cache_(model_->config.kv_shape(), blocks_.n_blocks(), block_size,
+             draft_kv_types(model_->config.kv_shape(), kv_types)),
       forward_(model_, max_batch_tokens_, pool) {
   rows_.reserve(static_cast<size_t>(max_seqs));
   fed_.reserve(static_cast<size_t>(max_seqs));

@@ -17,6 +17,7 @@
 #include "engine/sampler.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_types.h"
 #include "model/forward.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,8 +39,10 @@ void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
 class DraftModel {
  public:
   // Room for max_seqs sequences of `context_length` positions (capped by the draft model's).
+  // Its K/V is stored as the target's (`kv_types`) where the draft's head size allows that type,
+  // F16 otherwise (F32 past F16's head limit).
   DraftModel(std::shared_ptr<const Model> model, int64_t context_length, int32_t max_seqs, int64_t max_batch_tokens,
-             int32_t block_size, int32_t max_draft, ThreadPool& pool);
+             int32_t block_size, int32_t max_draft, KvTypes kv_types, ThreadPool& pool);
   ~DraftModel();
 
   // Fills every job's draft (up to its n_draft; proposals never run past the context).
