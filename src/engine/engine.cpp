@@ -26,12 +26,14 @@ NgramProposer proposer_for(const SpeculationParams& speculation) {
 }  // namespace
 
 struct Engine::Sequence {
-  Sequence(const Tokenizer& tokenizer, const GenerationParams& params, int64_t vocab_size)
+  // draft_cost: a draft model's proposal in target decode steps (Engine::draft_cost()).
+  Sequence(const Tokenizer& tokenizer, const GenerationParams& params, int64_t vocab_size, double draft_cost)
       : sampler(params.sampling, vocab_size),
         detokenizer(tokenizer),
         speculation(params.speculation),
         ngram(proposer_for(params.speculation)),
-        draft_length(params.speculation.draft_min, params.speculation.draft_max) {
+        draft_length(params.speculation.draft_min, params.speculation.draft_max,
+                     params.speculation.type == SpeculationType::Draft ? draft_cost : 0.0) {
     if (speculation.enabled()) request.draft.reserve(static_cast<size_t>(speculation.draft_max));
   }
 
@@ -116,6 +118,10 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
                                           config_.max_batch_tokens, config_.block_size, kMaxDraftTokens,
                                           config_.kv_types, pool);
     draft_jobs_.reserve(static_cast<size_t>(config_.max_seqs));
+    // Decode reads every weight once per token, so the ratio of the bytes read is the ratio of
+    // the step times (what DraftLength weighs a proposal by).
+    draft_cost_ = static_cast<double>(config_.draft_model->weight_bytes_per_token()) /
+                  static_cast<double>(std::max<int64_t>(1, model_->weight_bytes_per_token()));
   }
   update_stats();
 }
@@ -139,7 +145,7 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
   check_speculation(params.speculation);
   TANDEM_CHECK_INPUT(params.speculation.type != SpeculationType::Draft || draft_,
                      "speculative decoding with a draft model: this engine has no draft model (--draft-model)");
-  auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab);  // validates sampling
+  auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab, draft_cost_);  // validates sampling
   // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
   for (int32_t id : prompt) sequence->detokenizer.push(id);
   sequence->request.prompt = std::move(prompt);

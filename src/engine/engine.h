@@ -178,6 +178,7 @@ class Engine {
   Batch batch_;
   std::unique_ptr<DraftModel> draft_;  // when config_.draft_model is set
   std::vector<DraftJob> draft_jobs_;   // this step's draft-model proposals
+  double draft_cost_ = 0.0;            // a draft-model proposal, in target decode steps
   RejectionSampler rejection_;
   Profiler* profiler_ = nullptr;
   std::vector<float> logprob_work_;                                    // [vocab_size]

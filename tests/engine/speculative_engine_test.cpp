@@ -4,6 +4,7 @@
 // aidreams260K (repetitive text: many proposals kept) and on random-weight F32 and Q8_0
 // models (proposals mostly rejected). Every run ends with no KV block in use.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -56,9 +57,10 @@ const Loaded& random_model(DType dtype) {
   spec.context_length = 192;
   spec.dtype = dtype;
   spec.seed = 11;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("tandem_spec_random_" + std::to_string(static_cast<int>(dtype)) + ".gguf"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("tandem_spec_random_" + std::to_string(static_cast<int>(dtype)) + "_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
   test_support::write_random_model(spec, path);
   Loaded loaded{load_model(path), load_tokenizer(kAidreams, "", spec.vocab_size)};
   std::filesystem::remove(path);
@@ -367,7 +369,9 @@ TEST(SpeculativeEngine, DraftVocabularyMismatchIsAnInputError) {
   TANDEM_REQUIRE_SHARED(testing::kAidreamsGguf);
   test_support::RandomModelSpec spec;
   spec.vocab_size = 300;
-  const std::string path = (std::filesystem::temp_directory_path() / "tandem_spec_vocab300.gguf").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tandem_spec_vocab300_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
   test_support::write_random_model(spec, path);
   std::shared_ptr<const Model> other = load_model(path);
   std::filesystem::remove(path);
