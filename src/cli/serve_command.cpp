@@ -167,8 +167,10 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   add_kv_type_options(command, &options->kv_types);
   command->add_option("--chat-template", options->chat_template,
-                      "Chat format: chatml, llama2, llama3, zephyr (default: from the GGUF's template)");
+                      "Chat template: chatml, llama2, llama3, zephyr, or a Jinja template FILE (default: the GGUF's)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
+  command->add_flag("-v,--verbose", options->http.verbose,
+                    "Log what requests send that the server ignores (unknown vendor fields)");
   // Speculation for requests that send no `speculative` object of their own.
   SpeculationParams& spec = options->http.speculation;
   command

@@ -47,6 +47,8 @@ struct Engine::Sequence {
   DraftLength draft_length;
   int64_t drafted_tokens = 0;  // proposed tokens verified so far
   int64_t accepted_tokens = 0;
+  std::vector<int32_t> end_tokens;  // EOS (unless ignore_eos) and stop_token_ids: what min_tokens holds back
+  bool holding_end = false;         // whether the sampler suppresses end_tokens now
 };
 
 namespace {
@@ -135,6 +137,10 @@ void Engine::check_request(std::span<const int32_t> prompt, const GenerationPara
                      "the prompt has {} tokens but the context is {} tokens", prompt.size(), config_.context_length);
   for (int32_t id : prompt) TANDEM_CHECK_INPUT(id >= 0 && id < vocab, "token id {} is outside the vocabulary", id);
   TANDEM_CHECK_INPUT(params.top_logprobs <= 20, "top_logprobs must be at most 20");
+  for (int32_t id : params.stop_token_ids)
+    TANDEM_CHECK_INPUT(id >= 0 && id < vocab, "stop token id {} is outside the vocabulary", id);
+  TANDEM_CHECK_INPUT(params.min_tokens >= 0 && params.min_tokens <= params.max_tokens,
+                     "min_tokens must be between 0 and max_tokens ({}), not {}", params.max_tokens, params.min_tokens);
   for (const std::string& stop : params.stop) TANDEM_CHECK_INPUT(!stop.empty(), "a stop string is empty");
 }
 
@@ -148,6 +154,8 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
   auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab, draft_cost_);  // validates sampling
   // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
   for (int32_t id : prompt) sequence->detokenizer.push(id);
+  if (tokenizer_.vocab().eos_id >= 0 && !params.ignore_eos) sequence->end_tokens.push_back(tokenizer_.vocab().eos_id);
+  sequence->end_tokens.insert(sequence->end_tokens.end(), params.stop_token_ids.begin(), params.stop_token_ids.end());
   sequence->request.prompt = std::move(prompt);
   sequence->request.params = std::move(params);
   sequence->request.times.arrival = RequestClock::now();
@@ -298,7 +306,16 @@ bool Engine::step() {
   return true;
 }
 
+void Engine::hold_end_tokens(Sequence& sequence) {
+  const Request& request = sequence.request;
+  const bool hold = static_cast<int64_t>(request.generated.size()) < request.params.min_tokens;
+  if (hold == sequence.holding_end) return;
+  sequence.sampler.set_suppressed(hold ? std::span<const int32_t>(sequence.end_tokens) : std::span<const int32_t>());
+  sequence.holding_end = hold;
+}
+
 bool Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
+  hold_end_tokens(sequence);
   const int32_t token = sequence.sampler.sample(logits, sequence.request.tokens);
   return emit_token(sequence, token, logits);
 }
@@ -321,6 +338,7 @@ void Engine::verify_draft(Sequence& sequence, int64_t n_draft, std::span<const f
     const std::span<const float> logits = rows.subspan(static_cast<size_t>(i) * vocab, vocab);
     int32_t token = 0;
     bool kept = false;
+    hold_end_tokens(sequence);  // row i follows i kept proposals, each already emitted
     if (!from_model) {
       token = sequence.sampler.sample(logits, request.tokens);
       kept = i < n_draft && token == request.draft[static_cast<size_t>(i)];
@@ -369,7 +387,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
   event.tokens.push_back(token);
 
   FinishReason reason = FinishReason::None;
-  if (token == tokenizer_.vocab().eos_id && !params.ignore_eos) {
+  if (std::find(sequence.end_tokens.begin(), sequence.end_tokens.end(), token) != sequence.end_tokens.end()) {
     reason = FinishReason::EndOfSequence;
   } else {
     sequence.held += sequence.detokenizer.push(token);
@@ -381,7 +399,11 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
     reason = FinishReason::ContextLimit;
   if (reason != FinishReason::None) sequence.held += sequence.detokenizer.finish();
 
-  const size_t stop_at = find_stop(sequence.held, params.stop);
+  // Stop strings count from min_tokens on (vLLM's rule): before that the text is released.
+  const std::vector<std::string> no_stops;
+  const std::vector<std::string>& stops =
+      static_cast<int64_t>(request.generated.size()) < params.min_tokens ? no_stops : params.stop;
+  const size_t stop_at = find_stop(sequence.held, stops);
   if (stop_at != std::string::npos) {
     event.text = sequence.held.substr(0, stop_at);
     sequence.held.clear();
@@ -390,7 +412,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
     event.text = std::move(sequence.held);
     sequence.held.clear();
   } else {
-    const size_t keep = stop_prefix_suffix(sequence.held, params.stop);
+    const size_t keep = stop_prefix_suffix(sequence.held, stops);
     event.text = sequence.held.substr(0, sequence.held.size() - keep);
     sequence.held.erase(0, sequence.held.size() - keep);
   }

@@ -155,6 +155,8 @@ class Engine {
   void propose_drafts();
   // Samples from logits and emits the token; true when that finished (and destroyed) the sequence.
   bool process_sample(Sequence& sequence, std::span<const float> logits);
+  // Suppresses the sequence's end tokens in its sampler while it is short of min_tokens.
+  void hold_end_tokens(Sequence& sequence);
   // A speculative chunk's rows [1 + n_draft, vocab]: keeps proposed tokens while the target
   // agrees, emits each kept token and the one after them, rolls the rest back.
   void verify_draft(Sequence& sequence, int64_t n_draft, std::span<const float> rows);

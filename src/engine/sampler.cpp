@@ -28,6 +28,11 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
                      "sampler: repetition_penalty must be a positive number, got {}", p.repetition_penalty);
   TANDEM_CHECK_INPUT(std::isfinite(p.presence_penalty), "sampler: presence_penalty not finite");
   TANDEM_CHECK_INPUT(std::isfinite(p.frequency_penalty), "sampler: frequency_penalty not finite");
+  for (const auto& [token, bias] : p.logit_bias) {
+    TANDEM_CHECK_INPUT(token >= 0 && token < vocab_size, "logit_bias: token {} is outside the vocabulary of {}", token,
+                       vocab_size);
+    TANDEM_CHECK_INPUT(std::isfinite(bias), "logit_bias: the bias of token {} is not a finite number", token);
+  }
 }
 
 }  // namespace
@@ -41,6 +46,12 @@ Sampler::Sampler(SamplingParams params, int64_t vocab_size)
   counts_.assign(vocab_size_, 0);
 }
 
+void Sampler::set_suppressed(std::span<const int32_t> ids) {
+  suppressed_.clear();
+  for (int32_t id : ids)
+    if (id >= 0 && id < vocab_size_) suppressed_.push_back(id);
+}
+
 void Sampler::reseed(uint64_t seed) {
   params_.seed = seed;
   rng_.seed(seed);
@@ -51,7 +62,12 @@ void Sampler::penalise(std::span<const float> logits, std::span<const int32_t> h
   for (int64_t i = 0; i < vocab_size_; ++i) {
     work_[i] = std::isnan(logits[i]) ? -kInf : logits[i];
   }
+  for (const auto& [token, bias] : params_.logit_bias) work_[token] += bias;
+  apply_penalties(history);
+  for (int32_t id : suppressed_) work_[id] = -kInf;
+}
 
+void Sampler::apply_penalties(std::span<const int32_t> history) {
   const bool any_penalty =
       params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (!any_penalty || params_.repeat_last_n == 0 || history.empty()) return;

@@ -35,6 +35,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;   // subtracted once from each token present in the window
   float frequency_penalty = 0.0f;  // subtracted count-in-window times
   uint64_t seed = 0;
+  // OpenAI's logit_bias: (token, bias) pairs added to the logits before the penalties;
+  // -100 all but bans a token, +100 all but forces it. Ids must be inside the vocabulary.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 class Sampler {
@@ -64,12 +67,17 @@ class Sampler {
   double next_uniform();
 
   void reseed(uint64_t seed);
+  // Tokens no call may pick until the next set_suppressed (their logits become -inf after the
+  // penalties): the engine bans end-of-sequence tokens before a request's min_tokens. Ids
+  // outside the vocabulary are ignored. Allocates only when the list outgrows earlier ones.
+  void set_suppressed(std::span<const int32_t> ids);
   const SamplingParams& params() const { return params_; }
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
-  // Applies NaN -> -inf and the penalties into work_ [vocab_size].
+  // Applies NaN -> -inf, logit_bias, the penalties and the suppressed tokens into work_ [vocab_size].
   void penalise(std::span<const float> logits, std::span<const int32_t> history);
+  void apply_penalties(std::span<const int32_t> history);  // penalise's repetition/presence/frequency step
   // Greedy pick over work_: argmax, ties -> lowest id.
   int32_t argmax() const;
   // Fills ids_[0, n) / probs_[0, n) with the final distribution, sorted; returns n >= 1.
@@ -77,10 +85,11 @@ class Sampler {
   SamplingParams params_;
   int64_t vocab_size_;
   std::mt19937_64 rng_;
-  std::vector<float> work_;      // [vocab_size] penalised logits, then exp weights
-  std::vector<int32_t> ids_;     // [vocab_size] candidate token ids
-  std::vector<float> probs_;     // [vocab_size] final probabilities, parallel to ids_
-  std::vector<int32_t> counts_;  // [vocab_size] occurrences in the window; all zero between calls
+  std::vector<float> work_;          // [vocab_size] penalised logits, then exp weights
+  std::vector<int32_t> ids_;         // [vocab_size] candidate token ids
+  std::vector<float> probs_;         // [vocab_size] final probabilities, parallel to ids_
+  std::vector<int32_t> counts_;      // [vocab_size] occurrences in the window; all zero between calls
+  std::vector<int32_t> suppressed_;  // set_suppressed's ids
 };
 
 }  // namespace tandem

@@ -74,6 +74,128 @@ std::string json_error_text(const json::exception& e) {
 ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens,
                         const SpeculationParams& default_speculation);
 
+// Fields the server reads (either endpoint), and fields other servers define that this one
+// refuses rather than ignore, each with why. Anything else is a vendor extra: ignored, listed.
+constexpr std::string_view kKnownFields[] = {"model",
+                                             "prompt",
+                                             "messages",
+                                             "tools",
+                                             "tool_choice",
+                                             "parallel_tool_calls",
+                                             "n",
+                                             "echo",
+                                             "stream",
+                                             "stream_options",
+                                             "logprobs",
+                                             "top_logprobs",
+                                             "max_tokens",
+                                             "max_completion_tokens",
+                                             "stop",
+                                             "temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "repetition_penalty",
+                                             "seed",
+                                             "speculative",
+                                             "logit_bias",
+                                             "min_tokens",
+                                             "ignore_eos",
+                                             "stop_token_ids",
+                                             "user",
+                                             "store",
+                                             "metadata",
+                                             "service_tier",
+                                             "response_format",
+                                             "best_of",
+                                             "suffix"};
+
+struct Unsupported {
+  std::string_view name;
+  std::string_view why;
+};
+constexpr Unsupported kUnsupportedFields[] = {
+    {"functions", "use 'tools' (the deprecated 'functions' is not supported)"},
+    {"function_call", "use 'tool_choice' (the deprecated 'function_call' is not supported)"},
+    {"grammar", "grammar-constrained sampling is not supported yet"},
+    {"json_schema", "grammar-constrained sampling is not supported yet"},
+    {"guided_json", "guided decoding is not supported yet"},
+    {"guided_regex", "guided decoding is not supported yet"},
+    {"guided_choice", "guided decoding is not supported yet"},
+    {"guided_grammar", "guided decoding is not supported yet"},
+    {"structured_outputs", "guided decoding is not supported yet"},
+    {"prediction", "predicted outputs are not supported"},
+    {"audio", "audio output is not supported"},
+    {"modalities", "only text output is supported"},
+    {"web_search_options", "web search is not supported"},
+    {"use_beam_search", "beam search is not supported"},
+    {"prompt_logprobs", "prompt logprobs are not supported"},
+    {"n_probs", "use 'logprobs' (llama-server's 'n_probs' is not supported)"},
+};
+
+void check_fields(const RequestJson& body, ApiRequest& request) {
+  for (const auto& [name, value] : body.items()) {
+    if (value.is_null()) continue;  // null is "not set" everywhere
+    bool known = false;
+    for (std::string_view k : kKnownFields) known |= name == k;
+    if (known) continue;
+    for (const Unsupported& u : kUnsupportedFields)
+      if (name == u.name) bad(fmt::format("'{}' is not supported by this server: {}", name, u.why));
+    request.ignored_fields.push_back(name);
+  }
+  // Known, and refused unless they ask for the plain behaviour.
+  if (int_field(body, "best_of", 1, INT32_MIN, INT32_MAX) != 1) bad("'best_of' is not supported (only 1)");
+  if (!string_field(body, "suffix").empty()) bad("'suffix' (insertion) is not supported");
+  if (const RequestJson* format = field(body, "response_format")) {
+    if (!format->is_object() || !field(*format, "type") || !(*format)["type"].is_string())
+      bad(fmt::format("'response_format' must be an object with a string 'type', not {}", shown(*format)));
+    const std::string type = (*format)["type"].get<std::string>();
+    if (type == "json_object" || type == "json_schema")
+      bad(fmt::format("'response_format' type '{}' is not supported yet (grammar-constrained sampling)", type));
+    if (type != "text")
+      bad(fmt::format("'response_format.type' must be 'text', 'json_object' or 'json_schema', not {}",
+                      shown((*format)["type"])));
+  }
+}
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
+std::vector<std::pair<int32_t, float>> logit_bias_field(const RequestJson& body) {
+  const RequestJson* v = field(body, "logit_bias");
+  if (!v) return {};
+  if (!v->is_object()) bad(fmt::format("'logit_bias' must be an object of token id -> bias, not {}", shown(*v)));
+  if (v->size() > 1024) bad("'logit_bias' may hold at most 1024 tokens");
+  std::vector<std::pair<int32_t, float>> biases;
+  for (const auto& [key, bias] : v->items()) {
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (!digits || id > INT32_MAX) bad(fmt::format("'logit_bias' keys must be token ids, not \"{}\"", key));
+    if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100.0 ||
+        bias.get<double>() > 100.0)
+      bad(fmt::format("'logit_bias' values must be numbers between -100 and 100, not {}", shown(bias)));
+    biases.emplace_back(static_cast<int32_t>(id), bias.get<float>());
+  }
+  return biases;
+}
+
+std::vector<int32_t> stop_token_ids_field(const RequestJson& body) {
+  const RequestJson* v = field(body, "stop_token_ids");
+  if (!v) return {};
+  if (!v->is_array()) bad(fmt::format("'stop_token_ids' must be an array of token ids, not {}", shown(*v)));
+  if (v->size() > 256) bad("'stop_token_ids' may hold at most 256 ids");
+  std::vector<int32_t> ids;
+  for (const RequestJson& id : *v) {
+    const bool ok =
+        id.is_number_integer() && (id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+                                                           : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX);
+    if (!ok) bad(fmt::format("'stop_token_ids' must hold token ids, not {}", shown(id)));
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return ids;
+}
+
 }  // namespace
 
 ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens,
@@ -124,6 +246,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
                         const SpeculationParams& default_speculation) {
   ApiRequest request;
   request.endpoint = endpoint;
+  check_fields(body, request);
   request.model = string_field(body, "model");
   if (int_field(body, "n", 1, INT32_MIN, INT32_MAX) != 1) bad("only n = 1 is supported");
   if (bool_field(body, "echo", false)) bad("'echo' is not supported");
@@ -182,6 +305,10 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   if (seed && !seed->is_number_integer()) bad("'seed' must be an integer");
   s.seed = seed ? seed->get<uint64_t>() : std::random_device{}();
   p.speculation = speculation_field(body, default_speculation);
+  s.logit_bias = logit_bias_field(body);
+  p.ignore_eos = bool_field(body, "ignore_eos", false);
+  p.stop_token_ids = stop_token_ids_field(body);
+  p.min_tokens = int_field(body, "min_tokens", 0, 0, p.max_tokens);
   return request;
 }
 

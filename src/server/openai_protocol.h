@@ -54,14 +54,19 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
+  // Top-level fields this server neither uses nor refuses (vendor extensions, `user`, ...),
+  // in the body's order: accepted, and printed by `tandem serve --verbose`.
+  std::vector<std::string> ignored_fields;
 };
 
 // Parse and validate a request body. `default_max_tokens` applies when max_tokens is absent,
 // `default_speculation` (the server's flags) for what the request's `speculative` object
 // ({"type": "none" | "ngram" | "draft", "max", "min", "ngram_min", "ngram_max"}) leaves out.
-// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values, n != 1, and
-// chat messages or tools of the wrong shape (chat_request.h); the message names the field
-// and quotes the value.
+// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values, n != 1, a field
+// OpenAI, vLLM or llama-server define that this server does not support (named in the
+// message: a client relying on it must not get a silently different answer), and chat
+// messages or tools of the wrong shape (chat_request.h); the message names the field and
+// quotes the value. Sampling extras: logit_bias, min_tokens, ignore_eos, stop_token_ids.
 ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens,
                          const SpeculationParams& default_speculation = {});
 

@@ -4,6 +4,8 @@
 // Also stop strings, cancellation and seeded sampling. Every run ends with no block in use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -276,6 +278,81 @@ TEST(Engine, StopStringsEndTheTextAndAreNeverEmitted) {
   Job no_stop{"The dream", greedy(60)};
   no_stop.params.stop = {"zzz never"};
   EXPECT_EQ(run_jobs({no_stop}, EngineConfig{})[0].text, full);
+}
+
+TEST(Engine, MinTokensHoldsBackEndTokensAndStopStrings) {
+  // logit_bias +100 on EOS makes every step pick it; min_tokens makes the first steps pass it
+  // over (the next most likely token instead), so exactly min_tokens tokens come before EOS.
+  REQUIRE_MODEL();
+  Fixture& f = fixture();
+  const int32_t eos = f.tokenizer.vocab().eos_id;
+  ASSERT_GE(eos, 0);
+  Job forced{"The dream", greedy(20)};
+  forced.params.sampling.logit_bias = {{eos, 100.0f}};
+  const std::vector<Outcome> at_once = run_jobs({forced}, EngineConfig{});
+  EXPECT_EQ(at_once[0].ids, std::vector<int32_t>{eos});
+  EXPECT_EQ(at_once[0].reason, FinishReason::EndOfSequence);
+
+  Job held = forced;
+  held.params.min_tokens = 5;
+  const std::vector<Outcome> out = run_jobs({held}, EngineConfig{});
+  ASSERT_EQ(out[0].ids.size(), 6u);
+  EXPECT_EQ(std::count(out[0].ids.begin(), out[0].ids.end(), eos), 1);
+  EXPECT_EQ(out[0].ids.back(), eos);
+  EXPECT_EQ(out[0].reason, FinishReason::EndOfSequence);
+  // The five held-back tokens are plain greedy decoding's first five.
+  const std::vector<int32_t> plain = alone("The dream", 5);
+  EXPECT_EQ(std::vector<int32_t>(out[0].ids.begin(), out[0].ids.end() - 1), plain);
+
+  // A stop string inside the first min_tokens tokens does not end the request.
+  std::vector<int32_t> all = f.tokenizer.encode("The dream", true);
+  const size_t prompt_chars = f.tokenizer.decode(all).size();
+  all.insert(all.end(), plain.begin(), plain.end());
+  const std::string first_text = f.tokenizer.decode(all).substr(prompt_chars);
+  ASSERT_GE(first_text.size(), 2u);
+  Job stopped{"The dream", greedy(10)};
+  stopped.params.stop = {first_text.substr(0, 2)};
+  EXPECT_EQ(run_jobs({stopped}, EngineConfig{})[0].reason, FinishReason::StopString);
+  stopped.params.min_tokens = 10;
+  const Outcome late = run_jobs({stopped}, EngineConfig{})[0];
+  EXPECT_EQ(late.reason, FinishReason::Length);
+  EXPECT_EQ(late.ids, alone("The dream", 10));
+}
+
+TEST(Engine, StopTokenIdsEndTheRequestLikeEosAndIgnoreEosDoesNot) {
+  REQUIRE_MODEL();
+  Fixture& f = fixture();
+  const std::vector<int32_t> plain = alone("The dream", 12);
+  ASSERT_GE(plain.size(), 4u);
+  // The fourth greedy token as a stop token: the request ends there, its text not emitted.
+  Job job{"The dream", greedy(12)};
+  job.params.stop_token_ids = {plain[3]};
+  const Outcome out = run_jobs({job}, EngineConfig{})[0];
+  const auto first = std::find(plain.begin(), plain.end(), plain[3]);
+  EXPECT_EQ(out.ids, std::vector<int32_t>(plain.begin(), first + 1));
+  EXPECT_EQ(out.reason, FinishReason::EndOfSequence);
+  std::vector<int32_t> shown = f.tokenizer.encode("The dream", true);
+  const size_t prompt_chars = f.tokenizer.decode(shown).size();
+  shown.insert(shown.end(), plain.begin(), first);
+  EXPECT_EQ(out.text, f.tokenizer.decode(shown).substr(prompt_chars));
+  // EOS forced by logit_bias but ignored: the request runs to max_tokens.
+  Job ignoring{"The dream", greedy(7)};
+  ignoring.params.sampling.logit_bias = {{f.tokenizer.vocab().eos_id, 100.0f}};
+  ignoring.params.ignore_eos = true;
+  const Outcome all_eos = run_jobs({ignoring}, EngineConfig{})[0];
+  EXPECT_EQ(all_eos.ids, std::vector<int32_t>(7, f.tokenizer.vocab().eos_id));
+  EXPECT_EQ(all_eos.reason, FinishReason::Length);
+  // Bad extras are input errors.
+  Engine engine(f.model, f.tokenizer, EngineConfig{}, f.pool);
+  GenerationParams bad = greedy(5);
+  bad.stop_token_ids = {100000};
+  EXPECT_THROW(engine.submit({1, 5}, bad, {}), InputError);
+  bad = greedy(5);
+  bad.min_tokens = 6;
+  EXPECT_THROW(engine.submit({1, 5}, bad, {}), InputError);
+  bad = greedy(5);
+  bad.sampling.logit_bias = {{100000, 1.0f}};
+  EXPECT_THROW(engine.submit({1, 5}, bad, {}), InputError);
 }
 
 TEST(Engine, RejectsBadRequestsAlone) {

@@ -484,5 +484,47 @@ TEST(Sampler, FullVocabularyRandomLogits) {
   EXPECT_EQ(half[0].first, full[0].first);
 }
 
+TEST(Sampler, LogitBiasIsAddedBeforeSoftmax) {
+  SamplingParams p = plain();
+  p.logit_bias = {{2, 1.5f}, {0, -0.5f}};
+  Sampler s(p, 4);
+  const std::vector<float> logits = {0.3f, -1.2f, 2.5f, 0.0f};
+  expect_matches(s.distribution(logits, {}), softmax_ref({-0.2f, -1.2f, 4.0f, 0.0f}, 1.0));
+  SamplingParams greedy = plain();
+  greedy.temperature = 0.0f;
+  greedy.logit_bias = {{1, 100.0f}};  // OpenAI's +100: all but forces the token
+  Sampler forced(greedy, 4);
+  EXPECT_EQ(forced.sample(logits, {}), 1);
+  greedy.logit_bias = {{2, -100.0f}};  // -100: all but bans it
+  Sampler banned(greedy, 4);
+  EXPECT_EQ(banned.sample(logits, {}), 0);
+}
+
+TEST(Sampler, LogitBiasOutsideTheVocabularyIsAnInputError) {
+  SamplingParams p = plain();
+  p.logit_bias = {{4, 1.0f}};
+  EXPECT_THROW(Sampler(p, 4), InputError);
+  p.logit_bias = {{1, std::numeric_limits<float>::infinity()}};
+  EXPECT_THROW(Sampler(p, 4), InputError);
+}
+
+TEST(Sampler, SuppressedTokensAreNeverPickedUntilReleased) {
+  SamplingParams p = plain();
+  p.temperature = 0.0f;
+  Sampler s(p, 4);
+  const std::vector<float> logits = {0.3f, -1.2f, 2.5f, 0.0f};
+  const std::vector<int32_t> suppressed = {2, 0, 99};  // 99: outside, ignored
+  s.set_suppressed(suppressed);
+  EXPECT_EQ(s.sample(logits, {}), 3);
+  const TokenDistribution d = s.probabilities(logits, {});
+  EXPECT_EQ(d.probability_of(2), 0.0f);
+  s.set_suppressed({});
+  EXPECT_EQ(s.sample(logits, {}), 2);
+  SamplingParams hot = plain();
+  Sampler sampled(hot, 4);
+  sampled.set_suppressed(suppressed);
+  for (const auto& [id, prob] : sampled.distribution(logits, {})) EXPECT_TRUE(id == 1 || id == 3 || prob == 0.0f) << id;
+}
+
 }  // namespace
 }  // namespace tandem

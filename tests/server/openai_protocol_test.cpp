@@ -231,3 +231,55 @@ TEST(OpenAIProtocol, MalformedToolShapesAre400sQuotingTheValue) {
 
 }  // namespace
 }  // namespace tandem::server
+
+namespace tandem::server {
+namespace {
+
+TEST(OpenAIProtocol, SamplingExtrasReachTheEngineParams) {
+  const ApiRequest r = parse_request(Endpoint::Completions,
+                                     R"({"prompt":"hi","max_tokens":20,"logit_bias":{"300":100,"12":-100.0},)"
+                                     R"("min_tokens":4,"ignore_eos":true,"stop_token_ids":[2,7]})",
+                                     16);
+  EXPECT_EQ(r.params.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{300, 100.0f}, {12, -100.0f}}));
+  EXPECT_EQ(r.params.min_tokens, 4);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int32_t>{2, 7}));
+  const ApiRequest plain = parse_request(Endpoint::Completions, R"({"prompt":"hi"})", 16);
+  EXPECT_TRUE(plain.params.sampling.logit_bias.empty());
+  EXPECT_EQ(plain.params.min_tokens, 0);
+  EXPECT_FALSE(plain.params.ignore_eos);
+}
+
+TEST(OpenAIProtocol, BadSamplingExtrasAre400sNamingTheField) {
+  EXPECT_NE(rejection(R"({"prompt":"hi","logit_bias":{"abc":1}})").find("\"abc\""), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","logit_bias":{"-3":1}})").find("\"-3\""), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","logit_bias":{"5":101}})").find("101"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","logit_bias":{"5":"x"}})").find("\"x\""), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","logit_bias":[1]})").find("logit_bias"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","max_tokens":3,"min_tokens":4})").find("min_tokens"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","stop_token_ids":[1,-2]})").find("-2"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","ignore_eos":"yes"})").find("ignore_eos"), std::string::npos);
+}
+
+TEST(OpenAIProtocol, FieldsOtherServersDefineButThisOneLacksAre400sNamingThem) {
+  for (const char* name : {"grammar", "guided_json", "functions", "prediction", "use_beam_search"}) {
+    const std::string body = std::string(R"({"prompt":"hi",")") + name + R"(":{"a":1}})";
+    EXPECT_NE(rejection(body).find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(rejection(R"({"prompt":"hi","best_of":3})").find("best_of"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","suffix":"end"})").find("suffix"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","response_format":{"type":"nonsense"}})").find("nonsense"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":"hi","response_format":"json"})").find("response_format"), std::string::npos);
+  // Asking for the plain behaviour is fine.
+  parse_request(Endpoint::Completions, R"({"prompt":"hi","best_of":1,"response_format":{"type":"text"}})", 16);
+}
+
+TEST(OpenAIProtocol, UnknownVendorFieldsAreAcceptedAndListed) {
+  const ApiRequest r =
+      parse_request(Endpoint::Completions,
+                    R"({"prompt":"hi","cache_prompt":true,"user":"u1","x_vendor":{"a":1},"skipped":null})", 16);
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"cache_prompt", "x_vendor"}));
+}
+
+}  // namespace
+}  // namespace tandem::server

@@ -47,6 +47,11 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     const int64_t default_max_tokens = endpoint == Endpoint::Chat ? engine.context_length() : 16;
     prepared.api = parse_request(endpoint, body, default_max_tokens, state.config.speculation);
     const ApiRequest& api = prepared.api;
+    if (state.config.verbose && !api.ignored_fields.empty()) {
+      std::string names;
+      for (const std::string& name : api.ignored_fields) names += (names.empty() ? "'" : ", '") + name + "'";
+      std::fprintf(stderr, "tandem serve: ignoring unknown request fields %s\n", names.c_str());
+    }
     if (!api.model.empty() && api.model != state.model_id)
       throw ApiError(400, "invalid_request_error",
                      fmt::format("the model '{}' does not exist (this server has '{}')", api.model, state.model_id));

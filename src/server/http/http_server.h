@@ -29,6 +29,7 @@ struct ServerConfig {
   double idle_timeout_s = 30.0;        // a keep-alive connection with no request is closed
   double write_timeout_s = 30.0;       // a client that reads nothing for this long is dropped
   SpeculationParams speculation;       // --spec ...: for requests without a `speculative` object
+  bool verbose = false;                // --verbose: log each request's ignored (unknown) fields
 };
 
 class HttpServer {
