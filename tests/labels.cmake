@@ -15,6 +15,7 @@ set(TANDEM_MODEL_TESTS
     "^StreamingDetokenizer\\."
     "^CApi\\."
     "^ProfileRun\\."
+    "^GenModelReference\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
