@@ -15,6 +15,7 @@ set(TANDEM_MODEL_TESTS
     "^StreamingDetokenizer\\."
     "^CApi\\."
     "^ProfileRun\\."
+    "^GenModelReference\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."
     # Some tests of these (the others build their inputs).

@@ -26,12 +26,14 @@ enum class DType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ4_NL = 20,
   I8 = 24,
   I16 = 25,
   I32 = 26,
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct DTypeTraits {
@@ -72,6 +74,8 @@ constexpr std::pair<int64_t, int64_t> dtype_block_geometry(DType type) {
     case DType::Q5_K: return {256, 176};
     case DType::Q6_K: return {256, 210};
     case DType::Q8_K: return {256, 292};
+    case DType::IQ4_NL: return {32, 18};
+    case DType::MXFP4: return {32, 17};
   }
   return {0, 0};
 }

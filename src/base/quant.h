@@ -1,4 +1,5 @@
-// Row conversion between float and the stored weight types (F32, F16, BF16, Q8_0, Q4_0).
+// Row conversion between float and the stored weight types (F32, F16, BF16, Q8_0, Q4_0, the
+// k-quants of base/kquants.h and the 32-element formats of base/quant32.h).
 // These are the plain reference conversions: the model loader, gen-model and the tests use
 // them; hot-path kernels in src/kernels compute on the stored blocks directly.
 #pragma once

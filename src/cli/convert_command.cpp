@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/quant.h"
 #include "cli/commands.h"
 #include "model/hf_to_gguf.h"
 
@@ -22,9 +23,9 @@ void run_convert(const ConvertFlags& flags) {
   options.model_dir = flags.model_dir;
   options.out_path = flags.out_path;
   const std::optional<DType> type = dtype_from_name(flags.type);
-  TANDEM_CHECK_INPUT(
-      type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 || type == DType::Q4_0,
-      "unknown --type '{}' (use F16, Q8_0, Q4_0, BF16 or F32)", flags.type);
+  const bool block32 = type && dtype_is_computable(*type) && dtype_block_geometry(*type).first == 32;
+  TANDEM_CHECK_INPUT(type == DType::F32 || type == DType::F16 || type == DType::BF16 || block32,
+                     "unknown --type '{}' (use F16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, BF16 or F32)", flags.type);
   options.type = *type;
   options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
     constexpr int kWidth = 30;
@@ -46,7 +47,8 @@ void add_convert_command(CLI::App& app) {
   command->add_option("dir", flags->model_dir, "Folder with config.json and model.safetensors (or an index)")
       ->required();
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
-  command->add_option("--type", flags->type, "Matrix type: F16, Q8_0, Q4_0, BF16 or F32")->capture_default_str();
+  command->add_option("--type", flags->type, "Matrix type: F16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, BF16 or F32")
+      ->capture_default_str();
   command->callback([flags] { run_convert(*flags); });
 }
 

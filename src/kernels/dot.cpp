@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "kernels/cpu_features.h"
+#include "kernels/dot_q32.h"
 #include "kernels/kernel_table.h"
 
 #if defined(__x86_64__)
@@ -147,6 +148,10 @@ float dot_q8_activations(DType type, const void* weight_row, const ActivationBlo
   switch (type) {
     case DType::Q8_0: return dot_q8_0_impl(static_cast<const BlockQ8_0*>(weight_row), x, n / 32);
     case DType::Q4_0: return dot_q4_0_impl(static_cast<const BlockQ4_0*>(weight_row), x, n / 32);
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::MXFP4: return dot_q32_activations(type, weight_row, x, n);
     default: TANDEM_ASSERT(false && "dot_q8_activations: unsupported type");
   }
   return 0.0f;

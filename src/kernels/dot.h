@@ -18,7 +18,10 @@ struct ActivationBlockQ8 {
 };
 
 // Which activation form a weight type's dot product consumes.
-inline bool uses_q8_activations(DType type) { return type == DType::Q8_0 || type == DType::Q4_0; }
+inline bool uses_q8_activations(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0 || type == DType::Q5_1 ||
+         type == DType::IQ4_NL || type == DType::MXFP4;
+}
 
 // Quantizes n floats (n a multiple of 32) into n/32 activation blocks.
 void quantize_activations_q8(const float* x, int64_t n, ActivationBlockQ8* out);
@@ -27,7 +30,7 @@ void quantize_activations_q8_isa(Isa isa, const float* x, int64_t n, ActivationB
 
 // dot(weight row of `type`, float row) for F32, F16 and BF16 weights; n elements.
 float dot_float_activations(DType type, const void* weight_row, const float* x, int64_t n);
-// dot(weight row of `type`, quantized row) for Q8_0 and Q4_0 weights; n elements.
+// dot(weight row of `type`, quantized row) for Q8_0, Q4_0 and the formats of dot_q32.h; n elements.
 float dot_q8_activations(DType type, const void* weight_row, const ActivationBlockQ8* x, int64_t n);
 
 // Plain float dot product with a fixed reduction order (attention uses it).

@@ -69,7 +69,7 @@ struct WeightPacker {
 struct KernelTable {
   Isa isa;
   GemmFloatFn gemm_float;  // F32, F16, BF16 weights; activations f32
-  GemmQ8Fn gemm_q8;        // Q8_0, Q4_0 weights; activations in 32-element 8-bit blocks
+  GemmQ8Fn gemm_q8;        // Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4; activations in 32-element 8-bit blocks
   GemmQ8KFn gemm_q8k;      // Q4_K, Q5_K, Q6_K, Q8_K weights; activations in 256-element blocks
   DotQ8KFn dot_q8k;        // one k-quant row against one activation row
   QuantizeQ8Fn quantize_q8;
@@ -115,6 +115,10 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
                 float* out, int64_t out_stride);
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
              float* out, int64_t out_stride);
+// Q5_0, Q5_1, IQ4_NL, MXFP4 on the file's blocks (kernels/avx512/gemm_q32_avx512.cpp); gemm_q8
+// hands those types here, at the AVX-512 and AMX levels.
+void gemm_q32(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+              int64_t n_tokens, float* out, int64_t out_stride);
 void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,

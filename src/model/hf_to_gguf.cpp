@@ -32,10 +32,12 @@ constexpr int32_t kTokenNormal = 1, kTokenUnknown = 2, kTokenControl = 3, kToken
 
 // The file type code; convert writes the float types and the 32-element block types only.
 uint32_t file_type_of(DType type) {
-  const bool supported =
-      type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 || type == DType::Q4_0;
+  const bool supported = type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 ||
+                         type == DType::Q4_0 || type == DType::Q5_0 || type == DType::Q5_1 || type == DType::IQ4_NL ||
+                         type == DType::MXFP4;
   if (!supported)
-    throw InputError(fmt::format("cannot convert to type {} (use F32, F16, BF16, Q8_0 or Q4_0)", dtype_name(type)));
+    throw InputError(fmt::format(
+        "cannot convert to type {} (use F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL or MXFP4)", dtype_name(type)));
   return *llama_file_type(type);
 }
 

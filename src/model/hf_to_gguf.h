@@ -15,7 +15,8 @@ namespace tandem {
 struct HfConvertOptions {
   std::string model_dir;
   std::string out_path;
-  // Matrices and token_embd: F32, F16, BF16, Q8_0 or Q4_0. Quantized types fall back to F16
+  // Matrices and token_embd: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL or MXFP4 (the types of
+  // 32-element blocks). Quantized types fall back to F16
   // for matrices whose rows are not a multiple of 32 elements.
   DType type = DType::F16;
   // Called after each tensor is written: tensors done, tensors total, bytes done, bytes total.

@@ -64,7 +64,9 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
 uint32_t file_type_code(DType type, bool q4_k_m) {
   if (const std::optional<uint32_t> code = llama_file_type(type, q4_k_m)) return *code;
   throw InputError(fmt::format(
-      "gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)", dtype_name(type)));
+      "gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K "
+      "or Q4_K_M)",
+      dtype_name(type)));
 }
 
 // llama.cpp's Q4_K_M gives attn_v and ffn_down more bits in the first and last eighth of the

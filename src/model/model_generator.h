@@ -28,8 +28,9 @@ std::optional<GeneratedShape> find_generated_shape(const std::string& name);
 std::vector<std::string> generated_shape_names();
 
 struct GeneratorOptions {
-  std::string shape;         // one of generated_shape_names()
-  DType type = DType::Q8_0;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K (matrices and token_embd)
+  std::string shape;  // one of generated_shape_names()
+  // Matrices and token_embd: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K or Q6_K.
+  DType type = DType::Q8_0;
   // llama.cpp's Q4_K_M recipe instead of one type: Q4_K, with Q6_K for output.weight and for
   // attn_v / ffn_down in the layers that recipe favours. `type` is ignored when set.
   bool q4_k_m = false;

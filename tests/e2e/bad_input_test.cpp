@@ -101,9 +101,9 @@ std::string tiny_llama_gguf(DType matrix_type, int64_t embedding_rows) {
 }
 
 TEST_F(BadInput, UnsupportedTensorType) {
-  // Q5_1 is a valid GGUF type that Tandem does not run.
-  const std::string path = write_file("q5_1.gguf", tiny_llama_gguf(DType::Q5_1, 32));
-  expect_clean_error(run_tandem("info -m " + shell_quote(path)), "Q5_1");
+  // Q4_1 is a valid GGUF type that Tandem does not run.
+  const std::string path = write_file("q4_1.gguf", tiny_llama_gguf(DType::Q4_1, 32));
+  expect_clean_error(run_tandem("info -m " + shell_quote(path)), "Q4_1");
 }
 
 TEST_F(BadInput, AbsurdTensorSize) {

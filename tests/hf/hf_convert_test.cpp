@@ -118,6 +118,30 @@ TEST(HfConvert, WritesLlamaCppMetadataAndTokenizerKeys) {
   EXPECT_EQ(prefill_logits(model, kPrompt).size(), kPrompt.size() * static_cast<size_t>(spec.vocab_size));
 }
 
+// --type with the other 32-element formats: llama.cpp's file type, every matrix whose rows are
+// whole blocks in the format (F16 for the rest), and the file runs.
+TEST(HfConvert, BlockFormatsWriteTheirTypeAndRun) {
+  TempDir tmp;
+  HfModelSpec spec;
+  spec.d_model = 64;  // d_ff stays 40: ffn_down's rows are not whole blocks
+  const std::string dir = make_dir(tmp.file("hf"));
+  write_hf_model(spec, random_hf_weights(spec), dir);
+  for (const auto& [type, file_type] : std::vector<std::pair<DType, int64_t>>{
+           {DType::Q5_0, 8}, {DType::Q5_1, 9}, {DType::IQ4_NL, 25}, {DType::MXFP4, 38}}) {
+    const std::string name(dtype_name(type));
+    const std::string gguf = tmp.file(name + ".gguf");
+    const testing::CommandResult result = tandem_convert(dir, gguf, name);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const GgufFile file = GgufFile::open(gguf);
+    EXPECT_EQ(file.get_int("general.file_type"), file_type) << name;
+    EXPECT_EQ(file.find_tensor("blk.0.attn_q.weight")->view.dtype, type) << name;
+    EXPECT_EQ(file.find_tensor("blk.0.ffn_gate.weight")->view.dtype, type) << name;
+    EXPECT_EQ(file.find_tensor("blk.0.ffn_down.weight")->view.dtype, DType::F16) << name;  // 40 columns
+    const auto model = load_model(gguf);
+    EXPECT_EQ(prefill_logits(model, kPrompt).size(), kPrompt.size() * static_cast<size_t>(spec.vocab_size)) << name;
+  }
+}
+
 TEST(HfConvert, ShardedEqualsSingleFile) {
   TempDir tmp;
   HfModelSpec spec;

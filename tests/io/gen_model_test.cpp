@@ -107,7 +107,8 @@ TEST(GenModel, BadFlagsFail) {
 
 TEST(GenModel, LibraryWritesEveryType) {
   TANDEM_REQUIRE_SHARED(kVocab);
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                     DType::MXFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     GeneratorOptions options;
     options.shape = "test-tiny";
     options.type = type;
