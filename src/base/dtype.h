@@ -26,6 +26,7 @@ enum class DType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
@@ -72,6 +73,7 @@ constexpr std::pair<int64_t, int64_t> dtype_block_geometry(DType type) {
     case DType::Q5_K: return {256, 176};
     case DType::Q6_K: return {256, 210};
     case DType::Q8_K: return {256, 292};
+    case DType::IQ4_XS: return {256, 136};
   }
   return {0, 0};
 }
