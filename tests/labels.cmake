@@ -38,6 +38,7 @@ set(TANDEM_MODEL_TESTS
 # Release 3.6-4.6 s a run, ASan 12-31 s (scalar level 31 s).
 set(TANDEM_SLOW_TESTS
     "^KQuantModel\\.PrefillDecodeAndRowKernelsAgreeBitForBit$"
+    "^KQuantModel\\.LowBitTypesMatchTheirDequantizedWeights$"
 )
 
 # True in `out` when `name` matches one of the regexes in the list named `patterns` (one at a

@@ -61,10 +61,12 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
   }
 }
 
-uint32_t file_type_code(DType type, bool q4_k_m) {
+uint32_t file_type_code(DType type, bool q4_k_m, bool q3_k_m) {
+  if (q3_k_m) return kLlamaFileTypeQ3KM;
   if (const std::optional<uint32_t> code = llama_file_type(type, q4_k_m)) return *code;
-  throw InputError(fmt::format(
-      "gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K or Q4_K_M)", dtype_name(type)));
+  throw InputError(fmt::format("gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, "
+                               "Q5_K, Q6_K, IQ4_XS, Q4_K_M or Q3_K_M)",
+                               dtype_name(type)));
 }
 
 // llama.cpp's Q4_K_M gives attn_v and ffn_down more bits in the first and last eighth of the
@@ -87,15 +89,17 @@ struct PlannedTensor {
   bool ones;                   // norm weight (all 1) rather than random
 };
 
-std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, int64_t vocab_size) {
+std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, bool q3_k_m,
+                                        int64_t vocab_size) {
   if (q4_k_m) type = DType::Q4_K;
+  if (q3_k_m) type = DType::Q3_K;
   const int64_t head_dim = shape.d_model / shape.n_heads;
   const int64_t q_width = shape.n_heads * head_dim;
   const int64_t kv_width = shape.n_kv_heads * head_dim;
   std::vector<PlannedTensor> plan = {
       {"token_embd.weight", type, {vocab_size, shape.d_model}, false},
       {"output_norm.weight", DType::F32, {shape.d_model}, true},
-      {"output.weight", q4_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false},
+      {"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false},
   };
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
@@ -105,13 +109,20 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
     add("attn_q.weight", type, {q_width, shape.d_model}, false);
     add("attn_k.weight", type, {kv_width, shape.d_model}, false);
-    const DType favoured = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
-    add("attn_v.weight", favoured, {kv_width, shape.d_model}, false);
-    add("attn_output.weight", type, {shape.d_model, q_width}, false);
+    DType attn_v = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
+    DType ffn_down = attn_v;
+    DType attn_output = type;
+    if (q3_k_m) {
+      attn_v = layer < 2 ? DType::Q5_K : DType::Q4_K;
+      ffn_down = layer < shape.n_layers / 16 ? DType::Q5_K : DType::Q4_K;
+      attn_output = DType::Q4_K;
+    }
+    add("attn_v.weight", attn_v, {kv_width, shape.d_model}, false);
+    add("attn_output.weight", attn_output, {shape.d_model, q_width}, false);
     add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
     add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
-    add("ffn_down.weight", favoured, {shape.d_model, shape.d_ff}, false);
+    add("ffn_down.weight", ffn_down, {shape.d_model, shape.d_ff}, false);
   }
   for (PlannedTensor& tensor : plan) tensor.dtype = fitting_type(tensor.dtype, tensor.shape.back());
   return plan;
@@ -138,7 +149,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
     for (const std::string& name : generated_shape_names()) known += (known.empty() ? "" : ", ") + name;
     throw InputError(fmt::format("unknown model shape '{}' (known: {})", options.shape, known));
   }
-  const uint32_t file_type = file_type_code(options.type, options.q4_k_m);
+  const uint32_t file_type = file_type_code(options.type, options.q4_k_m, options.q3_k_m);
 
   const GgufFile vocab = GgufFile::open(options.vocab_path);
   const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
@@ -152,7 +163,8 @@ void generate_random_gguf(const GeneratorOptions& options) {
   writer.set("general.architecture", GgufValue::string("llama"));
   writer.set("general.name", GgufValue::string(fmt::format("{} (random weights, seed {})", shape->name, options.seed)));
   writer.set("general.file_type", GgufValue::u32(file_type));
-  if (options.q4_k_m || (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
+  if (options.q4_k_m || options.q3_k_m ||
+      (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
     writer.set("general.quantization_version", GgufValue::u32(2));
   writer.set("llama.context_length", u32(shape->context_length));
   writer.set("llama.embedding_length", u32(shape->d_model));
@@ -167,7 +179,8 @@ void generate_random_gguf(const GeneratorOptions& options) {
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
 
-  const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, options.q4_k_m, vocab_size);
+  const std::vector<PlannedTensor> plan =
+      plan_tensors(*shape, options.type, options.q4_k_m, options.q3_k_m, vocab_size);
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 
