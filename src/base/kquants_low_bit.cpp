@@ -19,14 +19,21 @@ namespace {
 
 int round_clamp(float v, int lo, int hi) { return std::clamp(static_cast<int>(std::nearbyint(v)), lo, hi); }
 
-// Index of the IQ4 level nearest to v (binary search over the sorted levels).
-int nearest_iq4_index(float v) {
-  int lo = 0, hi = 15;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (v < kIq4NonLinear[mid] ? hi : lo) = mid;
+// Midpoints between neighbouring IQ4 levels: the nearest level's index is the number of
+// midpoints below v (a tie goes to the lower level). Counting, rather than a binary search,
+// has no data-dependent branches: the quantizer calls it for every element of every candidate.
+struct Iq4Midpoints {
+  float values[15];
+  constexpr Iq4Midpoints() : values{} {
+    for (int m = 0; m < 15; ++m) values[m] = 0.5f * static_cast<float>(kIq4NonLinear[m] + kIq4NonLinear[m + 1]);
   }
-  return v - kIq4NonLinear[lo] <= kIq4NonLinear[hi] - v ? lo : hi;
+};
+constexpr Iq4Midpoints kIq4Midpoints;
+
+int nearest_iq4_index(float v) {
+  int index = 0;
+  for (float midpoint : kIq4Midpoints.values) index += v > midpoint;
+  return index;
 }
 
 // Symmetric sub-block fit x ~ scale * level(x / scale) over a fixed set of levels whose most
