@@ -27,6 +27,7 @@ enum class DType : uint32_t {
   Q6_K = 14,
   Q8_K = 15,
   IQ4_NL = 20,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
@@ -76,6 +77,7 @@ constexpr std::pair<int64_t, int64_t> dtype_block_geometry(DType type) {
     case DType::Q8_K: return {256, 292};
     case DType::IQ4_NL: return {32, 18};
     case DType::MXFP4: return {32, 17};
+    case DType::IQ4_XS: return {256, 136};
   }
   return {0, 0};
 }

@@ -155,6 +155,11 @@ float fit_symmetric(const float* x, int n) {
 
 }  // namespace
 
+KQuantScaleMin fit_scale_min(const float* x, int n, int nmax) {
+  const ScaleMin fit = fit_asymmetric(x, n, nmax);
+  return {fit.scale, fit.min};
+}
+
 void unpack_k4_scales(const uint8_t packed[12], uint8_t scales[8], uint8_t mins[8]) {
   for (int j = 0; j < 4; ++j) {
     scales[j] = packed[j] & 63;

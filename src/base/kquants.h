@@ -63,6 +63,14 @@ void unpack_q4k_quants(const BlockQ4K& block, uint8_t q[256]);  // [0, 15]
 void unpack_q5k_quants(const BlockQ5K& block, uint8_t q[256]);  // [0, 31]
 void unpack_q6k_quants(const BlockQ6K& block, int8_t q[256]);   // [-32, 31]
 
+// The sub-block fit the Q4_K/Q5_K quantizers use, for the other asymmetric k-quants (Q2_K):
+// x ~ scale * q - min with q in [0, nmax] and min >= 0, least squared error over a few ranges.
+struct KQuantScaleMin {
+  float scale;
+  float min;
+};
+KQuantScaleMin fit_scale_min(const float* x, int n, int nmax);
+
 // n floats -> n/256 blocks (n a multiple of 256), and back.
 void quantize_row_q4k(const float* x, BlockQ4K* out, int64_t n);
 void quantize_row_q5k(const float* x, BlockQ5K* out, int64_t n);

@@ -2,8 +2,9 @@
 //   Q8_0: d = max|x| / 127, q = round(x / d).
 //   Q4_0: d = m / -8 where m is the element of largest magnitude (sign kept), so m maps to
 //         nibble 0 exactly; q = clamp(trunc(x / d + 8.5), 0, 15).
-//   K-quants (Q4_K, Q5_K, Q6_K, Q8_K) live in base/kquants.cpp, Q5_0, Q5_1, IQ4_NL and MXFP4 in
-//   base/quant32.cpp; this file only routes to them.
+//   K-quants (Q4_K, Q5_K, Q6_K, Q8_K) live in base/kquants.cpp, Q2_K, Q3_K and IQ4_XS in
+//   base/kquants_low_bit.cpp, Q5_0, Q5_1, IQ4_NL and MXFP4 in base/quant32.cpp; this file only
+//   routes to them.
 #include "base/quant.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "base/kquants.h"
+#include "base/kquants_low_bit.h"
 #include "base/quant32.h"
 
 namespace tandem {
@@ -21,7 +23,7 @@ bool dtype_is_computable(DType type) {
   return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0 ||
          type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K ||
          type == DType::Q8_K || type == DType::Q5_0 || type == DType::Q5_1 || type == DType::IQ4_NL ||
-         type == DType::MXFP4;
+         type == DType::MXFP4 || type == DType::Q2_K || type == DType::Q3_K || type == DType::IQ4_XS;
 }
 
 namespace {
@@ -84,6 +86,9 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q5_1: quantize_row_q5_1(src, static_cast<BlockQ5_1*>(dst), n); return;
     case DType::IQ4_NL: quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n); return;
     case DType::MXFP4: quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n); return;
+    case DType::Q2_K: quantize_row_q2k(src, static_cast<BlockQ2K*>(dst), n); return;
+    case DType::Q3_K: quantize_row_q3k(src, static_cast<BlockQ3K*>(dst), n); return;
+    case DType::IQ4_XS: quantize_row_iq4xs(src, static_cast<BlockIQ4XS*>(dst), n); return;
     default: TANDEM_ASSERT(false && "quantize_row: unsupported type");
   }
 }
@@ -125,6 +130,9 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q5_1: dequantize_row_q5_1(static_cast<const BlockQ5_1*>(src), dst, n); return;
     case DType::IQ4_NL: dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); return;
     case DType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n); return;
+    case DType::Q2_K: dequantize_row_q2k(static_cast<const BlockQ2K*>(src), dst, n); return;
+    case DType::Q3_K: dequantize_row_q3k(static_cast<const BlockQ3K*>(src), dst, n); return;
+    case DType::IQ4_XS: dequantize_row_iq4xs(static_cast<const BlockIQ4XS*>(src), dst, n); return;
     default: TANDEM_ASSERT(false && "dequantize_row: unsupported type");
   }
 }

@@ -17,30 +17,20 @@
 #include "base/half.h"
 #include "base/kquants.h"
 #include "kernels/avx2/avx2_kernels.h"
+#include "kernels/dot_low_bit_kquants.h"
 #include "kernels/kernel_table.h"
-
-#define TANDEM_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define TANDEM_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#include "kernels/kquant_dot_common.h"
 
 namespace tandem {
 namespace {
 
-// The float part shared by all variants. GCC contracts a*b + c into an FMA wherever the
-// target has one (C++ mode defaults to -ffp-contract=fast), which would make the FMA-enabled
-// variants round differently from the scalar one; passing each product through an empty asm
-// makes it opaque, so every variant rounds the same way.
-inline float opaque(float v) {
+using kquant_detail::finish_d;
+using kquant_detail::finish_k4;
 #if defined(__x86_64__)
-  asm("" : "+x"(v));
-#else
-  asm("" : "+g"(v));
+using kquant_detail::f16_avx;
+using kquant_detail::hsum_avx2;
+using kquant_detail::hsum_avx512;
 #endif
-  return v;
-}
-inline float finish_k4(float x_scale, float d, float dmin, int32_t sumi, int32_t summ) {
-  return opaque(x_scale * d * static_cast<float>(sumi)) - opaque(x_scale * dmin * static_cast<float>(summ));
-}
-inline float finish_d(float x_scale, float d, int32_t sumi) { return opaque(x_scale * d * static_cast<float>(sumi)); }
 
 // Sum over sub-blocks of min[j] * (sum of the 32 activations of sub-block j).
 inline int32_t mins_dot_sums(const uint8_t mins[8], const int16_t block_sums[16]) {
@@ -123,15 +113,6 @@ float dot_q8k_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_
 // Weights are non-negative (Q4_K/Q5_K quants, Q6_K quants + 32), so maddubs (u8 x s8 ->
 // pairs summed in int16, at most 2*63*127 < 32767: no saturation) then madd with the
 // sub-block scale broadcast to int16 gives exact int32 partial sums.
-
-TANDEM_TARGET_AVX2 inline int32_t hsum_avx2(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-TANDEM_TARGET_AVX2 inline float f16_avx(uint16_t h) { return _cvtsh_ss(h); }  // exact, as f16_to_f32
 
 // The 6-bit scales and mins of a Q4_K/Q5_K block as two words, byte j = sub-block j: the
 // same decoding as unpack_k4_scales (the reference), done on 32-bit words.
@@ -301,10 +282,6 @@ TANDEM_TARGET_AVX512 inline __m512i join_avx512(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
 }
 
-TANDEM_TARGET_AVX512 inline int32_t hsum_avx512(__m512i v) {
-  return hsum_avx2(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
-}
-
 TANDEM_TARGET_AVX512 float dot_q4k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ4K*>(weight_row);
   const __m256i nibble = _mm256_set1_epi8(0x0f);
@@ -457,6 +434,12 @@ DotFn kernel_for(const KQuantKernels& kernels, DType type) {
   return nullptr;
 }
 
+// Q2_K, Q3_K and IQ4_XS have their own file's kernels; the rest are here.
+DotFn row_dot(Isa isa, DType type) {
+  if (const DotFn low_bit = low_bit_kquant_row_dot(isa, type)) return low_bit;
+  return kernel_for(kernels_for(isa), type);
+}
+
 }  // namespace
 
 #if defined(__x86_64__)
@@ -472,7 +455,7 @@ TANDEM_TARGET_AVX2 void gemm_q8k(const TensorView& weight, int64_t row_begin, in
 
 KQuantRowDotFn kquant_row_dot(Isa isa, DType type) {
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
-  return kernel_for(kernels_for(isa), type);
+  return row_dot(isa, type);
 }
 
 namespace portable {
@@ -535,7 +518,7 @@ void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out
 float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
   TANDEM_ASSERT(n % kKQuantBlockSize == 0);
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
-  return kernel_for(kernels_for(isa), type)(weight_row, x, n / kKQuantBlockSize);
+  return row_dot(isa, type)(weight_row, x, n / kKQuantBlockSize);
 }
 
 float dot_q8k_activations(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {

@@ -1,4 +1,5 @@
-// Row dot products for k-quant weights (Q4_K, Q5_K, Q6_K, Q8_K) against activations quantized
+// Row dot products for k-quant weights (Q4_K, Q5_K, Q6_K, Q8_K; Q2_K, Q3_K and IQ4_XS in
+// dot_low_bit_kquants.cpp) against activations quantized
 // to 256-element 8-bit blocks. Integer products within each sub-block, the sub-block scales
 // applied in integers, one float update per 256-element block in row order: the result
 // depends only on (weight row, activation row), and every ISA variant returns the same bits.
@@ -20,7 +21,8 @@ struct ActivationBlockQ8K {
 };
 
 inline bool uses_q8k_activations(DType type) {
-  return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::Q8_K;
+  return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::Q8_K ||
+         type == DType::Q2_K || type == DType::Q3_K || type == DType::IQ4_XS;
 }
 
 // Quantizes n floats (n a multiple of 256) into n/256 blocks; quants in [-127, 127].

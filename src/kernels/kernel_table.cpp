@@ -1,6 +1,6 @@
 // kernel_table(): the table of each level, the portable (compiler-vectorized) GEMMs built
 // from the row dot products in dot.cpp, the row-dot k-quant GEMM for weights no level
-// repacks (Q5_K, Q8_K), and each level's packer: which weights it repacks at load into the
+// repacks (Q5_K, Q8_K, Q2_K, Q3_K, IQ4_XS), and each level's packer: which weights it repacks at load into the
 // shared layouts of kernels/packed/ (and, from AVX-512 up, the element-major float layout).
 #include "kernels/kernel_table.h"
 

@@ -70,7 +70,7 @@ struct KernelTable {
   Isa isa;
   GemmFloatFn gemm_float;  // F32, F16, BF16 weights; activations f32
   GemmQ8Fn gemm_q8;        // Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4; activations in 32-element 8-bit blocks
-  GemmQ8KFn gemm_q8k;      // Q4_K, Q5_K, Q6_K, Q8_K weights; activations in 256-element blocks
+  GemmQ8KFn gemm_q8k;      // Q2_K..Q6_K, Q8_K, IQ4_XS weights; activations in 256-element blocks
   DotQ8KFn dot_q8k;        // one k-quant row against one activation row
   QuantizeQ8Fn quantize_q8;
   QuantizeQ8KFn quantize_q8k;

@@ -89,7 +89,7 @@ class GgufModelBuilder {
     TANDEM_CHECK_INPUT(info != nullptr, "missing tensor '{}'", name);
     TANDEM_CHECK_INPUT(dtype_is_computable(info->view.dtype),
                        "tensor '{}' has type {}, which Tandem cannot run yet (supported: F32, F16, BF16, Q8_0, Q4_0, "
-                       "Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, Q8_K)",
+                       "Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS)",
                        name, dtype_name(info->view.dtype));
     return *info;
   }

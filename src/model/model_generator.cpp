@@ -61,11 +61,12 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
   }
 }
 
-uint32_t file_type_code(DType type, bool q4_k_m) {
+uint32_t file_type_code(DType type, bool q4_k_m, bool q3_k_m) {
+  if (q3_k_m) return kLlamaFileTypeQ3KM;
   if (const std::optional<uint32_t> code = llama_file_type(type, q4_k_m)) return *code;
   throw InputError(fmt::format(
-      "gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K "
-      "or Q4_K_M)",
+      "gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, "
+      "Q5_K, Q6_K, IQ4_XS, Q4_K_M or Q3_K_M)",
       dtype_name(type)));
 }
 
@@ -90,16 +91,17 @@ struct PlannedTensor {
   float stddev = kWeightStddev;
 };
 
-std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, int64_t vocab_size,
-                                        float branch_scale) {
+std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, bool q3_k_m,
+                                        int64_t vocab_size, float branch_scale) {
   if (q4_k_m) type = DType::Q4_K;
+  if (q3_k_m) type = DType::Q3_K;
   const int64_t head_dim = shape.d_model / shape.n_heads;
   const int64_t q_width = shape.n_heads * head_dim;
   const int64_t kv_width = shape.n_kv_heads * head_dim;
   std::vector<PlannedTensor> plan = {
       {"token_embd.weight", type, {vocab_size, shape.d_model}, false},
       {"output_norm.weight", DType::F32, {shape.d_model}, true},
-      {"output.weight", q4_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false},
+      {"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false},
   };
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
@@ -109,13 +111,20 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
     add("attn_q.weight", type, {q_width, shape.d_model}, false);
     add("attn_k.weight", type, {kv_width, shape.d_model}, false);
-    const DType favoured = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
-    add("attn_v.weight", favoured, {kv_width, shape.d_model}, false);
-    add("attn_output.weight", type, {shape.d_model, q_width}, false, branch_scale);
+    DType attn_v = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
+    DType ffn_down = attn_v;
+    DType attn_output = type;
+    if (q3_k_m) {
+      attn_v = layer < 2 ? DType::Q5_K : DType::Q4_K;
+      ffn_down = layer < shape.n_layers / 16 ? DType::Q5_K : DType::Q4_K;
+      attn_output = DType::Q4_K;
+    }
+    add("attn_v.weight", attn_v, {kv_width, shape.d_model}, false);
+    add("attn_output.weight", attn_output, {shape.d_model, q_width}, false, branch_scale);
     add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
     add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
-    add("ffn_down.weight", favoured, {shape.d_model, shape.d_ff}, false, branch_scale);
+    add("ffn_down.weight", ffn_down, {shape.d_model, shape.d_ff}, false, branch_scale);
   }
   for (PlannedTensor& tensor : plan) tensor.dtype = fitting_type(tensor.dtype, tensor.shape.back());
   return plan;
@@ -142,7 +151,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
     for (const std::string& name : generated_shape_names()) known += (known.empty() ? "" : ", ") + name;
     throw InputError(fmt::format("unknown model shape '{}' (known: {})", options.shape, known));
   }
-  const uint32_t file_type = file_type_code(options.type, options.q4_k_m);
+  const uint32_t file_type = file_type_code(options.type, options.q4_k_m, options.q3_k_m);
   TANDEM_CHECK_INPUT(options.n_layers >= 0 && options.n_layers <= shape->n_layers,
                      "--layers {} is outside 1..{} (the {} shape's layers)", options.n_layers, shape->n_layers,
                      shape->name);
@@ -162,7 +171,8 @@ void generate_random_gguf(const GeneratorOptions& options) {
   writer.set("general.architecture", GgufValue::string("llama"));
   writer.set("general.name", GgufValue::string(fmt::format("{} (random weights, seed {})", shape->name, options.seed)));
   writer.set("general.file_type", GgufValue::u32(file_type));
-  if (options.q4_k_m || (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
+  if (options.q4_k_m || options.q3_k_m ||
+      (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
     writer.set("general.quantization_version", GgufValue::u32(2));
   writer.set("llama.context_length", u32(shape->context_length));
   writer.set("llama.embedding_length", u32(shape->d_model));
@@ -178,7 +188,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
 
   const std::vector<PlannedTensor> plan =
-      plan_tensors(*shape, options.type, options.q4_k_m, vocab_size, options.branch_scale);
+      plan_tensors(*shape, options.type, options.q4_k_m, options.q3_k_m, vocab_size, options.branch_scale);
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 

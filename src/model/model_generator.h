@@ -29,11 +29,16 @@ std::vector<std::string> generated_shape_names();
 
 struct GeneratorOptions {
   std::string shape;  // one of generated_shape_names()
-  // Matrices and token_embd: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q4_K, Q5_K or Q6_K.
+  // Matrices and token_embd: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K,
+  // Q5_K, Q6_K or IQ4_XS.
   DType type = DType::Q8_0;
   // llama.cpp's Q4_K_M recipe instead of one type: Q4_K, with Q6_K for output.weight and for
   // attn_v / ffn_down in the layers that recipe favours. `type` is ignored when set.
   bool q4_k_m = false;
+  // llama.cpp's Q3_K_M recipe (for a llama model): Q3_K, with Q6_K for output.weight, Q4_K for
+  // attn_output, attn_v Q5_K in the first two layers and Q4_K after, ffn_down Q5_K in the first
+  // sixteenth of the layers and Q4_K after. `type` is ignored when set.
+  bool q3_k_m = false;
   std::string vocab_path;  // GGUF whose tokenizer.ggml.* keys are copied
   uint64_t seed = 0;
   // The shape's first n_layers layers only (0: all). Tensors are seeded by name, so the result

@@ -100,7 +100,7 @@ TEST(GenModel, BadFlagsFail) {
   TANDEM_REQUIRE_SHARED(kVocab);
   const std::string out = ::testing::TempDir() + "tandem_gen_bad.gguf";
   EXPECT_NE(run_gen_model("--shape nope --vocab-from " + vocab_path() + " -o " + out), 0);
-  EXPECT_NE(run_gen_model("--shape test-tiny --type Q2_K --vocab-from " + vocab_path() + " -o " + out), 0);
+  EXPECT_NE(run_gen_model("--shape test-tiny --type Q4_1 --vocab-from " + vocab_path() + " -o " + out), 0);
   EXPECT_NE(run_gen_model("--shape test-tiny --vocab-from /nonexistent.gguf -o " + out), 0);
   EXPECT_FALSE(std::filesystem::exists(out));
 }
@@ -108,7 +108,7 @@ TEST(GenModel, BadFlagsFail) {
 TEST(GenModel, LibraryWritesEveryType) {
   TANDEM_REQUIRE_SHARED(kVocab);
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
-                     DType::MXFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                     DType::MXFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::IQ4_XS}) {
     GeneratorOptions options;
     options.shape = "test-tiny";
     options.type = type;
@@ -125,6 +125,33 @@ TEST(GenModel, LibraryWritesEveryType) {
     EXPECT_EQ(file.find_tensor("blk.1.ffn_down.weight")->view.dtype, expected) << dtype_name(type);
     std::remove(options.out_path.c_str());
   }
+}
+
+// llama.cpp's Q3_K_M recipe on a 2-layer model: Q3_K, output Q6_K, attn_output Q4_K, attn_v
+// Q5_K (first two layers), ffn_down Q4_K (2 / 16 rounds to no Q5_K layers); file_type 12.
+TEST(GenModel, Q3KMMixFollowsTheRecipe) {
+  TANDEM_REQUIRE_SHARED(kVocab);
+  GeneratorOptions options;
+  options.shape = "test-kquant";
+  options.q3_k_m = true;
+  options.vocab_path = vocab_path();
+  options.out_path = ::testing::TempDir() + "tandem_gen_q3_k_m.gguf";
+  generate_random_gguf(options);
+  const GgufFile file = GgufFile::open(options.out_path);
+  EXPECT_EQ(file.get_int("general.file_type"), 12);
+  auto type_of = [&](const std::string& name) { return file.find_tensor(name)->view.dtype; };
+  EXPECT_EQ(type_of("token_embd.weight"), DType::Q3_K);
+  EXPECT_EQ(type_of("output.weight"), DType::Q6_K);
+  for (const std::string layer : {"blk.0.", "blk.1."}) {
+    EXPECT_EQ(type_of(layer + "attn_q.weight"), DType::Q3_K);
+    EXPECT_EQ(type_of(layer + "attn_k.weight"), DType::Q3_K);
+    EXPECT_EQ(type_of(layer + "attn_v.weight"), DType::Q5_K);
+    EXPECT_EQ(type_of(layer + "attn_output.weight"), DType::Q4_K);
+    EXPECT_EQ(type_of(layer + "ffn_gate.weight"), DType::Q3_K);
+    EXPECT_EQ(type_of(layer + "ffn_up.weight"), DType::Q3_K);
+    EXPECT_EQ(type_of(layer + "ffn_down.weight"), DType::Q4_K);
+  }
+  std::remove(options.out_path.c_str());
 }
 
 TEST(GenModel, SameSeedGivesTheSameWeightsAtEveryType) {

@@ -17,7 +17,8 @@
 namespace tandem {
 namespace {
 
-constexpr DType kTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+constexpr DType kTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K,  DType::Q8_K,
+                            DType::Q2_K, DType::Q3_K, DType::IQ4_XS};
 constexpr int64_t kLengths[] = {256, 512, 2816};
 constexpr Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
 
@@ -38,7 +39,8 @@ Rows quantized_rows(DType type, int64_t n, std::mt19937& rng) {
 }
 
 // Random bytes for every field, with the float scales replaced by finite values: covers quants
-// at their extremes (15, 31, 63), 6-bit scales of 63 and int8 scales of -128.
+// at their extremes (15, 31, 63), 6-bit scales of 63 and int8 scales of -128; Q2_K/Q3_K/IQ4_XS
+// scales and mins of every 4- and 6-bit value, every IQ4 index.
 Rows random_byte_rows(DType type, int64_t n, std::mt19937& rng) {
   Rows rows{std::vector<unsigned char>(dtype_row_bytes(type, n)), std::vector<ActivationBlockQ8K>(n / 256)};
   for (unsigned char& byte : rows.weight) byte = static_cast<unsigned char>(rng());
@@ -55,6 +57,12 @@ Rows random_byte_rows(DType type, int64_t n, std::mt19937& rng) {
         std::memcpy(block + 2, &dmin, 2);
         break;
       case DType::Q6_K: std::memcpy(block + 208, &d, 2); break;
+      case DType::Q2_K:
+        std::memcpy(block + 80, &d, 2);
+        std::memcpy(block + 82, &dmin, 2);
+        break;
+      case DType::Q3_K: std::memcpy(block + 108, &d, 2); break;
+      case DType::IQ4_XS: std::memcpy(block, &d, 2); break;
       default: std::memcpy(block, &d32, 4); break;
     }
   }

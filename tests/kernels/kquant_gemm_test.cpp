@@ -1,7 +1,7 @@
-// The k-quant GEMMs against the scalar row kernel: every (row, token) result bit-identical to
-// dot_q8k_activations on the scalar level, for odd row counts, partial row groups and token
-// tiles, any row range — each kernel on the packed layout (AMX tiles, AVX-512 dpbusd, AVX2) and
-// every level's kernel_table(isa).gemm_q8k on weights packed as that level's loader packs them.
+// The k-quant GEMMs (Q2_K, Q3_K and IQ4_XS included) against the scalar row kernel: every (row, token) result
+// bit-identical to dot_q8k_activations on the scalar level, for odd row counts, partial row groups and token tiles, any
+// row range — each kernel on the packed layout (AMX tiles, AVX-512 dpbusd, AVX2) and every level's
+// kernel_table(isa).gemm_q8k on weights packed as that level's loader packs them.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/kquants.h"
+#include "base/quant.h"
 #include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/gemm_packed.h"
@@ -42,8 +43,10 @@ std::vector<uint8_t> random_kquant_matrix(std::mt19937& rng, DType type, int64_t
       quantize_row_q4k(row.data(), reinterpret_cast<BlockQ4K*>(out), n_in);
     else if (type == DType::Q5_K)
       quantize_row_q5k(row.data(), reinterpret_cast<BlockQ5K*>(out), n_in);
-    else
+    else if (type == DType::Q6_K)
       quantize_row_q6k(row.data(), reinterpret_cast<BlockQ6K*>(out), n_in);
+    else
+      quantize_row(type, row.data(), out, n_in);
   }
   return bytes;
 }
@@ -134,13 +137,13 @@ TEST(KquantGemm, EveryLevelEqualsScalarRowKernelBitForBit) {
       continue;
     }
     const KernelTable& table = kernel_table(isa);
-    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::IQ4_XS})
       for (int64_t n_rows : {1, 5, 17, 33})
         for (int64_t n_in : {256, 768}) {
           const std::vector<uint8_t> weights = random_kquant_matrix(rng, type, n_rows, n_in);
           TensorView w = kquant_view(weights, type, n_rows, n_in);
           const std::vector<uint8_t> packed = pack_for_level(table, w);  // as the loader does
-          expect_row_kernel_bits(std::string(isa_name(isa)), table.gemm_q8k, w, rng, {1, 2, 3, 4, 5, 8, 9, 35});
+          expect_row_kernel_bits(std::string(isa_name(isa)), table.gemm_q8k, w, rng, {1, 2, 3, 4, 5, 6, 7, 8, 9, 35});
         }
   }
 }

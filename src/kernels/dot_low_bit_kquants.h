@@ -1,0 +1,16 @@
+// Row dot products of the low-bit 256-element weight types (Q2_K, Q3_K, IQ4_XS; layouts in
+// base/kquants_low_bit.h) against activations in 256-element 8-bit blocks, at each CPU level.
+// Same contract as the other k-quants (kernels/dot_kquants.h): exact int32 sums per
+// super-block, one shared float update, so every level returns the same bits.
+#pragma once
+
+#include "base/dtype.h"
+#include "kernels/cpu_features.h"
+#include "kernels/dot_kquants.h"
+
+namespace tandem {
+
+// The row kernel of `isa` (<= detect_isa()) for Q2_K, Q3_K or IQ4_XS; nullptr for any other type.
+KQuantRowDotFn low_bit_kquant_row_dot(Isa isa, DType type);
+
+}  // namespace tandem
