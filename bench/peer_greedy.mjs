@@ -2,16 +2,17 @@
 // Greedy continuation of a given token id sequence by llama.cpp (the peer, through
 // node-llama-cpp), for comparing with `tandem run --temp 0 --ids` on the same file: the ids
 // are fed as they are (no tokenization, no BOS added), temperature 0, end-of-generation tokens
-// yielded too, so exactly --gen ids come back. Prints one JSON object: {"generated": [...]}.
+// yielded too, so exactly --gen ids come back. Prints one JSON object per --ids (it may be
+// repeated; the history is cleared between): {"prompt": [...], "generated": [...]}.
 //
-// usage: NLC_DIR=PEERDIR node bench/peer_greedy.mjs MODEL.gguf --ids 1,2,3 [--gen 32] [--threads 2]
+// usage: NLC_DIR=PEERDIR node bench/peer_greedy.mjs MODEL.gguf --ids 1,2,3 [--ids 4,5] [--gen 32] [--threads 2]
 //   PEERDIR: a node-llama-cpp install (../shared/peer/install PEERDIR).
 
 import path from "node:path";
 import fs from "node:fs";
 import {pathToFileURL} from "node:url";
 
-const opts = {gen: 32, threads: 2, ids: undefined, model: undefined};
+const opts = {gen: 32, threads: 2, prompts: [], model: undefined};
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -21,11 +22,11 @@ for (let i = 0; i < argv.length; i++) {
     };
     if (a === "--gen" || a === "-n") opts.gen = Number(next());
     else if (a === "--threads" || a === "-t") opts.threads = Number(next());
-    else if (a === "--ids") opts.ids = next().split(/[ ,]+/).filter((s) => s !== "").map(Number);
+    else if (a === "--ids") opts.prompts.push(next().split(/[ ,]+/).filter((s) => s !== "").map(Number));
     else if (a.startsWith("-")) throw new Error(`unknown option ${a}`);
     else opts.model = a;
 }
-if (!opts.model || !opts.ids || opts.ids.length === 0) throw new Error("usage: peer_greedy.mjs MODEL.gguf --ids 1,2,3 [--gen N]");
+if (!opts.model || opts.prompts.length === 0 || opts.prompts.some((p) => p.length === 0)) throw new Error("usage: peer_greedy.mjs MODEL.gguf --ids 1,2,3 [--gen N]");
 
 // One libuv worker, as ../shared/peer/llama-cpp-bench.mjs does (node's default pool of 4
 // fights llama.cpp's own threads on small machines); it only changes speed, not results.
@@ -45,14 +46,18 @@ const {getLlama, LlamaLogLevel} = await import(entry);
 const llama = await getLlama({gpu: false, build: "never", maxThreads: opts.threads, logLevel: LlamaLogLevel.warn,
     progressLogs: false});
 const model = await llama.loadModel({modelPath: path.resolve(opts.model), gpuLayers: 0});
-const context = await model.createContext({contextSize: opts.ids.length + opts.gen + 16, sequences: 1,
+const longest = Math.max(...opts.prompts.map((p) => p.length));
+const context = await model.createContext({contextSize: longest + opts.gen + 16, sequences: 1,
     threads: {ideal: opts.threads, min: opts.threads}, failedCreationRemedy: false});
 const sequence = context.getSequence();
-const generated = [];
-for await (const token of sequence.evaluate(opts.ids, {temperature: 0, yieldEogToken: true})) {
-    generated.push(token);
-    if (generated.length >= opts.gen) break;
+for (const prompt of opts.prompts) {
+    await sequence.clearHistory();
+    const generated = [];
+    for await (const token of sequence.evaluate(prompt, {temperature: 0, yieldEogToken: true})) {
+        generated.push(token);
+        if (generated.length >= opts.gen) break;
+    }
+    console.log(JSON.stringify({prompt, generated}));
 }
-console.log(JSON.stringify({generated}));
 await context.dispose();
 await model.dispose();

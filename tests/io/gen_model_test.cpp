@@ -10,6 +10,7 @@
 
 #include "base/quant.h"
 #include "io/gguf_file.h"
+#include "model/model.h"
 #include "model/model_generator.h"
 #include "support/shared_data.h"
 
@@ -158,6 +159,50 @@ TEST(GenModel, SameSeedGivesTheSameWeightsAtEveryType) {
   EXPECT_LT(relative_error(weights[1]), 0.02);  // Q8_0
   EXPECT_LT(relative_error(weights[2]), 0.2);   // Q4_0
   EXPECT_GT(relative_error(weights[2]), 0.0);
+}
+
+// Qwen3 shapes: qwen3.* keys with key_length/value_length (heads of 32 over d_model 64 / 4
+// heads), per-head Q/K norms, a tied head (no output.weight); the file loads as qwen3.
+TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
+  constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
+  TANDEM_REQUIRE_SHARED(kGpt2Vocab);
+  const std::optional<GeneratedShape> real = find_generated_shape("qwen3-0.6b");
+  ASSERT_TRUE(real.has_value());
+  EXPECT_EQ(real->d_model, 1024);
+  EXPECT_EQ(real->n_layers, 28);
+  EXPECT_EQ(real->head_size(), 128);
+  EXPECT_EQ(real->n_heads * real->head_size(), 2048);
+  EXPECT_EQ(real->context_length, 40960);
+  EXPECT_TRUE(real->tied_output);
+
+  GeneratorOptions options;
+  options.shape = "test-qwen3";
+  options.type = DType::F32;
+  options.vocab_path = testing::shared_path(kGpt2Vocab);
+  options.out_path = ::testing::TempDir() + "tandem_gen_qwen3.gguf";
+  generate_random_gguf(options);
+  {
+    const GgufFile file = GgufFile::open(options.out_path);
+    EXPECT_EQ(file.get_string("general.architecture"), "qwen3");
+    EXPECT_EQ(file.get_int("qwen3.embedding_length"), 64);
+    EXPECT_EQ(file.get_int("qwen3.attention.head_count"), 4);
+    EXPECT_EQ(file.get_int("qwen3.attention.key_length"), 32);
+    EXPECT_EQ(file.get_int("qwen3.attention.value_length"), 32);
+    EXPECT_EQ(file.get_int("qwen3.rope.dimension_count"), 32);
+    EXPECT_FLOAT_EQ(*file.get_float("qwen3.rope.freq_base"), 1e6f);
+    EXPECT_EQ(file.find_tensor("output.weight"), nullptr);
+    EXPECT_EQ(file.find_tensor("blk.1.attn_q.weight")->view.shape_string(), "[128, 64]");
+    EXPECT_EQ(file.find_tensor("blk.1.attn_k.weight")->view.shape_string(), "[64, 64]");
+    EXPECT_EQ(file.find_tensor("blk.1.attn_output.weight")->view.shape_string(), "[64, 128]");
+    EXPECT_EQ(file.find_tensor("blk.0.attn_q_norm.weight")->view.shape_string(), "[32]");
+    EXPECT_EQ(file.find_tensor("blk.0.attn_k_norm.weight")->view.shape_string(), "[32]");
+    EXPECT_EQ(file.tensors().size(), 2u + 2 * 11);
+  }
+  const auto model = load_model(options.out_path);
+  EXPECT_EQ(model->config.head_dim, 32);
+  EXPECT_TRUE(model->config.qk_norm);
+  EXPECT_EQ(model->weights.output.data, model->weights.token_embedding.data);
+  std::remove(options.out_path.c_str());
 }
 
 }  // namespace
