@@ -3,16 +3,18 @@
 // node-llama-cpp), for comparing with `tandem run --temp 0 --ids` on the same file: the ids
 // are fed as they are (no tokenization, no BOS added), temperature 0, end-of-generation tokens
 // yielded too, so exactly --gen ids come back. Prints one JSON object per --ids (it may be
-// repeated; the history is cleared between): {"prompt": [...], "generated": [...]}.
+// repeated; the history is cleared between): {"prompt": [...], "generated": [...]}; with
+// --top2, also "top2": per step the two most probable [id, probability] pairs, to tell a
+// near-tie (noise) from a real difference where two engines part.
 //
-// usage: NLC_DIR=PEERDIR node bench/peer_greedy.mjs MODEL.gguf --ids 1,2,3 [--ids 4,5] [--gen 32] [--threads 2]
+// usage: NLC_DIR=PEERDIR node bench/peer_greedy.mjs MODEL.gguf --ids 1,2,3 [--ids 4,5] [--gen 32] [--threads 2] [--top2]
 //   PEERDIR: a node-llama-cpp install (../shared/peer/install PEERDIR).
 
 import path from "node:path";
 import fs from "node:fs";
 import {pathToFileURL} from "node:url";
 
-const opts = {gen: 32, threads: 2, prompts: [], model: undefined};
+const opts = {gen: 32, threads: 2, prompts: [], model: undefined, top2: false};
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -23,6 +25,7 @@ for (let i = 0; i < argv.length; i++) {
     if (a === "--gen" || a === "-n") opts.gen = Number(next());
     else if (a === "--threads" || a === "-t") opts.threads = Number(next());
     else if (a === "--ids") opts.prompts.push(next().split(/[ ,]+/).filter((s) => s !== "").map(Number));
+    else if (a === "--top2") opts.top2 = true;
     else if (a.startsWith("-")) throw new Error(`unknown option ${a}`);
     else opts.model = a;
 }
@@ -52,12 +55,14 @@ const context = await model.createContext({contextSize: longest + opts.gen + 16,
 const sequence = context.getSequence();
 for (const prompt of opts.prompts) {
     await sequence.clearHistory();
-    const generated = [];
-    for await (const token of sequence.evaluate(prompt, {temperature: 0, yieldEogToken: true})) {
-        generated.push(token);
+    const generated = [], top2 = [];
+    const steps = sequence.evaluateWithMetadata(prompt, {probabilities: opts.top2}, {temperature: 0, yieldEogToken: true});
+    for await (const step of steps) {
+        generated.push(step.token);
+        if (opts.top2) top2.push([...step.probabilities.entries()].slice(0, 2));
         if (generated.length >= opts.gen) break;
     }
-    console.log(JSON.stringify({prompt, generated}));
+    console.log(JSON.stringify(opts.top2 ? {prompt, generated, top2} : {prompt, generated}));
 }
 await context.dispose();
 await model.dispose();
