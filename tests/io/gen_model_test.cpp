@@ -1,5 +1,6 @@
 // gen-model end to end: the tandem binary writes a test-tiny model from the shared llama-spm
-// vocabulary; the same seed gives the same bytes; the reader sees llama metadata and shapes.
+// vocabulary; the same seed gives the same bytes; the reader sees llama metadata and shapes;
+// the qwen3 shapes write qwen3 files (own head size, Q/K norms, tied head) that load.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+
+#include <unistd.h>
 
 #include "base/quant.h"
 #include "io/gguf_file.h"
@@ -179,7 +183,8 @@ TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
   options.shape = "test-qwen3";
   options.type = DType::F32;
   options.vocab_path = testing::shared_path(kGpt2Vocab);
-  options.out_path = ::testing::TempDir() + "tandem_gen_qwen3.gguf";
+  // Named by process: other checkouts' test runs share the temp dir.
+  options.out_path = ::testing::TempDir() + "tandem_gen_qwen3_" + std::to_string(getpid()) + ".gguf";
   generate_random_gguf(options);
   {
     const GgufFile file = GgufFile::open(options.out_path);
