@@ -16,6 +16,7 @@
 #include "io/gguf_file.h"
 #include "model/model.h"
 #include "model/model_generator.h"
+#include "support/run_binary.h"
 #include "support/shared_data.h"
 
 namespace tandem {
@@ -207,6 +208,13 @@ TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
   EXPECT_EQ(model->config.head_dim, 32);
   EXPECT_TRUE(model->config.qk_norm);
   EXPECT_EQ(model->weights.output.data, model->weights.token_embedding.data);
+  // tandem info names what is particular to the architecture.
+  const testing::CommandResult info = testing::run_tandem("info -m " + testing::shell_quote(options.out_path));
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  for (const char* line : {"architecture:    qwen3", "head_dim:        32 (own size", "Q width 4 x 32 = 128",
+                           "rope pairs:      half-split", "q/k norm:        RMSNorm per head",
+                           "tied to token embeddings", "2 kv heads x 32 head dim"})
+    EXPECT_NE(info.out.find(line), std::string::npos) << line << "\n" << info.out;
   std::remove(options.out_path.c_str());
 }
 
