@@ -11,7 +11,7 @@
 set(TANDEM_MODEL_TESTS
     # Every test of these suites.
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
-    "^(PerplexityTest|QuantizedPerplexity|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
+    "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
     "^StreamingDetokenizer\\."
     "^CApi\\."
     "^ProfileRun\\."

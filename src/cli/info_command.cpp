@@ -25,13 +25,23 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   fmt::print("n_layers:        {}\n", c.n_layers);
   fmt::print("n_heads:         {}\n", c.n_heads);
   fmt::print("n_kv_heads:      {}{}\n", c.n_kv_heads, c.n_kv_heads < c.n_heads ? " (grouped-query attention)" : "");
-  fmt::print("head_dim:        {}\n", c.head_dim);
+  if (c.head_dim * c.n_heads == c.d_model)
+    fmt::print("head_dim:        {}\n", c.head_dim);
+  else  // Qwen3: a head size of its own
+    fmt::print("head_dim:        {} (own size, not d_model / n_heads: Q width {} x {} = {}, d_model {})\n", c.head_dim,
+               c.n_heads, c.head_dim, c.q_width(), c.d_model);
   fmt::print("d_ff:            {}\n", c.d_ff);
   fmt::print("vocab_size:      {}\n", c.vocab_size);
   fmt::print("context_length:  {}\n", c.context_length);
   fmt::print("rms_norm_eps:    {}\n", c.rms_norm_eps);
   fmt::print("rope_freq_base:  {}\n", c.rope_freq_base);
   fmt::print("rope_dims:       {}\n", c.rope_dims);
+  fmt::print("rope pairs:      {}\n", c.rope_pairing == RopePairing::HalfSplit
+                                          ? "half-split (i, i + rope_dims/2; llama.cpp NEOX)"
+                                          : "adjacent (2i, 2i+1; llama.cpp normal)");
+  if (c.qk_norm) fmt::print("q/k norm:        RMSNorm per head on Q and K before RoPE ([{}] weights)\n", c.head_dim);
+  const bool biases = !model->weights.layers.empty() && model->weights.layers[0].bq.data != nullptr;
+  if (biases) fmt::print("qkv biases:      yes\n");
   fmt::print("output head:     {}\n", model->weights.output.data == model->weights.token_embedding.data
                                           ? "tied to token embeddings"
                                           : "separate");
@@ -48,9 +58,10 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   count(w.output_norm);
   if (w.output.data != w.token_embedding.data) count(w.output);
   for (const LayerWeights& layer : w.layers)
-    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
-                                   &layer.w_gate, &layer.w_up, &layer.w_down})
-      count(*view);
+    for (const TensorView* view :
+         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
+          &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm})
+      if (view->data != nullptr) count(*view);
   for (const auto& [type, totals] : by_type)
     fmt::print("tensors {:<8} {} tensors, {} ({} bytes)\n", type + ":", totals.first, human_bytes(totals.second),
                totals.second);

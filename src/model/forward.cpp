@@ -1,6 +1,7 @@
 // The forward pass of a Llama block stack over a ragged batch (see forward.h):
 //   x = embed(tokens)
 //   per layer: x += Wo · attention(rope(Wq·n), rope(Wk·n) -> cache, Wv·n -> cache), n = rmsnorm(x)
+//              (Qwen2: + biases after Wq/Wk/Wv; Qwen3: each Q and K head RMSNormed before rope)
 //              x += Wdown · (silu(Wgate·n) ⊙ Wup·n),                                n = rmsnorm(x)
 //   logits = Wout · rmsnorm(x) for the rows that asked for them.
 #include "model/forward.h"
@@ -36,6 +37,17 @@ OpCost attention_cost(const std::vector<int64_t>& block_starts, const std::vecto
   cost.bytes += 2 * n_tokens * c.q_width() * static_cast<int64_t>(sizeof(float));
   return cost;
 }
+
+// One head's first rope_dims elements from half-split pairing (i with i + rope_dims/2) to
+// adjacent pairing (2i, 2i+1), the order the RoPE kernel rotates; the rest stay. `tmp`: rope_dims.
+void half_split_to_adjacent(float* head, int64_t rope_dims, float* tmp) {
+  const int64_t half = rope_dims / 2;
+  std::copy_n(head, rope_dims, tmp);
+  for (int64_t i = 0; i < half; ++i) {
+    head[2 * i] = tmp[i];
+    head[2 * i + 1] = tmp[half + i];
+  }
+}
 }  // namespace
 
 Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool)
@@ -56,6 +68,7 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   up_.resize(ffn_rows * c.d_ff);
   scores_.resize(static_cast<size_t>(pool_.size() * attention_scratch_floats(c.n_heads / c.n_kv_heads)));
   attention_block_starts_.reserve(n + 1);
+  rope_pair_scratch_.resize(static_cast<size_t>(c.rope_dims));
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
   // Logit buffers grow to the most rows ever requested (usually 1 per sequence), not to
@@ -128,6 +141,19 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     for (int64_t t = 0; t < n_rows; ++t)
       for (int64_t i = 0; i < width; ++i) rows[t * width + i] += b[i];
   };
+  // Every head of rows [n_tokens, n_heads * head_dim] RMSNormed on its own, in place (Qwen3).
+  auto norm_heads = [&](int32_t layer, const TensorView& weight, float* rows, int64_t n_heads) {
+    if (weight.data == nullptr) return;
+    const int64_t width = n_heads * c.head_dim, n_rows = n_tokens * n_heads;
+    ProfileOp op(profiler_, OpRole::QkNorm, layer, [&] {
+      return elementwise_cost(n_tokens * width + c.head_dim, n_tokens * width, 4 * n_tokens * width);
+    });
+    const float* w = weight.f32();
+    pool_.parallel_for(n_rows, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r)
+        rmsnorm(rows + r * c.head_dim, w, c.head_dim, c.rms_norm_eps, rows + r * c.head_dim);
+    });
+  };
   auto add_into_hidden = [&](OpRole role, int32_t layer, const float* delta) {
     ProfileOp op(profiler_, role, layer,
                  [&] { return elementwise_cost(2 * n_tokens * d, n_tokens * d, n_tokens * d); });
@@ -151,6 +177,8 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     add_bias_rows(li, layer.bq, q_.data(), n_tokens);  // Qwen2; no-op for Llama
     add_bias_rows(li, layer.bk, k_.data(), n_tokens);
     add_bias_rows(li, layer.bv, v_.data(), n_tokens);
+    norm_heads(li, layer.q_norm, q_.data(), c.n_heads);  // Qwen3; no-op otherwise
+    norm_heads(li, layer.k_norm, k_.data(), c.n_kv_heads);
     attention(batch, cache, l);
     // Wo's output goes to normed_, free once Q, K and V are computed.
     project(OpRole::Wo, li, layer.wo, attn_out_.data(), n_tokens, normed_.data());
@@ -241,9 +269,17 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     return elementwise_cost(n_tokens * (c.q_width() + 3 * kv_width), n_tokens * (c.q_width() + 3 * kv_width),
                             3 * rotated);
   });
+  const bool half_split = c.rope_pairing == RopePairing::HalfSplit;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* cos_table = rope_cos_.data() + t * half_rope;
     const float* sin_table = rope_sin_.data() + t * half_rope;
+    if (half_split) {
+      // Q and K reordered alike, so q·k is unchanged; K is cached in the reordered form.
+      for (int64_t h = 0; h < c.n_heads; ++h)
+        half_split_to_adjacent(q_.data() + t * c.q_width() + h * head_dim, c.rope_dims, rope_pair_scratch_.data());
+      for (int64_t h = 0; h < c.n_kv_heads; ++h)
+        half_split_to_adjacent(k_.data() + t * kv_width + h * head_dim, c.rope_dims, rope_pair_scratch_.data());
+    }
     rope(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
     rope(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
     const int32_t slot =

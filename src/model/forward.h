@@ -60,6 +60,7 @@ class Forward {
   std::vector<float> up_;                        // [FFN chunk tokens, d_ff]
   std::vector<float> scores_;                    // [threads, attention scratch] attention score tiles
   std::vector<int64_t> attention_block_starts_;  // [n_blocks + 1] attention's token blocks, then n_tokens
+  std::vector<float> rope_pair_scratch_;         // [rope_dims] one head before half-split -> adjacent
   std::vector<float> rope_cos_;                  // [n_tokens, rope_dims / 2]
   std::vector<float> rope_sin_;                  // [n_tokens, rope_dims / 2]
   std::vector<int64_t> seq_length_;              // [n_sequences] highest position in the batch + 1

@@ -1,6 +1,9 @@
-// Loads a GGUF file of architecture `llama` or `qwen2` into a Model: hyperparameters from the
-// <arch>.* keys, tensors by llama.cpp's names (qwen2 adds attn_{q,k,v}.bias), every shape and
-// type checked against the config. Llama 3 RoPE scaling comes as rope_freqs.weight.
+// Loads a GGUF file of architecture `llama`, `qwen2` or `qwen3` into a Model: hyperparameters
+// from the <arch>.* keys, tensors by llama.cpp's names (qwen2 adds attn_{q,k,v}.bias, qwen3
+// attn_{q,k}_norm and a head size of its own, attention.key_length), every shape and type
+// checked against the config. qwen2/qwen3 rotate half-split pairs (llama.cpp's NEOX RoPE); the
+// rows stay as stored and the forward pass pairs accordingly. Llama 3 RoPE scaling comes as
+// rope_freqs.weight.
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
 // f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
 #include <memory>
@@ -21,9 +24,9 @@ class GgufModelBuilder {
 
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
-    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2",
-                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2')", arch);
-    // Both architectures name their keys alike, under their own prefix.
+    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3",
+                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3')", arch);
+    // The architectures name their keys alike, under their own prefix.
     const std::string p = arch + ".";
     ModelConfig& config = model_.config;
     config.architecture = arch;
@@ -35,7 +38,22 @@ class GgufModelBuilder {
     config.context_length = file_.get_int(p + "context_length").value_or(2048);
     config.rms_norm_eps = static_cast<float>(file_.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
     config.rope_freq_base = static_cast<float>(file_.get_float(p + "rope.freq_base").value_or(10000.0));
-    config.head_dim = config.n_heads > 0 ? config.d_model / config.n_heads : 0;
+    // A head's size is d_model / n_heads unless attention.key_length says otherwise (Qwen3:
+    // 128 with d_model 1024 and 16 heads). Tandem keeps K and V heads the same size.
+    const std::optional<int64_t> key_length = file_.get_int(p + "attention.key_length");
+    if (key_length) {
+      config.head_dim = *key_length;
+    } else {
+      TANDEM_CHECK_INPUT(config.n_heads > 0 && config.d_model % config.n_heads == 0,
+                         "embedding width {} is not a multiple of the head count {}", config.d_model, config.n_heads);
+      config.head_dim = config.d_model / config.n_heads;
+    }
+    const int64_t value_length = file_.get_int(p + "attention.value_length").value_or(config.head_dim);
+    TANDEM_CHECK_INPUT(value_length == config.head_dim,
+                       "attention.value_length {} differs from the key length {} (not supported)", value_length,
+                       config.head_dim);
+    config.rope_pairing = arch == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;
+    config.qk_norm = arch == "qwen3";
     config.rope_dims = file_.get_int(p + "rope.dimension_count").value_or(config.head_dim);
     if (file_.find_tensor("rope_freqs.weight") != nullptr) {
       const TensorView factors = vector("rope_freqs.weight", config.rope_dims / 2);
@@ -73,6 +91,10 @@ class GgufModelBuilder {
         layer.bq = vector(prefix + "attn_q.bias", c.q_width());
         layer.bk = vector(prefix + "attn_k.bias", c.kv_width());
         layer.bv = vector(prefix + "attn_v.bias", c.kv_width());
+      }
+      if (c.qk_norm) {
+        layer.q_norm = vector(prefix + "attn_q_norm.weight", c.head_dim);
+        layer.k_norm = vector(prefix + "attn_k_norm.weight", c.head_dim);
       }
     }
   }

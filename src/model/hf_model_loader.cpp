@@ -1,8 +1,9 @@
 // Loads a Hugging Face model folder (config.json + safetensors, single or sharded) of
-// model_type llama / mistral / qwen2 into a Model. Weights stay in the memory map in their
-// stored type (F32/F16/BF16), except q_proj/k_proj, which are copied with their rows permuted
-// into the interleaved RoPE layout our forward pass uses (see permute_rope_rows), and norms
-// and biases, which are converted to f32. Tokenizer files are not read here.
+// model_type llama / mistral / qwen2 / qwen3 into a Model. Weights stay in the memory map in
+// their stored type (F32/F16/BF16), except, for llama/mistral, q_proj/k_proj, which are copied
+// with their rows permuted into the interleaved RoPE layout llama GGUFs use (see
+// permute_rope_rows), and norms and biases, which are converted to f32. qwen2/qwen3 keep HF's
+// half-split rows, as their GGUFs do (RopePairing::HalfSplit). Tokenizer files are not read here.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -90,10 +91,14 @@ class HfModelBuilder {
 
   void read_config() {
     const std::string type = string_or("model_type", "");
-    TANDEM_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2",
-                       "config.json model_type '{}' is not supported (llama, mistral, qwen2)", type);
+    TANDEM_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3",
+                       "config.json model_type '{}' is not supported (llama, mistral, qwen2, qwen3)", type);
     ModelConfig& c = model_.config;
-    c.architecture = type == "qwen2" ? "qwen2" : "llama";  // Mistral is a Llama layout
+    c.architecture = type == "mistral" ? "llama" : type;  // Mistral is a Llama layout
+    // Qwen's GGUFs keep HF's half-split Q/K rows (llama.cpp's NEOX RoPE), so they are kept here
+    // too: a converted file is then what llama.cpp expects, and both paths run the same rows.
+    c.rope_pairing = c.architecture == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;
+    c.qk_norm = c.architecture == "qwen3";
     c.d_model = required_int("hidden_size");
     c.n_layers = required_int("num_hidden_layers");
     c.n_heads = required_int("num_attention_heads");
@@ -103,11 +108,16 @@ class HfModelBuilder {
     c.context_length = int_or("max_position_embeddings", 2048);
     c.rms_norm_eps = static_cast<float>(number_or("rms_norm_eps", 1e-6));
     c.rope_freq_base = static_cast<float>(number_or("rope_theta", 10000.0));
-    c.head_dim = c.n_heads > 0 ? c.d_model / c.n_heads : 0;
-    const int64_t head_dim = int_or("head_dim", c.head_dim);
-    TANDEM_CHECK_INPUT(head_dim == c.head_dim,
-                       "config.json head_dim {} differs from hidden_size / num_attention_heads = {}", head_dim,
-                       c.head_dim);
+    // head_dim is its own value in Qwen3 (128 with hidden_size 1024 and 16 heads); older
+    // configs leave it out and mean hidden_size / num_attention_heads.
+    if (field("head_dim") != nullptr) {
+      c.head_dim = int_or("head_dim", 0);
+    } else {
+      TANDEM_CHECK_INPUT(c.n_heads > 0 && c.d_model % c.n_heads == 0,
+                         "config.json hidden_size {} is not a multiple of num_attention_heads {}", c.d_model,
+                         c.n_heads);
+      c.head_dim = c.d_model / c.n_heads;
+    }
     c.rope_dims = c.head_dim;
     c.validate();
     const auto scaling = json_.find("rope_scaling");
@@ -146,6 +156,10 @@ class HfModelBuilder {
       layer.attn_norm = vector(p + "input_layernorm.weight", c.d_model);
       layer.wq = rope_matrix(p + "self_attn.q_proj.weight", c.n_heads);
       layer.wk = rope_matrix(p + "self_attn.k_proj.weight", c.n_kv_heads);
+      if (c.qk_norm) {  // [head_dim], applied to each head before RoPE: no permutation to undo
+        layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
+        layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
+      }
       layer.wv = matrix(p + "self_attn.v_proj.weight", c.kv_width(), c.d_model);
       layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
       layer.ffn_norm = vector(p + "post_attention_layernorm.weight", c.d_model);
@@ -213,10 +227,12 @@ class HfModelBuilder {
     return own(std::vector<uint8_t>(bytes, bytes + view.n_bytes()), view.dtype, rows, cols);
   }
 
-  // Wq / Wk: rows permuted per head into the interleaved RoPE layout, stored type kept.
+  // Wq / Wk: for adjacent pairing, rows permuted per head into the interleaved RoPE layout,
+  // stored type kept; for half-split pairing, as stored.
   TensorView rope_matrix(const std::string& name, int64_t n_heads) {
     const ModelConfig& c = model_.config;
     const TensorView view = matrix(name, n_heads * c.head_dim, c.d_model);
+    if (c.rope_pairing == RopePairing::HalfSplit) return view;
     return own(permute_rope_rows(static_cast<const uint8_t*>(view.data), n_heads, c.head_dim, view.row_bytes()),
                view.dtype, view.dim(0), view.dim(1));
   }
@@ -242,6 +258,7 @@ class HfModelBuilder {
 
   TensorView rope_vector(const std::string& name, int64_t n_heads) {
     const TensorView plain = vector(name, n_heads * model_.config.head_dim);
+    if (model_.config.rope_pairing == RopePairing::HalfSplit) return plain;
     return own(
         permute_rope_rows(static_cast<const uint8_t*>(plain.data), n_heads, model_.config.head_dim, sizeof(float)),
         DType::F32, plain.dim(0), 0);

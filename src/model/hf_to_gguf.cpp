@@ -78,7 +78,7 @@ std::optional<int64_t> special_id(const json& config, const json& tokenizer_conf
 
 // Which llama.cpp pre-tokenizer a byte-level BPE needs, from the split regex it declares.
 std::string pre_tokenizer_name(const json& tokenizer, const std::string& architecture) {
-  if (architecture == "qwen2") return "qwen2";
+  if (architecture == "qwen2" || architecture == "qwen3") return "qwen2";  // Qwen3 kept Qwen2's tokenizer
   const std::string pre = tokenizer.contains("pre_tokenizer") ? tokenizer["pre_tokenizer"].dump() : "";
   if (pre.find("\\\\p{N}{1,3}") != std::string::npos) return "llama-bpe";  // Llama 3's digit triples
   return "gpt-2";  // llama.cpp spells the GPT-2 pre-tokenizer with a hyphen
@@ -213,6 +213,10 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
   writer.set(arch + ".feed_forward_length", u32(c.d_ff));
   writer.set(arch + ".attention.head_count", u32(c.n_heads));
   writer.set(arch + ".attention.head_count_kv", u32(c.n_kv_heads));
+  // The head size, which Qwen3 does not derive from d_model / n_heads (llama.cpp reads these
+  // for every architecture, defaulting to that quotient).
+  writer.set(arch + ".attention.key_length", u32(c.head_dim));
+  writer.set(arch + ".attention.value_length", u32(c.head_dim));
   writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_norm_eps));
   writer.set(arch + ".rope.freq_base", GgufValue::f32(c.rope_freq_base));
   writer.set(arch + ".rope.dimension_count", u32(c.rope_dims));
@@ -248,6 +252,8 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
     f32(p + "attn_q.bias", layer.bq);
     f32(p + "attn_k.bias", layer.bk);
     f32(p + "attn_v.bias", layer.bv);
+    f32(p + "attn_q_norm.weight", layer.q_norm);
+    f32(p + "attn_k_norm.weight", layer.k_norm);
     matrix(p + "attn_output.weight", layer.wo);
     f32(p + "ffn_norm.weight", layer.ffn_norm);
     matrix(p + "ffn_gate.weight", layer.w_gate);

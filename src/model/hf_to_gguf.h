@@ -1,6 +1,7 @@
 // Converts a Hugging Face model folder to a GGUF file llama.cpp can load: llama.cpp's tensor
-// names and <arch>.* metadata, Q/K rows in the interleaved RoPE layout (the HF loader already
-// permutes them), norms and biases f32, matrices in the requested type, and tokenizer.ggml.*
+// names and <arch>.* metadata, Q/K rows in the layout each architecture's RoPE expects
+// (llama interleaved, as the HF loader permutes them; qwen2/qwen3 half-split, as stored),
+// norms (Qwen3's per-head Q/K norms too) and biases f32, matrices in the requested type, and tokenizer.ggml.*
 // keys from tokenizer.json when the folder has one. No tokenization happens here.
 #pragma once
 

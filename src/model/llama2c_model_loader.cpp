@@ -37,6 +37,9 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path) {
   config.rms_norm_eps = 1e-5f;
   config.rope_freq_base = 10000.0f;
   try {
+    // llama2.c has no head size of its own: wq is [d_model, d_model].
+    TANDEM_CHECK_INPUT(config.n_heads > 0 && config.d_model % config.n_heads == 0,
+                       "embedding width {} is not a multiple of the head count {}", config.d_model, config.n_heads);
     config.validate();
   } catch (const InputError& error) {
     throw InputError(fmt::format("{}: not a valid llama2.c checkpoint: {}", path, error.what()));

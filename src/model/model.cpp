@@ -21,11 +21,9 @@ void ModelConfig::validate() const {
   positive(d_ff, "feed-forward width");
   positive(vocab_size, "vocabulary size");
   positive(context_length, "context length");
-  TANDEM_CHECK_INPUT(d_model % n_heads == 0, "embedding width {} is not a multiple of the head count {}", d_model,
-                     n_heads);
+  positive(head_dim, "head size");
   TANDEM_CHECK_INPUT(n_heads % n_kv_heads == 0, "head count {} is not a multiple of the KV head count {}", n_heads,
                      n_kv_heads);
-  TANDEM_CHECK_INPUT(head_dim == d_model / n_heads, "head size {} does not match {} / {}", head_dim, d_model, n_heads);
   TANDEM_CHECK_INPUT(rope_dims > 0 && rope_dims <= head_dim && rope_dims % 2 == 0,
                      "RoPE dimension count {} must be even and at most the head size {}", rope_dims, head_dim);
   TANDEM_CHECK_INPUT(rms_norm_eps > 0.0f && rms_norm_eps < 1.0f, "RMSNorm epsilon {} is out of range", rms_norm_eps);
@@ -40,8 +38,9 @@ int64_t Model::weight_bytes_total() const {
   int64_t total = weights.token_embedding.n_bytes() + weights.output_norm.n_bytes();
   if (weights.output.data != weights.token_embedding.data) total += weights.output.n_bytes();
   for (const LayerWeights& layer : weights.layers)
-    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
-                                   &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq, &layer.bk, &layer.bv})
+    for (const TensorView* view :
+         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
+          &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm})
       if (view->data != nullptr) total += view->n_bytes();
   return total;
 }

@@ -28,6 +28,9 @@ struct LayerWeights {
   TensorView bq;  // [n_heads * head_dim]
   TensorView bk;  // [n_kv_heads * head_dim]
   TensorView bv;  // [n_kv_heads * head_dim]
+  // Optional per-head Q/K RMSNorm weights (Qwen3), f32; data is null when the model has none.
+  TensorView q_norm;  // [head_dim]
+  TensorView k_norm;  // [head_dim]
 };
 
 struct ModelWeights {

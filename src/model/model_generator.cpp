@@ -1,4 +1,4 @@
-// Random Llama GGUF writer: metadata as llama.cpp names it, weights N(0, 0.02) from a
+// Random GGUF writer (llama, qwen3): metadata as llama.cpp names it, weights N(0, 0.02) from a
 // self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name, row), so the
 // bytes do not depend on thread count or the standard library's distributions. Tensors are
 // streamed to the file one at a time; rows are generated in parallel.
@@ -17,10 +17,27 @@
 namespace tandem {
 namespace {
 
+// Qwen3-0.6B's config.json: hidden 1024, 28 layers, 16 heads of 128 (not 1024 / 16), 8 KV
+// heads, intermediate 3072, 40960 positions, rope_theta 1e6, rms_norm_eps 1e-6, tied head.
+GeneratedShape qwen3_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                           int64_t head_dim, int64_t d_ff, int64_t context_length) {
+  GeneratedShape shape{std::move(name), d_model, n_layers, n_heads, n_kv_heads, d_ff, context_length};
+  shape.architecture = "qwen3";
+  shape.head_dim = head_dim;
+  shape.rope_freq_base = 1000000.0f;
+  shape.rms_norm_eps = 1e-6f;
+  shape.tied_output = true;
+  return shape;
+}
+
 const std::array kShapes = {
     GeneratedShape{"llama-160m", 768, 12, 12, 12, 2048, 2048},
-    GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048}, GeneratedShape{"test-tiny", 64, 2, 4, 2, 96, 256},
+    GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
+    GeneratedShape{"test-tiny", 64, 2, 4, 2, 96, 256},
     GeneratedShape{"test-kquant", 256, 2, 4, 2, 512, 256},  // rows of whole k-quant blocks
+    qwen3_shape("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 40960),
+    // Heads of 32 while d_model / n_heads is 16: every place that assumed the quotient shows.
+    qwen3_shape("test-qwen3", 64, 2, 4, 2, 32, 96, 256),
 };
 
 constexpr float kWeightStddev = 0.02f;
@@ -95,14 +112,16 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
                                         int64_t vocab_size, float branch_scale) {
   if (q4_k_m) type = DType::Q4_K;
   if (q3_k_m) type = DType::Q3_K;
-  const int64_t head_dim = shape.d_model / shape.n_heads;
+  const int64_t head_dim = shape.head_size();
   const int64_t q_width = shape.n_heads * head_dim;
   const int64_t kv_width = shape.n_kv_heads * head_dim;
   std::vector<PlannedTensor> plan = {
       {"token_embd.weight", type, {vocab_size, shape.d_model}, false},
       {"output_norm.weight", DType::F32, {shape.d_model}, true},
-      {"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false},
   };
+  if (!shape.tied_output)
+    plan.push_back({"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false});
+  const bool qk_norm = shape.architecture == "qwen3";
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
     auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool ones, float scale = 1.0f) {
@@ -111,6 +130,10 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
     add("attn_q.weight", type, {q_width, shape.d_model}, false);
     add("attn_k.weight", type, {kv_width, shape.d_model}, false);
+    if (qk_norm) {  // all ones, like the other norms
+      add("attn_q_norm.weight", DType::F32, {head_dim}, true);
+      add("attn_k_norm.weight", DType::F32, {head_dim}, true);
+    }
     DType attn_v = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
     DType ffn_down = attn_v;
     DType attn_output = type;
@@ -166,24 +189,29 @@ void generate_random_gguf(const GeneratorOptions& options) {
   const auto vocab_size = static_cast<int64_t>(tokens->size());
 
   GgufWriter writer;
-  const int64_t head_dim = shape->d_model / shape->n_heads;
+  const int64_t head_dim = shape->head_size();
+  const std::string& arch = shape->architecture;
   auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
-  writer.set("general.architecture", GgufValue::string("llama"));
+  writer.set("general.architecture", GgufValue::string(arch));
   writer.set("general.name", GgufValue::string(fmt::format("{} (random weights, seed {})", shape->name, options.seed)));
   writer.set("general.file_type", GgufValue::u32(file_type));
   if (options.q4_k_m || options.q3_k_m ||
       (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
     writer.set("general.quantization_version", GgufValue::u32(2));
-  writer.set("llama.context_length", u32(shape->context_length));
-  writer.set("llama.embedding_length", u32(shape->d_model));
-  writer.set("llama.block_count", u32(shape->n_layers));
-  writer.set("llama.feed_forward_length", u32(shape->d_ff));
-  writer.set("llama.attention.head_count", u32(shape->n_heads));
-  writer.set("llama.attention.head_count_kv", u32(shape->n_kv_heads));
-  writer.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
-  writer.set("llama.rope.freq_base", GgufValue::f32(10000.0f));
-  writer.set("llama.rope.dimension_count", u32(head_dim));
-  writer.set("llama.vocab_size", u32(vocab_size));
+  writer.set(arch + ".context_length", u32(shape->context_length));
+  writer.set(arch + ".embedding_length", u32(shape->d_model));
+  writer.set(arch + ".block_count", u32(shape->n_layers));
+  writer.set(arch + ".feed_forward_length", u32(shape->d_ff));
+  writer.set(arch + ".attention.head_count", u32(shape->n_heads));
+  writer.set(arch + ".attention.head_count_kv", u32(shape->n_kv_heads));
+  if (shape->head_dim > 0) {  // a head size of its own (Qwen3)
+    writer.set(arch + ".attention.key_length", u32(head_dim));
+    writer.set(arch + ".attention.value_length", u32(head_dim));
+  }
+  writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(shape->rms_norm_eps));
+  writer.set(arch + ".rope.freq_base", GgufValue::f32(shape->rope_freq_base));
+  writer.set(arch + ".rope.dimension_count", u32(head_dim));
+  writer.set(arch + ".vocab_size", u32(vocab_size));
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
 

@@ -1,6 +1,6 @@
-// Random-weight Llama GGUF files of known shapes (llama-160m, tinyllama-1.1b, test-tiny,
-// test-kquant), for benchmarks and tests without downloading a model. The tokenizer is copied from a
-// vocabulary GGUF. Output is a pure function of (shape, type, vocabulary, seed).
+// Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
+// test-kquant; qwen3: qwen3-0.6b, test-qwen3), for benchmarks and tests without downloading a model. The tokenizer is
+// copied from a vocabulary GGUF. Output is a pure function of (shape, type, vocabulary, seed).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,13 @@ struct GeneratedShape {
   int64_t n_kv_heads = 0;
   int64_t d_ff = 0;
   int64_t context_length = 0;
+  std::string architecture = "llama";  // or "qwen3" (per-head Q/K norms, half-split RoPE)
+  int64_t head_dim = 0;                // 0: d_model / n_heads
+  float rope_freq_base = 10000.0f;
+  float rms_norm_eps = 1e-5f;
+  bool tied_output = false;  // no output.weight: the head reads token_embd
+
+  int64_t head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
 };
 
 // The shapes gen-model knows; nullopt for an unknown name.

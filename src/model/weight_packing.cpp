@@ -50,7 +50,9 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
   };
   std::vector<TensorView*> small = {&w.output_norm};
   for (LayerWeights& layer : w.layers)
-    for (TensorView* view : {&layer.attn_norm, &layer.ffn_norm, &layer.bq, &layer.bk, &layer.bv}) small.push_back(view);
+    for (TensorView* view :
+         {&layer.attn_norm, &layer.ffn_norm, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm})
+      small.push_back(view);
   for (TensorView* view : small) {
     if (!file_holds(*view)) continue;
     vectors.emplace_back(view, total);

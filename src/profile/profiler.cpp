@@ -36,6 +36,7 @@ OpKind op_kind(OpRole role) {
     case OpRole::Setup: return OpKind::Setup;
     case OpRole::Embedding: return OpKind::Embedding;
     case OpRole::AttnNorm:
+    case OpRole::QkNorm:
     case OpRole::FfnNorm:
     case OpRole::OutputNorm: return OpKind::Norm;
     case OpRole::Wq:
@@ -66,6 +67,7 @@ std::string_view op_role_name(OpRole role) {
     case OpRole::Wk: return "attn_k";
     case OpRole::Wv: return "attn_v";
     case OpRole::Bias: return "qkv_bias";
+    case OpRole::QkNorm: return "attn_qk_norm";
     case OpRole::Rope: return "rope";
     case OpRole::Attention: return "attention";
     case OpRole::Wo: return "attn_output";

@@ -50,6 +50,7 @@ enum class OpRole : uint8_t {
   Wk,
   Wv,
   Bias,
+  QkNorm,  // Qwen3's per-head RMSNorm of Q and K
   Rope,
   Attention,
   Wo,
@@ -64,7 +65,7 @@ enum class OpRole : uint8_t {
   Output,    // the logits head
   Sampling,  // sampling, detokenizing and emitting one sequence's token (engine)
 };
-constexpr int kOpRoles = 20;
+constexpr int kOpRoles = 21;
 OpKind op_kind(OpRole role);
 // GGUF-style names: "attn_q", "ffn_down", "output", ...; "attention", "sampling" for the rest.
 std::string_view op_role_name(OpRole role);

@@ -1,7 +1,8 @@
 // Issue 5, evidence 2: the same random model saved as HF safetensors (by hf_model_writer.h)
 // and converted to GGUF by the real `tandem convert` binary gives the same greedy ids and
-// logits both ways (Llama MHA and GQA, tied, F16, Qwen2 with biases, Llama 3 RoPE scaling);
-// sharded == single file; a GGUF-layout model written the HF way loads to the same logits.
+// logits both ways (Llama MHA and GQA, tied, F16, Qwen2 with biases, Qwen3 with its own head
+// size and Q/K norms, Llama 3 RoPE scaling); sharded == single file; a GGUF-layout model
+// written the HF way loads to the same logits; Qwen3's GGUF keys and tensors as llama.cpp names them.
 #include <gtest/gtest.h>
 
 #include "hf/hf_model_writer.h"
@@ -72,6 +73,21 @@ INSTANTIATE_TEST_SUITE_P(
                                     s.n_shards = 3;
                                   }),
                                   "BF16", 1e-5},
+                      ConvertCase{"qwen3_head_dim_tied", spec_with([](HfModelSpec& s) {
+                                    s.model_type = "qwen3";
+                                    s.head_size = 16;  // hidden 48 / 4 heads would be 12
+                                    s.tied = true;
+                                    s.rope_theta = 1000000.0f;
+                                    s.seed = 5;
+                                  }),
+                                  "F32", 1e-5},
+                      ConvertCase{"qwen3_bf16_untied", spec_with([](HfModelSpec& s) {
+                                    s.model_type = "qwen3";
+                                    s.head_size = 8;
+                                    s.n_kv_heads = 1;
+                                    s.dtype = DType::BF16;
+                                  }),
+                                  "BF16", 1e-5},
                       ConvertCase{"llama3_rope_scaling",
                                   spec_with([](HfModelSpec& s) { s.rope_scaling = Llama3Scaling{}; }), "F32", 1e-5}),
     [](const ::testing::TestParamInfo<ConvertCase>& info) { return info.param.name; });
@@ -140,6 +156,76 @@ TEST(HfConvert, BlockFormatsWriteTheirTypeAndRun) {
     const auto model = load_model(gguf);
     EXPECT_EQ(prefill_logits(model, kPrompt).size(), kPrompt.size() * static_cast<size_t>(spec.vocab_size)) << name;
   }
+}
+
+// Qwen3 as llama.cpp reads it: qwen3.* keys with the head size as key/value_length, per-head
+// norms as attn_{q,k}_norm, no biases, no output.weight when tied, Q/K rows as HF stores them
+// (llama.cpp's qwen3 uses NEOX RoPE, so they are not permuted), Qwen2's pre-tokenizer.
+TEST(HfConvert, WritesQwen3AsLlamaCppNamesIt) {
+  TempDir tmp;
+  HfModelSpec spec;
+  spec.model_type = "qwen3";
+  spec.head_size = 16;
+  spec.tied = true;
+  const std::string dir = make_dir(tmp.file("hf"));
+  const HfWeights weights = random_hf_weights(spec);
+  write_hf_model(spec, weights, dir);
+  const std::string gguf = tmp.file("model.gguf");
+  const testing::CommandResult result = tandem_convert(dir, gguf, "F32");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const GgufFile file = GgufFile::open(gguf);
+  EXPECT_EQ(file.get_string("general.architecture"), "qwen3");
+  EXPECT_EQ(file.get_int("qwen3.embedding_length"), 48);
+  EXPECT_EQ(file.get_int("qwen3.attention.head_count"), 4);
+  EXPECT_EQ(file.get_int("qwen3.attention.key_length"), 16);
+  EXPECT_EQ(file.get_int("qwen3.attention.value_length"), 16);
+  EXPECT_EQ(file.get_int("qwen3.rope.dimension_count"), 16);
+  EXPECT_EQ(file.get_string("tokenizer.ggml.pre"), "qwen2");
+  EXPECT_EQ(file.find_tensor("output.weight"), nullptr);
+  EXPECT_EQ(file.find_tensor("blk.0.attn_q.bias"), nullptr);
+  ASSERT_NE(file.find_tensor("blk.1.attn_k_norm.weight"), nullptr);
+  EXPECT_EQ(file.find_tensor("blk.1.attn_k_norm.weight")->view.shape_string(), "[16]");
+  EXPECT_EQ(file.find_tensor("blk.1.attn_k_norm.weight")->view.f32()[5], weights.layers[1].k_norm[5]);
+  const TensorView& wq = file.find_tensor("blk.0.attn_q.weight")->view;
+  EXPECT_EQ(wq.shape_string(), "[64, 48]");
+  for (int64_t row : {0, 1, 8, 17, 63})  // HF row order kept
+    EXPECT_EQ(reinterpret_cast<const float*>(wq.row(row))[3], weights.layers[0].wq.at(row, 3)) << row;
+}
+
+// The same Qwen3 weights written as a GGUF (tests/support's writer) and as an HF folder load to
+// the same logits, bit for bit: both keep the rows as stored and pair them half-split.
+TEST(HfConvert, SameQwen3WrittenBothWaysGivesSameLogits) {
+  TempDir tmp;
+  RandomModelSpec gguf_spec;
+  gguf_spec.architecture = "qwen3";
+  gguf_spec.head_size = 16;
+  gguf_spec.n_heads = 4;
+  gguf_spec.n_kv_heads = 2;
+  gguf_spec.tied_output = true;
+  const RandomWeights g = write_random_model(gguf_spec, tmp.file("model.gguf"));
+  HfModelSpec spec;
+  spec.model_type = "qwen3";
+  spec.head_size = 16;
+  spec.d_model = gguf_spec.d_model;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.d_ff = gguf_spec.d_ff;
+  spec.vocab_size = gguf_spec.vocab_size;
+  spec.rms_norm_eps = gguf_spec.rms_norm_eps;
+  spec.rope_theta = gguf_spec.rope_freq_base;
+  spec.context_length = gguf_spec.context_length;
+  spec.tied = true;
+  HfWeights w;
+  w.embed = g.token_embedding, w.lm_head = g.output, w.norm = g.output_norm;
+  for (const RandomLayer& gl : g.layers) {
+    HfLayer layer{gl.attn_norm, gl.ffn_norm, {},        {},      {},        gl.wq, gl.wk,
+                  gl.wv,        gl.wo,       gl.w_gate, gl.w_up, gl.w_down, {},    {}};
+    layer.q_norm = gl.q_norm, layer.k_norm = gl.k_norm;
+    w.layers.push_back(std::move(layer));
+  }
+  const std::string dir = make_dir(tmp.file("hf"));
+  write_hf_model(spec, w, dir);
+  EXPECT_EQ(prefill_logits(load_model(dir), kPrompt), prefill_logits(load_model(tmp.file("model.gguf")), kPrompt));
 }
 
 TEST(HfConvert, ShardedEqualsSingleFile) {

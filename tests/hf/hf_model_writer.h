@@ -1,7 +1,8 @@
 // Test helper: small random models written as Hugging Face folders — config.json, safetensors
 // (one file, or shards plus model.safetensors.index.json) and a tiny tokenizer.json — in the
-// HF layout: Q/K rows for the half-split RoPE (element i pairs with i + head_dim/2). Also the
-// inverse of the loader's permutation, to write a GGUF-layout model the HF way.
+// HF layout: Q/K rows for the half-split RoPE (element i pairs with i + head_dim/2); Qwen3's
+// per-head q_norm/k_norm and its own head_dim. Also the inverse of the loader's permutation, to
+// write a GGUF-layout model the HF way.
 #pragma once
 
 #include <algorithm>
@@ -27,7 +28,7 @@ struct Llama3Scaling {
 };
 
 struct HfModelSpec {
-  std::string model_type = "llama";  // llama, mistral or qwen2 (biases)
+  std::string model_type = "llama";  // llama, mistral, qwen2 (biases) or qwen3 (q/k norms)
   int64_t d_model = 48, n_layers = 2, n_heads = 4, n_kv_heads = 2, d_ff = 40, vocab_size = 67, context_length = 64;
   bool tied = false;
   DType dtype = DType::F32;  // F32, F16 or BF16, every tensor
@@ -37,15 +38,18 @@ struct HfModelSpec {
   int n_shards = 1;        // > 1: model-0000N-of-0000M.safetensors + index
   bool unaligned = false;  // header not padded, so tensor data is misaligned in the map
   uint32_t seed = 7;
+  int64_t head_size = 0;  // > 0: config.json head_dim (Qwen3), else hidden_size / heads
 
-  int64_t head_dim() const { return d_model / n_heads; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
   bool biases() const { return model_type == "qwen2"; }
+  bool qk_norm() const { return model_type == "qwen3"; }
 };
 
 // Weights as the HF files hold them (after rounding through the stored type), HF layout.
 struct HfLayer {
   std::vector<float> attn_norm, ffn_norm, bq, bk, bv;  // biases empty without them
   RandomMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  std::vector<float> q_norm, k_norm;  // [head_dim], Qwen3; empty without
 };
 struct HfWeights {
   RandomMatrix embed, lm_head;  // lm_head is a copy of embed when tied
@@ -98,6 +102,10 @@ inline HfWeights random_hf_weights(const HfModelSpec& s) {
       layer.bk = hf_detail::uniform(rng, static_cast<size_t>(kv), -0.5f, 0.5f, s.dtype);
       layer.bv = hf_detail::uniform(rng, static_cast<size_t>(kv), -0.5f, 0.5f, s.dtype);
     }
+    if (s.qk_norm()) {
+      layer.q_norm = hf_detail::uniform(rng, static_cast<size_t>(s.head_dim()), 0.7f, 1.3f, s.dtype);
+      layer.k_norm = hf_detail::uniform(rng, static_cast<size_t>(s.head_dim()), 0.7f, 1.3f, s.dtype);
+    }
     w.layers.push_back(std::move(layer));
   }
   w.norm = norm();
@@ -126,7 +134,8 @@ inline HfWeights hf_weights_from_gguf_layout(const RandomWeights& g, const HfMod
   w.lm_head = g.output;
   w.norm = g.output_norm;
   for (const RandomLayer& gl : g.layers) {
-    HfLayer layer{gl.attn_norm, gl.ffn_norm, {}, {}, {}, gl.wq, gl.wk, gl.wv, gl.wo, gl.w_gate, gl.w_up, gl.w_down};
+    HfLayer layer{gl.attn_norm, gl.ffn_norm, {},        {},      {},        gl.wq, gl.wk,
+                  gl.wv,        gl.wo,       gl.w_gate, gl.w_up, gl.w_down, {},    {}};
     layer.wq.values = to_half_split(gl.wq.values, s.n_heads, s.head_dim(), s.d_model);
     layer.wk.values = to_half_split(gl.wk.values, s.n_kv_heads, s.head_dim(), s.d_model);
     w.layers.push_back(std::move(layer));
@@ -189,22 +198,25 @@ inline std::string tiny_tokenizer_json() {
 }
 
 inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::string& dir) {
-  nlohmann::ordered_json config = {
-      {"model_type", s.model_type},
-      {"architectures", {s.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-      {"hidden_size", s.d_model},
-      {"num_hidden_layers", s.n_layers},
-      {"num_attention_heads", s.n_heads},
-      {"num_key_value_heads", s.n_kv_heads},
-      {"intermediate_size", s.d_ff},
-      {"rms_norm_eps", s.rms_norm_eps},
-      {"rope_theta", s.rope_theta},
-      {"max_position_embeddings", s.context_length},
-      {"vocab_size", s.vocab_size},
-      {"tie_word_embeddings", s.tied},
-      {"bos_token_id", 4},
-      {"eos_token_id", 6},
-      {"rope_scaling", nullptr}};
+  nlohmann::ordered_json config = {{"model_type", s.model_type},
+                                   {"architectures",
+                                    {s.model_type == "qwen2"   ? "Qwen2ForCausalLM"
+                                     : s.model_type == "qwen3" ? "Qwen3ForCausalLM"
+                                                               : "LlamaForCausalLM"}},
+                                   {"hidden_size", s.d_model},
+                                   {"num_hidden_layers", s.n_layers},
+                                   {"num_attention_heads", s.n_heads},
+                                   {"num_key_value_heads", s.n_kv_heads},
+                                   {"intermediate_size", s.d_ff},
+                                   {"rms_norm_eps", s.rms_norm_eps},
+                                   {"rope_theta", s.rope_theta},
+                                   {"max_position_embeddings", s.context_length},
+                                   {"vocab_size", s.vocab_size},
+                                   {"tie_word_embeddings", s.tied},
+                                   {"bos_token_id", 4},
+                                   {"eos_token_id", 6},
+                                   {"rope_scaling", nullptr}};
+  if (s.head_size > 0) config["head_dim"] = s.head_size;
   if (s.rope_scaling)
     config["rope_scaling"] = {{"rope_type", "llama3"},
                               {"factor", s.rope_scaling->factor},
@@ -234,6 +246,10 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
       vec(p + "self_attn.q_proj.bias", layer.bq);
       vec(p + "self_attn.k_proj.bias", layer.bk);
       vec(p + "self_attn.v_proj.bias", layer.bv);
+    }
+    if (!layer.q_norm.empty()) {
+      vec(p + "self_attn.q_norm.weight", layer.q_norm);
+      vec(p + "self_attn.k_norm.weight", layer.k_norm);
     }
     vec(p + "post_attention_layernorm.weight", layer.ffn_norm);
     mat(p + "mlp.gate_proj.weight", layer.w_gate);

@@ -1,7 +1,8 @@
 // The RoPE layout proof: a model loaded from HF safetensors (Q/K rows permuted at load) gives
 // the logits of a float64 reference written here that applies HF's half-split RoPE
 // (rotate_half: element i with i + head_dim/2) directly to the unpermuted HF weights, with
-// Qwen2 biases and Llama 3 rope_scaling (frequencies from the published formula).
+// Qwen2 biases, Qwen3's per-head Q/K RMSNorm and own head_dim, and Llama 3 rope_scaling
+// (frequencies from the published formula).
 #include <gtest/gtest.h>
 
 #include <numbers>
@@ -85,6 +86,16 @@ std::vector<double> reference_logits(const HfModelSpec& s, const HfWeights& w, c
       const std::vector<double> normed = rmsnorm(x[t], layer.attn_norm, s.rms_norm_eps);
       q[t] = matvec(layer.wq, normed), k[t] = matvec(layer.wk, normed), v[t] = matvec(layer.wv, normed);
       add(q[t], layer.bq), add(k[t], layer.bk), add(v[t], layer.bv);
+      // Qwen3: each head RMSNormed with its own [head_dim] weights, before RoPE.
+      auto norm_heads = [&](std::vector<double>& rows, int64_t n_heads, const std::vector<float>& weight) {
+        if (weight.empty()) return;
+        for (int64_t h = 0; h < n_heads; ++h) {
+          const std::vector<double> head(rows.begin() + h * hd, rows.begin() + (h + 1) * hd);
+          const std::vector<double> normed = rmsnorm(head, weight, s.rms_norm_eps);
+          std::copy(normed.begin(), normed.end(), rows.begin() + h * hd);
+        }
+      };
+      norm_heads(q[t], s.n_heads, layer.q_norm), norm_heads(k[t], s.n_kv_heads, layer.k_norm);
       for (int64_t h = 0; h < s.n_heads; ++h) rope_head(q[t].data() + h * hd, hd, t, freqs, interleaved);
       for (int64_t h = 0; h < s.n_kv_heads; ++h) rope_head(k[t].data() + h * hd, hd, t, freqs, interleaved);
     }
@@ -160,10 +171,21 @@ HfModelSpec make_spec(const std::string& type, bool scaled, int64_t kv_heads) {
   return spec;
 }
 
+// 4 heads of 16 over hidden 48 (not 12), 2 KV heads, tied, as Qwen3 configs look.
+HfModelSpec make_qwen3_spec() {
+  HfModelSpec spec = make_spec("qwen3", false, 2);
+  spec.head_size = 16;
+  spec.tied = true;
+  spec.rope_theta = 1000000.0f;
+  spec.rms_norm_eps = 1e-6f;
+  return spec;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, HfReferenceTest,
                          ::testing::Values(ReferenceCase{"llama_mha", make_spec("llama", false, 4)},
                                            ReferenceCase{"llama_gqa", make_spec("llama", false, 2)},
                                            ReferenceCase{"qwen2_biases", make_spec("qwen2", false, 1)},
+                                           ReferenceCase{"qwen3_head_dim_qk_norm", make_qwen3_spec()},
                                            ReferenceCase{"llama3_scaled", make_spec("llama", true, 2)}),
                          [](const ::testing::TestParamInfo<ReferenceCase>& info) { return info.param.name; });
 

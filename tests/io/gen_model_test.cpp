@@ -1,5 +1,6 @@
 // gen-model end to end: the tandem binary writes a test-tiny model from the shared llama-spm
-// vocabulary; the same seed gives the same bytes; the reader sees llama metadata and shapes.
+// vocabulary; the same seed gives the same bytes; the reader sees llama metadata and shapes;
+// the qwen3 shapes write qwen3 files (own head size, Q/K norms, tied head) that load.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,10 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+
+#include <unistd.h>
 
 #include "base/quant.h"
 #include "io/gguf_file.h"
+#include "model/model.h"
 #include "model/model_generator.h"
+#include "support/run_binary.h"
 #include "support/shared_data.h"
 
 namespace tandem {
@@ -228,6 +234,58 @@ TEST(GenModel, LayerPrefixIsTheFullModelsFirstLayersAndBranchScaleScalesTheResid
   for (const std::string& path : {full_path, damped_path, prefix_path}) std::remove(path.c_str());
   EXPECT_NE(run_gen_model("--shape test-tiny --layers 3 --vocab-from " + vocab_path() + " -o /tmp/x.gguf"), 0);
   EXPECT_NE(run_gen_model("--shape test-tiny --branch-scale 0 --vocab-from " + vocab_path() + " -o /tmp/x.gguf"), 0);
+}
+
+// Qwen3 shapes: qwen3.* keys with key_length/value_length (heads of 32 over d_model 64 / 4
+// heads), per-head Q/K norms, a tied head (no output.weight); the file loads as qwen3.
+TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
+  constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
+  TANDEM_REQUIRE_SHARED(kGpt2Vocab);
+  const std::optional<GeneratedShape> real = find_generated_shape("qwen3-0.6b");
+  ASSERT_TRUE(real.has_value());
+  EXPECT_EQ(real->d_model, 1024);
+  EXPECT_EQ(real->n_layers, 28);
+  EXPECT_EQ(real->head_size(), 128);
+  EXPECT_EQ(real->n_heads * real->head_size(), 2048);
+  EXPECT_EQ(real->context_length, 40960);
+  EXPECT_TRUE(real->tied_output);
+
+  GeneratorOptions options;
+  options.shape = "test-qwen3";
+  options.type = DType::F32;
+  options.vocab_path = testing::shared_path(kGpt2Vocab);
+  // Named by process: other checkouts' test runs share the temp dir.
+  options.out_path = ::testing::TempDir() + "tandem_gen_qwen3_" + std::to_string(getpid()) + ".gguf";
+  generate_random_gguf(options);
+  {
+    const GgufFile file = GgufFile::open(options.out_path);
+    EXPECT_EQ(file.get_string("general.architecture"), "qwen3");
+    EXPECT_EQ(file.get_int("qwen3.embedding_length"), 64);
+    EXPECT_EQ(file.get_int("qwen3.attention.head_count"), 4);
+    EXPECT_EQ(file.get_int("qwen3.attention.key_length"), 32);
+    EXPECT_EQ(file.get_int("qwen3.attention.value_length"), 32);
+    EXPECT_EQ(file.get_int("qwen3.rope.dimension_count"), 32);
+    EXPECT_FLOAT_EQ(*file.get_float("qwen3.rope.freq_base"), 1e6f);
+    EXPECT_EQ(file.find_tensor("output.weight"), nullptr);
+    EXPECT_EQ(file.find_tensor("blk.1.attn_q.weight")->view.shape_string(), "[128, 64]");
+    EXPECT_EQ(file.find_tensor("blk.1.attn_k.weight")->view.shape_string(), "[64, 64]");
+    EXPECT_EQ(file.find_tensor("blk.1.attn_output.weight")->view.shape_string(), "[64, 128]");
+    EXPECT_EQ(file.find_tensor("blk.0.attn_q_norm.weight")->view.shape_string(), "[32]");
+    EXPECT_EQ(file.find_tensor("blk.0.attn_k_norm.weight")->view.shape_string(), "[32]");
+    EXPECT_EQ(file.tensors().size(), 2u + 2 * 11);
+  }
+  const auto model = load_model(options.out_path);
+  EXPECT_EQ(model->config.head_dim, 32);
+  EXPECT_TRUE(model->config.qk_norm);
+  EXPECT_EQ(model->weights.output.data, model->weights.token_embedding.data);
+  // tandem info names what is particular to the architecture.
+  const testing::CommandResult info = testing::run_tandem("info -m " + testing::shell_quote(options.out_path));
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  for (const char* line : {"architecture:    qwen3", "head_dim:        32 (own size", "Q width 4 x 32 = 128",
+                           "rope pairs:      half-split", "q/k norm:        RMSNorm per head",
+                           "tied to token embeddings", "2 kv heads x 32 head dim"})
+    EXPECT_NE(info.out.find(line), std::string::npos) << line << "\n" << info.out;
+  std::remove(options.out_path.c_str());
 }
 
 }  // namespace

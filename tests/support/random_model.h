@@ -1,5 +1,5 @@
-// Test helper: small random-weight Llama models written as GGUF files (odd shapes, any
-// computable weight type, tied or untied head), plus the float weights the file actually
+// Test helper: small random-weight Llama (or Qwen3) models written as GGUF files (odd shapes,
+// any computable weight type, tied or untied head), plus the float weights the file actually
 // holds (after the round trip through the stored type) so a reference can use them without
 // going through the loader under test.
 #pragma once
@@ -33,8 +33,12 @@ struct RandomModelSpec {
   float rms_norm_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   uint32_t seed = 1;
+  // "qwen3": qwen3.* keys, per-head attn_q_norm/attn_k_norm, half-split RoPE pairs, and
+  // attention.key_length/value_length = head_size when that is set.
+  std::string architecture = "llama";
+  int64_t head_size = 0;  // 0: d_model / n_heads
 
-  int64_t head_dim() const { return d_model / n_heads; }
+  int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
   int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_dim(); }
 };
 
@@ -47,6 +51,7 @@ struct RandomMatrix {
 
 struct RandomLayer {
   std::vector<float> attn_norm, ffn_norm;  // [d_model]
+  std::vector<float> q_norm, k_norm;       // [head_dim] (qwen3; empty otherwise)
   RandomMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
@@ -90,16 +95,21 @@ inline std::vector<float> random_norm(std::mt19937& rng, int64_t n, std::vector<
 inline RandomWeights write_random_model(const RandomModelSpec& s, const std::string& path) {
   std::mt19937 rng(s.seed);
   GgufWriter writer;
-  writer.set("general.architecture", GgufValue::string("llama"));
-  writer.set("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(s.d_model)));
-  writer.set("llama.block_count", GgufValue::u32(static_cast<uint32_t>(s.n_layers)));
-  writer.set("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.d_ff)));
-  writer.set("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_heads)));
-  writer.set("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_kv_heads)));
-  writer.set("llama.context_length", GgufValue::u32(static_cast<uint32_t>(s.context_length)));
-  writer.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_norm_eps));
-  writer.set("llama.rope.freq_base", GgufValue::f32(s.rope_freq_base));
-  writer.set("llama.rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.rotary_dims())));
+  const std::string& a = s.architecture;
+  writer.set("general.architecture", GgufValue::string(a));
+  writer.set(a + ".embedding_length", GgufValue::u32(static_cast<uint32_t>(s.d_model)));
+  writer.set(a + ".block_count", GgufValue::u32(static_cast<uint32_t>(s.n_layers)));
+  writer.set(a + ".feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.d_ff)));
+  writer.set(a + ".attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_heads)));
+  writer.set(a + ".attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_kv_heads)));
+  if (s.head_size > 0) {
+    writer.set(a + ".attention.key_length", GgufValue::u32(static_cast<uint32_t>(s.head_size)));
+    writer.set(a + ".attention.value_length", GgufValue::u32(static_cast<uint32_t>(s.head_size)));
+  }
+  writer.set(a + ".context_length", GgufValue::u32(static_cast<uint32_t>(s.context_length)));
+  writer.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_norm_eps));
+  writer.set(a + ".rope.freq_base", GgufValue::f32(s.rope_freq_base));
+  writer.set(a + ".rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.rotary_dims())));
 
   const int64_t d = s.d_model, q_width = s.n_heads * s.head_dim(), kv_width = s.n_kv_heads * s.head_dim();
   RandomWeights w;
@@ -109,9 +119,9 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     writer.add_tensor(name, s.dtype, {rows, cols}, std::move(bytes));
     return m;
   };
-  auto norm = [&](const std::string& name) {
-    std::vector<float> values = detail::random_norm(rng, d, bytes);
-    writer.add_tensor(name, DType::F32, {d}, std::move(bytes));
+  auto norm = [&](const std::string& name, int64_t n) {
+    std::vector<float> values = detail::random_norm(rng, n, bytes);
+    writer.add_tensor(name, DType::F32, {n}, std::move(bytes));
     return values;
   };
   auto fan_in = [](int64_t n) { return 1.7f / std::sqrt(static_cast<float>(n)); };
@@ -120,18 +130,22 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
   for (int64_t l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     RandomLayer layer;
-    layer.attn_norm = norm(p + "attn_norm.weight");
+    layer.attn_norm = norm(p + "attn_norm.weight", d);
     layer.wq = matrix(p + "attn_q.weight", q_width, d, fan_in(d));
     layer.wk = matrix(p + "attn_k.weight", kv_width, d, fan_in(d));
+    if (s.architecture == "qwen3") {
+      layer.q_norm = norm(p + "attn_q_norm.weight", s.head_dim());
+      layer.k_norm = norm(p + "attn_k_norm.weight", s.head_dim());
+    }
     layer.wv = matrix(p + "attn_v.weight", kv_width, d, fan_in(d));
     layer.wo = matrix(p + "attn_output.weight", d, q_width, fan_in(q_width));
-    layer.ffn_norm = norm(p + "ffn_norm.weight");
+    layer.ffn_norm = norm(p + "ffn_norm.weight", d);
     layer.w_gate = matrix(p + "ffn_gate.weight", s.d_ff, d, fan_in(d));
     layer.w_up = matrix(p + "ffn_up.weight", s.d_ff, d, fan_in(d));
     layer.w_down = matrix(p + "ffn_down.weight", d, s.d_ff, fan_in(s.d_ff));
     w.layers.push_back(std::move(layer));
   }
-  w.output_norm = norm("output_norm.weight");
+  w.output_norm = norm("output_norm.weight", d);
   w.output = s.tied_output ? w.token_embedding : matrix("output.weight", s.vocab_size, d, fan_in(d));
   writer.write(path);
   return w;
