@@ -76,11 +76,11 @@ TEST(Profiler, OpTimesCoverTheStepTimesOfAForwardPass) {
   EXPECT_EQ(prefill.tokens, 5 * 40);
   EXPECT_EQ(decode.steps, 12);
   EXPECT_EQ(decode.tokens, 12);
-  // Ops never overlap, so they cannot sum past the step; everything a step does is an op, so
-  // they leave little out (a missing op — attention, a matmul — is far more than 10 %).
+  // Ops never overlap, so they cannot sum past the step. How much of the step they cover is a
+  // timing (a thread descheduled between two ops lowers it; this failed at 0.9 on a loaded
+  // machine): bench/roofline reports it. That every op is recorded is checked by count below.
   for (const PhaseTotals* totals : {&prefill, &decode}) EXPECT_LE(totals->op_ns, totals->step_ns);
-  for (Phase phase : {Phase::Prefill, Phase::Decode})
-    EXPECT_GE(step_coverage(profiler, phase), 0.9) << phase_name(phase);
+  for (Phase phase : {Phase::Prefill, Phase::Decode}) EXPECT_GT(step_coverage(profiler, phase), 0.0);
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (OpRole role : {OpRole::AttnNorm, OpRole::Wq, OpRole::Wk, OpRole::Wv, OpRole::Rope, OpRole::Attention,
                         OpRole::Wo, OpRole::AttnResidual, OpRole::FfnNorm, OpRole::Gate, OpRole::Up, OpRole::Swiglu,
