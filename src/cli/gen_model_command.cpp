@@ -16,6 +16,7 @@ struct GenModelFlags {
   std::string type = "Q8_0";
   std::string vocab_path;
   uint64_t seed = 1234;
+  float output_scale = 1.0f;
   std::string out_path;
 };
 
@@ -29,6 +30,7 @@ void run_gen_model(const GenModelFlags& flags) {
   options.type = *type;
   options.vocab_path = flags.vocab_path;
   options.seed = flags.seed;
+  options.output_scale = flags.output_scale;
   options.out_path = flags.out_path;
   options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
     std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB", static_cast<long long>(tensors_done),
@@ -52,6 +54,11 @@ void add_gen_model_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--vocab-from", flags->vocab_path, "GGUF whose tokenizer.ggml.* metadata is copied")->required();
   command->add_option("--seed", flags->seed, "Random seed")->capture_default_str();
+  command
+      ->add_option("--output-scale", flags->output_scale,
+                   "Multiply the logits by S (output_norm.weight = S; weight bytes unchanged): random weights "
+                   "give nearly flat next-token distributions, S ~16 peaked ones (the argmax stays the same)")
+      ->capture_default_str();
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
   command->callback([flags] { run_gen_model(*flags); });
 }

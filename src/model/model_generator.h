@@ -35,6 +35,12 @@ struct GeneratorOptions {
   bool q4_k_m = false;
   std::string vocab_path;  // GGUF whose tokenizer.ggml.* keys are copied
   uint64_t seed = 0;
+  // output_norm.weight's value (every other norm weight is 1): the logits are this times those
+  // of scale 1 (exactly, for a power of two), the weight tensors' bytes unchanged. Random
+  // weights give nearly flat next-token distributions (llama-160m: top log-probabilities near
+  // -8.4); a scale of ~16 makes them peaked, as a trained model's are. The argmax, and with it
+  // greedy output, does not change with the scale: see bench/AGREEMENT.md.
+  float output_scale = 1.0f;
   std::string out_path;
   // Called after each tensor is produced: tensors done, tensors total, bytes done, bytes total.
   std::function<void(int64_t, int64_t, int64_t, int64_t)> progress;
