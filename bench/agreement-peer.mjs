@@ -16,7 +16,7 @@ import path from "node:path";
 import {pathToFileURL} from "node:url";
 
 function parseArgs(argv) {
-  const o = {model: null, ids: null, probs: null, promptText: null, gen: 32, threads: 2, fa: "off", kv: "F16"};
+  const o = {model: null, ids: null, probs: null, promptText: null, gen: 32, threads: 2, fa: "on", kv: "F16"};
   for (let i = 0; i < argv.length; i++) {
     const next = () => {
       if (i + 1 >= argv.length) throw new Error(`missing value for ${argv[i]}`);
@@ -54,8 +54,9 @@ const context = await model.createContext({
   batchSize: Math.min(512, Math.max(ids.length, 64)),
   sequences: 1,
   threads: {ideal: opts.threads, min: opts.threads},
-  // Off by default: llama.cpp's CPU flash attention accumulates V·softmax in f16, a rounding
-  // Tandem does not do; its other path is llama.cpp's own default without flash attention.
+  // bench/agreement asks for it on, as llama.cpp's "auto" picks on CPU: its other path rounds
+  // Q and the softmax weights to f16 in its matmuls (F32 test-tiny at scale 16: KL to Tandem
+  // 7.3e-9 without, 6.7e-12 with flash attention).
   flashAttention: opts.fa === "on",
   experimentalKvCacheKeyType: opts.kv,
   experimentalKvCacheValueType: opts.kv,
