@@ -9,6 +9,7 @@ namespace tandem::cli {
 void add_run_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_gen_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);

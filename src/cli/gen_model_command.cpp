@@ -18,6 +18,7 @@ struct GenModelFlags {
   uint64_t seed = 1234;
   int64_t n_layers = 0;
   float branch_scale = 1.0f;
+  float output_scale = 1.0f;
   std::string out_path;
 };
 
@@ -38,6 +39,7 @@ void run_gen_model(const GenModelFlags& flags) {
   options.seed = flags.seed;
   options.n_layers = flags.n_layers;
   options.branch_scale = flags.branch_scale;
+  options.output_scale = flags.output_scale;
   options.out_path = flags.out_path;
   options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
     std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB", static_cast<long long>(tensors_done),
@@ -70,6 +72,11 @@ void add_gen_model_command(CLI::App& app) {
       ->add_option("--branch-scale", flags->branch_scale,
                    "Scale attn_output and ffn_down (each layer's residual contribution); below 1 a layer prefix "
                    "agrees with the whole model more often")
+      ->capture_default_str();
+  command
+      ->add_option("--output-scale", flags->output_scale,
+                   "Multiply the logits by S (output_norm.weight = S; weight bytes unchanged): random weights "
+                   "give nearly flat next-token distributions, S ~16 peaked ones (the argmax stays the same)")
       ->capture_default_str();
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
   command->callback([flags] { run_gen_model(*flags); });

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tandem::cli::add_run_command(app);
   tandem::cli::add_tokenize_command(app);
   tandem::cli::add_perplexity_command(app);
+  tandem::cli::add_logits_command(app);
   tandem::cli::add_info_command(app);
   tandem::cli::add_gen_model_command(app);
   tandem::cli::add_bench_command(app);

@@ -104,12 +104,13 @@ struct PlannedTensor {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;  // outermost first
-  bool ones;                   // norm weight (all 1) rather than random
-  float stddev = kWeightStddev;
+  bool constant;               // norm weight: every element `value`, rather than random
+  float value = 1.0f;
+  float stddev = kWeightStddev;  // random tensors: N(0, stddev)
 };
 
 std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, bool q3_k_m,
-                                        int64_t vocab_size, float branch_scale) {
+                                        int64_t vocab_size, float branch_scale, float output_scale) {
   if (q4_k_m) type = DType::Q4_K;
   if (q3_k_m) type = DType::Q3_K;
   const int64_t head_dim = shape.head_size();
@@ -117,15 +118,15 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   const int64_t kv_width = shape.n_kv_heads * head_dim;
   std::vector<PlannedTensor> plan = {
       {"token_embd.weight", type, {vocab_size, shape.d_model}, false},
-      {"output_norm.weight", DType::F32, {shape.d_model}, true},
+      {"output_norm.weight", DType::F32, {shape.d_model}, true, output_scale},
   };
   if (!shape.tied_output)
     plan.push_back({"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false});
   const bool qk_norm = shape.architecture == "qwen3";
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
-    auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool ones, float scale = 1.0f) {
-      plan.push_back({prefix + name, dtype, std::move(dims), ones, kWeightStddev * scale});
+    auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool constant, float scale = 1.0f) {
+      plan.push_back({prefix + name, dtype, std::move(dims), constant, 1.0f, kWeightStddev * scale});
     };
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
     add("attn_q.weight", type, {q_width, shape.d_model}, false);
@@ -181,6 +182,8 @@ void generate_random_gguf(const GeneratorOptions& options) {
   TANDEM_CHECK_INPUT(std::isfinite(options.branch_scale) && options.branch_scale > 0.0f,
                      "--branch-scale must be a positive number");
   if (options.n_layers > 0) shape->n_layers = options.n_layers;
+  TANDEM_CHECK_INPUT(std::isfinite(options.output_scale) && options.output_scale > 0.0f,
+                     "--output-scale must be a positive number, not {}", options.output_scale);
 
   const GgufFile vocab = GgufFile::open(options.vocab_path);
   const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
@@ -193,7 +196,10 @@ void generate_random_gguf(const GeneratorOptions& options) {
   const std::string& arch = shape->architecture;
   auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
   writer.set("general.architecture", GgufValue::string(arch));
-  writer.set("general.name", GgufValue::string(fmt::format("{} (random weights, seed {})", shape->name, options.seed)));
+  const std::string scale_note =
+      options.output_scale == 1.0f ? "" : fmt::format(", output scale {}", options.output_scale);
+  writer.set("general.name",
+             GgufValue::string(fmt::format("{} (random weights, seed {}{})", shape->name, options.seed, scale_note)));
   writer.set("general.file_type", GgufValue::u32(file_type));
   if (options.q4_k_m || options.q3_k_m ||
       (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
@@ -215,8 +221,8 @@ void generate_random_gguf(const GeneratorOptions& options) {
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
 
-  const std::vector<PlannedTensor> plan =
-      plan_tensors(*shape, options.type, options.q4_k_m, options.q3_k_m, vocab_size, options.branch_scale);
+  const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, options.q4_k_m, options.q3_k_m, vocab_size,
+                                                       options.branch_scale, options.output_scale);
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 
@@ -231,9 +237,9 @@ void generate_random_gguf(const GeneratorOptions& options) {
       pool.parallel_for(
           n_rows,
           [&](int64_t begin, int64_t end, int) {
-            std::vector<float> row(static_cast<size_t>(row_length), 1.0f);
+            std::vector<float> row(static_cast<size_t>(row_length), tensor.value);
             for (int64_t r = begin; r < end; ++r) {
-              if (!tensor.ones) {
+              if (!tensor.constant) {
                 SplitMix64 rng(mix64(tensor_seed + static_cast<uint64_t>(r)));
                 fill_normal(rng, tensor.stddev, row);
               }

@@ -55,6 +55,12 @@ struct GeneratorOptions {
   // stream. Below 1 the later layers change the prediction less, so a layer prefix of the
   // model agrees with the whole more often (a stand-in for a trained draft/target pair).
   float branch_scale = 1.0f;
+  // output_norm.weight's value (every other norm weight is 1): the logits are this times those
+  // of scale 1 (exactly, for a power of two), the weight tensors' bytes unchanged. Random
+  // weights give nearly flat next-token distributions (llama-160m: top log-probabilities near
+  // -8.4); a scale of ~16 makes them peaked, as a trained model's are. The argmax, and with it
+  // greedy output, does not change with the scale: see bench/AGREEMENT.md.
+  float output_scale = 1.0f;
   std::string out_path;
   // Called after each tensor is produced: tensors done, tensors total, bytes done, bytes total.
   std::function<void(int64_t, int64_t, int64_t, int64_t)> progress;

@@ -1,0 +1,12 @@
+# bench/agreement as a ctest test (labels peer, model, slow): Tandem against llama.cpp on the
+# same generated files, its quick case set. It installs the peer from npm into
+# ${TANDEM_BENCH_CACHE:-~/.cache/tandem}/peer when missing; without node, the vocabulary or the
+# npm registry it exits 77, which ctest reports as a skip with the script's reason.
+find_program(TANDEM_NODE node)
+if(TANDEM_NODE)
+  add_test(NAME peer_agreement COMMAND ${TANDEM_NODE} ${CMAKE_SOURCE_DIR}/bench/agreement --no-build)
+else()
+  add_test(NAME peer_agreement COMMAND sh -c "echo 'SKIPPED: node not found, so the llama.cpp peer cannot run'; exit 77")
+endif()
+set_tests_properties(peer_agreement PROPERTIES LABELS "peer;model;slow" SKIP_RETURN_CODE 77 TIMEOUT 900 PROCESSORS 2
+  ENVIRONMENT "TANDEM_BUILD_DIR=${CMAKE_BINARY_DIR};TANDEM_SHARED_DIR=${TANDEM_SHARED_DIR}")
