@@ -288,44 +288,45 @@ TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
                            "tied to token embeddings", "2 kv heads x 32 head dim"})
     EXPECT_NE(info.out.find(line), std::string::npos) << line << "\n" << info.out;
   std::remove(options.out_path.c_str());
+}
 
-  TEST(GenModel, OutputScaleMultipliesTheLogitsAndNothingElse) {
-    // output_norm.weight = S scales the final hidden state, so the logits by S. A power of two
-    // scales every float exactly (Q8 activation scales too), so the logits are exactly 4x.
-    TANDEM_REQUIRE_SHARED(kVocab);
-    std::vector<std::vector<float>> logits;
-    std::vector<std::vector<char>> token_embeddings;
-    for (float scale : {1.0f, 4.0f}) {
-      GeneratorOptions options;
-      options.shape = "test-tiny";
-      options.type = DType::Q8_0;
-      options.vocab_path = vocab_path();
-      options.seed = 3;
-      options.output_scale = scale;
-      options.out_path = ::testing::TempDir() + "tandem_gen_scale.gguf";
-      generate_random_gguf(options);
-      {
-        const GgufFile file = GgufFile::open(options.out_path);
-        const TensorView norm = file.find_tensor("output_norm.weight")->view;
-        for (int64_t i = 0; i < norm.n_elements(); ++i) ASSERT_EQ(norm.f32()[i], scale);
-        EXPECT_EQ(file.find_tensor("blk.0.attn_norm.weight")->view.f32()[0], 1.0f);
-        const TensorView embed = file.find_tensor("token_embd.weight")->view;
-        token_embeddings.emplace_back(static_cast<const char*>(embed.data),
-                                      static_cast<const char*>(embed.data) + dtype_row_bytes(embed.dtype, 64) * 100);
-      }
-      ThreadPool pool(2);
-      Forward forward(load_model(options.out_path), 16, pool);
-      const std::vector<int32_t> ids = {1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278};
-      logits.push_back(sequence_logits(forward, ids, 16, KvTypes{DType::F32, DType::F32}));
-      std::remove(options.out_path.c_str());
+TEST(GenModel, OutputScaleMultipliesTheLogitsAndNothingElse) {
+  // output_norm.weight = S scales the final hidden state, so the logits by S. A power of two
+  // scales every float exactly (Q8 activation scales too), so the logits are exactly 4x.
+  TANDEM_REQUIRE_SHARED(kVocab);
+  std::vector<std::vector<float>> logits;
+  std::vector<std::vector<char>> token_embeddings;
+  for (float scale : {1.0f, 4.0f}) {
+    GeneratorOptions options;
+    options.shape = "test-tiny";
+    options.type = DType::Q8_0;
+    options.vocab_path = vocab_path();
+    options.seed = 3;
+    options.output_scale = scale;
+    options.out_path = ::testing::TempDir() + "tandem_gen_scale.gguf";
+    generate_random_gguf(options);
+    {
+      const GgufFile file = GgufFile::open(options.out_path);
+      const TensorView norm = file.find_tensor("output_norm.weight")->view;
+      for (int64_t i = 0; i < norm.n_elements(); ++i) ASSERT_EQ(norm.f32()[i], scale);
+      EXPECT_EQ(file.find_tensor("blk.0.attn_norm.weight")->view.f32()[0], 1.0f);
+      const TensorView embed = file.find_tensor("token_embd.weight")->view;
+      token_embeddings.emplace_back(static_cast<const char*>(embed.data),
+                                    static_cast<const char*>(embed.data) + dtype_row_bytes(embed.dtype, 64) * 100);
     }
-    EXPECT_TRUE(token_embeddings[0] == token_embeddings[1]) << "the weights must not change";
-    ASSERT_EQ(logits[0].size(), logits[1].size());
-    for (size_t i = 0; i < logits[0].size(); ++i) ASSERT_EQ(logits[1][i], 4.0f * logits[0][i]) << "logit " << i;
-    EXPECT_NE(run_gen_model("--shape test-tiny --output-scale 0 --vocab-from " + vocab_path() + " -o " +
-                            ::testing::TempDir() + "tandem_gen_bad_scale.gguf"),
-              0);
+    ThreadPool pool(2);
+    Forward forward(load_model(options.out_path), 16, pool);
+    const std::vector<int32_t> ids = {1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278};
+    logits.push_back(sequence_logits(forward, ids, 16, KvTypes{DType::F32, DType::F32}));
+    std::remove(options.out_path.c_str());
   }
+  EXPECT_TRUE(token_embeddings[0] == token_embeddings[1]) << "the weights must not change";
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  for (size_t i = 0; i < logits[0].size(); ++i) ASSERT_EQ(logits[1][i], 4.0f * logits[0][i]) << "logit " << i;
+  EXPECT_NE(run_gen_model("--shape test-tiny --output-scale 0 --vocab-from " + vocab_path() + " -o " +
+                          ::testing::TempDir() + "tandem_gen_bad_scale.gguf"),
+            0);
+}
 
 }  // namespace
 }  // namespace tandem
