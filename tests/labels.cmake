@@ -16,6 +16,7 @@ set(TANDEM_MODEL_TESTS
     "^CApi\\."
     "^ProfileRun\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
+    "^GrammarTokenMaskVocab\\."
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
     "^BenchmarkTest\\.(JsonLinesHaveTheRequiredFields|PromptLongerThanContextIsAnInputError|TinyRunsGivePositiveRates)$"
