@@ -268,6 +268,10 @@ class Parser {
       if ((b & 0xC0) != 0x80) fail("invalid UTF-8 in a character class");
       cp = (cp << 6) | (b & 0x3F);
     }
+    static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[n] || cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      fail("invalid UTF-8 in a character class");
+    }
     pos_ += static_cast<size_t>(n);
     return cp;
   }

@@ -1,7 +1,7 @@
-// GrammarMatcher: where one sequence's output stands in its grammar — the set of parse
-// stacks after the bytes accepted so far — with one-step accept, an end-of-text test and
-// rollback by whole steps (a step is one accept call: one token, for speculative decoding's
-// rejected drafts). It holds no vocabulary; token masks are token_mask.h.
+// GrammarMatcher: where one sequence's output stands in its grammar — a StackPool state, the
+// set of parse stacks after the bytes accepted so far — with one-step accept, an end-of-text
+// test and rollback by whole steps (a step is one accept call: one token, for speculative
+// decoding's rejected drafts). It holds no vocabulary; token masks are token_mask.h.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +19,11 @@ namespace tandem::grammar {
 class GrammarMatcher {
  public:
   // At the start of `grammar`'s root rule. `max_rollback`: how many steps rollback() can undo
-  // (older history is dropped, so memory stays bounded over a long generation).
+  // at least (older history is dropped, so memory stays bounded over a long generation).
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar, size_t max_rollback = 64);
 
-  // Copies are cheap (the state is a few ids) and independent in what they accept, but share
-  // the stack pool: use a matcher and its copies from one thread.
+  // Copies are cheap (a state id and the history's ids) and independent in what they
+  // accept, but share the stack pool: use a matcher and its copies from one thread.
   GrammarMatcher(const GrammarMatcher&) = default;
   GrammarMatcher& operator=(const GrammarMatcher&) = default;
 
@@ -34,36 +34,26 @@ class GrammarMatcher {
   bool accept_byte(uint8_t byte) { return accept_bytes(std::string_view(reinterpret_cast<const char*>(&byte), 1)); }
 
   // True when the text so far is a whole sentence of the grammar (EOS may come now).
-  bool can_end() const { return can_end_; }
+  bool can_end() const { return pool_->can_end(state_); }
   // True when no byte can follow (the grammar is finished: only EOS remains).
-  bool must_end() const { return tops_.empty(); }
+  bool must_end() const { return pool_->finished(state_); }
 
   // Undoes the last `n_steps` accept calls; false (and nothing undone) when fewer than that
   // are remembered.
   bool rollback(size_t n_steps);
-  size_t n_steps_remembered() const { return history_marks_.size(); }
-  // Back to the start of the grammar, history cleared.
+  size_t n_steps_remembered() const { return history_.size(); }
+  // Back to the start of the grammar, history cleared (the pool's caches stay).
   void reset();
 
-  // The current stacks, each a StackPool top; for the token masker.
-  std::span<const uint32_t> tops() const { return tops_; }
+  // The current state in pool(); for the token masker.
+  uint32_t state() const { return state_; }
   StackPool& pool() { return *pool_; }
 
  private:
-  void remember();
-
   std::shared_ptr<StackPool> pool_;
   size_t max_rollback_;
-  std::vector<uint32_t> tops_;
-  bool can_end_ = false;
-  std::vector<uint32_t> next_, current_;  // scratch for accept_bytes
-  // History: state before step i is history_tops_[marks[i].begin, marks[i+1].begin or end).
-  struct Mark {
-    size_t begin;
-    bool can_end;
-  };
-  std::vector<uint32_t> history_tops_;
-  std::vector<Mark> history_marks_;
+  uint32_t state_;
+  std::vector<uint32_t> history_;  // state before each remembered step, oldest first
 };
 
 }  // namespace tandem::grammar

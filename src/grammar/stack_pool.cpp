@@ -1,18 +1,35 @@
-// StackPool: interning, the closure that turns a position into the byte-range positions it
-// can read next, and advancing a set of stacks by one byte.
+// StackPool: interning nodes and states, the closure that turns a position into the
+// byte-range positions it can read next, and the transition cache.
 #include "grammar/stack_pool.h"
+
+#include <algorithm>
+#include <atomic>
 
 #include "base/error.h"
 
 namespace tandem::grammar {
 
 StackPool::StackPool(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   TANDEM_ASSERT(grammar_ != nullptr);
+  std::vector<uint32_t> tops;
+  bool can_end = false;
+  for (uint32_t alt : grammar_->alternatives(grammar_->root())) {
+    const uint32_t n = intern(alt, kNone);
+    const auto begin = succ_data_.size();
+    can_end = expand(n) || can_end;
+    tops.insert(tops.end(), succ_data_.begin() + static_cast<std::ptrdiff_t>(begin), succ_data_.end());
+    succ_data_.resize(begin);
+  }
+  std::sort(tops.begin(), tops.end());
+  tops.erase(std::unique(tops.begin(), tops.end()), tops.end());
+  initial_ = intern_state(tops, can_end);
 }
 
 uint32_t StackPool::intern(uint32_t pos, uint32_t parent) {
   const uint64_t key = (uint64_t{pos} << 32) | parent;
-  auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
+  auto [it, inserted] = node_index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
   if (inserted) {
     const GrammarElement& e = grammar_->elements()[pos];
     const bool top = e.kind == GrammarElement::kBytes;
@@ -53,7 +70,11 @@ bool StackPool::expand(uint32_t start) {
         visit(node.parent);
       }
     } else {
-      const uint32_t cont = intern(node.pos + 1, node.parent);
+      // A reference in tail position returns straight to the parent: without this, every
+      // round of a right-recursive repetition (x* is `r ::= x r | ""`) would add a stack
+      // level, so no two string characters would ever lead to the same state.
+      const bool tail = elements[node.pos + 1].kind == GrammarElement::kEnd;
+      const uint32_t cont = tail ? node.parent : intern(node.pos + 1, node.parent);
       for (uint32_t alt : grammar_->alternatives(e.rule)) visit(intern(alt, cont));
     }
   }
@@ -71,29 +92,8 @@ const StackPool::Successors& StackPool::successors(uint32_t top) {
   return succ_[top];
 }
 
-void StackPool::initial(std::vector<uint32_t>& tops, bool& can_end) {
-  tops.clear();
-  can_end = false;
-  for (uint32_t alt : grammar_->alternatives(grammar_->root())) {
-    const uint32_t n = intern(alt, kNone);
-    const auto begin = succ_data_.size();
-    can_end = expand(n) || can_end;
-    for (size_t i = begin; i < succ_data_.size(); ++i) tops.push_back(succ_data_[i]);
-    succ_data_.resize(begin);
-  }
-  // Deduplicate across alternatives (expand() moved the generation on).
-  ++generation_;
-  size_t kept = 0;
-  for (uint32_t t : tops) {
-    if (stamp_[t] != generation_) {
-      stamp_[t] = generation_;
-      tops[kept++] = t;
-    }
-  }
-  tops.resize(kept);
-}
-
 void StackPool::advance(std::span<const uint32_t> tops, uint8_t byte, std::vector<uint32_t>& out, bool& can_end) {
+  out.clear();
   can_end = false;
   // Make sure every matching top's successors are cached first: computing them grows the
   // pool and moves the generation, which must not happen while `out` is being deduplicated.
@@ -114,6 +114,45 @@ void StackPool::advance(std::span<const uint32_t> tops, uint8_t byte, std::vecto
       }
     }
   }
+}
+
+uint32_t StackPool::intern_state(std::vector<uint32_t>& tops, bool can_end) {
+  std::sort(tops.begin(), tops.end());
+  uint64_t hash = can_end ? 0x9E3779B97F4A7C15ull : 0x2545F4914F6CDD1Dull;
+  for (uint32_t t : tops) hash = (hash ^ t) * 0x100000001B3ull;
+  auto [first, last] = state_index_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    const State& s = states_[it->second];
+    if (s.can_end == can_end &&
+        std::equal(tops.begin(), tops.end(), state_tops_.begin() + s.begin, state_tops_.begin() + s.end)) {
+      return it->second;
+    }
+  }
+  const auto id = static_cast<uint32_t>(states_.size());
+  const auto begin = static_cast<uint32_t>(state_tops_.size());
+  state_tops_.insert(state_tops_.end(), tops.begin(), tops.end());
+  states_.push_back({begin, static_cast<uint32_t>(state_tops_.size()), can_end});
+  row_of_.push_back(-1);
+  state_index_.emplace(hash, id);
+  return id;
+}
+
+int32_t StackPool::step_slow(uint32_t state, uint8_t byte) {
+  ++n_slow_steps_;
+  bool can_end = false;
+  advance(tops(state), byte, scratch_, can_end);
+  const int32_t next = scratch_.empty() && !can_end ? kDead : static_cast<int32_t>(intern_state(scratch_, can_end));
+  if (row_of_[state] < 0) {
+    if (rows_.size() / 256 >= kMaxRows) {
+      // The cache is full: start it again (states and nodes stay valid).
+      rows_.clear();
+      std::fill(row_of_.begin(), row_of_.end(), -1);
+    }
+    row_of_[state] = static_cast<int32_t>(rows_.size() / 256);
+    rows_.resize(rows_.size() + 256, kUnknown);
+  }
+  rows_[static_cast<size_t>(row_of_[state]) * 256 + byte] = next;
+  return next;
 }
 
 }  // namespace tandem::grammar

@@ -1,11 +1,15 @@
-// StackPool: the parse stacks of a pushdown matcher, interned as a tree of nodes, and the
-// one operation matching needs: advance a set of stacks by a byte. A stack is a node id: the
-// node holds the grammar position the parse is at and the node to return to when that
-// alternative ends (its parent), so stacks that share a tail share its nodes and a set of
-// stacks is a short vector of ids. Each node's successors after it consumes a byte are
-// computed once and cached, so the hot path (token masks walk the vocabulary trie) is array
-// reads with no hashing. Not thread-safe: one pool per sequence, shared only by copies of
-// that sequence's matcher.
+// StackPool: the parse stacks of a pushdown matcher, interned, and the states built from
+// them. A stack is a node id: the node holds the grammar position the parse is at and the
+// node to return to when that alternative ends (its parent), so stacks that share a tail
+// share nodes. A state is an interned set of stacks (plus whether the root can end there),
+// named by a state id; step(state, byte) is cached in a per-state row of 256 transitions, so
+// once a state has been seen, matching a byte from it is two array reads — the mask walks
+// the whole vocabulary trie and meets the same few states over and over (inside a string,
+// every character leads back to the same state). In effect a DFA built lazily from the
+// pushdown automaton, over the states that actually occur.
+// Not thread-safe: one pool per sequence, shared only by copies of its matcher. Nodes and
+// states are never freed while the pool lives (a sequence's output bounds them); the
+// transition rows are a cache, dropped when they pass kMaxRows.
 #pragma once
 
 #include <cstdint>
@@ -20,28 +24,42 @@ namespace tandem::grammar {
 
 class StackPool {
  public:
+  static constexpr int32_t kDead = -1;      // step() result when no stack accepts the byte
+  static constexpr size_t kMaxRows = 4096;  // 4 MiB of cached transitions per pool at most
+
   explicit StackPool(std::shared_ptr<const Grammar> grammar);
 
-  // The stacks at the start of the root rule; `can_end` when the root matches "".
-  void initial(std::vector<uint32_t>& tops, bool& can_end);
-
-  // The stacks after `tops` consume `byte`, appended to `out` without duplicates (out must
-  // start empty); `can_end` set when one of them has finished the root rule. Every id in
-  // `tops` and `out` is a node at a byte-range element ("a top").
-  void advance(std::span<const uint32_t> tops, uint8_t byte, std::vector<uint32_t>& out, bool& can_end);
-
-  // Whether any of `tops` accepts `byte` (no successors computed).
-  bool accepts(std::span<const uint32_t> tops, uint8_t byte) const {
-    for (uint32_t t : tops)
-      if (nodes_[t].lo <= byte && byte <= nodes_[t].hi) return true;
-    return false;
+  // The state at the start of the root rule.
+  uint32_t initial_state() const { return initial_; }
+  // The state after `state` consumes `byte`, or kDead.
+  int32_t step(uint32_t state, uint8_t byte) {
+    const int32_t row = row_of_[state];
+    if (row >= 0) {
+      const int32_t next = rows_[static_cast<size_t>(row) * 256 + byte];
+      if (next != kUnknown) return next;
+    }
+    return step_slow(state, byte);
   }
+  // The stacks of `state` (each a node at a byte-range element), sorted.
+  std::span<const uint32_t> tops(uint32_t state) const {
+    return {state_tops_.data() + states_[state].begin, state_tops_.data() + states_[state].end};
+  }
+  // True when the text that led to `state` is a whole sentence of the grammar.
+  bool can_end(uint32_t state) const { return states_[state].can_end; }
+  // True when no byte can follow `state` (only the end remains).
+  bool finished(uint32_t state) const { return states_[state].begin == states_[state].end; }
 
   const Grammar& grammar() const { return *grammar_; }
+  // Unique over the process's pools, so a cache keyed by state id can tell pools apart.
+  uint64_t serial() const { return serial_; }
   size_t n_nodes() const { return nodes_.size(); }
+  size_t n_states() const { return states_.size(); }
+  // Transitions computed rather than read from the cache (a measure of cache misses).
+  size_t n_slow_steps() const { return n_slow_steps_; }
 
  private:
   static constexpr uint32_t kNone = 0xFFFFFFFF;
+  static constexpr int32_t kUnknown = -2;
   struct Node {
     uint32_t pos;     // index into grammar elements
     uint32_t parent;  // node to continue at when this alternative ends; kNone: the root's end
@@ -52,6 +70,10 @@ class StackPool {
     uint32_t begin = 0, end = 0;
     bool known = false, can_end = false;
   };
+  struct State {
+    uint32_t begin, end;  // into state_tops_
+    bool can_end;
+  };
 
   uint32_t intern(uint32_t pos, uint32_t parent);
   // The tops reachable from `node` without consuming a byte (following references into
@@ -59,16 +81,30 @@ class StackPool {
   // root can end there.
   bool expand(uint32_t node);
   const Successors& successors(uint32_t top);
+  // The stacks after `tops` consume `byte`, without duplicates, into `out` (cleared first).
+  void advance(std::span<const uint32_t> tops, uint8_t byte, std::vector<uint32_t>& out, bool& can_end);
+  // The id of the state with these tops (sorted here) and can_end, interned.
+  uint32_t intern_state(std::vector<uint32_t>& tops, bool can_end);
+  int32_t step_slow(uint32_t state, uint8_t byte);
 
   std::shared_ptr<const Grammar> grammar_;
   std::vector<Node> nodes_;
-  std::unordered_map<uint64_t, uint32_t> index_;  // (pos << 32 | parent) -> node id
-  std::vector<Successors> succ_;                  // [n_nodes]
+  std::unordered_map<uint64_t, uint32_t> node_index_;  // (pos << 32 | parent) -> node id
+  std::vector<Successors> succ_;                       // [n_nodes]
   std::vector<uint32_t> succ_data_;
   // Duplicate detection: node n is in the set being built when stamp_[n] == generation_.
   std::vector<uint32_t> stamp_;  // [n_nodes]
   uint32_t generation_ = 0;
-  std::vector<uint32_t> work_;  // expand()'s worklist
+  std::vector<uint32_t> work_, scratch_;  // expand()'s worklist, step_slow()'s set
+
+  std::vector<State> states_;
+  std::vector<uint32_t> state_tops_;
+  std::unordered_multimap<uint64_t, uint32_t> state_index_;  // hash of (tops, can_end) -> state
+  std::vector<int32_t> row_of_;                              // [n_states] row in rows_, or -1
+  std::vector<int32_t> rows_;                                // [n_rows, 256] next state, kDead or kUnknown
+  uint32_t initial_ = 0;
+  size_t n_slow_steps_ = 0;
+  uint64_t serial_;
 };
 
 }  // namespace tandem::grammar

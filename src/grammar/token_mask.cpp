@@ -26,38 +26,57 @@ TokenMasker::TokenMasker(std::shared_ptr<const TokenTrie> trie, std::vector<int3
     : trie_(std::move(trie)), end_ids_(std::move(end_ids)) {
   TANDEM_ASSERT(trie_ != nullptr);
   for (int32_t id : end_ids_) TANDEM_ASSERT(id >= 0 && id < trie_->vocab_size());
-  sets_.resize(trie_->max_depth() + 1);
+  states_.resize(trie_->max_depth() + 1);
 }
 
 bool TokenMasker::is_end(int32_t id) const { return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end(); }
 
 void TokenMasker::fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask) {
   const TokenTrie& trie = *trie_;
-  TANDEM_ASSERT(mask.size() == mask_words(trie.vocab_size()));
+  const size_t words = mask_words(trie.vocab_size());
+  TANDEM_ASSERT(mask.size() == words);
+  StackPool& pool = matcher.pool();
+  const uint32_t state = matcher.state();
+  if (pool.serial() != pool_serial_) {
+    pool_serial_ = pool.serial();
+    cached_.clear();
+  }
+  if (auto it = cached_.find(state); it != cached_.end()) {
+    std::copy_n(cache_.begin() + static_cast<std::ptrdiff_t>(it->second * words), words, mask.begin());
+    return;
+  }
+  walk(pool, state, mask);
+  if (cached_.size() == kMaskCacheSlots) cached_.clear();
+  const size_t slot = cached_.size();
+  if (cache_.size() < (slot + 1) * words) cache_.resize((slot + 1) * words);
+  std::copy(mask.begin(), mask.end(), cache_.begin() + static_cast<std::ptrdiff_t>(slot * words));
+  cached_.emplace(state, slot);
+}
+
+void TokenMasker::walk(StackPool& pool, uint32_t state, std::span<uint32_t> mask) {
+  const TokenTrie& trie = *trie_;
   std::fill(mask.begin(), mask.end(), 0u);
-  if (matcher.can_end()) {
+  if (pool.can_end(state)) {
     for (int32_t id : end_ids_) mask[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
   }
-  StackPool& pool = matcher.pool();
-  const std::span<const uint32_t> start = matcher.tops();
-  if (start.empty()) return;
+  if (pool.finished(state)) return;
+  states_[0] = state;
   const uint32_t n = trie.n_nodes();
   for (uint32_t node = 1; node < n;) {
     const uint32_t d = trie.depth(node);
-    const std::span<const uint32_t> from = d == 1 ? start : std::span<const uint32_t>(sets_[d - 1]);
-    std::vector<uint32_t>& to = sets_[d];
-    to.clear();
-    bool can_end = false;
-    const uint8_t byte = trie.byte(node);
-    if (!pool.accepts(from, byte)) {
+    const int32_t next = pool.step(states_[d - 1], trie.byte(node));
+    if (next == StackPool::kDead) {
       node = trie.subtree_end(node);
       continue;
     }
-    pool.advance(from, byte, to, can_end);
-    // Alive: some stack continues, or the grammar just ended (then only this exact
-    // prefix is allowed, nothing longer).
+    // Alive: the token ending here is allowed; longer ones only if a stack continues.
     for (int32_t id : trie.tokens_at(node)) mask[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
-    node = to.empty() ? trie.subtree_end(node) : node + 1;
+    if (pool.finished(static_cast<uint32_t>(next))) {
+      node = trie.subtree_end(node);
+    } else {
+      states_[d] = static_cast<uint32_t>(next);
+      ++node;
+    }
   }
 }
 

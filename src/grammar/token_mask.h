@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/matcher.h"
@@ -35,8 +36,8 @@ class TokenMasker {
   // end_ids: the tokens that end generation (EOS, EOT, ...), allowed when the grammar can end.
   TokenMasker(std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> end_ids);
 
-  // mask: [mask_words(vocab_size)], overwritten. Uses the matcher's pool (adds nodes to it),
-  // not its state.
+  // mask: [mask_words(vocab_size)], overwritten. Grows the matcher's pool (states and
+  // transitions are cached there), not its state.
   void fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask);
 
   // Advances the matcher by token `id` as one step; false (matcher unchanged) when the
@@ -48,11 +49,22 @@ class TokenMasker {
   bool is_end(int32_t id) const;
 
  private:
+  // The trie walk: the allowed tokens from `state` into `mask`.
+  void walk(StackPool& pool, uint32_t state, std::span<uint32_t> mask);
+
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> end_ids_;
-  // Stack sets per trie depth: sets_[d] are the stacks after the first d bytes of the
-  // current trie path. Reused across calls, so a step allocates only while they grow.
-  std::vector<std::vector<uint32_t>> sets_;
+  // States per trie depth: states_[d] is the matcher state after the first d bytes of the
+  // current trie path. Sized once, for the longest token.
+  std::vector<uint32_t> states_;
+  // Masks already computed, by matcher state: a mask is a function of the state alone, and
+  // states recur (every token inside a JSON string ends in the same state), so a recurring
+  // state costs a copy. Keyed by state id within one pool (pool_serial_); at most
+  // kMaskCacheSlots masks, all dropped when full.
+  static constexpr size_t kMaskCacheSlots = 128;
+  uint64_t pool_serial_ = 0;
+  std::unordered_map<uint32_t, size_t> cached_;  // state -> slot
+  std::vector<uint32_t> cache_;                  // [n_slots, mask_words(vocab_size)]
 };
 
 }  // namespace tandem::grammar

@@ -60,8 +60,8 @@ std::vector<CodePointRange> normalize_ranges(std::vector<CodePointRange> ranges,
   std::sort(ranges.begin(), ranges.end(), [](auto a, auto b) { return a.lo < b.lo; });
   std::vector<CodePointRange> merged;
   for (CodePointRange r : ranges) {
-    if (r.lo > r.hi) continue;
     r.hi = std::min(r.hi, kMaxCodePoint);
+    if (r.lo > r.hi) continue;
     if (!merged.empty() && r.lo <= merged.back().hi + 1) {
       merged.back().hi = std::max(merged.back().hi, r.hi);
     } else {

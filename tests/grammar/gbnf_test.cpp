@@ -133,6 +133,11 @@ TEST(GrammarGbnf, ErrorsNameThePositionAndRule) {
             "grammar: rule 'root' is left-recursive (it can reach itself without consuming input)");
   EXPECT_EQ(error_of("root ::= \"a\" root"), "grammar: rule 'root' can never finish (every alternative recurses)");
   EXPECT_EQ(error_of("root ::= \"a\"\nroot ::= \"b\""), "grammar: line 2, column 1 (rule 'root'): rule defined twice");
+  // Found by the fuzzer: a class character past U+10FFFF.
+  EXPECT_EQ(error_of("root ::= [\xF5\x80\x80\x80]"),
+            "grammar: line 1, column 11 (rule 'root'): invalid UTF-8 in a character class");
+  EXPECT_EQ(error_of("root ::= [\xC0\x80]"),
+            "grammar: line 1, column 11 (rule 'root'): invalid UTF-8 in a character class");
   EXPECT_EQ(error_of("root ::= \"a\"**"),
             "grammar: line 1, column 14 (rule 'root'): repetition of a repetition: use a group");
 }
