@@ -104,6 +104,15 @@ TEST(GrammarGbnf, NegatedClassNeverMatchesInvalidUtf8) {
   EXPECT_FALSE(matches(g, "\xF4\x90\x80\x80"));  // past U+10FFFF
 }
 
+TEST(GrammarGbnf, EmptyRootMatchesOnlyTheEmptyText) {
+  auto g = gbnf("root ::=");
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.can_end());
+  EXPECT_TRUE(m.must_end());
+  EXPECT_FALSE(m.accept_byte('a'));
+  EXPECT_TRUE(matches(gbnf("root ::= \"\" | \"a\""), ""));
+}
+
 TEST(GrammarGbnf, RecursionAndNullableRules) {
   auto g = gbnf(R"(
 root ::= list
