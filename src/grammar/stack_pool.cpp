@@ -33,7 +33,7 @@ uint32_t StackPool::intern(uint32_t pos, uint32_t parent) {
   if (inserted) {
     const GrammarElement& e = grammar_->elements()[pos];
     const bool top = e.kind == GrammarElement::kBytes;
-    nodes_.push_back({pos, parent, top ? e.lo : uint8_t{1}, top ? e.hi : uint8_t{0}});
+    nodes_.push_back({pos, parent, top ? e.lo : uint8_t{1}, top ? e.hi : uint8_t{0}, kNone});
     succ_.emplace_back();
     stamp_.push_back(0);
   }
@@ -81,39 +81,46 @@ bool StackPool::expand(uint32_t start) {
   return can_end;
 }
 
-const StackPool::Successors& StackPool::successors(uint32_t top) {
-  if (!succ_[top].known) {
-    const Node node = nodes_[top];
-    const uint32_t next = intern(node.pos + 1, node.parent);
+const StackPool::Successors& StackPool::closure(uint32_t n) {
+  if (!succ_[n].known) {
     const auto begin = static_cast<uint32_t>(succ_data_.size());
-    const bool can_end = expand(next);
-    succ_[top] = {begin, static_cast<uint32_t>(succ_data_.size()), true, can_end};
+    const bool can_end = expand(n);
+    succ_[n] = {begin, static_cast<uint32_t>(succ_data_.size()), true, can_end};
   }
-  return succ_[top];
+  return succ_[n];
 }
 
 void StackPool::advance(std::span<const uint32_t> tops, uint8_t byte, std::vector<uint32_t>& out, bool& can_end) {
   out.clear();
   can_end = false;
-  // Make sure every matching top's successors are cached first: computing them grows the
-  // pool and moves the generation, which must not happen while `out` is being deduplicated.
+  // The distinct nodes the matching tops move to, with their closures computed first:
+  // computing one grows the pool and moves the generation, which must not happen while
+  // `out` is being deduplicated.
+  nexts_.clear();
   for (uint32_t t : tops) {
-    if (nodes_[t].lo <= byte && byte <= nodes_[t].hi && !succ_[t].known) successors(t);
+    if (byte < nodes_[t].lo || byte > nodes_[t].hi) continue;
+    if (nodes_[t].next == kNone) {
+      const uint32_t next = intern(nodes_[t].pos + 1, nodes_[t].parent);
+      nodes_[t].next = next;
+    }
+    nexts_.push_back(nodes_[t].next);
   }
+  std::sort(nexts_.begin(), nexts_.end());
+  nexts_.erase(std::unique(nexts_.begin(), nexts_.end()), nexts_.end());
+  for (uint32_t n : nexts_) closure(n);
   const uint32_t gen = ++generation_;
-  for (uint32_t t : tops) {
-    const Node& node = nodes_[t];
-    if (byte < node.lo || byte > node.hi) continue;
-    const Successors& s = succ_[t];
+  for (uint32_t n : nexts_) {
+    const Successors& s = succ_[n];
     can_end = can_end || s.can_end;
     for (uint32_t i = s.begin; i < s.end; ++i) {
-      const uint32_t n = succ_data_[i];
-      if (stamp_[n] != gen) {
-        stamp_[n] = gen;
-        out.push_back(n);
+      const uint32_t top = succ_data_[i];
+      if (stamp_[top] != gen) {
+        stamp_[top] = gen;
+        out.push_back(top);
       }
     }
   }
+  TANDEM_CHECK_INPUT(out.size() <= kMaxTops, "grammar: too ambiguous (over {} parse stacks alive at once)", kMaxTops);
 }
 
 uint32_t StackPool::intern_state(std::vector<uint32_t>& tops, bool can_end) {

@@ -26,6 +26,9 @@ class StackPool {
  public:
   static constexpr int32_t kDead = -1;      // step() result when no stack accepts the byte
   static constexpr size_t kMaxRows = 4096;  // 4 MiB of cached transitions per pool at most
+  // Stacks alive at once. Only a highly ambiguous grammar gets near it (`("" | x+){300}`
+  // splits a run of x every possible way); past it a step is an InputError, not a stall.
+  static constexpr size_t kMaxTops = 4096;
 
   explicit StackPool(std::shared_ptr<const Grammar> grammar);
 
@@ -64,8 +67,9 @@ class StackPool {
     uint32_t pos;     // index into grammar elements
     uint32_t parent;  // node to continue at when this alternative ends; kNone: the root's end
     uint8_t lo, hi;   // the byte range at pos when it is one (a top), else lo > hi
+    uint32_t next;    // a top's node once it has consumed its byte: (pos + 1, parent); kNone until needed
   };
-  // Successors of a top after it consumes a byte in its range: [begin, end) of succ_data_.
+  // The tops a node expands to (its closure): [begin, end) of succ_data_.
   struct Successors {
     uint32_t begin = 0, end = 0;
     bool known = false, can_end = false;
@@ -80,7 +84,10 @@ class StackPool {
   // rules and returns out of finished alternatives), appended to succ_data_; true when the
   // root can end there.
   bool expand(uint32_t node);
-  const Successors& successors(uint32_t top);
+  // The closure of node `n`, computed once. Many tops share their next node (every
+  // alternative of a character class returns to the same place), so closures are cached
+  // per next node rather than per top.
+  const Successors& closure(uint32_t n);
   // The stacks after `tops` consume `byte`, without duplicates, into `out` (cleared first).
   void advance(std::span<const uint32_t> tops, uint8_t byte, std::vector<uint32_t>& out, bool& can_end);
   // The id of the state with these tops (sorted here) and can_end, interned.
@@ -90,12 +97,12 @@ class StackPool {
   std::shared_ptr<const Grammar> grammar_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, uint32_t> node_index_;  // (pos << 32 | parent) -> node id
-  std::vector<Successors> succ_;                       // [n_nodes]
+  std::vector<Successors> succ_;                       // [n_nodes] closure of each node
   std::vector<uint32_t> succ_data_;
   // Duplicate detection: node n is in the set being built when stamp_[n] == generation_.
   std::vector<uint32_t> stamp_;  // [n_nodes]
   uint32_t generation_ = 0;
-  std::vector<uint32_t> work_, scratch_;  // expand()'s worklist, step_slow()'s set
+  std::vector<uint32_t> work_, scratch_, nexts_;  // expand()'s worklist, step_slow()'s set, advance()'s next nodes
 
   std::vector<State> states_;
   std::vector<uint32_t> state_tops_;

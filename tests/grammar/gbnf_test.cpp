@@ -151,6 +151,29 @@ TEST(GrammarGbnf, ErrorsNameThePositionAndRule) {
             "grammar: line 1, column 14 (rule 'root'): repetition of a repetition: use a group");
 }
 
+// Highly ambiguous: a run of letters splits among 300 optional items every possible way.
+// Found by the fuzzer as a stall; now closures are shared per next node and the number of
+// live stacks is bounded (an InputError past it).
+TEST(GrammarGbnf, AmbiguousRepetitionStaysBounded) {
+  auto g = gbnf(R"(root ::= "a" ("" | [b-z]+){300} "."
+)");
+  GrammarMatcher m(g);
+  ASSERT_TRUE(m.accept_byte('a'));
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(m.accept_byte('b'));
+  EXPECT_TRUE(m.accept_byte('.'));
+  EXPECT_TRUE(m.can_end());
+  auto worse = gbnf(R"(root ::= (("" | [b-z]+){300} " "){20})");
+  GrammarMatcher w(worse);
+  bool refused = false;
+  try {
+    for (int i = 0; i < 200 && !refused; ++i) refused = !w.accept_bytes("bbbbbbbbb ");
+  } catch (const InputError& e) {
+    refused = true;
+    EXPECT_STREQ(e.what(), "grammar: too ambiguous (over 4096 parse stacks alive at once)");
+  }
+  EXPECT_TRUE(refused);
+}
+
 TEST(GrammarGbnf, RollbackRestoresEarlierStates) {
   auto g = gbnf(R"(root ::= "ab" "c"* "d")");
   GrammarMatcher m(g, 8);
