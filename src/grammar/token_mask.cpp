@@ -31,7 +31,7 @@ TokenMasker::TokenMasker(std::shared_ptr<const TokenTrie> trie, std::vector<int3
 
 bool TokenMasker::is_end(int32_t id) const { return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end(); }
 
-void TokenMasker::fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask) {
+bool TokenMasker::fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask) {
   const TokenTrie& trie = *trie_;
   const size_t words = mask_words(trie.vocab_size());
   TANDEM_ASSERT(mask.size() == words);
@@ -43,14 +43,15 @@ void TokenMasker::fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask) {
   }
   if (auto it = cached_.find(state); it != cached_.end()) {
     std::copy_n(cache_.begin() + static_cast<std::ptrdiff_t>(it->second * words), words, mask.begin());
-    return;
+  } else {
+    walk(pool, state, mask);
+    if (cached_.size() == kMaskCacheSlots) cached_.clear();
+    const size_t slot = cached_.size();
+    if (cache_.size() < (slot + 1) * words) cache_.resize((slot + 1) * words);
+    std::copy(mask.begin(), mask.end(), cache_.begin() + static_cast<std::ptrdiff_t>(slot * words));
+    cached_.emplace(state, slot);
   }
-  walk(pool, state, mask);
-  if (cached_.size() == kMaskCacheSlots) cached_.clear();
-  const size_t slot = cached_.size();
-  if (cache_.size() < (slot + 1) * words) cache_.resize((slot + 1) * words);
-  std::copy(mask.begin(), mask.end(), cache_.begin() + static_cast<std::ptrdiff_t>(slot * words));
-  cached_.emplace(state, slot);
+  return std::any_of(mask.begin(), mask.end(), [](uint32_t w) { return w != 0; });
 }
 
 void TokenMasker::walk(StackPool& pool, uint32_t state, std::span<uint32_t> mask) {

@@ -9,7 +9,8 @@
 //
 // A token is allowed when the matcher accepts all its bytes in order (a partial UTF-8
 // character is fine); an end token when the text so far is a whole sentence. The masker
-// holds only scratch: one per thread (or per sequence), the trie shared.
+// holds scratch and a cache of masks by matcher state (a state's mask never changes): one
+// masker per sequence, so the cache serves it; the trie is shared by all.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +38,11 @@ class TokenMasker {
   TokenMasker(std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> end_ids);
 
   // mask: [mask_words(vocab_size)], overwritten. Grows the matcher's pool (states and
-  // transitions are cached there), not its state.
-  void fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask);
+  // transitions are cached there), not its state. Returns false when no token at all is
+  // allowed (the grammar is finished and none of end_ids is in the vocabulary's reach, or the
+  // vocabulary cannot spell what the grammar needs next): the caller ends the sequence.
+  // InputError only for a grammar too ambiguous to follow (StackPool::kMaxTops).
+  bool fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask);
 
   // Advances the matcher by token `id` as one step; false (matcher unchanged) when the
   // grammar does not allow it. An end token is allowed iff matcher.can_end(); it is a step

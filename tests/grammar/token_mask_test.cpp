@@ -101,6 +101,31 @@ TEST(GrammarTokenMask, SyntheticVocabularyMatchesTheOracle) {
   }
 }
 
+TEST(GrammarTokenMask, EndTokensOnlyWhenTheGrammarCanEndAndEmptyMasksAreReported) {
+  auto trie = std::make_shared<const TokenTrie>(std::vector<std::string>{"a", "ab", "b", "", "c"});
+  auto g = std::make_shared<const Grammar>(parse_gbnf(R"(root ::= "a" "b"?)"));
+  std::vector<uint32_t> mask(mask_words(5));
+  TokenMasker masker(trie, {3});
+  GrammarMatcher m(g);
+  EXPECT_TRUE(masker.fill_mask(m, mask));
+  EXPECT_EQ(mask[0], 0b00011u);  // a, ab
+  EXPECT_FALSE(masker.accept_token(m, 3));
+  ASSERT_TRUE(masker.accept_token(m, 0));
+  EXPECT_TRUE(masker.fill_mask(m, mask));
+  EXPECT_EQ(mask[0], 0b01100u);  // b, EOS
+  ASSERT_TRUE(masker.accept_token(m, 2));
+  EXPECT_TRUE(m.must_end());
+  EXPECT_TRUE(masker.fill_mask(m, mask));
+  EXPECT_EQ(mask[0], 0b01000u);  // EOS only
+  EXPECT_TRUE(masker.accept_token(m, 3));
+  TokenMasker no_end(trie, {});
+  EXPECT_FALSE(no_end.fill_mask(m, mask));
+  // Rollback by tokens: back before "b" and "a".
+  ASSERT_TRUE(m.rollback(3));
+  EXPECT_TRUE(masker.fill_mask(m, mask));
+  EXPECT_EQ(mask[0], 0b00011u);
+}
+
 TEST(GrammarTokenMask, ApplyMaskSetsDisallowedLogitsToMinusInfinity) {
   std::vector<float> logits(40, 1.0f);
   std::vector<uint32_t> mask(mask_words(40), 0);
