@@ -4,6 +4,7 @@
 // is written).
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
@@ -116,6 +117,8 @@ class SchemaCompiler {
       return any_value();
     }
     TANDEM_CHECK_INPUT(schema.is_object(), "json schema: expected an object at {}", where);
+    static const std::set<std::string> kAnnotations = {"description", "title",    "$schema", "$id",        "default",
+                                                       "examples",    "$comment", "$defs",   "definitions"};
     static const std::set<std::string> kKnown = {"type",        "properties",  "required", "additionalProperties",
                                                  "items",       "minItems",    "maxItems", "enum",
                                                  "const",       "anyOf",       "$ref",     "$defs",
@@ -125,14 +128,33 @@ class SchemaCompiler {
     for (const auto& [key, _] : schema.items()) {
       if (!kKnown.contains(key)) unsupported(key, where);
     }
+    // $ref, const, enum and anyOf decide the value alone here; a sibling that would narrow
+    // it further is refused rather than silently dropped (the output could break it).
+    for (const char* keyword : {"$ref", "const", "enum", "anyOf"}) {
+      if (!schema.contains(keyword)) continue;
+      for (const auto& [key, _] : schema.items()) {
+        if (key == keyword || kAnnotations.contains(key) || (key == "type" && keyword[0] != '$' && keyword[0] != 'a')) {
+          continue;
+        }
+        throw InputError(fmt::format("json schema: '{}' alongside '{}' at {} is not supported", key, keyword, where));
+      }
+      break;
+    }
     if (schema.contains("$ref")) return ref(schema["$ref"], where);
-    if (schema.contains("const")) return literal(schema["const"].dump());
+    if (schema.contains("const")) {
+      TANDEM_CHECK_INPUT(of_type(schema, schema["const"]), "json schema: 'const' at {} does not have the schema's type",
+                         where);
+      return literal(schema["const"].dump());
+    }
     if (schema.contains("enum")) {
       const Json& values = schema["enum"];
       TANDEM_CHECK_INPUT(values.is_array() && !values.empty(), "json schema: 'enum' at {} must be a non-empty array",
                          where);
       std::string alts;
-      for (const Json& v : values) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      for (const Json& v : values) {
+        if (of_type(schema, v)) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      }
+      TANDEM_CHECK_INPUT(!alts.empty(), "json schema: no 'enum' value at {} has the schema's type", where);
       return "(" + alts + ")";
     }
     if (schema.contains("anyOf")) {
@@ -163,6 +185,27 @@ class SchemaCompiler {
       alts += (alts.empty() ? "" : " | ") + typed(schema, t.get<std::string>(), hint, where);
     }
     return "(" + alts + ")";
+  }
+
+  // Whether `value` has one of the schema's types (true without "type"): an enum value of
+  // another type could never validate.
+  static bool of_type(const Json& schema, const Json& value) {
+    if (!schema.contains("type")) return true;
+    auto matches = [&](const Json& t) {
+      if (!t.is_string()) return false;
+      const std::string type = t.get<std::string>();
+      if (type == "integer") return value.is_number_integer() || value.is_number_unsigned();
+      if (type == "number") return value.is_number();
+      if (type == "string") return value.is_string();
+      if (type == "boolean") return value.is_boolean();
+      if (type == "null") return value.is_null();
+      if (type == "object") return value.is_object();
+      if (type == "array") return value.is_array();
+      return false;
+    };
+    const Json& type = schema["type"];
+    if (!type.is_array()) return matches(type);
+    return std::any_of(type.begin(), type.end(), matches);
   }
 
   std::string typed(const Json& schema, const std::string& type, const std::string& hint, const std::string& where) {
@@ -249,6 +292,17 @@ class SchemaCompiler {
   }
 
   std::string object(const Json& schema, const std::string& hint, const std::string& where) {
+    if (!schema.contains("properties") && schema.contains("required")) {
+      // Required keys without a schema of their own: any value each, and nothing else.
+      Json narrowed = schema;
+      narrowed["properties"] = Json::object();
+      TANDEM_CHECK_INPUT(schema["required"].is_array(), "json schema: 'required' at {} must be a list", where);
+      for (const Json& r : schema["required"]) {
+        TANDEM_CHECK_INPUT(r.is_string(), "json schema: 'required' at {} must list strings", where);
+        narrowed["properties"][r.get<std::string>()] = Json::object();
+      }
+      return object(narrowed, hint, where);
+    }
     const std::string name = fresh(hint);
     if (!schema.contains("properties")) {
       // A map: additionalProperties says what its values are (absent or true: anything).

@@ -67,6 +67,8 @@ const std::vector<Case>& cases() {
       {R"({"type": "string", "format": "uuid"})",
        {"\"123e4567-e89b-12d3-a456-426614174000\""},
        {"\"123e4567e89b12d3a456426614174000\"", "\"123e4567-e89b-12d3-a456-42661417400g\""}},
+      {R"({"type": "object", "required": ["k"]})", {R"({"k": [1]})", R"({"k": null})"}, {"{}", R"({"j": 1})"}},
+      {R"({"type": "string", "enum": ["a", 1, "b"]})", {"\"a\"", "\"b\""}, {"1", "\"c\""}},
       {R"({})", {"1", "\"s\"", R"({"a": [1, {"b": null}]})", "[]", "true"}, {"", "[1,]", "nul", "{\"a\" 1}"}},
   };
   return kCases;
@@ -151,6 +153,12 @@ TEST(GrammarJsonSchema, UnsupportedKeywordsAreNamed) {
   EXPECT_EQ(error_of(R"({"$ref": "#/$defs/missing"})"), "json schema: '$ref' '#/$defs/missing' at # points nowhere");
   EXPECT_EQ(error_of(R"({"type": "string", "format": "email"})"),
             "json schema: unsupported string format 'email' at #");
+  EXPECT_EQ(error_of(R"({"anyOf": [{"type": "integer"}], "type": "integer"})"),
+            "json schema: 'type' alongside 'anyOf' at # is not supported");
+  EXPECT_EQ(error_of(R"({"$defs": {"a": {}}, "$ref": "#/$defs/a", "maxLength": 2})"),
+            "json schema: 'maxLength' alongside '$ref' at # is not supported");
+  EXPECT_EQ(error_of(R"({"type": "integer", "enum": ["a"]})"),
+            "json schema: no 'enum' value at # has the schema's type");
   EXPECT_EQ(error_of(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})"),
             "json schema: 'required' at # names \"b\", which is not among the properties");
 }
