@@ -64,8 +64,10 @@ Result summarise(std::vector<double> us) {
 }
 
 // One pass over `ids`: per-step mask times in µs.
-std::vector<double> walk(TokenMasker& masker, GrammarMatcher& matcher, const std::vector<int32_t>& ids, int32_t eos) {
+std::vector<double> walk(TokenMasker& masker, GrammarMatcher& matcher, const std::vector<int32_t>& ids, int32_t eos,
+                         double& apply_us) {
   std::vector<uint32_t> mask(mask_words(masker.trie().vocab_size()));
+  std::vector<float> logits(static_cast<size_t>(masker.trie().vocab_size()));
   std::vector<double> times;
   for (size_t i = 0; i <= ids.size(); ++i) {
     const auto t0 = Clock::now();
@@ -75,6 +77,11 @@ std::vector<double> walk(TokenMasker& masker, GrammarMatcher& matcher, const std
       std::printf("    step %zu: %.1f us, states %zu, slow steps %zu, nodes %zu\n", i, times.back(),
                   matcher.pool().n_states(), matcher.pool().n_slow_steps(), matcher.pool().n_nodes());
     }
+    // The sampler's side of the step: masking a row of logits.
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    const auto t1 = Clock::now();
+    apply_token_mask(mask, logits);
+    apply_us += std::chrono::duration<double, std::micro>(Clock::now() - t1).count();
     const int32_t id = i < ids.size() ? ids[i] : eos;
     TANDEM_CHECK_INPUT(mask_allows(mask, id), "bench: token {} ('{}') at step {} is masked out", id,
                        masker.trie().token_bytes(id), i);
@@ -107,22 +114,24 @@ void bench_vocab(const std::string& path) {
     constexpr int kReps = 5;
     std::vector<double> cold(ids.size() + 1, 1e30), warm(ids.size() + 1, 1e30);
     size_t states = 0, nodes = 0;
+    double apply_us = 0;
     for (int rep = 0; rep < kReps; ++rep) {
       TokenMasker masker(trie, {eos});
       GrammarMatcher matcher(g.grammar);
-      auto times = walk(masker, matcher, ids, eos);
+      auto times = walk(masker, matcher, ids, eos, apply_us);
       for (size_t i = 0; i < times.size(); ++i) cold[i] = std::min(cold[i], times[i]);
       states = matcher.pool().n_states();
       nodes = matcher.pool().n_nodes();
       matcher.reset();
-      times = walk(masker, matcher, ids, eos);
+      times = walk(masker, matcher, ids, eos, apply_us);
       for (size_t i = 0; i < times.size(); ++i) warm[i] = std::min(warm[i], times[i]);
     }
     const Result c = summarise(cold), w = summarise(warm);
     std::printf(
         "  %-12s mask per step (us), new request: mean %7.1f p50 %7.1f p99 %7.1f | repeated: mean %5.1f p50 %5.1f"
-        " | %zu states, %zu stack nodes\n",
-        g.name, c.mean_us, c.p50_us, c.p99_us, w.mean_us, w.p50_us, states, nodes);
+        " | apply to logits: mean %5.1f | %zu states, %zu stack nodes\n",
+        g.name, c.mean_us, c.p50_us, c.p99_us, w.mean_us, w.p50_us,
+        apply_us / static_cast<double>(2 * kReps * cold.size()), states, nodes);
   }
 }
 

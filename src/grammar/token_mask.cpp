@@ -16,6 +16,12 @@ void apply_token_mask(std::span<const uint32_t> mask, std::span<float> logits) {
     const uint32_t bits = mask[w];
     if (bits == 0xFFFFFFFFu) continue;
     const size_t end = std::min(logits.size(), w * 32 + 32);
+    if (bits == 0) {
+      // Most words are all-out in structural states: a plain fill, which vectorises.
+      std::fill(logits.begin() + static_cast<std::ptrdiff_t>(w * 32), logits.begin() + static_cast<std::ptrdiff_t>(end),
+                kNegInf);
+      continue;
+    }
     for (size_t i = w * 32; i < end; ++i) {
       if (((bits >> (i & 31)) & 1u) == 0) logits[i] = kNegInf;
     }
