@@ -116,6 +116,21 @@ TEST(GrammarJsonSchema, AnyJsonMatchesJsonValues) {
     EXPECT_FALSE(matches(g, doc)) << doc;
 }
 
+// A long output must not grow the matcher's pool without bound: repetition returns to the
+// same states (tail references do not deepen the stack).
+TEST(GrammarJsonSchema, LongOutputsReuseStates) {
+  GrammarMatcher m(std::make_shared<const Grammar>(any_json_grammar()));
+  ASSERT_TRUE(m.accept_bytes("[\"start\""));
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(m.accept_bytes(i % 2 == 0 ? ", 12.5" : ", \"some text here\""));
+  const size_t states = m.pool().n_states(), nodes = m.pool().n_nodes();
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(m.accept_bytes(i % 2 == 0 ? ", 12.5" : ", \"some text here\""));
+  EXPECT_EQ(m.pool().n_states(), states);
+  EXPECT_EQ(m.pool().n_nodes(), nodes);
+  EXPECT_LT(states, 200u);
+  ASSERT_TRUE(m.accept_bytes("]"));
+  EXPECT_TRUE(m.can_end());
+}
+
 TEST(GrammarJsonSchema, WhitespaceIsBounded) {
   JsonGrammarOptions options;
   options.max_whitespace = 3;
