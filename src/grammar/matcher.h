@@ -29,7 +29,8 @@ class GrammarMatcher {
 
   // Consumes all of `bytes` as one step and returns true, or returns false and changes
   // nothing when some prefix of them leaves no stack alive. Empty bytes: a step that
-  // changes nothing.
+  // changes nothing. InputError (matcher unchanged) only for a grammar too ambiguous to
+  // follow (StackPool::kMaxTops stacks alive at once).
   bool accept_bytes(std::string_view bytes);
   bool accept_byte(uint8_t byte) { return accept_bytes(std::string_view(reinterpret_cast<const char*>(&byte), 1)); }
 
