@@ -18,6 +18,7 @@ set(TANDEM_MODEL_TESTS
     "^GenModelReference\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."
+    "^GrammarTokenMaskVocab\\."
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
     "^BenchmarkTest\\.(JsonLinesHaveTheRequiredFields|PromptLongerThanContextIsAnInputError|TinyRunsGivePositiveRates)$"

@@ -1,0 +1,117 @@
+// StackPool: the parse stacks of a pushdown matcher, interned, and the states built from
+// them. A stack is a node id: the node holds the grammar position the parse is at and the
+// node to return to when that alternative ends (its parent), so stacks that share a tail
+// share nodes. A state is an interned set of stacks (plus whether the root can end there),
+// named by a state id; step(state, byte) is cached in a per-state row of 256 transitions, so
+// once a state has been seen, matching a byte from it is two array reads — the mask walks
+// the whole vocabulary trie and meets the same few states over and over (inside a string,
+// every character leads back to the same state). In effect a DFA built lazily from the
+// pushdown automaton, over the states that actually occur.
+// Not thread-safe: one pool per sequence, shared only by copies of its matcher. Nodes and
+// states are never freed while the pool lives (a sequence's output bounds them); the
+// transition rows are a cache, dropped when they pass kMaxRows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace tandem::grammar {
+
+class StackPool {
+ public:
+  static constexpr int32_t kDead = -1;      // step() result when no stack accepts the byte
+  static constexpr size_t kMaxRows = 4096;  // 4 MiB of cached transitions per pool at most
+  // Stacks alive at once. Only a highly ambiguous grammar gets near it (`("" | x+){300}`
+  // splits a run of x every possible way); past it a step is an InputError, not a stall.
+  static constexpr size_t kMaxTops = 4096;
+
+  explicit StackPool(std::shared_ptr<const Grammar> grammar);
+
+  // The state at the start of the root rule.
+  uint32_t initial_state() const { return initial_; }
+  // The state after `state` consumes `byte`, or kDead.
+  int32_t step(uint32_t state, uint8_t byte) {
+    const int32_t row = row_of_[state];
+    if (row >= 0) {
+      const int32_t next = rows_[static_cast<size_t>(row) * 256 + byte];
+      if (next != kUnknown) return next;
+    }
+    return step_slow(state, byte);
+  }
+  // The stacks of `state` (each a node at a byte-range element), sorted.
+  std::span<const uint32_t> tops(uint32_t state) const {
+    return {state_tops_.data() + states_[state].begin, state_tops_.data() + states_[state].end};
+  }
+  // True when the text that led to `state` is a whole sentence of the grammar.
+  bool can_end(uint32_t state) const { return states_[state].can_end; }
+  // True when no byte can follow `state` (only the end remains).
+  bool finished(uint32_t state) const { return states_[state].begin == states_[state].end; }
+
+  const Grammar& grammar() const { return *grammar_; }
+  // Unique over the process's pools, so a cache keyed by state id can tell pools apart.
+  uint64_t serial() const { return serial_; }
+  size_t n_nodes() const { return nodes_.size(); }
+  size_t n_states() const { return states_.size(); }
+  // Transitions computed rather than read from the cache (a measure of cache misses).
+  size_t n_slow_steps() const { return n_slow_steps_; }
+
+ private:
+  static constexpr uint32_t kNone = 0xFFFFFFFF;
+  static constexpr int32_t kUnknown = -2;
+  struct Node {
+    uint32_t pos;     // index into grammar elements
+    uint32_t parent;  // node to continue at when this alternative ends; kNone: the root's end
+    uint8_t lo, hi;   // the byte range at pos when it is one (a top), else lo > hi
+    uint32_t next;    // a top's node once it has consumed its byte: (pos + 1, parent); kNone until needed
+  };
+  // The tops a node expands to (its closure): [begin, end) of succ_data_.
+  struct Successors {
+    uint32_t begin = 0, end = 0;
+    bool known = false, can_end = false;
+  };
+  struct State {
+    uint32_t begin, end;  // into state_tops_
+    bool can_end;
+  };
+
+  uint32_t intern(uint32_t pos, uint32_t parent);
+  // The tops reachable from `node` without consuming a byte (following references into
+  // rules and returns out of finished alternatives), appended to succ_data_; true when the
+  // root can end there.
+  bool expand(uint32_t node);
+  // The closure of node `n`, computed once. Many tops share their next node (every
+  // alternative of a character class returns to the same place), so closures are cached
+  // per next node rather than per top.
+  const Successors& closure(uint32_t n);
+  // The stacks after `tops` consume `byte`, without duplicates, into `out` (cleared first).
+  void advance(std::span<const uint32_t> tops, uint8_t byte, std::vector<uint32_t>& out, bool& can_end);
+  // The id of the state with these tops (sorted here) and can_end, interned.
+  uint32_t intern_state(std::vector<uint32_t>& tops, bool can_end);
+  int32_t step_slow(uint32_t state, uint8_t byte);
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::vector<Node> nodes_;
+  std::unordered_map<uint64_t, uint32_t> node_index_;  // (pos << 32 | parent) -> node id
+  std::vector<Successors> succ_;                       // [n_nodes] closure of each node
+  std::vector<uint32_t> succ_data_;
+  // Duplicate detection: node n is in the set being built when stamp_[n] == generation_.
+  std::vector<uint32_t> stamp_;  // [n_nodes]
+  uint32_t generation_ = 0;
+  std::vector<uint32_t> work_, scratch_, nexts_;  // expand()'s worklist, step_slow()'s set, advance()'s next nodes
+
+  std::vector<State> states_;
+  std::vector<uint32_t> state_tops_;
+  std::unordered_multimap<uint64_t, uint32_t> state_index_;  // hash of (tops, can_end) -> state
+  std::vector<int32_t> row_of_;                              // [n_states] row in rows_, or -1
+  std::vector<int32_t> rows_;                                // [n_rows, 256] next state, kDead or kUnknown
+  uint32_t initial_ = 0;
+  size_t n_slow_steps_ = 0;
+  uint64_t serial_;
+};
+
+}  // namespace tandem::grammar
