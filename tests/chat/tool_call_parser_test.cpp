@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "chat/chat_renderer.h"
 #include "support/shared_data.h"
 
 namespace tandem::chat {
@@ -427,6 +429,80 @@ TEST(ToolCallParserTemplates, DetectsEachTemplatesFamily) {
     ++seen;
   }
   EXPECT_EQ(seen, expected.size());
+}
+
+// The spec is what each template shows its model: an assistant turn with calls, rendered by
+// the template, parses back into those calls. (Firefunction v2's template needs variables
+// only Fireworks' server sets, `functions` and `datetime`: its corpus cases above follow the
+// calls it prints, ` functools[{"name": ..., "arguments": ...}, ...]`.)
+TEST(ToolCallParserTemplates, CallsEachTemplateRendersParseBack) {
+  TANDEM_REQUIRE_SHARED("chat-templates");
+  struct Turn {
+    const char* name;
+    const char* opener;        // where the assistant's text begins (the last one before the calls)
+    const char* closer;        // and ends
+    bool one_call;             // Llama 3.x renders one call per turn
+    bool null_content = true;  // Command R+ prints a null content as "None"
+  };
+  const Turn turns[] = {
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "<|im_start|>assistant", "<|im_end|>", false},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "<|im_start|>assistant", "<|im_end|>", false},
+      {"Qwen-Qwen2.5-7B-Instruct", "<|im_start|>assistant", "<|im_end|>", false},
+      {"meta-llama-Llama-3.1-8B-Instruct", "assistant<|end_header_id|>", "<|eot_id|>", true},
+      {"meta-llama-Llama-3.2-3B-Instruct", "assistant<|end_header_id|>", "<|eot_id|>", true},
+      {"mistralai-Mistral-Nemo-Instruct-2407", "[/INST]", "</s>", false},
+      {"meetkai-functionary-medium-v3.1", "assistant<|end_header_id|>", "<|eom_id|>", false},
+      {"meetkai-functionary-medium-v3.2", "assistant<|end_header_id|>\n\n>>>", "<|eot_id|>", false},
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>", false},
+      {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "<｜Assistant｜>", "<｜end▁of▁sentence｜>", false},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<｜Assistant｜>", "<｜end▁of▁sentence｜>", false},
+      {"llama-cpp-deepseek-r1", "<｜Assistant｜>", "<｜end▁of▁sentence｜>", false},
+      {"CohereForAI-c4ai-command-r-plus-tool_use", "<|CHATBOT_TOKEN|>", "<|START_OF_TURN_TOKEN|>", false, false},
+  };
+  std::vector<ToolDefinition> tools = {{"get_weather", "Weather at a place"}, {"get_time", "Time in a zone"}};
+  tools[0].parameters = {{"type", "object"},
+                         {"properties", {{"location", {{"type", "string"}, {"description", "A city"}}}}},
+                         {"required", {"location"}}};
+  tools[1].parameters = {{"type", "object"},
+                         {"properties", {{"tz", {{"type", "string"}, {"description", "A zone"}}}}},
+                         {"required", {"tz"}}};
+  const std::vector<ToolCall> calls = {{"abcDEF123", "get_weather", R"({"location":"Paris, 東京"})"},
+                                       {"xyzUVW456", "get_time", R"({"tz":"CET"})"}};
+  for (const Turn& turn : turns) {
+    SCOPED_TRACE(turn.name);
+    ChatRenderer renderer;
+    renderer.jinja_template = testing::read_file(testing::shared_path("chat-templates/") + turn.name + ".jinja");
+    renderer.bos_token = "<s>";
+    renderer.eos_token = "</s>";
+    ChatMessage assistant{"assistant", ""};
+    assistant.null_content = turn.null_content;
+    assistant.tool_calls = calls;
+    if (turn.one_call) assistant.tool_calls.resize(1);
+    const std::vector<ChatMessage> messages = {{"user", "Weather in Paris, and the time?"}, assistant};
+    std::string text;
+    try {
+      text = renderer.render(messages, tools);
+    } catch (const InputError&) {
+      // llama.cpp's DeepSeek-R1 template passes a generator to tojson (Python's Jinja fails
+      // alike): its tool list cannot be printed, its calls can.
+      text = renderer.render(messages);
+    }
+    const size_t call_at = text.rfind("get_weather");
+    const size_t begin = text.rfind(turn.opener, call_at);
+    ASSERT_NE(begin, std::string::npos) << text;
+    const size_t start = begin + std::string_view(turn.opener).size();
+    const std::string reply = text.substr(start, text.find(turn.closer, call_at) - start);
+    // History carries no reasoning: the reply is parsed as the model writes it after </think>.
+    const ToolCallSyntax syntax{detect_tool_call_format(renderer.jinja_template), ReasoningTags::kNone};
+    const ParsedReply parsed = parse_reply(syntax, reply, kSeed);
+    EXPECT_EQ(parsed.content, "") << reply;
+    EXPECT_TRUE(parsed.errors.empty()) << parsed.errors.at(0);
+    ASSERT_EQ(parsed.tool_calls.size(), assistant.tool_calls.size()) << reply;
+    for (size_t i = 0; i < parsed.tool_calls.size(); ++i) {
+      EXPECT_EQ(parsed.tool_calls[i].name, calls[i].name);
+      EXPECT_EQ(parsed.tool_calls[i].arguments, calls[i].arguments);
+    }
+  }
 }
 
 TEST(ToolCallParser, PlainTemplatesHaveNoFormat) {
