@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_message.h"
+#include "tokenizer/utf8.h"
 
 namespace tandem::chat {
 
@@ -62,9 +63,27 @@ std::optional<CallParts> call_from_object(const ordered_json& object) {
   return CallParts{name->get<std::string>(), std::move(*text)};
 }
 
+// The start of `text` for an error line, cut between UTF-8 characters.
 std::string excerpt(std::string_view text) {
-  constexpr size_t kMax = 80;
-  return text.size() <= kMax ? std::string(text) : std::string(text.substr(0, kMax)) + "...";
+  size_t cut = 80;
+  if (text.size() <= cut) return std::string(text);
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "...";
+}
+
+// Compact JSON of values built from the model's raw text (not parsed JSON, which is valid
+// UTF-8): invalid bytes become U+FFFD rather than an exception.
+std::string dump_text_values(const ordered_json& value) {
+  return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+// A function name read from raw text (Functionary, DeepSeek): a word with no spaces or
+// control bytes, in valid UTF-8 (it goes into the reply's JSON).
+bool plausible_name(std::string_view name) {
+  if (name.empty() || name.size() > 256) return false;
+  for (const char c : name)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7F) return false;
+  return sanitize_utf8(name) == name;
 }
 
 // A Python literal of a built-in tool call's keyword argument: a quoted string (escapes
@@ -133,7 +152,7 @@ std::optional<CallParts> python_builtin_call(std::string_view body) {
       return std::nullopt;
   }
   if (pos + 1 != body.size()) return std::nullopt;
-  return CallParts{std::string(body.substr(0, dot)), arguments.dump()};
+  return CallParts{std::string(body.substr(0, dot)), dump_text_values(arguments)};
 }
 
 }  // namespace
@@ -260,12 +279,16 @@ std::optional<std::vector<CallParts>> read_functionary_function(std::string_view
 
 std::optional<std::vector<CallParts>> read_named_arguments(std::string_view name, std::string_view arguments,
                                                            std::string* why) {
+  if (!plausible_name(name)) {
+    *why = "not a function name: " + excerpt(name);
+    return std::nullopt;
+  }
   const std::string_view text = trim(arguments);
   const ordered_json value = parse_json(text);
   if (value.is_object()) return std::vector<CallParts>{{std::string(name), value.dump()}};
   // Functionary's python tool takes the code itself, as the templates print it.
   if (name == "python" && !text.empty()) {
-    return std::vector<CallParts>{{"python", ordered_json{{"code", std::string(text)}}.dump()}};
+    return std::vector<CallParts>{{"python", dump_text_values({{"code", std::string(text)}})}};
   }
   *why = "arguments of " + std::string(name) + " are not a JSON object: " + excerpt(text);
   return std::nullopt;

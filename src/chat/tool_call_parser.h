@@ -94,7 +94,8 @@ nlohmann::ordered_json tool_call_delta_json(const ToolCallStreamEvent& event);
 // characters); emits content deltas, holding back only what may begin a marker (or is
 // trailing whitespace, or an unfinished UTF-8 character), reasoning deltas, and calls. For
 // any split, the concatenated deltas and the calls equal parse_reply of the whole text (with
-// the same seed): parse_reply is this parser fed once.
+// the same seed): parse_reply is this parser fed once. Llama 3 replies that open with '{'
+// are held until that object closes: the whole reply may be a call.
 class StreamingToolCallParser {
  public:
   StreamingToolCallParser(ToolCallSyntax syntax, uint64_t id_seed);

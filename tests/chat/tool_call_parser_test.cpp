@@ -109,6 +109,10 @@ std::vector<Case> corpus() {
        syntax(F::kLlama3),
        R"({"name": "get_weather", "parameters": {"location": "Paris"})",
        {R"({"name": "get_weather", "parameters": {"location": "Paris"})", {}, "", 1}},
+      {"llama3_python_invalid_utf8",
+       syntax(F::kLlama3),
+       "<|python_tag|>print('\xff')",
+       {"", {{"python", "{\"code\":\"print('\xEF\xBF\xBD')\"}"}}}},
       // Mistral Nemo.
       {"mistral_one",
        syntax(F::kMistralNemo),
@@ -140,6 +144,10 @@ std::vector<Case> corpus() {
        syntax(F::kFunctionaryV31),
        R"(<function=get_weather>{"location": Paris}</function>)",
        {R"(<function=get_weather>{"location": Paris}</function>)", {}, "", 1}},
+      {"functionary31_bad_name",
+       syntax(F::kFunctionaryV31),
+       "<function=get weather>{}</function>",
+       {"<function=get weather>{}</function>", {}, "", 1}},
       {"functionary31_content_only", syntax(F::kFunctionaryV31), "x <functio", {"x <functio", {}}},
       // Functionary v3.2: the prompt ends with ">>>", the reply starts with the recipient.
       {"functionary32_one",
