@@ -340,6 +340,7 @@ bool StreamingToolCallParser::step_text(bool at_end, bool reasoning) {
     case MarkerAction::kOpenRegion:
       state_ = State::kRegion;
       region_ = marker.region;
+      searched_ = 0;
       break;
     case MarkerAction::kOpenReasoning: state_ = State::kReasoning; break;
     case MarkerAction::kCloseReasoning: state_ = State::kContent; break;
@@ -385,8 +386,14 @@ bool StreamingToolCallParser::step_region(bool at_end) {
   std::string_view body;
   size_t raw_length = 0;  // the region's text, opener to closer
   if (region.end != RegionEnd::kJson) {
-    const size_t close = region.end == RegionEnd::kClose ? text.find(region.close, region.open.size()) : text.npos;
-    if (close == text.npos && !at_end) return false;
+    // Resumed where the last feed's search stopped: a long call is not rescanned per token.
+    const size_t from = std::max(region.open.size(), searched_);
+    const size_t close = region.end == RegionEnd::kClose ? text.find(region.close, from) : text.npos;
+    if (close == text.npos && !at_end) {
+      if (region.end == RegionEnd::kClose && text.size() >= region.close.size())
+        searched_ = std::max(from, text.size() - region.close.size() + 1);
+      return false;
+    }
     body = text.substr(region.open.size(), close == text.npos ? text.npos : close - region.open.size());
     raw_length = close == text.npos ? text.size() : close + region.close.size();
   } else {

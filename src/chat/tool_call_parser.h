@@ -144,6 +144,7 @@ class StreamingToolCallParser {
   State state_;
   std::string buf_;             // text not yet decided on
   int region_ = 0;              // kRegion: which marker opened it (index into the format's markers)
+  size_t searched_ = 0;         // kRegion: the closer does not start before this offset
   std::string segment_name_;    // kSegmentCall: the recipient
   bool reply_started_ = false;  // Llama 3: the first non-space byte was seen
   int n_calls_ = 0;
