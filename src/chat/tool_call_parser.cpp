@@ -442,9 +442,14 @@ bool StreamingToolCallParser::step_region(bool at_end) {
 }
 
 bool StreamingToolCallParser::step_recipient(bool at_end) {
-  // The prompt ends with the first ">>>"; a model repeating it is forgiven.
-  if (could_become(buf_, ">>>") && !at_end) return false;
-  if (starts_with(buf_, ">>>")) buf_.erase(0, 3);
+  // The prompt ends with the first ">>>"; a model repeating it is forgiven (once: later
+  // segments' ">>>" was the marker that led here).
+  if (!reply_started_) {
+    if (could_become(buf_, ">>>") && !at_end) return false;
+    if (starts_with(buf_, ">>>")) buf_.erase(0, 3);
+    reply_started_ = true;
+    return true;
+  }
   const size_t newline = buf_.find('\n');
   if (newline == std::string::npos && !at_end) return false;
   if (newline == std::string::npos) {  // a reply cut short in its recipient line

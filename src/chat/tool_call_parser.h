@@ -146,7 +146,7 @@ class StreamingToolCallParser {
   int region_ = 0;              // kRegion: which marker opened it (index into the format's markers)
   size_t searched_ = 0;         // kRegion: the closer does not start before this offset
   std::string segment_name_;    // kSegmentCall: the recipient
-  bool reply_started_ = false;  // Llama 3: the first non-space byte was seen
+  bool reply_started_ = false;  // Llama 3: a call was read; Functionary v3.2: a repeated ">>>" was looked for
   int n_calls_ = 0;
   TextSink content_, reasoning_;
   std::vector<std::string> errors_;

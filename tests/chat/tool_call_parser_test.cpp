@@ -170,6 +170,10 @@ std::vector<Case> corpus() {
        syntax(F::kFunctionaryV32),
        "get_weather\n{\"location\": }",
        {"get_weather\n{\"location\": }", {}, "", 1}},
+      {"functionary32_repeated_marker",
+       syntax(F::kFunctionaryV32),
+       ">>>get_time\n{}>>>>>>all\nok",
+       {">>>all\nok", {{"get_time", "{}"}}, "", 1}},
       // Firefunction v2.
       {"firefunction_one",
        syntax(F::kFirefunctionV2),
