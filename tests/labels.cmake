@@ -19,6 +19,7 @@ set(TANDEM_MODEL_TESTS
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."
     "^GrammarTokenMaskVocab\\."
+    "^ToolCallParserTemplates\\."
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
     "^BenchmarkTest\\.(JsonLinesHaveTheRequiredFields|PromptLongerThanContextIsAnInputError|TinyRunsGivePositiveRates)$"
