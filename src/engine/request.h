@@ -31,7 +31,7 @@ struct GenerationParams {
   int32_t top_logprobs = -1;      // < 0: no logprobs; 0..20: chosen token plus this many alternatives
   bool ignore_eos = false;        // EOS is an ordinary token (benchmarks generating exactly max_tokens)
   // Tokens that end the request as EOS does (vLLM's stop_token_ids), not emitted as text.
-  std::vector<int32_t> stop_token_ids;
+  std::vector<int32_t> stop_token_ids{};
   // Before this many tokens are generated, EOS and stop_token_ids cannot be sampled and stop
   // strings do not end the request (vLLM's min_tokens).
   int64_t min_tokens = 0;

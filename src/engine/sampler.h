@@ -37,7 +37,7 @@ struct SamplingParams {
   uint64_t seed = 0;
   // OpenAI's logit_bias: (token, bias) pairs added to the logits before the penalties;
   // -100 all but bans a token, +100 all but forces it. Ids must be inside the vocabulary.
-  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<std::pair<int32_t, float>> logit_bias{};
 };
 
 class Sampler {
