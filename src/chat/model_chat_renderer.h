@@ -13,8 +13,8 @@ namespace tandem::chat {
 
 // `format_name`: "chatml", "llama2", "llama3", "zephyr", the path of a Jinja template file
 // (compiled here: a template that does not parse is an InputError naming the file), or empty
-// for the model's own template (InputError for a name that is none of these). A model template that does not parse falls back to the
-// built-in format it resembles; *fallback_reason (when given) then says why, else stays empty.
+// for the model's own template (InputError for a name that is none of these). A model template that does not parse
+// falls back to the built-in format it resembles; *fallback_reason (when given) then says why, else stays empty.
 ChatRenderer model_chat_renderer(const std::string& model_path, const Tokenizer& tokenizer,
                                  const std::string& format_name, std::string* fallback_reason = nullptr);
 

@@ -21,11 +21,11 @@ inline std::optional<uint32_t> llama_file_type(DType type, bool q4_k_m = false) 
     case DType::Q8_0: return 7;
     case DType::Q5_0: return 8;
     case DType::Q5_1: return 9;
-    case DType::Q2_K: return 10;    // MOSTLY_Q2_K
-    case DType::Q3_K: return 11;    // MOSTLY_Q3_K_S: every matrix Q3_K
-    case DType::Q4_K: return 14;    // MOSTLY_Q4_K_S: every matrix Q4_K
-    case DType::Q5_K: return 16;    // MOSTLY_Q5_K_S
-    case DType::Q6_K: return 18;    // MOSTLY_Q6_K
+    case DType::Q2_K: return 10;  // MOSTLY_Q2_K
+    case DType::Q3_K: return 11;  // MOSTLY_Q3_K_S: every matrix Q3_K
+    case DType::Q4_K: return 14;  // MOSTLY_Q4_K_S: every matrix Q4_K
+    case DType::Q5_K: return 16;  // MOSTLY_Q5_K_S
+    case DType::Q6_K: return 18;  // MOSTLY_Q6_K
     case DType::IQ4_NL: return 25;
     case DType::IQ4_XS: return 30;  // MOSTLY_IQ4_XS
     case DType::BF16: return 32;
