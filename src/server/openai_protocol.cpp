@@ -43,6 +43,12 @@ std::string string_field(const RequestJson& body, const char* name) {
   return v->get<std::string>();
 }
 
+// An integer JSON value that fits a token id (0..INT32_MAX), judged on the value as sent.
+bool token_id_in_range(const RequestJson& id) {
+  return id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+                                 : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
+}
+
 std::vector<std::string> stop_field(const RequestJson& body) {
   const RequestJson* v = field(body, "stop");
   if (!v) return {};
@@ -187,10 +193,8 @@ std::vector<int32_t> stop_token_ids_field(const RequestJson& body) {
   if (v->size() > 256) bad("'stop_token_ids' may hold at most 256 ids");
   std::vector<int32_t> ids;
   for (const RequestJson& id : *v) {
-    const bool ok =
-        id.is_number_integer() && (id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
-                                                           : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX);
-    if (!ok) bad(fmt::format("'stop_token_ids' must hold token ids, not {}", shown(id)));
+    if (!id.is_number_integer() || !token_id_in_range(id))
+      bad(fmt::format("'stop_token_ids' must hold token ids, not {}", shown(id)));
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   return ids;
@@ -267,9 +271,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
       for (const RequestJson& id : *prompt) {
         if (!id.is_number_integer()) bad(fmt::format("'prompt' token ids must be integers, not {}", shown(id)));
         // Quote the id as sent: a clamped or wrapped value would name a token the client never wrote.
-        const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
-                                                      : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
-        if (!in_range) bad(fmt::format("'prompt' token id {} is out of range", shown(id)));
+        if (!token_id_in_range(id)) bad(fmt::format("'prompt' token id {} is out of range", shown(id)));
         request.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
       }
     } else {
