@@ -11,6 +11,8 @@
 #include <limits>
 
 #include "base/error.h"
+#include "grammar/matcher.h"
+#include "grammar/token_mask.h"
 
 namespace tandem {
 
@@ -49,6 +51,13 @@ struct Engine::Sequence {
   int64_t accepted_tokens = 0;
   std::vector<int32_t> end_tokens;  // EOS (unless ignore_eos) and stop_token_ids: what min_tokens holds back
   bool holding_end = false;         // whether the sampler suppresses end_tokens now
+  // Constrained decoding (params.grammar): where the output stands in the grammar (advanced
+  // only by emitted tokens, so rejected proposals never touch it), the masker with its cache
+  // of masks by grammar state, and scratch for this step's mask and masked logits.
+  std::optional<grammar::GrammarMatcher> matcher;
+  std::optional<grammar::TokenMasker> masker;
+  std::vector<uint32_t> mask;
+  std::vector<float> masked_logits;
 };
 
 namespace {
@@ -156,6 +165,15 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
   for (int32_t id : prompt) sequence->detokenizer.push(id);
   if (tokenizer_.vocab().eos_id >= 0 && !params.ignore_eos) sequence->end_tokens.push_back(tokenizer_.vocab().eos_id);
   sequence->end_tokens.insert(sequence->end_tokens.end(), params.stop_token_ids.begin(), params.stop_token_ids.end());
+  if (params.grammar) {
+    std::call_once(trie_once_, [this] {
+      token_trie_ = std::make_shared<const grammar::TokenTrie>(grammar::TokenTrie::from_tokenizer(tokenizer_));
+    });
+    sequence->matcher.emplace(params.grammar);
+    sequence->masker.emplace(token_trie_, sequence->end_tokens);
+    sequence->mask.resize(grammar::mask_words(vocab));
+    sequence->masked_logits.resize(static_cast<size_t>(vocab));
+  }
   sequence->request.prompt = std::move(prompt);
   sequence->request.params = std::move(params);
   sequence->request.times.arrival = RequestClock::now();
@@ -316,8 +334,34 @@ void Engine::hold_end_tokens(Sequence& sequence) {
 
 bool Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
   hold_end_tokens(sequence);
-  const int32_t token = sequence.sampler.sample(logits, sequence.request.tokens);
+  const std::span<const float> allowed = constrain(sequence, logits);
+  if (allowed.empty()) {
+    end_unconstrainable(sequence);
+    return true;
+  }
+  const int32_t token = sequence.sampler.sample(allowed, sequence.request.tokens);
   return emit_token(sequence, token, logits);
+}
+
+std::span<const float> Engine::constrain(Sequence& sequence, std::span<const float> logits) {
+  if (!sequence.matcher) return logits;
+  bool any = false;
+  try {
+    any = sequence.masker->fill_mask(*sequence.matcher, sequence.mask);
+  } catch (const InputError&) {  // a grammar too ambiguous to follow: this request ends, others go on
+    any = false;
+  }
+  if (!any) return {};
+  std::copy(logits.begin(), logits.end(), sequence.masked_logits.begin());
+  grammar::apply_token_mask(sequence.mask, sequence.masked_logits);
+  return sequence.masked_logits;
+}
+
+void Engine::end_unconstrainable(Sequence& sequence) {
+  RequestEvent event;
+  event.text = std::move(sequence.held) + sequence.detokenizer.finish();
+  sequence.held.clear();
+  finish(sequence, RequestState::Finished, FinishReason::Error, event);
 }
 
 void Engine::verify_draft(Sequence& sequence, int64_t n_draft, std::span<const float> rows) {
@@ -339,13 +383,20 @@ void Engine::verify_draft(Sequence& sequence, int64_t n_draft, std::span<const f
     int32_t token = 0;
     bool kept = false;
     hold_end_tokens(sequence);  // row i follows i kept proposals, each already emitted
+    // The grammar's state follows the emitted tokens only: a proposal it forbids has p = 0
+    // under the mask and is rejected like any other the target disagrees with.
+    const std::span<const float> allowed = constrain(sequence, logits);
+    if (allowed.empty()) {
+      end_unconstrainable(sequence);
+      return;
+    }
     if (!from_model) {
-      token = sequence.sampler.sample(logits, request.tokens);
+      token = sequence.sampler.sample(allowed, request.tokens);
       kept = i < n_draft && token == request.draft[static_cast<size_t>(i)];
     } else {
       // A draft model's proposal came from its distribution q: the general rule, min(1, p/q)
       // then the residual; after the last proposal a bonus token from p.
-      const TokenDistribution p = sequence.sampler.probabilities(logits, request.tokens);
+      const TokenDistribution p = sequence.sampler.probabilities(allowed, request.tokens);
       if (i < n_draft) {
         const double u_accept = sequence.sampler.next_uniform(), u_resample = sequence.sampler.next_uniform();
         const SpeculativeVerdict verdict =
@@ -391,6 +442,21 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
     reason = FinishReason::EndOfSequence;
   } else {
     sequence.held += sequence.detokenizer.push(token);
+    if (sequence.matcher) {
+      // Sampled under the mask, so the grammar takes it; a complete grammar ends the request
+      // here rather than spend a step on the only token left (EOS, or none under ignore_eos).
+      bool taken = false;
+      try {
+        taken = sequence.masker->accept_token(*sequence.matcher, token);
+      } catch (const InputError&) {
+        taken = false;
+      }
+      if (!taken) {
+        reason = FinishReason::Error;
+      } else if (sequence.matcher->must_end()) {
+        reason = FinishReason::EndOfSequence;
+      }
+    }
   }
   if (reason == FinishReason::None && static_cast<int64_t>(request.generated.size()) >= params.max_tokens)
     reason = FinishReason::Length;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "engine/speculation/draft_model.h"
 #include "engine/speculation/ngram_proposer.h"
 #include "engine/speculation/rejection_sampler.h"
+#include "grammar/token_trie.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_pool_plan.h"
@@ -155,6 +157,12 @@ class Engine {
   void propose_drafts();
   // Samples from logits and emits the token; true when that finished (and destroyed) the sequence.
   bool process_sample(Sequence& sequence, std::span<const float> logits);
+  // The logits a constrained sequence may sample from (the grammar's disallowed tokens at
+  // -inf, in the sequence's scratch), or `logits` itself when it is unconstrained; empty when
+  // the grammar allows no token at all (the caller ends the sequence).
+  std::span<const float> constrain(Sequence& sequence, std::span<const float> logits);
+  // Ends a constrained sequence whose grammar allows nothing more (FinishReason::Error).
+  void end_unconstrainable(Sequence& sequence);
   // Suppresses the sequence's end tokens in its sampler while it is short of min_tokens.
   void hold_end_tokens(Sequence& sequence);
   // A speculative chunk's rows [1 + n_draft, vocab]: keeps proposed tokens while the target
@@ -183,6 +191,10 @@ class Engine {
   double draft_cost_ = 0.0;            // a draft-model proposal, in target decode steps
   RejectionSampler rejection_;
   Profiler* profiler_ = nullptr;
+  // The vocabulary as byte strings in a prefix tree, for grammar masks: built by the first
+  // constrained request (submit(), any thread: guarded by trie_once_), shared by all.
+  std::once_flag trie_once_;
+  std::shared_ptr<const grammar::TokenTrie> token_trie_;
   std::vector<float> logprob_work_;                                    // [vocab_size]
   std::vector<int32_t> logprob_ids_;                                   // [vocab_size]
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only

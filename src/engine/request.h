@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,10 @@
 #include "kv/block_manager.h"
 
 namespace tandem {
+
+namespace grammar {
+class Grammar;
+}
 
 enum class RequestState { Waiting, Prefilling, Decoding, Finished, Cancelled };
 
@@ -35,6 +40,10 @@ struct GenerationParams {
   // Before this many tokens are generated, EOS and stop_token_ids cannot be sampled and stop
   // strings do not end the request (vLLM's min_tokens).
   int64_t min_tokens = 0;
+  // Constrained decoding (response_format, tool_choice, a GBNF `grammar`): each step samples
+  // only tokens the grammar allows, and the request ends (EndOfSequence) as soon as the
+  // grammar is complete and nothing may follow. Null: unconstrained. Shared and immutable.
+  std::shared_ptr<const grammar::Grammar> grammar{};
   SpeculationParams speculation;  // proposals verified in one forward pass; output unchanged by it
 };
 
