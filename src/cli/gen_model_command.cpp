@@ -17,6 +17,7 @@ struct GenModelFlags {
   std::string vocab_path;
   uint64_t seed = 1234;
   int64_t n_layers = 0;
+  int64_t context_length = 0;
   float branch_scale = 1.0f;
   float output_scale = 1.0f;
   std::string out_path;
@@ -38,6 +39,7 @@ void run_gen_model(const GenModelFlags& flags) {
   options.vocab_path = flags.vocab_path;
   options.seed = flags.seed;
   options.n_layers = flags.n_layers;
+  options.context_length = flags.context_length;
   options.branch_scale = flags.branch_scale;
   options.output_scale = flags.output_scale;
   options.out_path = flags.out_path;
@@ -78,6 +80,7 @@ void add_gen_model_command(CLI::App& app) {
                    "Multiply the logits by S (output_norm.weight = S; weight bytes unchanged): random weights "
                    "give nearly flat next-token distributions, S ~16 peaked ones (the argmax stays the same)")
       ->capture_default_str();
+  command->add_option("--context", flags->context_length, "Context length the file declares (0: the shape's)");
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
   command->callback([flags] { run_gen_model(*flags); });
 }

@@ -182,6 +182,9 @@ void generate_random_gguf(const GeneratorOptions& options) {
   TANDEM_CHECK_INPUT(std::isfinite(options.branch_scale) && options.branch_scale > 0.0f,
                      "--branch-scale must be a positive number");
   if (options.n_layers > 0) shape->n_layers = options.n_layers;
+  TANDEM_CHECK_INPUT(options.context_length >= 0 && options.context_length <= (int64_t{1} << 20),
+                     "--context {} is outside 0..1048576", options.context_length);
+  if (options.context_length > 0) shape->context_length = options.context_length;
   TANDEM_CHECK_INPUT(std::isfinite(options.output_scale) && options.output_scale > 0.0f,
                      "--output-scale must be a positive number, not {}", options.output_scale);
 

@@ -51,6 +51,9 @@ struct GeneratorOptions {
   // The shape's first n_layers layers only (0: all). Tensors are seeded by name, so the result
   // is an exact prefix of the full model: an early-exit draft for speculative decoding.
   int64_t n_layers = 0;
+  // The context length the file declares (0: the shape's). Random weights and RoPE have no
+  // trained limit, so a small shape may claim a long context (tests that need long outputs).
+  int64_t context_length = 0;
   // Multiplies attn_output and ffn_down, i.e. every layer's contribution to the residual
   // stream. Below 1 the later layers change the prediction less, so a layer prefix of the
   // model agrees with the whole more often (a stand-in for a trained draft/target pair).
