@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "server/chat_request.h"
 #include "server/request_json.h"
+#include "server/structured_output.h"
 
 namespace tandem::server {
 
@@ -115,6 +116,10 @@ constexpr std::string_view kKnownFields[] = {"model",
                                              "metadata",
                                              "service_tier",
                                              "response_format",
+                                             "grammar",
+                                             "json_schema",
+                                             "guided_json",
+                                             "guided_choice",
                                              "best_of",
                                              "suffix"};
 
@@ -125,13 +130,10 @@ struct Unsupported {
 constexpr Unsupported kUnsupportedFields[] = {
     {"functions", "use 'tools' (the deprecated 'functions' is not supported)"},
     {"function_call", "use 'tool_choice' (the deprecated 'function_call' is not supported)"},
-    {"grammar", "grammar-constrained sampling is not supported yet"},
-    {"json_schema", "grammar-constrained sampling is not supported yet"},
-    {"guided_json", "guided decoding is not supported yet"},
-    {"guided_regex", "guided decoding is not supported yet"},
-    {"guided_choice", "guided decoding is not supported yet"},
-    {"guided_grammar", "guided decoding is not supported yet"},
-    {"structured_outputs", "guided decoding is not supported yet"},
+    {"guided_regex",
+     "regular-expression guided decoding is not supported (use 'guided_json', 'guided_choice' or a GBNF 'grammar')"},
+    {"guided_grammar", "vLLM's EBNF 'guided_grammar' is not supported (llama.cpp's GBNF is, as 'grammar')"},
+    {"structured_outputs", "use 'response_format', 'guided_json', 'guided_choice' or 'grammar'"},
     {"prediction", "predicted outputs are not supported"},
     {"audio", "audio output is not supported"},
     {"modalities", "only text output is supported"},
@@ -154,16 +156,6 @@ void check_fields(const RequestJson& body, ApiRequest& request) {
   // Known, and refused unless they ask for the plain behaviour.
   if (int_field(body, "best_of", 1, INT32_MIN, INT32_MAX) != 1) bad("'best_of' is not supported (only 1)");
   if (!string_field(body, "suffix").empty()) bad("'suffix' (insertion) is not supported");
-  if (const RequestJson* format = field(body, "response_format")) {
-    if (!format->is_object() || !field(*format, "type") || !(*format)["type"].is_string())
-      bad(fmt::format("'response_format' must be an object with a string 'type', not {}", shown(*format)));
-    const std::string type = (*format)["type"].get<std::string>();
-    if (type == "json_object" || type == "json_schema")
-      bad(fmt::format("'response_format' type '{}' is not supported yet (grammar-constrained sampling)", type));
-    if (type != "text")
-      bad(fmt::format("'response_format.type' must be 'text', 'json_object' or 'json_schema', not {}",
-                      shown((*format)["type"])));
-  }
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
@@ -311,6 +303,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   p.ignore_eos = bool_field(body, "ignore_eos", false);
   p.stop_token_ids = stop_token_ids_field(body);
   p.min_tokens = int_field(body, "min_tokens", 0, 0, p.max_tokens);
+  p.grammar = output_grammar(body, request);
   return request;
 }
 
@@ -374,6 +367,12 @@ json choice_logprobs(const ResponseMeta& meta, const std::vector<TokenLogprob>& 
   return meta.logprobs ? logprobs_json(meta.endpoint, logprobs) : json(nullptr);
 }
 
+// finish_reason for the final chunk or choice: "tool_calls" replaces "stop" when calls were made.
+std::string finish_reason_text(FinishReason reason, bool called_tools) {
+  const bool stopped = reason == FinishReason::EndOfSequence || reason == FinishReason::StopString;
+  return called_tools && stopped ? "tool_calls" : finish_reason_name(reason);
+}
+
 json chunk_base(const ResponseMeta& meta) {
   const bool chat = meta.endpoint == Endpoint::Chat;
   return {{"id", meta.id},
@@ -386,10 +385,24 @@ json chunk_base(const ResponseMeta& meta) {
 
 json response_json(const ResponseMeta& meta, const Completion& c) {
   const bool chat = meta.endpoint == Endpoint::Chat;
+  const bool called_tools = c.reply && !c.reply->tool_calls.empty();
   json choice = {{"index", 0},
                  {"logprobs", choice_logprobs(meta, c.logprobs)},
-                 {"finish_reason", finish_reason_name(c.finish_reason)}};
-  if (chat) {
+                 {"finish_reason", finish_reason_text(c.finish_reason, called_tools)}};
+  if (chat && c.reply) {
+    json message = {{"role", "assistant"}};
+    message["content"] = called_tools && c.reply->content.empty() ? json(nullptr) : json(c.reply->content);
+    if (!c.reply->reasoning_content.empty()) message["reasoning_content"] = c.reply->reasoning_content;
+    if (called_tools) {
+      json calls = json::array();
+      for (const chat::ToolCall& call : c.reply->tool_calls)
+        calls.push_back({{"id", call.id},
+                         {"type", "function"},
+                         {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+      message["tool_calls"] = std::move(calls);
+    }
+    choice["message"] = std::move(message);
+  } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", c.text}};
   } else {
     choice["text"] = c.text;
@@ -405,28 +418,34 @@ json response_json(const ResponseMeta& meta, const Completion& c) {
 
 std::string sse_data(const json& value) { return "data: " + dump_json(value) + "\n\n"; }
 
-std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool first, bool include_usage) {
+namespace {
+
+std::string sse_chunks(const ResponseMeta& meta, const RequestEvent& event, const std::vector<json>& deltas, bool first,
+                       bool include_usage, bool called_tools) {
   const bool chat = meta.endpoint == Endpoint::Chat;
   std::string out;
-  const auto content_chunk = [&](const std::string& text, const json& logprobs, bool with_role) {
+  const auto chunk_of = [&](json delta, const json& logprobs) {
     json chunk = chunk_base(meta);
     json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (chat) {
-      choice["delta"] = with_role ? json{{"role", "assistant"}, {"content", text}} : json{{"content", text}};
+      choice["delta"] = std::move(delta);
     } else {
-      choice["text"] = text;
+      choice["text"] = delta["content"];
     }
     chunk["choices"] = json::array({choice});
     return sse_data(chunk);
   };
   // Chat streams open with the assistant role, as OpenAI's do.
-  if (first && chat) out += content_chunk("", nullptr, true);
-  if (!event.text.empty() || (meta.logprobs && !event.logprobs.empty()))
-    out += content_chunk(event.text, choice_logprobs(meta, event.logprobs), false);
+  if (first && chat) out += chunk_of({{"role", "assistant"}, {"content", ""}}, nullptr);
+  const bool with_logprobs = meta.logprobs && !event.logprobs.empty();
+  for (size_t i = 0; i < deltas.size(); ++i)
+    out += chunk_of(deltas[i], i == 0 && with_logprobs ? choice_logprobs(meta, event.logprobs) : json(nullptr));
+  if (deltas.empty() && with_logprobs) out += chunk_of({{"content", ""}}, choice_logprobs(meta, event.logprobs));
   if (!event.finished) return out;
 
   json finish = chunk_base(meta);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_name(event.finish_reason)}};
+  json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(event.finish_reason, called_tools)}};
   if (chat) {
     choice["delta"] = json::object();
   } else {
@@ -443,6 +462,19 @@ std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool 
   }
   out += "data: [DONE]\n\n";
   return out;
+}
+
+}  // namespace
+
+std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool first, bool include_usage) {
+  std::vector<json> deltas;
+  if (!event.text.empty()) deltas.push_back({{"content", event.text}});
+  return sse_chunks(meta, event, deltas, first, include_usage, false);
+}
+
+std::string sse_chat_event(const ResponseMeta& meta, const RequestEvent& event, const std::vector<json>& deltas,
+                           bool first, bool include_usage, bool called_tools) {
+  return sse_chunks(meta, event, deltas, first, include_usage, called_tools);
 }
 
 }  // namespace tandem::server

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -33,8 +34,8 @@ class ApiError : public std::runtime_error {
 
 enum class Endpoint { Completions, Chat };
 
-// tool_choice. Validated and kept, but not yet acted on: the model is not constrained to
-// call a tool (or none) until grammar-constrained tool calling (a later issue) uses it.
+// tool_choice. "required" and a named function constrain the output with a grammar
+// (structured_output.h); "auto" reads calls from what the model chose to write; "none" reads none.
 struct ToolChoice {
   enum class Mode { Auto, None, Required, Function };
   Mode mode = Mode::Auto;
@@ -48,8 +49,8 @@ struct ApiRequest {
   std::vector<int32_t> prompt_ids;    // completions: the prompt given as token ids
   std::vector<ChatMessage> messages;  // chat
   std::vector<ToolDefinition> tools;  // chat: function tools, rendered into the prompt
-  ToolChoice tool_choice;             // chat: validated only (see ToolChoice)
-  bool parallel_tool_calls = true;    // chat: validated only, like tool_choice
+  ToolChoice tool_choice;             // chat
+  bool parallel_tool_calls = true;    // chat: false: at most one call under tool_choice "required"
   GenerationParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -84,6 +85,13 @@ struct ResponseMeta {
   bool logprobs = false;
 };
 
+// A chat reply as the client sees it (server/chat_reply.h shapes it from the text).
+struct ChatReply {
+  std::string content;            // null in the JSON when empty and there are tool calls
+  std::string reasoning_content;  // left out when empty
+  std::vector<chat::ToolCall> tool_calls{};
+};
+
 // A whole (non-streamed) result, accumulated from the events.
 struct Completion {
   std::string text;
@@ -94,6 +102,9 @@ struct Completion {
   int64_t cached_tokens = 0;
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  // Chat: the reply shaped from `text` (when absent, the message's content is `text`); with
+  // tool calls, finish_reason is "tool_calls" where the generation stopped by itself.
+  std::optional<ChatReply> reply{};
 };
 
 // OpenAI's usage object, plus "speculative": {"drafted", "accepted"} when tokens were proposed.
@@ -106,5 +117,11 @@ nlohmann::json response_json(const ResponseMeta& meta, const Completion& complet
 // usage chunk when asked for, and "data: [DONE]").
 std::string sse_data(const nlohmann::json& json);
 std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool first, bool include_usage);
+// The same for a chat stream whose reply is shaped (chat_reply.h): `deltas` are the delta
+// objects this event released (the event's logprobs go with the first); `called_tools` makes
+// the final finish_reason "tool_calls" where the generation stopped by itself.
+std::string sse_chat_event(const ResponseMeta& meta, const RequestEvent& event,
+                           const std::vector<nlohmann::json>& deltas, bool first, bool include_usage,
+                           bool called_tools);
 
 }  // namespace tandem::server

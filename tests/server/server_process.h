@@ -32,9 +32,10 @@ namespace tandem::testing {
 class ServerProcess {
  public:
   // Starts `tandem serve -m MODEL --port 0 -t 2 <extra>` and waits for /health; false (with
-  // log()) on failure.
-  bool start(const std::vector<std::string>& extra, double timeout_s = 30.0) {
-    std::vector<std::string> args = {"serve", "-m", shared_path(kAidreamsGguf), "--port", "0", "-t", "2"};
+  // log()) on failure. MODEL: `model`, or aidreams260K when empty.
+  bool start(const std::vector<std::string>& extra, double timeout_s = 30.0, const std::string& model = "") {
+    std::vector<std::string> args = {"serve", "-m", model.empty() ? shared_path(kAidreamsGguf) : model, "--port", "0",
+                                     "-t",    "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     if (!spawn(args)) return false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "npm_packages.h"
 #include "server_process.h"
 
 namespace tandem::testing {
@@ -262,45 +263,17 @@ TEST(Server, ChatWithToolCallsAndResultsIsRendered) {
 
 // --- Node.js with the official openai package -----------------------------------------------
 
-std::string npm_cache_dir() {
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/tandem/npm";
-}
-
-// Installs openai@4 outside the repository once; false when node/npm/the network is missing.
-bool ensure_openai_package(std::string& why) {
-  const std::string dir = npm_cache_dir();
-  if (std::filesystem::exists(dir + "/node_modules/openai/package.json")) return true;
-  if (std::system("node --version > /dev/null 2>&1") != 0) {
-    why = "node is not installed";
-    return false;
-  }
-  std::filesystem::create_directories(dir);
-  // ctest -j runs several of these tests at once: two npm installs into one prefix hung
-  // (for half an hour, past `timeout`, whose SIGTERM npm ignored), so they take turns under
-  // a lock, re-check, and are killed 10 s after the time-out.
-  const std::string command = "flock '" + dir + ".lock' sh -c '[ -f \"" + dir +
-                              "/node_modules/openai/package.json\" ] || timeout -k 10 120 npm install --silent "
-                              "--no-audit --no-fund --prefix \"" +
-                              dir + "\" openai@4' > /dev/null 2>&1";
-  if (std::system(command.c_str()) != 0) {
-    why = "npm could not install openai@4 into " + dir;
-    return false;
-  }
-  return true;
-}
-
 int run_node(const std::string& args) {
   const std::string script = (std::filesystem::path(__FILE__).parent_path() / "openai_client_test.mjs").string();
-  const std::string command = "timeout 55 node '" + script + "' --openai '" + npm_cache_dir() + "' " + args;
+  const std::string command = "timeout 55 node '" + script + "' --openai '" + npm_cache_dir("npm") + "' " + args;
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-#define REQUIRE_OPENAI()                                                  \
-  do {                                                                    \
-    std::string why;                                                      \
-    if (!ensure_openai_package(why)) GTEST_SKIP() << why << "; skipping"; \
+#define REQUIRE_OPENAI()                                                                     \
+  do {                                                                                       \
+    std::string why;                                                                         \
+    if (!ensure_npm_packages("npm", {"openai@4"}, why)) GTEST_SKIP() << why << "; skipping"; \
   } while (0)
 
 TEST(ServerOpenAIClient, CompletionsChatStopUsageKeyDisconnect) {

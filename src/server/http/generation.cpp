@@ -18,6 +18,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "server/chat_reply.h"
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
 
@@ -84,6 +85,11 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     prepared.error_message = "internal error";
   }
   return prepared;
+}
+
+// Tool calls the model wrote that did not parse stay content; the operator sees why.
+void log_reply_errors(const ChatReplyShaper& shaper) {
+  for (const std::string& error : shaper.errors()) std::fprintf(stderr, "tandem serve: tool call: %s\n", error.c_str());
 }
 
 int64_t unix_seconds() {
@@ -167,6 +173,9 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   bool headers_sent = false;
   bool first = true;
   Completion completion;
+  // Chat replies: content, reasoning and tool calls read from the text as it comes.
+  std::optional<ChatReplyShaper> shaper;
+  if (endpoint == Endpoint::Chat) shaper.emplace(api, state_.tool_call_syntax, chat::random_tool_call_seed());
   std::vector<RequestEvent> batch;
   for (bool finished = false; !finished;) {
     batch.clear();
@@ -198,6 +207,10 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       completion.cached_tokens = last.cached_tokens;
       completion.drafted_tokens = last.drafted_tokens;
       completion.accepted_tokens = last.accepted_tokens;
+      if (shaper) {
+        completion.reply = shaper->whole(completion.text);
+        log_reply_errors(*shaper);
+      }
       if (completion.finish_reason == FinishReason::Cancelled) {
         HttpResponse response = error_response(version, 503, "the server is shutting down; the request was cancelled",
                                                "server_error", false);
@@ -220,7 +233,16 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
     }
     std::string chunks;
     for (const RequestEvent& event : batch) {
-      chunks += sse_event(meta, event, first, api.include_usage);
+      if (shaper) {
+        std::vector<nlohmann::json> deltas = shaper->feed(event.text);
+        if (event.finished) {
+          for (nlohmann::json& delta : shaper->finish()) deltas.push_back(std::move(delta));
+          log_reply_errors(*shaper);
+        }
+        chunks += sse_chat_event(meta, event, deltas, first, api.include_usage, shaper->called_tools());
+      } else {
+        chunks += sse_event(meta, event, first, api.include_usage);
+      }
       first = false;
     }
     beast::error_code ec;

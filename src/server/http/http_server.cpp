@@ -126,6 +126,9 @@ void HttpServer::start() {
 
 void HttpServer::attach(Engine* engine, std::string model_id, chat::ChatRenderer chat_renderer) {
   impl_->state.model_id = std::move(model_id);
+  impl_->state.tool_call_syntax = chat_renderer.jinja_template.empty()
+                                      ? chat::default_tool_call_syntax(chat::ToolCallFormat::kHermes)
+                                      : chat::detect_tool_call_syntax(chat_renderer.jinja_template);
   impl_->state.chat_renderer = std::move(chat_renderer);
   impl_->state.engine.store(engine);  // publishes model_id and chat_renderer to the I/O thread
 }

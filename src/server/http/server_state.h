@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "chat/chat_renderer.h"
+#include "chat/tool_call_parser.h"
 #include "engine/engine.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
@@ -37,6 +38,9 @@ struct ServerState {
   std::atomic<Engine*> engine{nullptr};  // stored last by attach(): publishes the two below
   std::string model_id;
   chat::ChatRenderer chat_renderer;
+  // How the template's model writes tool calls and reasoning (from the template's text; the
+  // built-in formats teach Hermes-style <tool_call>), for reading replies back.
+  chat::ToolCallSyntax tool_call_syntax;
   std::shared_ptr<ServingCounters> counters = std::make_shared<ServingCounters>();
   std::atomic<uint64_t> next_response_id{1};
 

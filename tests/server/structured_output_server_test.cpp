@@ -1,0 +1,67 @@
+// Structured output and tool calling end to end: `tandem serve` on a random-weight model with
+// the Llama 2 vocabulary (32k tokens, from ../shared/tokenizers), driven by the official
+// `openai` npm client v7 (structured_output_client_test.mjs), its answers checked by Ajv.
+// Random weights write noise unconstrained, so valid JSON and valid calls are the grammar's.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "npm_packages.h"
+#include "server_process.h"
+
+namespace tandem::testing {
+namespace {
+
+const char* const kLlamaSpmVocab = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+
+// A test-tiny model with the 32k Llama 2 vocabulary, written once per test process.
+const std::string& random_model_path() {
+  static const std::string path = [] {
+    const std::string out =
+        (std::filesystem::temp_directory_path() / ("tandem-structured-" + std::to_string(::getpid()) + ".gguf"))
+            .string();
+    const std::string command = std::string(TANDEM_BINARY) +
+                                " gen-model --shape test-tiny --type F32 --context 4096 --vocab-from '" +
+                                shared_path(kLlamaSpmVocab) + "' -o '" + out + "' > /dev/null 2>&1";
+    return std::system(command.c_str()) == 0 ? out : std::string();
+  }();
+  return path;
+}
+
+struct RemoveModel {
+  ~RemoveModel() {
+    if (!random_model_path().empty()) std::filesystem::remove(random_model_path());
+  }
+};
+
+int run_client(const std::string& url, const std::string& model_id, const std::string& part) {
+  const std::string script =
+      (std::filesystem::path(__FILE__).parent_path() / "structured_output_client_test.mjs").string();
+  const std::string command = "timeout 240 node '" + script + "' --npm '" + npm_cache_dir("npm7") + "' --url " + url +
+                              " --model '" + model_id + "' --part " + part;
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+void run_part(const std::string& part) {
+  TANDEM_REQUIRE_SHARED(kLlamaSpmVocab);
+  std::string why;
+  if (!ensure_npm_packages("npm7", {"openai@7", "ajv@8"}, why)) GTEST_SKIP() << why << "; skipping";
+  static RemoveModel remove_at_exit;
+  ASSERT_FALSE(random_model_path().empty()) << "gen-model failed";
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--parallel", "4"}, 60.0, random_model_path())) << server.log();
+  const std::string model_id = std::filesystem::path(random_model_path()).filename().string();
+  EXPECT_EQ(run_client(server.url(), model_id, part), 0) << server.log();
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(StructuredOutputClient, FiftyRandomSchemasGiveValidJson) { run_part("schemas"); }
+
+TEST(StructuredOutputClient, RequiredAndNamedToolCallsStreamedAndRunTools) { run_part("tools"); }
+
+}  // namespace
+}  // namespace tandem::testing
