@@ -87,9 +87,8 @@ std::string escape_literal(std::string_view text) {
 }
 
 // The regexes of a byte-level pre_tokenizer block, in application order.
-std::vector<std::string> byte_level_regexes(const json& pre_tokenizer, bool& add_prefix_space,
-                                            const std::string& where) {
-  std::vector<std::string> regexes;
+std::vector<PreSplit> byte_level_regexes(const json& pre_tokenizer, bool& add_prefix_space, const std::string& where) {
+  std::vector<PreSplit> regexes;
   for (const json* step : flatten(pre_tokenizer, "pretokenizers")) {
     const std::string type = type_of(*step);
     if (type == "ByteLevel") {
@@ -105,9 +104,9 @@ std::vector<std::string> byte_level_regexes(const json& pre_tokenizer, bool& add
       TANDEM_CHECK_INPUT(pattern != step->end() && pattern->is_object(), "{}: Split pre-tokenizer without a pattern",
                          where);
       if (std::string regex = string_field(*pattern, "Regex"); !regex.empty()) {
-        regexes.push_back(regex);
+        regexes.emplace_back(regex, SplitBehavior::Isolated);
       } else if (std::string literal = string_field(*pattern, "String"); !literal.empty()) {
-        regexes.push_back(escape_literal(literal));
+        regexes.emplace_back(escape_literal(literal), SplitBehavior::Isolated);
       } else {
         TANDEM_CHECK_INPUT(false, "{}: Split pattern is neither Regex nor String", where);
       }
