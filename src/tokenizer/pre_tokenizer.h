@@ -24,7 +24,7 @@ enum class SplitBehavior {
 
 // One step of a pre-tokenizer.
 struct PreSplit {
-  PreSplit(const char* regex) : regex(regex) {}  // NOLINT(google-explicit-constructor): lists of plain regexes
+  PreSplit(const char* regex) : regex(regex) {}  // implicit: lists of plain regexes stay lists of strings
   PreSplit(std::string regex, SplitBehavior behavior, bool invert = false, bool bytes = false)
       : regex(std::move(regex)), behavior(behavior), invert(invert), bytes(bytes) {}
 
