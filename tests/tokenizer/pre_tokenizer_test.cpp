@@ -6,7 +6,11 @@
 #include <random>
 
 #include "base/error.h"
+#include "io/gguf_file.h"
+#include "io/gguf_writer.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/vocab.h"
 #include "tokenizer_test_util.h"
 
 namespace tandem {
@@ -155,6 +159,56 @@ TEST(PreTokenizer, HfMetaspaceSplit) {
   EXPECT_EQ(split_steps({hf_metaspace_split()}, m + "Hello" + m + m + "world" + m),
             (Pieces{m + "Hello", m, m + "world", m}));
   EXPECT_EQ(split_steps({hf_metaspace_split()}, "ab" + m + "c"), (Pieces{"ab", m + "c"}));
+}
+
+// A byte-level vocabulary-only GGUF: ids 0..255 are the bytes, then the pieces `merges` make.
+Vocab gpt2_gguf_vocab(const std::string& pre, const std::vector<std::pair<std::string, std::string>>& merges) {
+  GgufWriter writer;
+  writer.set("tokenizer.ggml.model", GgufValue::string("gpt2"));
+  writer.set("tokenizer.ggml.pre", GgufValue::string(pre));
+  GgufArray tokens, merge_list;
+  for (int b = 0; b < 256; ++b) tokens.push_back(GgufValue::string(byte_to_piece_char(static_cast<uint8_t>(b))));
+  for (const auto& [left, right] : merges) {
+    tokens.push_back(GgufValue::string(left + right));
+    merge_list.push_back(GgufValue::string(left + " " + right));
+  }
+  writer.set("tokenizer.ggml.tokens", GgufValue::array(GgufValueType::String, tokens));
+  writer.set("tokenizer.ggml.merges", GgufValue::array(GgufValueType::String, merge_list));
+  const std::vector<uint8_t> bytes = writer.to_bytes();  // parse() views these bytes
+  return vocab_from_gguf(GgufFile::parse(bytes));
+}
+
+// The new names reach the encoder from a GGUF: the same merges give different tokens.
+TEST(PreTokenizer, GgufNamesDecideTheTokens) {
+  const std::string space = "\xC4\xA0";  // "Ġ"
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {space, "("}, {"d", "o"}, {"do", "n"}, {"don", "'"}, {"don'", "t"}, {"1", "2"}, {"12", "3"}, {"123", "4"}};
+  const int32_t space_paren = 256, don = 258, dont = 260, d123 = 262, d1234 = 263;
+  using Ids = std::vector<int32_t>;
+  auto encode = [&](const std::string& pre, const std::string& text) {
+    return Tokenizer(gpt2_gguf_vocab(pre, merges)).encode(text, false);
+  };
+  EXPECT_EQ(encode("gpt-2", " (x)"), (Ids{space_paren, 'x', ')'}));
+  EXPECT_EQ(encode("falcon", " (x)"), (Ids{' ', '(', 'x', ')'}));  // Punctuation first
+  EXPECT_EQ(encode("gpt-4o", " (x)"), (Ids{space_paren, 'x', ')'}));
+  EXPECT_EQ(encode("chatglm-bpe", " (x)"), (Ids{space_paren, 'x', ')'}));
+  EXPECT_EQ(encode("gpt-2", "don't"), (Ids{don, '\'', 't'}));
+  EXPECT_EQ(encode("falcon", "don't"), (Ids{don, '\'', 't'}));
+  EXPECT_EQ(encode("gpt-4o", "don't"), (Ids{dont}));  // the contraction stays on its word
+  EXPECT_EQ(encode("chatglm-bpe", "don't"), (Ids{don, '\'', 't'}));
+  EXPECT_EQ(encode("gpt-2", "1234"), (Ids{d1234}));
+  EXPECT_EQ(encode("falcon", "1234"), (Ids{d123, '4'}));
+  EXPECT_EQ(encode("gpt-4o", "1234"), (Ids{d123, '4'}));
+  EXPECT_EQ(encode("glm4", "1234"), (Ids{d123, '4'}));
+  // An unknown name is one line naming it (and the file).
+  try {
+    gpt2_gguf_vocab("no-such-pre", merges);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("'no-such-pre'"), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
 }
 
 TEST(PreTokenizer, PiecesCoverAnyBytes) {
