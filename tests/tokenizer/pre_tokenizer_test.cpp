@@ -89,7 +89,8 @@ TEST(PreTokenizer, Gpt4oSplitsCaseAwareWords) {
             (Pieces{"\xD0\x9F\xD0\xA0\xD0\x98\xD0\xBC\xD0\xB8\xD1\x80", " \xE4\xB8\xAD\xE6\x96\x87"}));
   // Punctuation takes the newlines (and slashes) after it; a lone quote is punctuation.
   EXPECT_EQ(split("gpt-4o", "x.\n\ny 'tis/\n"), (Pieces{"x", ".\n\n", "y", " '", "tis", "/\n"}));
-  // The contraction is case-insensitive but only ASCII: "'ſ" (long s) is not "'s".
+  // The contraction is case-insensitive but only ASCII, as llama.cpp spells it: "'ſ" (long s)
+  // is not "'s" here, though tiktoken's Unicode case folding would take it.
   EXPECT_EQ(split("gpt-4o", "it's it'S it'\xC5\xBF"), (Pieces{"it's", " it'S", " it", "'\xC5\xBF"}));
   EXPECT_EQ(split("gpt-4o", "a  \n b"), (Pieces{"a", "  \n", " b"}));
 }
