@@ -86,36 +86,107 @@ std::string escape_literal(std::string_view text) {
   return out;
 }
 
-// The regexes of a byte-level pre_tokenizer block, in application order.
-std::vector<std::string> byte_level_regexes(const json& pre_tokenizer, bool& add_prefix_space,
-                                            const std::string& where) {
-  std::vector<std::string> regexes;
+// A "behavior" field: HF's SplitDelimiterBehavior by name; absent means Isolated.
+SplitBehavior split_behavior(const json& step, const std::string& where) {
+  const std::string name = string_field(step, "behavior");
+  if (name.empty() || name == "Isolated") return SplitBehavior::Isolated;
+  if (name == "Removed") return SplitBehavior::Removed;
+  if (name == "MergedWithPrevious") return SplitBehavior::MergedWithPrevious;
+  if (name == "MergedWithNext") return SplitBehavior::MergedWithNext;
+  if (name == "Contiguous") return SplitBehavior::Contiguous;
+  TANDEM_CHECK_INPUT(false, "{}: {} pre-tokenizer behavior '{}' is not supported", where, type_of(step), name);
+  return SplitBehavior::Isolated;
+}
+
+PreSplit split_step(const json& step, const std::string& where) {
+  auto pattern = step.find("pattern");
+  TANDEM_CHECK_INPUT(pattern != step.end() && pattern->is_object(), "{}: Split pre-tokenizer without a pattern", where);
+  std::string regex = string_field(*pattern, "Regex");
+  if (regex.empty()) {
+    const std::string literal = string_field(*pattern, "String");
+    TANDEM_CHECK_INPUT(!literal.empty(), "{}: Split pattern is neither Regex nor String", where);
+    regex = escape_literal(literal);
+  }
+  return {std::move(regex), split_behavior(step, where), bool_field(step, "invert", false)};
+}
+
+// The steps of a byte-level pre_tokenizer block, in application order. Steps after ByteLevel
+// see its byte alphabet in HF; Digits and Punctuation there classify bytes accordingly.
+std::vector<PreSplit> byte_level_steps(const json& pre_tokenizer, bool& add_prefix_space, const std::string& where) {
+  std::vector<PreSplit> steps;
+  bool after_byte_level = false;
   for (const json* step : flatten(pre_tokenizer, "pretokenizers")) {
     const std::string type = type_of(*step);
     if (type == "ByteLevel") {
-      if (bool_field(*step, "use_regex", true)) regexes.push_back(kGpt2PreRegex);
+      if (bool_field(*step, "use_regex", true)) steps.emplace_back(kGpt2PreRegex);
       add_prefix_space = bool_field(*step, "add_prefix_space", false);
+      after_byte_level = true;
     } else if (type == "Split") {
-      const std::string behavior = string_field(*step, "behavior");
-      TANDEM_CHECK_INPUT(behavior.empty() || behavior == "Isolated",
-                         "{}: Split pre-tokenizer behavior '{}' is not supported (only Isolated)", where, behavior);
-      TANDEM_CHECK_INPUT(!bool_field(*step, "invert", false), "{}: inverted Split pre-tokenizer is not supported",
-                         where);
-      auto pattern = step->find("pattern");
-      TANDEM_CHECK_INPUT(pattern != step->end() && pattern->is_object(), "{}: Split pre-tokenizer without a pattern",
-                         where);
-      if (std::string regex = string_field(*pattern, "Regex"); !regex.empty()) {
-        regexes.push_back(regex);
-      } else if (std::string literal = string_field(*pattern, "String"); !literal.empty()) {
-        regexes.push_back(escape_literal(literal));
-      } else {
-        TANDEM_CHECK_INPUT(false, "{}: Split pattern is neither Regex nor String", where);
-      }
+      steps.push_back(split_step(*step, where));
+    } else if (type == "Digits") {
+      steps.push_back(hf_digits(bool_field(*step, "individual_digits", false), after_byte_level));
+    } else if (type == "Punctuation") {
+      steps.push_back(hf_punctuation(split_behavior(*step, where), after_byte_level));
+    } else if ((type == "Whitespace" || type == "WhitespaceSplit") && !after_byte_level) {
+      steps.push_back(type == "Whitespace" ? hf_whitespace() : hf_whitespace_split());
     } else {
-      TANDEM_CHECK_INPUT(false, "{}: pre-tokenizer '{}' is not supported", where, type);
+      TANDEM_CHECK_INPUT(false, "{}: pre-tokenizer '{}' is not supported{}", where, type,
+                         after_byte_level ? " after ByteLevel" : " with ByteLevel");
     }
   }
-  return regexes;
+  return steps;
+}
+
+// Whether a normalizer turns every space into "▁" (Gemma's Replace), as SpmEncoder does.
+bool replaces_spaces(const json& normalizer) {
+  for (const json* step : flatten(normalizer, "normalizers")) {
+    if (type_of(*step) != "Replace") continue;
+    auto pattern = step->find("pattern");
+    if (pattern != step->end() && pattern->is_object() && string_field(*pattern, "String") == " " &&
+        string_field(*step, "content") == kSpaceMarker) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The steps of a SentencePiece-style pre_tokenizer block. SpmEncoder turns spaces into "▁"
+// before any step runs, so a step must not care whether it sees " " or "▁": Digits and
+// Punctuation never match either; Split only once a normalizer or Metaspace has replaced
+// spaces, as HF would then see "▁" too. Metaspace sets the space prefix and may split.
+std::vector<PreSplit> spm_steps(const json& pre_tokenizer, bool spaces_replaced, bool& add_space_prefix,
+                                const std::string& where) {
+  std::vector<PreSplit> steps;
+  for (const json* step : flatten(pre_tokenizer, "pretokenizers")) {
+    const std::string type = type_of(*step);
+    if (type == "Metaspace") {
+      const std::string replacement = string_field(*step, "replacement");
+      TANDEM_CHECK_INPUT(replacement.empty() || replacement == kSpaceMarker,
+                         "{}: Metaspace replacement '{}' is not supported (only \u2581)", where, replacement);
+      std::string scheme = string_field(*step, "prepend_scheme");
+      if (scheme.empty()) scheme = bool_field(*step, "add_prefix_space", true) ? "always" : "never";
+      TANDEM_CHECK_INPUT(scheme == "always" || scheme == "first" || scheme == "never",
+                         "{}: Metaspace prepend_scheme '{}' is not supported", where, scheme);
+      // HF prepends to the pieces earlier steps cut ("always": each; "first": the first), so
+      // "▁" stays on a leading digit there; SpmEncoder prefixes before any step runs.
+      TANDEM_CHECK_INPUT(scheme == "never" || steps.empty(),
+                         "{}: Metaspace prepend_scheme '{}' after another splitting pre-tokenizer is not supported",
+                         where, scheme);
+      add_space_prefix = scheme != "never";
+      spaces_replaced = true;
+      if (bool_field(*step, "split", true)) steps.push_back(hf_metaspace_split());
+    } else if (type == "Digits") {
+      steps.push_back(hf_digits(bool_field(*step, "individual_digits", false), false));
+    } else if (type == "Punctuation") {
+      steps.push_back(hf_punctuation(split_behavior(*step, where), false));
+    } else if (type == "Split" && spaces_replaced) {
+      steps.push_back(split_step(*step, where));
+    } else {
+      TANDEM_CHECK_INPUT(false, "{}: pre-tokenizer '{}' is not supported with a SentencePiece-style vocabulary{}",
+                         where, type, type == "Split" ? " before spaces become \u2581" : "");
+    }
+  }
+  return steps;
 }
 
 // A token name from tokenizer_config.json: a string or an AddedToken object with "content".
@@ -223,7 +294,7 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
 
   if (byte_level) {
     vocab.kind = VocabKind::ByteLevelBpe;
-    vocab.pre_regexes = byte_level_regexes(pre_tokenizer, vocab.add_space_prefix, where);
+    vocab.pre_regexes = byte_level_steps(pre_tokenizer, vocab.add_space_prefix, where);
     vocab.ignore_merges = bool_field(model, "ignore_merges", false);
     // NFC is accepted but not applied, as llama.cpp does for Qwen2: real prompts are almost
     // always NFC already, and applying it needs Unicode tables this project does not carry.
@@ -248,12 +319,7 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
         vocab.add_space_prefix = true;
       }
     }
-    for (const json* step : flatten(pre_tokenizer, "pretokenizers")) {
-      if (type_of(*step) == "Metaspace") {
-        const std::string scheme = string_field(*step, "prepend_scheme");
-        vocab.add_space_prefix = scheme.empty() ? bool_field(*step, "add_prefix_space", true) : scheme != "never";
-      }
-    }
+    vocab.pre_regexes = spm_steps(pre_tokenizer, replaces_spaces(normalizer), vocab.add_space_prefix, where);
     for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
       if (vocab.types[id] == TokenType::Normal) {
         vocab.scores[id] = -1e30f;

@@ -1,7 +1,8 @@
 // Hugging Face tokenizer.json (model type BPE) -> Vocab: byte-level BPE when the pre-tokenizer
 // or decoder is ByteLevel (GPT-2, Llama 3, Qwen2 ...), SentencePiece form when it is the
-// Llama/Mistral export (byte_fallback, "▁" normalizer or Metaspace). BOS/EOS come from a
-// tokenizer_config.json beside it, else the post-processor. Parsing only; no encoding here.
+// Llama/Mistral export (byte_fallback, "▁" normalizer or Metaspace). Pre-tokenizers: ByteLevel,
+// Split, Digits, Punctuation, Whitespace, WhitespaceSplit, Metaspace, alone or in a Sequence.
+// BOS/EOS come from a tokenizer_config.json beside it, else the post-processor. Parsing only.
 #pragma once
 
 #include <string>

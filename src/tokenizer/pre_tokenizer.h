@@ -1,28 +1,53 @@
-// PreTokenizer: splits text into the pieces byte-level BPE merges within, by a sequence of
-// PCRE2 regexes (Unicode properties via PCRE2_UCP; nothing hand-tabled here). Compiled once
-// at construction; split() is const and thread-safe. Also the regexes behind each
-// tokenizer.ggml.pre name. Knows nothing about tokens or merges.
+// PreTokenizer: splits text into the pieces BPE merges within, by a sequence of PCRE2 regex
+// steps (Unicode properties via PCRE2_UCP; nothing hand-tabled here), each with Hugging
+// Face's split behaviours. Compiled once at construction; split() is const and thread-safe.
+// Also the steps behind each tokenizer.ggml.pre name and HF's fixed pre-tokenizers (Digits,
+// Punctuation, Whitespace, WhitespaceSplit, Metaspace's split). Knows nothing about tokens.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tandem {
 
+// What a step does with the text its regex matches (HF's SplitDelimiterBehavior).
+enum class SplitBehavior {
+  Isolated,            // every match and every stretch between matches is a piece
+  Removed,             // matches are dropped; the stretches between them are the pieces
+  MergedWithPrevious,  // a match joins the piece before it (unless that is a match too)
+  MergedWithNext,      // a match joins the piece after it (unless that is a match too)
+  Contiguous,          // adjacent matches form one piece
+};
+
+// One step of a pre-tokenizer.
+struct PreSplit {
+  PreSplit(const char* regex) : regex(regex) {}  // implicit: lists of plain regexes stay lists of strings
+  PreSplit(std::string regex, SplitBehavior behavior, bool invert = false, bool bytes = false)
+      : regex(std::move(regex)), behavior(behavior), invert(invert), bytes(bytes) {}
+
+  std::string regex;
+  SplitBehavior behavior = SplitBehavior::Isolated;
+  bool invert = false;  // the stretches between matches are what `behavior` acts on instead
+  // The regex is matched byte by byte (no UTF-8): for steps that Hugging Face runs after its
+  // ByteLevel step, which sees every byte as a character of GPT-2's byte alphabet.
+  bool bytes = false;
+};
+
 class PreTokenizer {
  public:
   // Throws InputError naming the pattern when one does not compile.
-  explicit PreTokenizer(const std::vector<std::string>& regexes);
+  explicit PreTokenizer(const std::vector<PreSplit>& steps);
   ~PreTokenizer();
   PreTokenizer(PreTokenizer&&) noexcept;
   PreTokenizer& operator=(PreTokenizer&&) noexcept;
 
-  // The pieces of `text`, in order, covering every byte exactly once (views into `text`).
-  // Each regex is run over every piece of the previous one, so anchors and look-aheads stop
-  // at piece boundaries; text between matches is kept as its own piece. Ill-formed UTF-8
-  // never matches and ends up in the in-between pieces.
+  // The pieces of `text`, in order, none empty (views into `text`). Each step is run over
+  // every piece of the previous one, so anchors and look-aheads stop at piece boundaries.
+  // The pieces cover every byte exactly once unless a step removes what it matches.
+  // Ill-formed UTF-8 never matches a UTF-8 step and ends up between matches.
   std::vector<std::string_view> split(std::string_view text) const;
 
  private:
@@ -30,11 +55,20 @@ class PreTokenizer {
   std::vector<std::unique_ptr<Compiled>> compiled_;
 };
 
-// The pre-tokenizer regexes for a tokenizer.ggml.pre name ("default", "gpt-2", "llama-bpe",
-// "qwen2", "deepseek-llm", "deepseek-coder", ...). InputError naming `pre` if unknown.
-std::vector<std::string> pre_tokenizer_regexes(std::string_view pre);
+// The pre-tokenizer steps for a tokenizer.ggml.pre name ("default", "gpt-2", "llama-bpe",
+// "qwen2", "deepseek-llm", "falcon", "gpt-4o", "chatglm-bpe", ...). InputError naming `pre`
+// if unknown.
+std::vector<PreSplit> pre_tokenizer_regexes(std::string_view pre);
 
 // GPT-2's split, also what HF's ByteLevel pre-tokenizer applies when use_regex is true.
 extern const char* const kGpt2PreRegex;
+
+// Hugging Face's fixed pre-tokenizers as steps. `after_byte_level`: the step comes after a
+// ByteLevel step in a Sequence, so it classifies bytes as their byte-alphabet characters.
+PreSplit hf_digits(bool individual_digits, bool after_byte_level);
+PreSplit hf_punctuation(SplitBehavior behavior, bool after_byte_level);
+PreSplit hf_whitespace();        // words and runs of other non-space characters; spaces dropped
+PreSplit hf_whitespace_split();  // runs of non-space characters; spaces dropped
+PreSplit hf_metaspace_split();   // before each "▁" (U+2581), which starts the next piece
 
 }  // namespace tandem

@@ -40,7 +40,7 @@ struct BigramOrder {
 
 }  // namespace
 
-SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {
+SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab), pre_tokenizer_(vocab.pre_regexes) {
   byte_token_.fill(-1);
   for (int32_t id = 0; id < static_cast<int32_t>(vocab_.size()); ++id) {
     const TokenType type = vocab_.types[id];
@@ -86,7 +86,10 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector
       normalized += c;
     }
   }
+  for (std::string_view piece : pre_tokenizer_.split(normalized)) encode_piece(piece, ids);
+}
 
+void SpmEncoder::encode_piece(std::string_view normalized, std::vector<int32_t>& ids) const {
   std::vector<Symbol> symbols;
   symbols.reserve(normalized.size());
   for (size_t pos = 0; pos < normalized.size();) {
@@ -102,7 +105,7 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector
     if (left < 0 || right < 0) return;
     // Adjacent symbols are contiguous in `normalized`, so the pair is one substring.
     const size_t length = symbols[left].length + symbols[right].length;
-    const int32_t id = mergeable_id(std::string_view(normalized).substr(symbols[left].start, length));
+    const int32_t id = mergeable_id(normalized.substr(symbols[left].start, length));
     if (id >= 0) queue.push({left, right, vocab_.scores[id], length});
   };
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
@@ -125,7 +128,7 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector
 
   // Every merged symbol is a piece by construction; only single characters can be missing.
   for (int i = 0; i >= 0 && !symbols.empty(); i = symbols[i].next) {
-    const std::string_view symbol = std::string_view(normalized).substr(symbols[i].start, symbols[i].length);
+    const std::string_view symbol = normalized.substr(symbols[i].start, symbols[i].length);
     if (const int32_t id = mergeable_id(symbol); id >= 0) {
       ids.push_back(id);
     } else {

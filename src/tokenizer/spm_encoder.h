@@ -1,6 +1,7 @@
-// SpmEncoder: SentencePiece-style BPE over a Vocab — spaces become "▁", adjacent symbols
-// merge highest piece score first (leftmost on ties), and characters with no piece fall back
-// to "<0xXX>" byte tokens (or UNK). Immutable after construction.
+// SpmEncoder: SentencePiece-style BPE over a Vocab — spaces become "▁", the vocab's
+// pre-tokenizer (if any: tokenizer.json's Metaspace split, Digits, ...) cuts the result into
+// pieces, adjacent symbols of a piece merge highest piece score first (leftmost on ties), and
+// characters with no piece fall back to "<0xXX>" byte tokens (or UNK). Immutable.
 #pragma once
 
 #include <array>
@@ -8,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/text_encoder.h"
 #include "tokenizer/vocab.h"
 
@@ -29,9 +31,12 @@ class SpmEncoder final : public TextEncoder {
 
   // The id of a piece that merging may produce (Normal or UserDefined), or -1.
   int32_t mergeable_id(std::string_view piece) const;
+  // Merges within one piece of normalized text and appends its ids.
+  void encode_piece(std::string_view normalized, std::vector<int32_t>& ids) const;
   void append_fallback(std::string_view symbol, std::vector<int32_t>& ids) const;
 
   const Vocab& vocab_;
+  PreTokenizer pre_tokenizer_;
   std::unordered_map<std::string, int32_t, PieceHash, std::equal_to<>> mergeable_;
   std::array<int32_t, 256> byte_token_{};  // byte value -> its <0xXX> token, -1 if none
 };

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/pre_tokenizer.h"
+
 namespace tandem {
 
 class GgufFile;
@@ -41,11 +43,12 @@ struct Vocab {
   bool add_bos = true;           // tokenizer.ggml.add_bos_token (default true for llama)
   bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix (default true; BPE: false)
 
+  // The pre-tokenizer: each step splits every piece the previous one produced. ByteLevelBpe
+  // splits the raw text; Spm the text once spaces are "▁" (empty for SentencePiece itself).
+  std::vector<PreSplit> pre_regexes;
+
   // ByteLevelBpe only.
   std::vector<std::pair<std::string, std::string>> merges;  // [n_merges] rank order
-  // The pre-tokenizer: each regex splits every piece the previous one produced, keeping
-  // both the matches and the text between them (HF's "Isolated" split behaviour).
-  std::vector<std::string> pre_regexes;
   // A pre-token that is itself in the vocabulary is emitted whole, merges skipped (Llama 3).
   bool ignore_merges = false;
 

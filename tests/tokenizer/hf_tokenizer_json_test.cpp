@@ -1,6 +1,8 @@
 // tokenizer.json written by the tests themselves: a small byte-level BPE (Split regex, added
 // tokens, both merge spellings) encoded as worked out by hand; a SentencePiece-style export
-// giving the same ids as the equivalent GGUF vocab; model folders; clear errors.
+// giving the same ids as the equivalent GGUF vocab; HF's Digits, Punctuation, Whitespace and
+// Metaspace pre-tokenizers (Falcon's and StarCoder's sequences equal to their GGUF names);
+// model folders; clear errors.
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/load_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer_test_util.h"
 
 namespace tandem {
@@ -72,6 +75,62 @@ TEST(HfTokenizerJson, ByteLevelBpeEncodesAsWorkedOutByHand) {
     EXPECT_EQ(vocab.bos_id, -1);  // no BOS anywhere: none is added
     EXPECT_EQ(tokenizer.encode("he", true), std::vector<int32_t>{256});
   }
+}
+
+std::vector<std::string> pieces_of(const std::vector<PreSplit>& steps, const std::string& text) {
+  const PreTokenizer pre_tokenizer(steps);
+  std::vector<std::string> out;
+  for (std::string_view piece : pre_tokenizer.split(text)) out.emplace_back(piece);
+  return out;
+}
+
+// tokenizer.json's pre_tokenizer blocks of Falcon and StarCoder give the splits of their
+// tokenizer.ggml.pre names: the steps after ByteLevel included.
+TEST(HfTokenizerJson, FalconAndStarCoderSequencesMatchTheirGgufNames) {
+  json falcon = byte_level_tokenizer_json(false);
+  falcon["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array({{{"type", "Punctuation"}, {"behavior", "Contiguous"}},
+                    {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}},
+                    {{"type", "Digits"}, {"individual_digits", false}},
+                    {{"type", "Split"},
+                     {"pattern", {{"Regex", "[0-9][0-9][0-9]"}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}}})}};
+  json starcoder = byte_level_tokenizer_json(false);
+  starcoder["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", json::array({{{"type", "Digits"}, {"individual_digits", true}},
+                                     {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}})}};
+  const Vocab falcon_vocab = vocab_from_tokenizer_json_text(falcon.dump(), "", "falcon");
+  const Vocab starcoder_vocab = vocab_from_tokenizer_json_text(starcoder.dump(), "", "starcoder");
+  for (const char* text : {"Hello, world!! 12345 x  42", "don't (x) a$+~b", "\xD0\xBC \xC2\xB2 \xD9\xA3\xD9\xA4",
+                           "\xE4\xB8\xAD\xE6\x96\x87\xEF\xBC\x8C\xE5\xA5\xBD", " 1234567\n\n"}) {
+    EXPECT_EQ(pieces_of(falcon_vocab.pre_regexes, text), pieces_of(pre_tokenizer_regexes("falcon"), text)) << text;
+    EXPECT_EQ(pieces_of(starcoder_vocab.pre_regexes, text), pieces_of(pre_tokenizer_regexes("starcoder"), text))
+        << text;
+  }
+  EXPECT_EQ(pieces_of(falcon_vocab.pre_regexes, "a 1234"), (std::vector<std::string>{"a", " ", "123", "4"}));
+  EXPECT_EQ(pieces_of(starcoder_vocab.pre_regexes, "a 12"), (std::vector<std::string>{"a", " ", "1", "2"}));
+}
+
+// Whitespace before ByteLevel: spaces are dropped, so "hello  world" is two words of merges.
+TEST(HfTokenizerJson, WhitespaceAndPunctuationBeforeByteLevel) {
+  json tokenizer = byte_level_tokenizer_json(false);
+  tokenizer["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", json::array({{{"type", "Whitespace"}},
+                                     {{"type", "Punctuation"}, {"behavior", "MergedWithPrevious"}},
+                                     {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  const Tokenizer from_json(vocab_from_tokenizer_json_text(tokenizer.dump(), "", "test"));
+  // hello(259); "world": no space, so no "Ġw": w, or(261), l, d. "!?" one piece of Whitespace,
+  // then Punctuation splits it as "!" then "?" (the "!" has no piece before it to join).
+  EXPECT_EQ(from_json.encode("hello  world!?", false), (std::vector<int32_t>{259, 'w', 261, 'l', 'd', '!', '?'}));
+  json split = byte_level_tokenizer_json(false);
+  split["pre_tokenizer"]["pretokenizers"][0] = {{"type", "WhitespaceSplit"}};
+  EXPECT_EQ(Tokenizer(vocab_from_tokenizer_json_text(split.dump(), "", "test")).encode(" hello\tworld", false),
+            (std::vector<int32_t>{259, 'w', 261, 'l', 'd'}));
 }
 
 // One small SentencePiece vocabulary, as pieces with merge ranks.
@@ -169,6 +228,63 @@ TEST(HfTokenizerJson, SentencePieceFormMatchesGgufVocab) {
   EXPECT_EQ(from_json.encode("<s>hello", false, true)[0], 1);
 }
 
+// Metaspace in place of the Prepend/Replace normalizers (the newer Llama/Mistral exports).
+TEST(HfTokenizerJson, MetaspaceMatchesGgufVocab) {
+  const std::string m = "\xE2\x96\x81";
+  SmallSpm spm = small_spm();
+  // A merge across a word boundary: only Metaspace's split keeps it from applying.
+  spm.merges.push_back({"o", m});
+  spm.pieces.push_back("o" + m);
+  const Tokenizer from_gguf(small_spm_gguf_vocab(spm));
+  json tokenizer = small_spm_tokenizer_json(spm);
+  tokenizer["normalizer"] = nullptr;
+  for (const char* scheme : {"first", "always"}) {
+    tokenizer["pre_tokenizer"] = {
+        {"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", scheme}, {"split", false}};
+    const Vocab vocab = vocab_from_tokenizer_json_text(tokenizer.dump(), "", "test");
+    EXPECT_TRUE(vocab.add_space_prefix);
+    EXPECT_TRUE(vocab.pre_regexes.empty());
+    const Tokenizer from_json(vocab);
+    for (const char* text : {"hello world", "o  x", "  hello  world ", "h\xC3\xA9llo\n"}) {
+      EXPECT_EQ(from_json.encode(text, true), from_gguf.encode(text, true)) << scheme << " '" << text << "'";
+    }
+  }
+  const int32_t o = static_cast<int32_t>(std::find(spm.pieces.begin(), spm.pieces.end(), "o") - spm.pieces.begin());
+  const int32_t space = o - 4;  // "▁" comes four pieces before "o" (▁ h e l o)
+  const int32_t o_space = static_cast<int32_t>(spm.pieces.size() - 1);
+  const int32_t x = 3 + 'x';  // <0x78>
+  // Without the split: ▁ o▁ ▁ x. With it: "▁o" "▁" "▁x", no "o▁".
+  EXPECT_EQ(from_gguf.encode("o  x", false), (std::vector<int32_t>{space, o_space, space, x}));
+  tokenizer["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", m}, {"add_prefix_space", true}};  // split: true
+  const Tokenizer split(vocab_from_tokenizer_json_text(tokenizer.dump(), "", "test"));
+  EXPECT_EQ(split.encode("o  x", false), (std::vector<int32_t>{space, o, space, space, x}));
+  EXPECT_EQ(split.encode("hello world", false), from_gguf.encode("hello world", false));
+  // prepend_scheme never: no "▁" before the first word.
+  tokenizer["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", "never"}};
+  EXPECT_FALSE(vocab_from_tokenizer_json_text(tokenizer.dump(), "", "test").add_space_prefix);
+  // Digits and Punctuation after Metaspace split the "▁" text.
+  tokenizer["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", json::array({{{"type", "Metaspace"}, {"prepend_scheme", "first"}, {"split", false}},
+                                     {{"type", "Digits"}, {"individual_digits", true}},
+                                     {{"type", "Punctuation"}}})}};
+  const Vocab digits = vocab_from_tokenizer_json_text(tokenizer.dump(), "", "test");
+  EXPECT_EQ(pieces_of(digits.pre_regexes, m + "a12," + m + "b"),
+            (std::vector<std::string>{m + "a", "1", "2", ",", m + "b"}));
+  // Gemma's form: spaces replaced by a normalizer, then a Split on " " that never matches.
+  tokenizer["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", m}};
+  tokenizer["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}};
+  const Vocab gemma = vocab_from_tokenizer_json_text(tokenizer.dump(), "", "test");
+  EXPECT_FALSE(gemma.add_space_prefix);
+  auto id = [&](const std::string& piece) {
+    return static_cast<int32_t>(std::find(spm.pieces.begin(), spm.pieces.end(), piece) - spm.pieces.begin());
+  };
+  // No space prefix: h e llo ▁world (there is no "he" merge without the "▁").
+  EXPECT_EQ(Tokenizer(gemma).encode("hello world", false),
+            (std::vector<int32_t>{id("h"), id("e"), id("llo"), id(m + "world")}));
+}
+
 std::string temp_dir(const std::string& name) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("tandem_{}_{}", name, ::getpid());
@@ -206,8 +322,23 @@ TEST(HfTokenizerJson, ErrorsNameTheProblem) {
   EXPECT_NE(message("{not json").find("tok.json"), std::string::npos);
   EXPECT_NE(message(R"({"model": {"type": "Unigram", "vocab": []}})").find("Unigram"), std::string::npos);
   json bad = byte_level_tokenizer_json(false);
-  bad["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
-  EXPECT_NE(message(bad.dump()).find("Removed"), std::string::npos);
+  bad["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways";
+  EXPECT_NE(message(bad.dump()).find("Sideways"), std::string::npos);
+  bad["pre_tokenizer"]["pretokenizers"][0] = {{"type", "UnicodeScripts"}};
+  EXPECT_NE(message(bad.dump()).find("'UnicodeScripts'"), std::string::npos);
+  bad = byte_level_tokenizer_json(false);
+  bad["pre_tokenizer"]["pretokenizers"].push_back({{"type", "Whitespace"}});  // after ByteLevel
+  EXPECT_NE(message(bad.dump()).find("after ByteLevel"), std::string::npos);
+  // SentencePiece-style: Whitespace would see spaces that are already "▁"; a space prefix
+  // after a split goes on a piece HF has already cut; only "▁" as the replacement.
+  json spm = small_spm_tokenizer_json(small_spm());
+  spm["pre_tokenizer"] = {{"type", "WhitespaceSplit"}};
+  EXPECT_NE(message(spm.dump()).find("'WhitespaceSplit'"), std::string::npos);
+  spm["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", json::array({{{"type", "Digits"}}, {{"type", "Metaspace"}}})}};
+  EXPECT_NE(message(spm.dump()).find("'always'"), std::string::npos);
+  spm["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}};
+  EXPECT_NE(message(spm.dump()).find("'_'"), std::string::npos);
   bad = byte_level_tokenizer_json(false);
   bad["model"]["vocab"]["x"] = -5;
   EXPECT_NE(message(bad.dump()).find("-5"), std::string::npos);
