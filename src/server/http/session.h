@@ -28,6 +28,8 @@ using HttpResponse = http::response<http::string_body>;
 
 class Session {
  public:
+  enum class TextUtility { Tokenize, Detokenize, ApplyTemplate };
+
   Session(ServerState& state, boost::asio::ip::tcp::socket socket);
   ~Session();
   Session(const Session&) = delete;
@@ -46,6 +48,9 @@ class Session {
   // Reads and answers one request; false when the connection must close.
   boost::asio::awaitable<bool> serve_one();
   boost::asio::awaitable<bool> serve_generation(Endpoint endpoint, HttpRequest request, bool keep_alive);
+  // /tokenize, /detokenize, /apply-template (text_utilities.cpp): the body is read on the
+  // worker pool, as a prompt is.
+  boost::asio::awaitable<bool> serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive);
   // Writes a whole response; false when the connection must close (or the write failed).
   boost::asio::awaitable<bool> send(HttpResponse response);
   // Shuts down sending, and when the client may still be sending a body we did not read,
@@ -54,6 +59,9 @@ class Session {
 
   HttpResponse error_response(unsigned version, int status, std::string_view message, std::string_view type,
                               bool keep_alive) const;
+  HttpResponse json_response(unsigned version, const nlohmann::json& body, bool keep_alive) const;
+  // 503 + Retry-After while the model loads (no engine attached yet).
+  HttpResponse loading_response(unsigned version, bool keep_alive) const;
   // The peer closed or reset its end (checked between events, without reading).
   bool client_gone();
 
@@ -64,6 +72,8 @@ class Session {
   int64_t requests_read_ = 0;  // request heads read on this connection
   bool unread_body_ = false;   // answered without reading the request's body
   bool head_only_ = false;     // the request was HEAD: the response carries headers only
+  // The request's Origin, when --allowed-origins allows it: send() adds the CORS headers.
+  std::string cors_origin_;
 };
 
 }  // namespace tandem::server
