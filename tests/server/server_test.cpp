@@ -312,6 +312,17 @@ TEST(ServerOpenAIClient, CompletionsChatStopUsageKeyDisconnect) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+TEST(ServerOpenAIClient, ServedNamesTokenizeRoundTripsAndCorsPreflight) {
+  REQUIRE_MODEL();
+  REQUIRE_OPENAI();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--served-model-name", "gpt-4o-mini", "dreamer", "--allowed-origins",
+                            "http://localhost:5173", "--api-key", "test-key"}))
+      << server.log();
+  EXPECT_EQ(run_node("--url " + server.url() + " --api-key test-key --part endpoints"), 0) << server.log();
+  EXPECT_EQ(server.stop(), 0);
+}
+
 TEST(ServerOpenAIClient, ConcurrentGreedyEqualsSequentialWithChunkingAndPreemption) {
   REQUIRE_MODEL();
   REQUIRE_OPENAI();
