@@ -135,6 +135,16 @@ void serve(const ServeOptions& options) {
                static_cast<long long>(stats.block_size), static_cast<long long>(stats.bytes_per_block),
                static_cast<long long>(engine.config().max_batch_tokens));
   std::fprintf(stderr, "tandem serve: %s\n", describe_kv_pool(stats.kv_pool, engine.context_length()).c_str());
+  if (served.names.size() > 1) {
+    std::string aliases;
+    for (size_t i = 1; i < served.names.size(); ++i) aliases += (i == 1 ? "" : ", ") + served.names[i];
+    std::fprintf(stderr, "tandem serve: also answering to model names %s\n", aliases.c_str());
+  }
+  if (http_config.cors.enabled()) {
+    std::string origins = http_config.cors.any ? "any origin ('*')" : "";
+    for (const std::string& origin : http_config.cors.origins) origins += (origins.empty() ? "" : ", ") + origin;
+    std::fprintf(stderr, "tandem serve: CORS for %s\n", origins.c_str());
+  }
 
   const int signal = wait_for_signal(signals);
   std::fprintf(stderr, "tandem serve: %s received; no longer accepting, finishing admitted requests (up to %.1f s)\n",

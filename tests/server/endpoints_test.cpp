@@ -203,6 +203,7 @@ TEST(ServerEndpoints, CorsOnlyForAllowedOrigins) {
   EXPECT_NE(allow_headers.find("Content-Type"), std::string::npos) << allow_headers;
   EXPECT_EQ(options->get_header_value("Vary"), "Origin");
   EXPECT_TRUE(options->body.empty());
+  EXPECT_FALSE(options->has_header("Content-Length"));
 
   // A listed origin's requests and refusals carry the header, so the page can read them.
   const httplib::Headers keyed = {{"Origin", allowed}, {"Authorization", "Bearer k"}};
@@ -233,6 +234,7 @@ TEST(ServerEndpoints, CorsOnlyForAllowedOrigins) {
     ASSERT_TRUE(get);
     EXPECT_EQ(get->status, 200);
     EXPECT_FALSE(get->has_header("Access-Control-Allow-Origin")) << origin;
+    EXPECT_EQ(get->get_header_value("Vary"), "Origin") << origin;  // a cache must not mix origins' answers
   }
   // A preflight for a path that does not exist is not answered as one.
   const auto unknown = client.Options("/nowhere", preflight);
@@ -247,6 +249,7 @@ TEST(ServerEndpoints, CorsOnlyForAllowedOrigins) {
   const auto star = any_client.Get("/health", {{"Origin", "http://anything.test"}});
   ASSERT_TRUE(star);
   EXPECT_EQ(star->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_FALSE(star->has_header("Vary"));
   EXPECT_EQ(any.stop(), 0) << any.log();
 }
 
@@ -264,6 +267,7 @@ TEST(ServerEndpoints, NoCorsByDefaultAndBadOriginsAreRefusedAtStart) {
   const auto get = client.Get("/v1/models", {{"Origin", "http://localhost:5173"}});
   ASSERT_TRUE(get);
   EXPECT_FALSE(get->has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(get->has_header("Vary"));
   EXPECT_EQ(server.stop(), 0) << server.log();
 
   for (const std::vector<std::string>& flags : {std::vector<std::string>{"--allowed-origins", "localhost:5173"},

@@ -181,11 +181,13 @@ HttpResponse Session::loading_response(unsigned version, bool keep_alive) const 
 
 asio::awaitable<bool> Session::send(HttpResponse response) {
   response.set(http::field::server, "tandem");
-  if (!cors_origin_.empty()) {
-    response.set(http::field::access_control_allow_origin, cors_origin_);
-    if (cors_origin_ != "*") response.set(http::field::vary, "Origin");  // the answer depends on it
-  }
+  if (!cors_origin_.empty()) response.set(http::field::access_control_allow_origin, cors_origin_);
+  // With a list of origins the answer depends on the Origin header, allowed or not: a cache
+  // must not hand one origin's answer to another.
+  if (!state_.config.cors.origins.empty() && !state_.config.cors.any) response.set(http::field::vary, "Origin");
   response.prepare_payload();
+  // A 204 has no body, and must not say so either (RFC 9110 8.6).
+  if (response.result() == http::status::no_content) response.erase(http::field::content_length);
   if (head_only_) response.body().clear();  // Content-Length still says what GET would send
   stream_.expires_after(seconds(state_.config.write_timeout_s));
   auto [ec, n] = co_await http::async_write(stream_, response, kNoThrow);
