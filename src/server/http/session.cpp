@@ -179,12 +179,16 @@ HttpResponse Session::loading_response(unsigned version, bool keep_alive) const 
   return response;
 }
 
-asio::awaitable<bool> Session::send(HttpResponse response) {
-  response.set(http::field::server, "tandem");
-  if (!cors_origin_.empty()) response.set(http::field::access_control_allow_origin, cors_origin_);
+void Session::set_cors_headers(http::fields& head) const {
+  if (!cors_origin_.empty()) head.set(http::field::access_control_allow_origin, cors_origin_);
   // With a list of origins the answer depends on the Origin header, allowed or not: a cache
   // must not hand one origin's answer to another.
-  if (!state_.config.cors.origins.empty() && !state_.config.cors.any) response.set(http::field::vary, "Origin");
+  if (!state_.config.cors.origins.empty() && !state_.config.cors.any) head.set(http::field::vary, "Origin");
+}
+
+asio::awaitable<bool> Session::send(HttpResponse response) {
+  response.set(http::field::server, "tandem");
+  set_cors_headers(response);
   response.prepare_payload();
   // A 204 has no body, and must not say so either (RFC 9110 8.6).
   if (response.result() == http::status::no_content) response.erase(http::field::content_length);

@@ -9,6 +9,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -62,6 +63,9 @@ class Session {
   HttpResponse json_response(unsigned version, const nlohmann::json& body, bool keep_alive) const;
   // 503 + Retry-After while the model loads (no engine attached yet).
   HttpResponse loading_response(unsigned version, bool keep_alive) const;
+  // Access-Control-Allow-Origin for an allowed Origin (cors_origin_), and Vary: Origin when
+  // origins are listed. send() calls it; a streamed head (generation.cpp) does not yet.
+  void set_cors_headers(http::fields& head) const;
   // The peer closed or reset its end (checked between events, without reading).
   bool client_gone();
 
