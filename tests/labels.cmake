@@ -13,6 +13,7 @@ set(TANDEM_MODEL_TESTS
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
     "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
     "^(ConstrainedEngine|StructuredOutputClient)\\."
+    "^ServerEndpoints\\."
     "^StreamingDetokenizer\\."
     "^CApi\\."
     "^ProfileRun\\."

@@ -18,7 +18,9 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "profile/trace_writer.h"
+#include "server/cors.h"
 #include "server/http/http_server.h"
+#include "server/model_names.h"
 #include "tokenizer/load_tokenizer.h"
 
 namespace tandem::cli {
@@ -35,6 +37,8 @@ struct ServeOptions {
   KvTypeFlags kv_types;
   std::string draft_model_path;
   std::string trace_path;
+  std::vector<std::string> served_model_names;  // as given: values, maybe comma lists
+  std::vector<std::string> allowed_origins;     // as given: values, maybe comma lists
 };
 
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
@@ -68,6 +72,10 @@ extern "C" void exit_while_loading(int signal) {
 
 void serve(const ServeOptions& options) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
+  server::ServerConfig http_config = options.http;
+  http_config.cors = server::parse_allowed_origins(options.allowed_origins);
+  server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
+  if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -77,7 +85,7 @@ void serve(const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a dead server
 
-  server::HttpServer http(options.http);
+  server::HttpServer http(http_config);
   http.bind();
   std::fprintf(stderr, "tandem serve: listening on http://%s:%d (loading %s)\n", options.http.host.c_str(), http.port(),
                options.model_path.c_str());
@@ -116,8 +124,8 @@ void serve(const ServeOptions& options) {
     engine.set_profiler(&profiler);
   }
   engine.start();
-  const std::string model_id = std::filesystem::path(options.model_path).filename().string();
-  http.attach(&engine, model_id, chat_renderer);
+  const std::string model_id = served.names.front();
+  http.attach(&engine, served, chat_renderer);
   const EngineStats stats = engine.stats();
   std::fprintf(stderr,
                "tandem serve: ready — model %s, chat format %s, %d parallel (+%d queued), context %lld, %lld KV "
@@ -127,6 +135,16 @@ void serve(const ServeOptions& options) {
                static_cast<long long>(stats.block_size), static_cast<long long>(stats.bytes_per_block),
                static_cast<long long>(engine.config().max_batch_tokens));
   std::fprintf(stderr, "tandem serve: %s\n", describe_kv_pool(stats.kv_pool, engine.context_length()).c_str());
+  if (served.names.size() > 1) {
+    std::string aliases;
+    for (size_t i = 1; i < served.names.size(); ++i) aliases += (i == 1 ? "" : ", ") + served.names[i];
+    std::fprintf(stderr, "tandem serve: also answering to model names %s\n", aliases.c_str());
+  }
+  if (http_config.cors.enabled()) {
+    std::string origins = http_config.cors.any ? "any origin ('*')" : "";
+    for (const std::string& origin : http_config.cors.origins) origins += (origins.empty() ? "" : ", ") + origin;
+    std::fprintf(stderr, "tandem serve: CORS for %s\n", origins.c_str());
+  }
 
   const int signal = wait_for_signal(signals);
   std::fprintf(stderr, "tandem serve: %s received; no longer accepting, finishing admitted requests (up to %.1f s)\n",
@@ -166,6 +184,16 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   add_kv_type_options(command, &options->kv_types);
+  command
+      ->add_option("--served-model-name,--alias", options->served_model_names,
+                   "Names requests may give as `model` (NAME NAME..., NAME,NAME or repeated); the first is the id "
+                   "/v1/models lists (default: the model file's name)")
+      ->expected(1, -1);
+  command
+      ->add_option("--allowed-origins", options->allowed_origins,
+                   "Browser origins given CORS headers (scheme://host[:port], comma-separated or repeated; '*' for "
+                   "any; default: none)")
+      ->expected(1, -1);
   command->add_option("--chat-template", options->chat_template,
                       "Chat template: chatml, llama2, llama3, zephyr, or a Jinja template FILE (default: the GGUF's)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");

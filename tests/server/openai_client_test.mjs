@@ -1,6 +1,6 @@
 // Drives a running `tandem serve` with the official `openai` npm package (v4), as a real
 // client would. Started by tests/server/server_test.cpp:
-//   node openai_client_test.mjs --openai NPM_DIR --url URL [--api-key KEY] --part basic|concurrent|load
+//   node openai_client_test.mjs --openai NPM_DIR --url URL [--api-key KEY] --part basic|concurrent|load|endpoints
 // Exits non-zero on the first failed check, printing what differed.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -250,7 +250,66 @@ async function load() {
   console.log(`load: ok (${completed} completed, ${disconnected} disconnected)`);
 }
 
-const parts = { basic, concurrent, load };
+// Issue 15's names and endpoints, as the SDK and a browser-like fetch use them. The server runs
+// with --served-model-name gpt-4o-mini dreamer --allowed-origins http://localhost:5173.
+async function endpoints() {
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), ['gpt-4o-mini']);
+  assert.equal((await client.models.retrieve('gpt-4o-mini')).id, 'gpt-4o-mini');
+  assert.equal((await client.models.retrieve('dreamer')).id, 'dreamer');
+  const notFound = (e) => e.status === 404 && e.code === 'model_not_found' && e.type === 'invalid_request_error';
+  await assert.rejects(client.models.retrieve('model.gguf'), notFound);
+  const aliased = await client.completions.create({ model: 'dreamer', prompt: 'The dream', max_tokens: 3 });
+  assert.equal(aliased.model, 'gpt-4o-mini');
+  const messages = [{ role: 'system', content: 'You dream.' }, { role: 'user', content: 'Tell me a dream' }];
+  await assert.rejects(client.chat.completions.create({ model: 'gpt-4o', messages, max_tokens: 3 }), notFound);
+
+  const auth = { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' };
+  const post = async (path, body) => {
+    const r = await fetch(args.url + path, { method: 'POST', headers: auth, body: JSON.stringify(body) });
+    return { status: r.status, body: await r.json() };
+  };
+  // Round trips through /tokenize and /detokenize, and the ids /v1/completions counts.
+  for (const text of ['The dream', ' leading space', 'line\nbreak', 'a  b']) {
+    const ids = await post('/tokenize', { content: text });
+    assert.equal(ids.status, 200);
+    assert.equal((await post('/detokenize', { tokens: ids.body.tokens })).body.content, text);
+    const withBos = await post('/tokenize', { content: text, add_special: true });
+    const usage = (await client.completions.create({ model: 'gpt-4o-mini', prompt: text, max_tokens: 1 })).usage;
+    assert.equal(usage.prompt_tokens, withBos.body.tokens.length);
+  }
+  const bad = await post('/detokenize', { tokens: [1, 99999999] });
+  assert.equal(bad.status, 400);
+  assert.match(bad.body.error.message, /99999999/);
+  // /apply-template's prompt is what the chat endpoint tokenizes.
+  const prompt = (await post('/apply-template', { messages })).body.prompt;
+  const promptIds = (await post('/tokenize', { content: prompt, add_special: true, parse_special: true })).body.tokens;
+  const chat = await client.chat.completions.create({ model: 'gpt-4o-mini', messages, max_tokens: 2 });
+  assert.equal(chat.usage.prompt_tokens, promptIds.length);
+
+  const props = await (await fetch(args.url + '/props', { headers: auth })).json();
+  assert.equal(props.model_alias, 'gpt-4o-mini');
+  assert.ok(props.total_slots >= 1 && props.n_ctx > 0);
+
+  // A CORS preflight as a browser on the listed origin sends it (no key), and one from elsewhere.
+  const preflight = (origin) => fetch(args.url + '/v1/chat/completions', {
+    method: 'OPTIONS',
+    headers: { Origin: origin, 'Access-Control-Request-Method': 'POST',
+               'Access-Control-Request-Headers': 'authorization,content-type' },
+  });
+  const allowed = await preflight('http://localhost:5173');
+  assert.equal(allowed.status, 204);
+  assert.equal(allowed.headers.get('access-control-allow-origin'), 'http://localhost:5173');
+  assert.match(allowed.headers.get('access-control-allow-headers'), /Authorization/);
+  assert.match(allowed.headers.get('access-control-allow-methods'), /POST/);
+  const refused = await preflight('http://evil.test');
+  assert.equal(refused.headers.get('access-control-allow-origin'), null);
+  const list = await fetch(args.url + '/v1/models', { headers: { ...auth, Origin: 'http://localhost:5173' } });
+  assert.equal(list.headers.get('access-control-allow-origin'), 'http://localhost:5173');
+  console.log('endpoints: ok');
+}
+
+const parts = { basic, concurrent, load, endpoints };
 try {
   await parts[args.part]();
 } catch (e) {

@@ -47,7 +47,7 @@ TEST(Server, RejectsBadRequestsWithOpenAIErrors) {
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "max_tokens": 0})"), 400, "max_tokens < 1");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "temperature": "hot"})"), 400, "temperature string");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "n": 2})"), 400, "n = 2");
-  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "model": "gpt-9"})"), 400, "unknown model");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "model": "gpt-9"})"), 404, "unknown model");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "stop": [1]})"), 400, "stop of the wrong type");
   std::string long_prompt;
   for (int i = 0; i < 300; ++i) long_prompt += "dream ";
@@ -282,6 +282,17 @@ TEST(ServerOpenAIClient, CompletionsChatStopUsageKeyDisconnect) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--parallel", "8", "--api-key", "test-key"})) << server.log();
   EXPECT_EQ(run_node("--url " + server.url() + " --api-key test-key --part basic"), 0) << server.log();
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(ServerOpenAIClient, ServedNamesTokenizeRoundTripsAndCorsPreflight) {
+  REQUIRE_MODEL();
+  REQUIRE_OPENAI();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--served-model-name", "gpt-4o-mini", "dreamer", "--allowed-origins",
+                            "http://localhost:5173", "--api-key", "test-key"}))
+      << server.log();
+  EXPECT_EQ(run_node("--url " + server.url() + " --api-key test-key --part endpoints"), 0) << server.log();
   EXPECT_EQ(server.stop(), 0);
 }
 

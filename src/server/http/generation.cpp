@@ -21,6 +21,7 @@
 #include "server/chat_reply.h"
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
+#include "server/model_names.h"
 
 namespace tandem::server {
 
@@ -53,9 +54,7 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
       for (const std::string& name : api.ignored_fields) names += (names.empty() ? "'" : ", '") + name + "'";
       std::fprintf(stderr, "tandem serve: ignoring unknown request fields %s\n", names.c_str());
     }
-    if (!api.model.empty() && api.model != state.model_id)
-      throw ApiError(400, "invalid_request_error",
-                     fmt::format("the model '{}' does not exist (this server has '{}')", api.model, state.model_id));
+    check_model_name(state.model_names, api.model);
     const Tokenizer& tokenizer = engine.tokenizer();
     const bool bos = tokenizer.vocab().add_bos;
     if (endpoint == Endpoint::Chat) {
@@ -249,6 +248,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
     if (!headers_sent) {
       http::response<http::empty_body> head{http::status::ok, version};
       head.set(http::field::server, "tandem");
+      set_cors_headers(head);
       head.set(http::field::content_type, "text/event-stream");
       head.set(http::field::cache_control, "no-cache");
       if (chunked) {

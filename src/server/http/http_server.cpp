@@ -124,13 +124,16 @@ void HttpServer::start() {
   impl_->io_thread = std::thread([this] { impl_->state.io.run(); });
 }
 
-void HttpServer::attach(Engine* engine, std::string model_id, chat::ChatRenderer chat_renderer) {
-  impl_->state.model_id = std::move(model_id);
+void HttpServer::attach(Engine* engine, ServedModel model, chat::ChatRenderer chat_renderer) {
+  TANDEM_ASSERT(!model.names.empty());
+  impl_->state.model_id = model.names.front();
+  impl_->state.model_names = std::move(model.names);
+  impl_->state.model_path = std::move(model.path);
   impl_->state.tool_call_syntax = chat_renderer.jinja_template.empty()
                                       ? chat::default_tool_call_syntax(chat::ToolCallFormat::kHermes)
                                       : chat::detect_tool_call_syntax(chat_renderer.jinja_template);
   impl_->state.chat_renderer = std::move(chat_renderer);
-  impl_->state.engine.store(engine);  // publishes model_id and chat_renderer to the I/O thread
+  impl_->state.engine.store(engine);  // publishes the model's names, path and chat_renderer to the I/O thread
 }
 
 void HttpServer::shutdown(double timeout_s) {

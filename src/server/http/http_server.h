@@ -10,9 +10,11 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "chat/chat_renderer.h"
 #include "engine/engine.h"
+#include "server/cors.h"
 
 namespace tandem::server {
 
@@ -30,6 +32,13 @@ struct ServerConfig {
   double write_timeout_s = 30.0;       // a client that reads nothing for this long is dropped
   SpeculationParams speculation;       // --spec ...: for requests without a `speculative` object
   bool verbose = false;                // --verbose: log each request's ignored (unknown) fields
+  CorsPolicy cors;                     // --allowed-origins: browser origins given CORS headers
+};
+
+// The model as the API names it.
+struct ServedModel {
+  std::vector<std::string> names;  // [0]: the id /v1/models lists and responses carry; each is accepted as `model`
+  std::string path;                // the file it was loaded from (/props)
 };
 
 class HttpServer {
@@ -47,7 +56,7 @@ class HttpServer {
 
   // The model is loaded: completions are served and /health turns 200. The engine must
   // outlive this server's use of it and stop before the server is destroyed.
-  void attach(Engine* engine, std::string model_id, chat::ChatRenderer chat_renderer);
+  void attach(Engine* engine, ServedModel model, chat::ChatRenderer chat_renderer);
 
   // Graceful: stop accepting (connections already waiting in the backlog are answered 503),
   // refuse queued-but-unadmitted requests with 503, let admitted requests finish (streams end

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "chat/chat_renderer.h"
 #include "chat/tool_call_parser.h"
@@ -35,8 +36,10 @@ struct ServerState {
   explicit ServerState(ServerConfig config) : config(std::move(config)) {}
 
   const ServerConfig config;
-  std::atomic<Engine*> engine{nullptr};  // stored last by attach(): publishes the two below
-  std::string model_id;
+  std::atomic<Engine*> engine{nullptr};  // stored last by attach(): publishes the four below
+  std::string model_id;                  // model_names[0]: what responses carry
+  std::vector<std::string> model_names;  // what a request's `model` may be
+  std::string model_path;
   chat::ChatRenderer chat_renderer;
   // How the template's model writes tool calls and reasoning (from the template's text; the
   // built-in formats teach Hermes-style <tool_call>), for reading replies back.

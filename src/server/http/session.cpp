@@ -19,6 +19,9 @@
 #include <cstdio>
 
 #include "server/api_key.h"
+#include "server/cors.h"
+#include "server/model_names.h"
+#include "server/props.h"
 
 namespace tandem::server {
 
@@ -33,22 +36,43 @@ std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
 
-enum class Route { Health, Metrics, Models, Completions, Chat, NotFound };
+enum class Route {
+  Health,
+  Metrics,
+  Models,
+  Model,  // /v1/models/{id}
+  Props,
+  Tokenize,
+  Detokenize,
+  ApplyTemplate,
+  Completions,
+  Chat,
+  NotFound
+};
 
 Route route_of(std::string_view target) {
   target = target.substr(0, target.find('?'));
   if (target == "/health") return Route::Health;
   if (target == "/metrics") return Route::Metrics;
   if (target == "/v1/models") return Route::Models;
+  if (!model_id_from_target(target).empty()) return Route::Model;
+  if (target == "/props") return Route::Props;
+  if (target == "/tokenize") return Route::Tokenize;
+  if (target == "/detokenize") return Route::Detokenize;
+  if (target == "/apply-template") return Route::ApplyTemplate;
   if (target == "/v1/completions") return Route::Completions;
   if (target == "/v1/chat/completions") return Route::Chat;
   return Route::NotFound;
 }
 
+bool is_post(Route route) {
+  return route == Route::Completions || route == Route::Chat || route == Route::Tokenize ||
+         route == Route::Detokenize || route == Route::ApplyTemplate;
+}
+
 bool method_allowed(Route route, http::verb method) {
+  if (is_post(route)) return method == http::verb::post;
   switch (route) {
-    case Route::Completions:
-    case Route::Chat: return method == http::verb::post;
     case Route::NotFound: return true;  // answered 404 whatever the method
     default: return method == http::verb::get || method == http::verb::head;
   }
@@ -135,13 +159,39 @@ HttpResponse Session::error_response(unsigned version, int status, std::string_v
   HttpResponse response{static_cast<http::status>(status), version};
   response.set(http::field::content_type, "application/json");
   response.keep_alive(keep_alive);
-  response.body() = dump_json(error_json(message, type));
+  nlohmann::json body = error_json(message, type);
+  if (const auto code = openai_error_code(status, type)) body["error"]["code"] = *code;
+  response.body() = dump_json(body);
   return response;
+}
+
+HttpResponse Session::json_response(unsigned version, const nlohmann::json& body, bool keep_alive) const {
+  HttpResponse response{http::status::ok, version};
+  response.set(http::field::content_type, "application/json");
+  response.keep_alive(keep_alive);
+  response.body() = dump_json(body);
+  return response;
+}
+
+HttpResponse Session::loading_response(unsigned version, bool keep_alive) const {
+  HttpResponse response = error_response(version, 503, "the model is still loading", "server_error", keep_alive);
+  response.set(http::field::retry_after, "1");
+  return response;
+}
+
+void Session::set_cors_headers(http::fields& head) const {
+  if (!cors_origin_.empty()) head.set(http::field::access_control_allow_origin, cors_origin_);
+  // With a list of origins the answer depends on the Origin header, allowed or not: a cache
+  // must not hand one origin's answer to another.
+  if (!state_.config.cors.origins.empty() && !state_.config.cors.any) head.set(http::field::vary, "Origin");
 }
 
 asio::awaitable<bool> Session::send(HttpResponse response) {
   response.set(http::field::server, "tandem");
+  set_cors_headers(response);
   response.prepare_payload();
+  // A 204 has no body, and must not say so either (RFC 9110 8.6).
+  if (response.result() == http::status::no_content) response.erase(http::field::content_length);
   if (head_only_) response.body().clear();  // Content-Length still says what GET would send
   stream_.expires_after(seconds(state_.config.write_timeout_s));
   auto [ec, n] = co_await http::async_write(stream_, response, kNoThrow);
@@ -153,6 +203,7 @@ asio::awaitable<bool> Session::send(HttpResponse response) {
 asio::awaitable<bool> Session::serve_one() {
   const ServerConfig& config = state_.config;
   head_only_ = false;
+  cors_origin_.clear();
   if (buffer_.size() == 0) {
     // Between requests: wait for a first byte, no longer than the idle timeout.
     // At shutdown a kept-alive connection is done; a new one gets a grace period to send its
@@ -214,6 +265,7 @@ asio::awaitable<bool> Session::serve_one() {
   // Answering before the body is read means closing afterwards: its bytes would be taken
   // for the next request.
   const bool keep_alive = head.keep_alive();
+  cors_origin_ = allowed_origin(config.cors, head[http::field::origin]);
   const auto refuse_now = [&](int status, std::string_view message, std::string_view type) -> asio::awaitable<bool> {
     unread_body_ = body_pending;
     co_return co_await send(error_response(version, status, message, type, keep_alive && !body_pending));
@@ -228,6 +280,21 @@ asio::awaitable<bool> Session::serve_one() {
   }
   head_only_ = head.method() == http::verb::head;
   const Route route = route_of(head.target());
+  // A CORS preflight carries no credentials, so it is answered before the key check; what it
+  // reveals (the methods and headers allowed) is the same for every path. The CORS headers
+  // themselves go only to an allowed origin (send()).
+  if (head.method() == http::verb::options && route != Route::NotFound) {
+    unread_body_ = body_pending;
+    HttpResponse response{http::status::no_content, version};
+    response.keep_alive(keep_alive && !body_pending);
+    response.set(http::field::allow, is_post(route) ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+    if (!cors_origin_.empty()) {
+      response.set(http::field::access_control_allow_methods, kCorsAllowMethods);
+      response.set(http::field::access_control_allow_headers, kCorsAllowHeaders);
+      response.set(http::field::access_control_max_age, kCorsMaxAgeSeconds);
+    }
+    co_return co_await send(std::move(response));
+  }
   const std::string_view authorization = head[http::field::authorization];
   const std::string& key = route == Route::Metrics && !config.metrics_key.empty() ? config.metrics_key : config.api_key;
   if (route != Route::Health && !bearer_matches(authorization, key))
@@ -288,14 +355,35 @@ asio::awaitable<bool> Session::serve_one() {
     }
     case Route::Models: {
       nlohmann::json data = nlohmann::json::array();
-      if (engine)
-        data.push_back({{"id", state_.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "tandem"}});
-      HttpResponse response{http::status::ok, version};
-      response.set(http::field::content_type, "application/json");
-      response.keep_alive(keep_alive);
-      response.body() = dump_json({{"object", "list"}, {"data", data}});
-      co_return co_await send(std::move(response));
+      if (engine) data.push_back(model_json(state_.model_id, engine->context_length()));
+      const nlohmann::json list = {{"object", "list"}, {"data", std::move(data)}};
+      co_return co_await send(json_response(version, list, keep_alive));
     }
+    case Route::Model: {
+      if (!engine) co_return co_await send(loading_response(version, keep_alive));
+      const std::string id = model_id_from_target(request.target());
+      if (id.empty() || !model_name_accepted(state_.model_names, id))
+        co_return co_await send(error_response(version, 404, model_not_found_message(state_.model_names, id),
+                                               "invalid_request_error", keep_alive));
+      co_return co_await send(json_response(version, model_json(id, engine->context_length()), keep_alive));
+    }
+    case Route::Props: {
+      if (!engine) co_return co_await send(loading_response(version, keep_alive));
+      ServerProps props;
+      props.model_names = state_.model_names;
+      props.model_path = state_.model_path;
+      props.chat_renderer = &state_.chat_renderer;
+      props.context_length = engine->context_length();
+      props.total_slots = engine->config().max_seqs;
+      props.speculation = config.speculation;
+      const nlohmann::json body = props_json(props);
+      co_return co_await send(json_response(version, body, keep_alive));
+    }
+    case Route::Tokenize: co_return co_await serve_text_utility(TextUtility::Tokenize, std::move(request), keep_alive);
+    case Route::Detokenize:
+      co_return co_await serve_text_utility(TextUtility::Detokenize, std::move(request), keep_alive);
+    case Route::ApplyTemplate:
+      co_return co_await serve_text_utility(TextUtility::ApplyTemplate, std::move(request), keep_alive);
     case Route::Completions: co_return co_await serve_generation(Endpoint::Completions, std::move(request), keep_alive);
     case Route::Chat: co_return co_await serve_generation(Endpoint::Chat, std::move(request), keep_alive);
     case Route::NotFound: break;

@@ -9,6 +9,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -28,6 +29,8 @@ using HttpResponse = http::response<http::string_body>;
 
 class Session {
  public:
+  enum class TextUtility { Tokenize, Detokenize, ApplyTemplate };
+
   Session(ServerState& state, boost::asio::ip::tcp::socket socket);
   ~Session();
   Session(const Session&) = delete;
@@ -46,6 +49,9 @@ class Session {
   // Reads and answers one request; false when the connection must close.
   boost::asio::awaitable<bool> serve_one();
   boost::asio::awaitable<bool> serve_generation(Endpoint endpoint, HttpRequest request, bool keep_alive);
+  // /tokenize, /detokenize, /apply-template (text_utilities.cpp): the body is read on the
+  // worker pool, as a prompt is.
+  boost::asio::awaitable<bool> serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive);
   // Writes a whole response; false when the connection must close (or the write failed).
   boost::asio::awaitable<bool> send(HttpResponse response);
   // Shuts down sending, and when the client may still be sending a body we did not read,
@@ -54,6 +60,12 @@ class Session {
 
   HttpResponse error_response(unsigned version, int status, std::string_view message, std::string_view type,
                               bool keep_alive) const;
+  HttpResponse json_response(unsigned version, const nlohmann::json& body, bool keep_alive) const;
+  // 503 + Retry-After while the model loads (no engine attached yet).
+  HttpResponse loading_response(unsigned version, bool keep_alive) const;
+  // Access-Control-Allow-Origin for an allowed Origin (cors_origin_), and Vary: Origin when
+  // origins are listed. send() calls it; a streamed head (generation.cpp) does not yet.
+  void set_cors_headers(http::fields& head) const;
   // The peer closed or reset its end (checked between events, without reading).
   bool client_gone();
 
@@ -64,6 +76,8 @@ class Session {
   int64_t requests_read_ = 0;  // request heads read on this connection
   bool unread_body_ = false;   // answered without reading the request's body
   bool head_only_ = false;     // the request was HEAD: the response carries headers only
+  // The request's Origin, when --allowed-origins allows it: send() adds the CORS headers.
+  std::string cors_origin_;
 };
 
 }  // namespace tandem::server

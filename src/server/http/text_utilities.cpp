@@ -1,0 +1,70 @@
+// /tokenize, /detokenize and /apply-template on one connection (see session.h): the body is
+// read on the worker pool (tokenize_api.h), as a prompt is, so a long text never stalls the
+// I/O thread; the answer is one JSON body. No engine work: the tokenizer and the chat
+// renderer are immutable and shared.
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstdio>
+
+#include "base/error.h"
+#include "server/http/session.h"
+#include "server/tokenize_api.h"
+
+namespace tandem::server {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// A body, or why there is none.
+struct UtilityAnswer {
+  nlohmann::json body;
+  int error_status = 0;  // non-zero: refuse with this status
+  std::string error_type, error_message;
+};
+
+UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, const Engine& engine,
+                     const std::string& body) {
+  UtilityAnswer answer;
+  try {
+    switch (utility) {
+      case Session::TextUtility::Tokenize: answer.body = tokenize_json(body, engine.tokenizer()); break;
+      case Session::TextUtility::Detokenize: answer.body = detokenize_json(body, engine.tokenizer()); break;
+      case Session::TextUtility::ApplyTemplate: answer.body = apply_template_json(body, state.chat_renderer); break;
+    }
+  } catch (const ApiError& e) {
+    answer.error_status = e.status;
+    answer.error_type = e.type;
+    answer.error_message = e.what();
+  } catch (const InputError& e) {
+    answer.error_status = 400;
+    answer.error_type = "invalid_request_error";
+    answer.error_message = e.what();
+  } catch (const std::exception& e) {
+    // A bug, not the client's fault: say so without internals, keep them in the log.
+    std::fprintf(stderr, "tandem serve: internal error answering a text utility request: %s\n", e.what());
+    answer.error_status = 500;
+    answer.error_type = "server_error";
+    answer.error_message = "internal error";
+  }
+  return answer;
+}
+
+}  // namespace
+
+asio::awaitable<bool> Session::serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive) {
+  const unsigned version = request.version();
+  Engine* engine = state_.engine.load();
+  if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
+  const UtilityAnswer result = co_await asio::co_spawn(
+      state_.work,
+      [&]() -> asio::awaitable<UtilityAnswer> { co_return answer(utility, state_, *engine, request.body()); },
+      asio::use_awaitable);
+  if (result.error_status != 0)
+    co_return co_await send(
+        error_response(version, result.error_status, result.error_message, result.error_type, keep_alive));
+  co_return co_await send(json_response(version, result.body, keep_alive));
+}
+
+}  // namespace tandem::server

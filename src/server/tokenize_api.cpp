@@ -1,0 +1,90 @@
+// /tokenize, /detokenize and /apply-template bodies (see tokenize_api.h). Types are checked
+// as strictly as the OpenAI endpoints check theirs; unknown fields are ignored.
+#include "server/tokenize_api.h"
+
+#include "base/error.h"
+#include "server/chat_request.h"
+#include "server/request_json.h"
+#include "tokenizer/utf8.h"
+
+namespace tandem::server {
+
+using nlohmann::json;
+
+namespace {
+
+// What llama-server shows for one token: its text, or its bytes when they are not whole
+// UTF-8. Control tokens have no bytes in decoded text; their piece ("<|im_start|>") is shown.
+json piece_json(const Tokenizer& tokenizer, int32_t id) {
+  std::string bytes = tokenizer.token_bytes(id);
+  if (bytes.empty() && tokenizer.vocab().types[id] == TokenType::Control) bytes = tokenizer.vocab().pieces[id];
+  if (sanitize_utf8(bytes) == bytes) return bytes;
+  json values = json::array();
+  for (const char c : bytes) values.push_back(static_cast<unsigned char>(c));
+  return values;
+}
+
+}  // namespace
+
+json tokenize_json(std::string_view body_text, const Tokenizer& tokenizer) {
+  const RequestJson body = parse_json_object(body_text);
+  const RequestJson* content = field(body, "content");
+  if (!content) bad("'content' is required (the text to tokenize)");
+  if (!content->is_string()) bad(fmt::format("'content' must be a string, not {}", shown(*content)));
+  const bool add_special = bool_field(body, "add_special", false);
+  const bool parse_special = bool_field(body, "parse_special", false);
+  const bool with_pieces = bool_field(body, "with_pieces", false);
+  const std::vector<int32_t> ids =
+      tokenizer.encode(content->get_ref<const std::string&>(), add_special && tokenizer.vocab().add_bos, parse_special);
+  json tokens = json::array();
+  for (const int32_t id : ids) {
+    if (with_pieces)
+      tokens.push_back({{"id", id}, {"piece", piece_json(tokenizer, id)}});
+    else
+      tokens.push_back(id);
+  }
+  return {{"tokens", std::move(tokens)}};
+}
+
+json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer) {
+  const RequestJson body = parse_json_object(body_text);
+  const RequestJson* tokens = field(body, "tokens");
+  if (!tokens) bad("'tokens' is required (an array of token ids)");
+  if (!tokens->is_array()) bad(fmt::format("'tokens' must be an array of token ids, not {}", shown(*tokens)));
+  const int64_t vocab_size = tokenizer.vocab().size();
+  std::vector<int32_t> ids;
+  std::vector<std::string> outside;  // as sent, for the message
+  for (const RequestJson& id : *tokens) {
+    if (!id.is_number_integer()) bad(fmt::format("'tokens' must hold integer token ids, not {}", shown(id)));
+    const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() < static_cast<uint64_t>(vocab_size)
+                                                  : id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size;
+    if (!in_range) {
+      outside.push_back(shown(id));
+      continue;
+    }
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  if (!outside.empty()) {
+    std::string listed;
+    for (size_t k = 0; k < outside.size() && k < 8; ++k) listed += (k == 0 ? "" : ", ") + outside[k];
+    if (outside.size() > 8) listed += fmt::format(" (and {} more)", outside.size() - 8);
+    bad(fmt::format("'tokens' holds ids outside the vocabulary of {} tokens: {}", vocab_size, listed));
+  }
+  return {{"content", tokenizer.decode(ids)}};
+}
+
+json apply_template_json(std::string_view body_text, const chat::ChatRenderer& renderer) {
+  const RequestJson body = parse_json_object(body_text);
+  ApiRequest request;
+  request.endpoint = Endpoint::Chat;
+  try {
+    parse_chat_fields(body, request);
+    return {{"prompt", renderer.render(request.messages, request.tools)}};
+  } catch (const InputError& e) {  // a role the template refuses, or an error it raises
+    bad(e.what());
+  } catch (const nlohmann::json::exception& e) {  // a shape the checks missed is still the client's
+    bad(fmt::format("the request does not have the expected shape: {}", e.what()));
+  }
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,32 @@
+// llama-server's text utilities, as pure functions of a request body: POST /tokenize (text
+// -> ids, optionally with each id's piece), POST /detokenize (ids -> text) and POST
+// /apply-template (chat messages -> the prompt the chat endpoint would tokenize). Each throws
+// ApiError (400) for a malformed body, naming the field; no sockets, no engine.
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_renderer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::server {
+
+// {"content": string, "add_special": bool = false, "parse_special": bool = false,
+//  "with_pieces": bool = false} -> {"tokens": [id, ...]}, or with pieces
+// {"tokens": [{"id": id, "piece": text}, ...]} (a piece that is not whole UTF-8 — part of a
+// character — is its byte values, as llama-server gives it). add_special adds BOS when the
+// vocabulary adds one to prompts; parse_special matches control tokens written in the text
+// (off by default: /v1/completions does not match them in a prompt either).
+nlohmann::json tokenize_json(std::string_view body, const Tokenizer& tokenizer);
+
+// {"tokens": [id, ...]} -> {"content": text}. Ids outside the vocabulary are a 400 that
+// names them.
+nlohmann::json detokenize_json(std::string_view body, const Tokenizer& tokenizer);
+
+// {"messages": [...], "tools": [...]} (the chat endpoint's shapes, chat_request.h) ->
+// {"prompt": text}, rendered by `renderer` as a chat request would be.
+nlohmann::json apply_template_json(std::string_view body, const chat::ChatRenderer& renderer);
+
+}  // namespace tandem::server
