@@ -304,13 +304,15 @@ void StreamingToolCallParser::emit_text(std::string_view text, bool reasoning) {
   out_.push_back({kind, std::move(delta)});
 }
 
-std::string StreamingToolCallParser::next_id() {
+std::string next_tool_call_id(ToolCallFormat format, uint64_t& rng) {
   constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  const bool mistral = syntax_.format == ToolCallFormat::kMistralNemo;
+  const bool mistral = format == ToolCallFormat::kMistralNemo;
   std::string id = mistral ? "" : "call_";
-  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[splitmix64(&rng_) % kAlphabet.size()];
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[splitmix64(&rng) % kAlphabet.size()];
   return id;
 }
+
+std::string StreamingToolCallParser::next_id() { return next_tool_call_id(syntax_.format, rng_); }
 
 void StreamingToolCallParser::emit_call(std::string name, std::string arguments) {
   ToolCallStreamEvent event{ToolCallStreamEvent::Kind::kToolCall};

@@ -71,6 +71,9 @@ struct ParsedReply {
 
 // A new random seed for call ids (std::random_device).
 uint64_t random_tool_call_seed();
+// The next call id from the generator state `rng` (seeded with such a seed): "call_" + 24
+// alphanumerics, or 9 alphanumerics for Mistral Nemo (see ParsedReply::tool_calls).
+std::string next_tool_call_id(ToolCallFormat format, uint64_t& rng);
 
 ParsedReply parse_reply(ToolCallSyntax syntax, std::string_view text, uint64_t id_seed);
 ParsedReply parse_reply(ToolCallSyntax syntax, std::string_view text);  // random ids

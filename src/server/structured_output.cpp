@@ -1,9 +1,8 @@
 // Request fields -> one output grammar, and forced tool calls read back (see structured_output.h).
 #include "server/structured_output.h"
 
-#include <random>
-
 #include "base/error.h"
+#include "chat/tool_call_parser.h"
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 
@@ -133,13 +132,9 @@ std::optional<std::vector<chat::ToolCall>> forced_tool_calls(const ApiRequest& r
   } catch (const Json::exception&) {
     return std::nullopt;
   }
-  std::mt19937_64 rng(id_seed);
-  auto next_id = [&] {
-    static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    std::string id = "call_";
-    for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
-    return id;
-  };
+  uint64_t rng = id_seed;
+  // The ids of calls the model wrote in no template syntax: "call_" + 24 alphanumerics.
+  auto next_id = [&] { return chat::next_tool_call_id(chat::ToolCallFormat::kNone, rng); };
   auto compact = [](const Json& arguments) { return arguments.dump(-1, ' ', false, Json::error_handler_t::replace); };
   std::vector<chat::ToolCall> calls;
   if (request.tool_choice.mode == ToolChoice::Mode::Function) {
