@@ -31,9 +31,13 @@ const std::string& random_model_path() {
   return path;
 }
 
+// Holds its own copy of the path: the function-local static above may be constructed after
+// this object and is then destroyed before it at exit.
 struct RemoveModel {
+  std::string path;
   ~RemoveModel() {
-    if (!random_model_path().empty()) std::filesystem::remove(random_model_path());
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove(path, ignored);
   }
 };
 
@@ -50,7 +54,7 @@ void run_part(const std::string& part) {
   TANDEM_REQUIRE_SHARED(kLlamaSpmVocab);
   std::string why;
   if (!ensure_npm_packages("npm7", {"openai@7", "ajv@8"}, why)) GTEST_SKIP() << why << "; skipping";
-  static RemoveModel remove_at_exit;
+  static RemoveModel remove_at_exit{random_model_path()};
   ASSERT_FALSE(random_model_path().empty()) << "gen-model failed";
   ServerProcess server;
   ASSERT_TRUE(server.start({"--parallel", "4"}, 60.0, random_model_path())) << server.log();
