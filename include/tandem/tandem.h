@@ -164,6 +164,11 @@ struct GenerateOptions {
   std::optional<uint64_t> seed;   // unset: a random one (Stream::seed, Result::seed say which)
   std::vector<std::string> stop;  // generation ends before any of these; they never appear
   SpeculativeOptions speculative;
+  // Constrained decoding: only tokens the grammar allows are sampled, and the request ends
+  // (EndOfSequence) once the text is complete and nothing may follow. At most one of the two;
+  // a grammar that does not compile is an Error naming the problem.
+  std::string grammar;      // llama.cpp's GBNF, rule `root` first; empty: none
+  std::string json_schema;  // a JSON Schema (OpenAI strict mode's subset); "{}": any JSON; empty: none
 };
 
 enum class FinishReason {

@@ -173,6 +173,11 @@ typedef struct tandem_generate_options {
   int32_t draft_min;
   int32_t ngram_min;
   int32_t ngram_max;
+  /* Constrained decoding, at most one of the two (NULL or "": none): llama.cpp's GBNF text, or a
+   * JSON Schema text ("{}": any JSON). Only allowed tokens are sampled; the request ends when the
+   * text is complete. A grammar that does not compile fails the call with its reason. */
+  const char* grammar;
+  const char* json_schema;
 } tandem_generate_options;
 
 #define TANDEM_SPECULATION_NONE 0

@@ -13,6 +13,7 @@ TandemError with the library's message. No build step: it loads libtandem.so (se
 """
 
 import ctypes
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, List, Optional, Sequence, Union
@@ -252,11 +253,15 @@ class Model:
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repetition_penalty: float = 1.0,
                  repeat_last_n: int = 64, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                  seed: Optional[int] = None, stop: Optional[Sequence[str]] = None,
-                 stream: bool = False, speculative: str = "none", draft_max: int = 4) -> Union[Result, Stream]:
+                 stream: bool = False, speculative: str = "none", draft_max: int = 4,
+                 grammar: Optional[str] = None,
+                 json_schema: Union[None, str, dict] = None) -> Union[Result, Stream]:
         """Continues the prompt (text, or token ids). Returns a Result; with stream=True a
         Stream yielding the text as it is generated. speculative="ngram": prompt-lookup
         speculative decoding (same output, fewer forward passes when the text repeats);
-        speculative="draft": the engine's draft_model proposes (same output distribution)."""
+        speculative="draft": the engine's draft_model proposes (same output distribution).
+        grammar (llama.cpp GBNF) or json_schema (a dict or JSON text; {} for any JSON)
+        constrain the output: only tokens they allow are sampled."""
         kinds = {"none": _native.SPECULATION_NONE, "ngram": _native.SPECULATION_NGRAM,
                  "draft": _native.SPECULATION_DRAFT}
         if speculative not in kinds:
@@ -279,6 +284,12 @@ class Model:
         options.n_stop = len(stop_strings)
         options.speculation = kinds[speculative]
         options.draft_max = draft_max
+        if isinstance(json_schema, dict):
+            json_schema = json.dumps(json_schema)
+        grammar_text = grammar.encode() if grammar is not None else None
+        schema_text = json_schema.encode() if json_schema is not None else None
+        options.grammar = grammar_text  # the bytes objects outlive the call below
+        options.json_schema = schema_text
         array, n_ids = _ids_array(ids)
         if stream:
             handle = ctypes.c_void_p()

@@ -62,6 +62,8 @@ class GenerateOptions(ctypes.Structure):
         ("draft_min", ctypes.c_int32),
         ("ngram_min", ctypes.c_int32),
         ("ngram_max", ctypes.c_int32),
+        ("grammar", ctypes.c_char_p),  # llama.cpp GBNF, or None
+        ("json_schema", ctypes.c_char_p),  # JSON Schema text ("{}": any JSON), or None
     ]
 
 

@@ -75,6 +75,18 @@ class TandemTest(unittest.TestCase):
         self.assertEqual(stopped.text, " align, as I seep")
         self.assertEqual(stopped.finish_reason, "stop string")
 
+    def test_grammar_and_json_schema_constrain_the_output(self):
+        word = self.model.generate("The dream", max_tokens=40, seed=2, grammar='root ::= "yes" | "no"')
+        self.assertIn(word.text, ("yes", "no"))
+        self.assertEqual(word.finish_reason, "end of sequence")
+        schema = {"type": "object", "properties": {"colour": {"enum": ["red", "green"]}},
+                  "required": ["colour"], "additionalProperties": False}
+        shaped = self.model.generate("The dream", max_tokens=100, seed=2, json_schema=schema)
+        self.assertEqual(shaped.finish_reason, "end of sequence", shaped.text)
+        self.assertIn(json.loads(shaped.text)["colour"], ("red", "green"))
+        with self.assertRaises(tandem.TandemError):
+            self.model.generate("The dream", max_tokens=4, grammar="root ::= undefined_rule")
+
     def test_prompt_lookup_speculation_gives_the_same_text(self):
         plain = self.model.generate("The dream", max_tokens=80, temperature=0.8, seed=3)
         spec = self.model.generate("The dream", max_tokens=80, temperature=0.8, seed=3, speculative="ngram",

@@ -47,6 +47,8 @@ api::GenerateOptions to_options(const tandem_generate_options* c_options) {
     if (c.stop[i] == nullptr) throw api::Error("a stop string is NULL");
     options.stop.emplace_back(c.stop[i]);
   }
+  if (c.grammar != nullptr) options.grammar = c.grammar;
+  if (c.json_schema != nullptr) options.json_schema = c.json_schema;
   return options;
 }
 

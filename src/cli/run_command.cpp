@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/grammar_options.h"
 #include "cli/kv_type_options.h"
 #include "tandem/tandem.h"
 
@@ -24,6 +25,7 @@ struct RunOptions {
   int threads = 0;
   bool print_ids = false;
   KvTypeFlags kv_types;
+  GrammarFlags grammar;
   std::string speculation;  // empty: draft with --draft-model, else none
   std::string draft_model_path;
   bool profile = false;
@@ -101,6 +103,7 @@ void run(const RunOptions& options) {
   generate_options.max_tokens = options.max_new_tokens;
   generate_options.speculative.type = speculation;
   generate_options.seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
+  options.grammar.apply(&generate_options);
 
   api::Stream stream = engine.stream(prompt, generate_options);  // checks the request before anything is printed
   if (!options.print_ids) {
@@ -160,6 +163,7 @@ void add_run_command(CLI::App& app) {
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("--ids", options->print_ids, "Print the whole token id sequence instead of text");
   add_kv_type_options(command, &options->kv_types);
+  add_grammar_options(command, &options->grammar);
   command
       ->add_option("--spec", options->speculation,
                    "Speculative decoding: none, ngram (prompt lookup) or draft (default: draft with "

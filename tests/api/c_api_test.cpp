@@ -307,6 +307,31 @@ TEST_F(CApi, OptionsAndBadRequests) {
   tandem_result_free(&second);
 }
 
+TEST_F(CApi, GrammarConstrainsAndBadGrammarsAreInputErrors) {
+  tandem_generate_options options = tandem_generate_options_default();
+  options.max_tokens = 50;
+  options.seed = 3;
+  options.grammar = "root ::= \"yes\" | \"no\"";
+  tandem_result result{};
+  ASSERT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_OK)
+      << tandem_last_error();
+  EXPECT_TRUE(std::string(result.text) == "yes" || std::string(result.text) == "no") << result.text;
+  EXPECT_EQ(result.finish_reason, TANDEM_FINISH_END_OF_SEQUENCE);
+  tandem_result_free(&result);
+  options.grammar = nullptr;
+  options.json_schema = "{\"enum\": [\"red\", \"green\"]}";
+  ASSERT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_OK)
+      << tandem_last_error();
+  std::string value = result.text;  // JSON allows whitespace around the value
+  value.erase(0, value.find_first_not_of(" \t\n\r"));
+  value.erase(value.find_last_not_of(" \t\n\r") + 1);
+  EXPECT_TRUE(value == "\"red\"" || value == "\"green\"") << result.text;
+  tandem_result_free(&result);
+  options.json_schema = "[1, 2";
+  EXPECT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_ERROR_INPUT);
+  EXPECT_NE(std::string(tandem_last_error()).find("json_schema"), std::string::npos) << tandem_last_error();
+}
+
 TEST_F(CApi, StreamsPullEventsToTheEnd) {
   tandem_generate_options options = greedy(20);
   options.seed = 5;

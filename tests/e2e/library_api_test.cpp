@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "greedy_reference.h"
 #include "support/run_binary.h"
 #include "tandem/tandem.h"
@@ -300,6 +302,50 @@ TEST(LibraryApi, StopStringsAndZeroTokens) {
   EXPECT_TRUE(nothing.tokens.empty());
   EXPECT_EQ(nothing.finish_reason, api::FinishReason::Length);
   EXPECT_EQ(nothing.usage.prompt_tokens, static_cast<int64_t>(nothing.prompt_ids.size()));
+}
+
+// A grammar or schema constrains the output: aidreams260K writes prose unconstrained, so a
+// parsed JSON object or one of two words is the grammar's doing. Bad grammars are Errors.
+TEST(LibraryApi, GrammarAndJsonSchemaConstrainTheOutput) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  api::Engine engine(load_aidreams(), engine_options());
+  api::GenerateOptions options;
+  options.max_tokens = 100;
+  options.seed = 5;
+  const api::Result free_text = engine.generate("The dream", options);
+  EXPECT_NE(free_text.text, "yes");
+  EXPECT_NE(free_text.text, "no");
+  options.grammar = R"(root ::= "yes" | "no")";
+  const api::Result word = engine.generate("The dream", options);
+  EXPECT_TRUE(word.text == "yes" || word.text == "no") << word.text;
+  EXPECT_EQ(word.finish_reason, api::FinishReason::EndOfSequence);
+  options.grammar.clear();
+  options.json_schema = R"({"type":"object","properties":{"n":{"type":"integer"},"ok":{"type":"boolean"}},)"
+                        R"("required":["n","ok"],"additionalProperties":false})";
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    options.seed = seed;
+    const api::Result object = engine.generate("The dream", options);
+    if (object.finish_reason != api::FinishReason::EndOfSequence) continue;  // ran out of tokens mid-number
+    const nlohmann::json parsed = nlohmann::json::parse(object.text, nullptr, false);
+    ASSERT_TRUE(parsed.is_object()) << object.text;
+    EXPECT_TRUE(parsed.at("n").is_number_integer()) << object.text;
+    EXPECT_TRUE(parsed.at("ok").is_boolean()) << object.text;
+    EXPECT_EQ(parsed.size(), 2u) << object.text;
+  }
+  options.json_schema = "{}";  // any JSON
+  options.max_tokens = 200;
+  const api::Result any = engine.generate("The dream", options);
+  if (any.finish_reason == api::FinishReason::EndOfSequence) {
+    EXPECT_FALSE(nlohmann::json::parse(any.text, nullptr, false).is_discarded()) << any.text;
+  }
+  options.json_schema = "{not json";
+  EXPECT_THROW(engine.generate("The dream", options), api::Error);
+  options.json_schema.clear();
+  options.grammar = "root ::= missing";
+  EXPECT_THROW(engine.generate("The dream", options), api::Error);
+  options.grammar = R"(root ::= "a")";
+  options.json_schema = "{}";
+  EXPECT_THROW(engine.generate("The dream", options), api::Error);
 }
 
 TEST(LibraryApi, SameSeedSameText) {
