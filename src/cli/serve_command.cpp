@@ -196,6 +196,14 @@ void add_serve_command(CLI::App& app) {
       ->expected(1, -1);
   command->add_option("--chat-template", options->chat_template,
                       "Chat template: chatml, llama2, llama3, zephyr, or a Jinja template FILE (default: the GGUF's)");
+  command
+      ->add_option_function<std::string>(
+          "--pooling",
+          [options](const std::string& name) {
+            options->http.pooling = name == "last" ? Pooling::Last : Pooling::Mean;  // IsMember admits only these
+          },
+          "How /v1/embeddings pools a prompt's final hidden states: mean or last (default: mean)")
+      ->check(CLI::IsMember({"mean", "last"}));
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("-v,--verbose", options->http.verbose,
                     "Log what requests send that the server ignores (unknown vendor fields)");

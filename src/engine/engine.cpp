@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "grammar/matcher.h"
 #include "grammar/token_mask.h"
+#include "kernels/kernel_table.h"
 
 namespace tandem {
 
@@ -58,6 +59,12 @@ struct Engine::Sequence {
   std::optional<grammar::TokenMasker> masker;
   std::vector<uint32_t> mask;
   std::vector<float> masked_logits;
+  // Embedding requests (params.pooling): the running sum (mean) or the last row (last) of
+  // final-normed hidden states, in double, added in position order so that chunking and
+  // batching never change it; positions [0, pooled_positions) are in it.
+  std::vector<double> pooled;
+  int64_t pooled_positions = 0;
+  std::vector<float> normed_row;  // [d_model] scratch
 };
 
 namespace {
@@ -160,7 +167,13 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
   check_speculation(params.speculation);
   TANDEM_CHECK_INPUT(params.speculation.type != SpeculationType::Draft || draft_,
                      "speculative decoding with a draft model: this engine has no draft model (--draft-model)");
+  TANDEM_CHECK_INPUT(params.pooling == Pooling::None || (!params.grammar && !params.speculation.enabled()),
+                     "an embedding request neither samples nor speculates: no grammar, no speculation");
   auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab, draft_cost_);  // validates sampling
+  if (params.pooling != Pooling::None) {
+    sequence->pooled.assign(static_cast<size_t>(model_->config.d_model), 0.0);
+    sequence->normed_row.resize(static_cast<size_t>(model_->config.d_model));
+  }
   // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
   for (int32_t id : prompt) sequence->detokenizer.push(id);
   if (tokenizer_.vocab().eos_id >= 0 && !params.ignore_eos) sequence->end_tokens.push_back(tokenizer_.vocab().eos_id);
@@ -270,11 +283,13 @@ bool Engine::step() {
   }
 
   batch_.clear();
+  chunk_first_rows_.clear();
   bool decode_only = true;  // every chunk one known token (plus proposals): a decode step for the profile
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Request& request = *chunk.request;
     // The scheduler grew the block table to cover the chunk; the forward pass reads it.
     const int32_t seq = batch_.add_sequence(request.blocks.table);
+    chunk_first_rows_.push_back(batch_.n_tokens());
     const int64_t n_known = chunk.n_tokens - chunk.n_draft;
     decode_only = decode_only && n_known == 1;
     for (int64_t i = 0; i < n_known; ++i) {
@@ -297,10 +312,25 @@ bool Engine::step() {
   if (draft_)
     for (const Request* request : plan.preempted) draft_->remove(request->id);  // recomputed when it returns
 
+  // Embedding requests pool their rows of the pass; the one whose prompt is complete ends.
+  const int64_t d_model = model_->config.d_model;
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const ScheduledChunk& chunk = plan.chunks[c];
+    if (chunk.request->params.pooling == Pooling::None) continue;
+    Sequence& sequence = *sequences_.at(chunk.request->id);
+    pool_rows(sequence, chunk.start,
+              forward_.final_residual().subspan(static_cast<size_t>(chunk_first_rows_[c] * d_model),
+                                                static_cast<size_t>(chunk.n_tokens * d_model)));
+  }
   const auto vocab = static_cast<size_t>(model_->config.vocab_size);
   size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.samples) continue;
+    if (chunk.request->params.pooling != Pooling::None) {
+      finish_embedding(*sequences_.at(chunk.request->id));  // its logits row is not used
+      row += 1;
+      continue;
+    }
     ProfileOp sampling_op(profiler_, OpRole::Sampling, -1, [&] {
       return elementwise_cost(static_cast<int64_t>(vocab) * (1 + chunk.n_draft), 0,
                               2 * static_cast<int64_t>(vocab) * (1 + chunk.n_draft));
@@ -322,6 +352,44 @@ bool Engine::step() {
   }
   update_stats();
   return true;
+}
+
+void Engine::pool_rows(Sequence& sequence, int64_t first_position, std::span<const float> residual_rows) {
+  const ModelConfig& c = model_->config;
+  const int64_t d = c.d_model;
+  const auto n_rows = static_cast<int64_t>(residual_rows.size()) / d;
+  const int64_t n_prompt = static_cast<int64_t>(sequence.request.prompt.size());
+  const RmsnormFn rmsnorm = kernel_table().rmsnorm;  // the forward pass's own final norm
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t position = first_position + r;
+    // Recomputed after a preemption (already in the sum), or not a prompt position.
+    if (position < sequence.pooled_positions || position >= n_prompt) continue;
+    // A Mean request never reuses cached rows (Scheduler::admit), so it sees every position;
+    // a Last request may start past a cached prefix.
+    TANDEM_ASSERT(position == sequence.pooled_positions || sequence.request.params.pooling == Pooling::Last);
+    rmsnorm(residual_rows.data() + r * d, model_->weights.output_norm.f32(), d, c.rms_norm_eps,
+            sequence.normed_row.data());
+    if (sequence.request.params.pooling == Pooling::Mean) {
+      for (int64_t i = 0; i < d; ++i)
+        sequence.pooled[static_cast<size_t>(i)] += sequence.normed_row[static_cast<size_t>(i)];
+    } else {
+      std::copy(sequence.normed_row.begin(), sequence.normed_row.end(), sequence.pooled.begin());
+    }
+    sequence.pooled_positions = position + 1;
+  }
+}
+
+void Engine::finish_embedding(Sequence& sequence) {
+  Request& request = sequence.request;
+  const auto n_prompt = static_cast<int64_t>(request.prompt.size());
+  TANDEM_ASSERT(sequence.pooled_positions == n_prompt);
+  const double scale = request.params.pooling == Pooling::Mean ? 1.0 / static_cast<double>(n_prompt) : 1.0;
+  RequestEvent event;
+  event.embedding.resize(sequence.pooled.size());
+  for (size_t i = 0; i < sequence.pooled.size(); ++i)
+    event.embedding[i] = static_cast<float>(sequence.pooled[i] * scale);
+  request.times.first_token = request.times.last_token = RequestClock::now();
+  finish(sequence, RequestState::Finished, FinishReason::EndOfSequence, event);
 }
 
 void Engine::hold_end_tokens(Sequence& sequence) {

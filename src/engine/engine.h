@@ -89,6 +89,9 @@ struct RequestEvent {
   // of those the ones kept. Both 0 without speculation.
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  // An embedding request's final event: the pooled final-norm hidden state [d_model]
+  // (GenerationParams::pooling), not normalised.
+  std::vector<float> embedding;
 };
 using EventCallback = std::function<void(RequestEvent&&)>;
 
@@ -148,6 +151,7 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   int64_t context_length() const { return config_.context_length; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
+  const Model& model() const { return *model_; }
 
  private:
   struct Sequence;
@@ -155,6 +159,12 @@ class Engine {
   void intake();
   // Fills request.draft for each decoding sequence that speculates (before schedule()).
   void propose_drafts();
+  // An embedding request's rows of this step's forward pass (its positions from `first_position`,
+  // final residual rows [n, d_model] in position order): final-normed and pooled into the
+  // sequence; positions pooled before (recomputed after a preemption) are skipped.
+  void pool_rows(Sequence& sequence, int64_t first_position, std::span<const float> residual_rows);
+  // Ends an embedding request whose whole prompt has been pooled, its vector on the event.
+  void finish_embedding(Sequence& sequence);
   // Samples from logits and emits the token; true when that finished (and destroyed) the sequence.
   bool process_sample(Sequence& sequence, std::span<const float> logits);
   // The logits a constrained sequence may sample from (the grammar's disallowed tokens at
@@ -186,9 +196,10 @@ class Engine {
   Forward forward_;
   Scheduler scheduler_;
   Batch batch_;
-  std::unique_ptr<DraftModel> draft_;  // when config_.draft_model is set
-  std::vector<DraftJob> draft_jobs_;   // this step's draft-model proposals
-  double draft_cost_ = 0.0;            // a draft-model proposal, in target decode steps
+  std::vector<int64_t> chunk_first_rows_;  // this step: each plan chunk's first row in batch_
+  std::unique_ptr<DraftModel> draft_;      // when config_.draft_model is set
+  std::vector<DraftJob> draft_jobs_;       // this step's draft-model proposals
+  double draft_cost_ = 0.0;                // a draft-model proposal, in target decode steps
   RejectionSampler rejection_;
   Profiler* profiler_ = nullptr;
   // The vocabulary as byte strings in a prefix tree, for grammar masks: built by the first

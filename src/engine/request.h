@@ -29,6 +29,12 @@ enum class RequestState { Waiting, Prefilling, Decoding, Finished, Cancelled };
 enum class FinishReason { None, EndOfSequence, StopString, Length, ContextLimit, Cancelled, Error };
 const char* finish_reason_name(FinishReason reason);  // OpenAI spelling ("stop", "length", ...)
 
+// An embedding request (/v1/embeddings): the prompt's hidden states after the final norm,
+// pooled into one vector instead of sampling. Mean: the average over every prompt position
+// (such a request never reuses cached prefix blocks, whose rows it would not see); Last: the
+// last position's (a causal model's summary of the whole prompt).
+enum class Pooling { None, Mean, Last };
+
 struct GenerationParams {
   SamplingParams sampling;
   int64_t max_tokens = 16;        // >= 1
@@ -45,6 +51,9 @@ struct GenerationParams {
   // grammar is complete and nothing may follow. Null: unconstrained. Shared and immutable.
   std::shared_ptr<const grammar::Grammar> grammar{};
   SpeculationParams speculation;  // proposals verified in one forward pass; output unchanged by it
+  // Not None: an embedding request. The prompt is prefilled and the final event carries the
+  // pooled vector (RequestEvent::embedding); nothing is sampled or generated.
+  Pooling pooling = Pooling::None;
 };
 
 using RequestClock = std::chrono::steady_clock;

@@ -26,7 +26,8 @@ void Scheduler::add(Request* request) {
 
 bool Scheduler::admit(Request* request) {
   if (static_cast<int32_t>(running_.size()) >= config_.max_seqs) return false;
-  const int64_t cached = blocks_.assign(request->blocks, request->tokens);
+  // A mean-pooled embedding needs every prompt row's hidden state: it computes all of them.
+  const int64_t cached = blocks_.assign(request->blocks, request->tokens, request->params.pooling != Pooling::Mean);
   if (cached < 0) return false;
   request->n_computed = cached;
   if (request->cached_prompt_tokens < 0) {

@@ -5,10 +5,11 @@
 
 namespace tandem {
 
-int64_t BlockManager::assign(SequenceBlocks& sequence, std::span<const int32_t> tokens) {
+int64_t BlockManager::assign(SequenceBlocks& sequence, std::span<const int32_t> tokens, bool reuse_prefix) {
   TANDEM_ASSERT(sequence.empty() && !tokens.empty());
   const auto n_tokens = static_cast<int64_t>(tokens.size());
-  std::vector<int32_t> matched = allocator_.match_prefix(tokens, (n_tokens - 1) / block_size(), sequence.hashes);
+  std::vector<int32_t> matched =
+      allocator_.match_prefix(tokens, reuse_prefix ? (n_tokens - 1) / block_size() : 0, sequence.hashes);
   const int64_t needed = blocks_for(n_tokens) - static_cast<int64_t>(matched.size());
   if (allocator_.n_available() < needed) {
     for (auto it = matched.rbegin(); it != matched.rend(); ++it) allocator_.release(*it);

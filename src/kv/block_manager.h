@@ -36,8 +36,9 @@ class BlockManager {
   // Gives an empty `sequence` blocks for all of `tokens`, reusing the longest cached prefix
   // of full blocks (never the block of the last token, whose logits must be computed).
   // Returns how many leading tokens already have their K/V (a multiple of block_size), or
-  // -1, holding nothing, when the pool cannot take the rest.
-  int64_t assign(SequenceBlocks& sequence, std::span<const int32_t> tokens);
+  // -1, holding nothing, when the pool cannot take the rest. reuse_prefix false: no cached
+  // block is reused (all of `tokens` will be computed).
+  int64_t assign(SequenceBlocks& sequence, std::span<const int32_t> tokens, bool reuse_prefix = true);
   // Grows the table to cover n_tokens positions; false if the pool ran dry (the blocks
   // taken so far stay with the sequence).
   bool grow(SequenceBlocks& sequence, int64_t n_tokens);

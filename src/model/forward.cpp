@@ -101,6 +101,7 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
                        batch.n_sequences());
   }
   map_slots(batch, cache);
+  last_n_tokens_ = n_tokens;
   setup_op.end();
 
   const int64_t d = c.d_model;

@@ -29,6 +29,12 @@ class Forward {
   // Throws InputError for out-of-range tokens/positions or a batch larger than max.
   std::span<const float> run(const Batch& batch, KvCache& cache);
 
+  // The residual stream after the last layer, before the final norm, of the last run():
+  // [n_tokens, d_model] in batch order; valid until the next run(). Embedding requests pool it.
+  std::span<const float> final_residual() const {
+    return {hidden_.data(), static_cast<size_t>(last_n_tokens_ * model_->config.d_model)};
+  }
+
   // Test hook: called after each layer with the residual stream [n_tokens, d_model].
   using LayerObserver = std::function<void(int64_t layer, std::span<const float> hidden)>;
   void set_layer_observer(LayerObserver observer) { observer_ = std::move(observer); }
@@ -45,6 +51,7 @@ class Forward {
 
   std::shared_ptr<const Model> model_;
   int64_t max_batch_tokens_;
+  int64_t last_n_tokens_ = 0;  // tokens of the last run()
   ThreadPool& pool_;
   LayerObserver observer_;
   Profiler* profiler_ = nullptr;

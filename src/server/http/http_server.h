@@ -33,6 +33,7 @@ struct ServerConfig {
   SpeculationParams speculation;       // --spec ...: for requests without a `speculative` object
   bool verbose = false;                // --verbose: log each request's ignored (unknown) fields
   CorsPolicy cors;                     // --allowed-origins: browser origins given CORS headers
+  Pooling pooling = Pooling::Mean;     // --pooling: how /v1/embeddings pools a prompt's hidden states
 };
 
 // The model as the API names it.

@@ -47,6 +47,7 @@ enum class Route {
   ApplyTemplate,
   Completions,
   Chat,
+  Embeddings,
   NotFound
 };
 
@@ -62,12 +63,13 @@ Route route_of(std::string_view target) {
   if (target == "/apply-template") return Route::ApplyTemplate;
   if (target == "/v1/completions") return Route::Completions;
   if (target == "/v1/chat/completions") return Route::Chat;
+  if (target == "/v1/embeddings") return Route::Embeddings;
   return Route::NotFound;
 }
 
 bool is_post(Route route) {
   return route == Route::Completions || route == Route::Chat || route == Route::Tokenize ||
-         route == Route::Detokenize || route == Route::ApplyTemplate;
+         route == Route::Detokenize || route == Route::ApplyTemplate || route == Route::Embeddings;
 }
 
 bool method_allowed(Route route, http::verb method) {
@@ -386,6 +388,7 @@ asio::awaitable<bool> Session::serve_one() {
       co_return co_await serve_text_utility(TextUtility::ApplyTemplate, std::move(request), keep_alive);
     case Route::Completions: co_return co_await serve_generation(Endpoint::Completions, std::move(request), keep_alive);
     case Route::Chat: co_return co_await serve_generation(Endpoint::Chat, std::move(request), keep_alive);
+    case Route::Embeddings: co_return co_await serve_embeddings(std::move(request), keep_alive);
     case Route::NotFound: break;
   }
   co_return false;

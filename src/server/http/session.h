@@ -52,6 +52,8 @@ class Session {
   // /tokenize, /detokenize, /apply-template (text_utilities.cpp): the body is read on the
   // worker pool, as a prompt is.
   boost::asio::awaitable<bool> serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive);
+  // /v1/embeddings (embeddings.cpp): every input an embedding request in the engine.
+  boost::asio::awaitable<bool> serve_embeddings(HttpRequest request, bool keep_alive);
   // Writes a whole response; false when the connection must close (or the write failed).
   boost::asio::awaitable<bool> send(HttpResponse response);
   // Shuts down sending, and when the client may still be sending a body we did not read,

@@ -1,0 +1,169 @@
+// POST /v1/embeddings on one connection (see session.h): the body is parsed and tokenized on
+// the worker pool (embeddings_api.h), each input is admitted against --parallel + --max-queue
+// and submitted to the engine as an embedding request (GenerationParams::pooling, the
+// server's --pooling), and the final events' pooled vectors, normalised to unit length, are
+// answered in input order as one JSON body. A client that leaves cancels its inputs.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "server/embeddings_api.h"
+#include "server/http/event_stream.h"
+#include "server/http/session.h"
+#include "server/model_names.h"
+
+namespace tandem::server {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+constexpr auto kDisconnectPoll = 200ms;
+// Inputs per request at most (OpenAI allows 2048).
+constexpr int64_t kMaxInputs = 2048;
+
+struct PreparedEmbeddings {
+  EmbeddingsRequest request;
+  int error_status = 0;  // non-zero: refuse with this status
+  std::string error_type, error_message;
+};
+
+PreparedEmbeddings prepare(const ServerState& state, const Engine& engine, const std::string& body) {
+  PreparedEmbeddings prepared;
+  try {
+    prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model().config.d_model, engine.context_length(),
+                                                kMaxInputs);
+    check_model_name(state.model_names, prepared.request.model);
+  } catch (const ApiError& e) {
+    prepared.error_status = e.status;
+    prepared.error_type = e.type;
+    prepared.error_message = e.what();
+  } catch (const InputError& e) {
+    prepared.error_status = 400;
+    prepared.error_type = "invalid_request_error";
+    prepared.error_message = e.what();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem serve: internal error preparing an embeddings request: %s\n", e.what());
+    prepared.error_status = 500;
+    prepared.error_type = "server_error";
+    prepared.error_message = "internal error";
+  }
+  return prepared;
+}
+
+}  // namespace
+
+asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_alive) {
+  const unsigned version = request.version();
+  Engine* engine = state_.engine.load();
+  if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
+  const PreparedEmbeddings prepared = co_await asio::co_spawn(
+      state_.work, [&]() -> asio::awaitable<PreparedEmbeddings> { co_return prepare(state_, *engine, request.body()); },
+      asio::use_awaitable);
+  if (prepared.error_status != 0)
+    co_return co_await send(
+        error_response(version, prepared.error_status, prepared.error_message, prepared.error_type, keep_alive));
+
+  const std::vector<std::vector<int32_t>>& inputs = prepared.request.inputs;
+  const auto n_inputs = static_cast<int64_t>(inputs.size());
+  ServingCounters& counters = *state_.counters;
+  const int64_t capacity = engine->config().max_seqs + state_.config.max_queue;
+  if (state_.shutting_down || counters.in_engine.load() + n_inputs > capacity) {
+    const bool shutting_down = state_.shutting_down;
+    if (!shutting_down) counters.metrics.count(TransportEvent::Shed);
+    HttpResponse response = error_response(
+        version, 503,
+        shutting_down ? "the server is shutting down"
+                      : fmt::format("the server is busy: {} requests are running or waiting and this one brings {} "
+                                    "inputs (--parallel {} + --max-queue {}); retry later",
+                                    counters.in_engine.load(), n_inputs, engine->config().max_seqs,
+                                    state_.config.max_queue),
+        "server_error", keep_alive && !shutting_down);
+    response.set(http::field::retry_after, "1");
+    co_return co_await send(std::move(response));
+  }
+
+  auto events = std::make_shared<EventStream>(stream_.get_executor());
+  std::unordered_map<uint64_t, size_t> index_of;  // engine request id -> input index
+  std::string refusal;
+  GenerationParams params;
+  params.max_tokens = 1;
+  params.sampling.temperature = 0.0f;
+  params.pooling = state_.config.pooling;
+  for (size_t i = 0; i < inputs.size() && refusal.empty(); ++i) {
+    ++counters.in_engine;
+    try {
+      const uint64_t id = engine->submit(inputs[i], params, [events, counters = state_.counters](RequestEvent&& event) {
+        const bool finished = event.finished;
+        events->push(std::move(event));
+        if (finished) --counters->in_engine;
+      });
+      index_of.emplace(id, i);
+    } catch (const InputError& e) {
+      --counters.in_engine;
+      refusal = e.what();
+    }
+  }
+  if (!refusal.empty()) {
+    for (const auto& [id, index] : index_of) engine->cancel(id);
+  }
+
+  asio::steady_timer wake(stream_.get_executor());
+  events->set_waiter(&wake);
+  struct ClearWaiter {
+    EventStream& events;
+    ~ClearWaiter() { events.set_waiter(nullptr); }
+  } clear_waiter{*events};
+
+  std::vector<std::vector<float>> vectors(inputs.size());
+  int64_t prompt_tokens = 0;
+  bool cancelled = false, gone = false;
+  std::vector<RequestEvent> batch;
+  // Every submitted input ends with a final event (cancelled ones too), so this always returns.
+  for (size_t finished = 0; finished < index_of.size();) {
+    batch.clear();
+    if (!events->pop_all(batch)) {
+      wake.expires_after(kDisconnectPoll);
+      co_await wake.async_wait(kNoThrow);
+      if (!gone && client_gone()) {
+        gone = true;
+        counters.metrics.count(TransportEvent::Disconnect);
+        for (const auto& [id, index] : index_of) engine->cancel(id);
+      }
+      continue;
+    }
+    for (RequestEvent& event : batch) {
+      if (!event.finished) continue;
+      ++finished;
+      if (event.finish_reason != FinishReason::EndOfSequence) {
+        cancelled = true;
+        continue;
+      }
+      prompt_tokens += event.prompt_tokens;
+      std::vector<float>& vector = vectors[index_of.at(event.request_id)];
+      vector = std::move(event.embedding);
+      normalize_l2(vector);
+    }
+  }
+  if (gone) co_return false;
+  if (!refusal.empty())
+    co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
+  if (cancelled) {
+    HttpResponse response = error_response(version, 503, "the server is shutting down; the request was cancelled",
+                                           "server_error", false);
+    response.set(http::field::retry_after, "1");
+    co_return co_await send(std::move(response));
+  }
+  co_return co_await send(json_response(
+      version, embeddings_response_json(vectors, prepared.request.base64, state_.model_id, prompt_tokens), keep_alive));
+}
+
+}  // namespace tandem::server
