@@ -65,6 +65,9 @@ const std::array kShapes = {
     gemma3_shape("gemma3-1b", 1152, 26, 4, 1, 256, 6912, 32768, 512, 6),
     // Window 64 with every 2nd layer global: 256 positions pass the window four times.
     gemma3_shape("test-gemma3", 64, 4, 4, 2, 32, 96, 1024, 64, 2),
+    // Every layer local (pattern 0) with a window of 16: a Mistral-style window that llama.cpp
+    // also applies (it ignores a llama file's), so the engine's dropped KV blocks meet the peer.
+    gemma3_shape("test-gemma3-local", 64, 2, 4, 2, 32, 96, 1024, 16, 0),
 };
 
 constexpr float kWeightStddev = 0.02f;

@@ -1,5 +1,6 @@
 // Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
-// test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; gemma3: gemma3-1b, test-gemma3), for benchmarks and tests
+// test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; gemma3: gemma3-1b, test-gemma3,
+// test-gemma3-local), for benchmarks and tests
 // without downloading a model. The tokenizer is copied from a vocabulary GGUF. Output is a pure function of (shape,
 // type, vocabulary, seed).
 #pragma once
