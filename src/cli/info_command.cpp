@@ -97,6 +97,13 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   fmt::print("KV blocks:       {} tokens/block, {} bytes/block, {} blocks per full context (tandem serve "
              "allocates --parallel x this unless --kv-memory)\n",
              block_tokens, kv_per_token * block_tokens, blocks_per_context);
+  if (c.kv_window() > 0) {
+    // Blocks wholly behind the window go back to the pool as a sequence advances: what a
+    // decoding sequence holds is the window's blocks plus the one being filled.
+    const int64_t window_blocks = (c.kv_window() + block_tokens - 2) / block_tokens + 1;
+    fmt::print("KV kept:         the window only: at most {} blocks ({}) per decoding sequence\n", window_blocks,
+               human_bytes(window_blocks * block_tokens * kv_per_token));
+  }
   fmt::print("decode floor:    {} of weights read per token ({} bytes); tokens/s <= bandwidth / this\n",
              human_bytes(model->weight_bytes_per_token()), model->weight_bytes_per_token());
 }
