@@ -135,6 +135,44 @@ TEST_F(Gemma3ForwardTest, PrefillEqualsChunkedAndTokenByTokenDecode) {
   EXPECT_LE(worst_relative_error(decoded, reference_logits(spec, weights, tokens), spec.vocab_size), 1e-4);
 }
 
+// Sequence A alone (1 thread, one prefill) equals A sharing its batches (2 threads) with B, part
+// prefill and part decode, past the window, bit for bit.
+TEST_F(Gemma3ForwardTest, BatchInvariance) {
+  const RandomModelSpec spec = gemma3_spec();
+  RandomWeights weights;
+  const auto model = load(spec, weights);
+  const int64_t vocab = spec.vocab_size;
+  const std::vector<int32_t> a = random_tokens(20, vocab, 121), b = random_tokens(16, vocab, 122);
+  ThreadPool one(1);
+  Forward alone_forward(model, 64, one);
+  const std::vector<float> alone = run_in_steps(alone_forward, a, 20);
+
+  Forward mixed_forward(model, 64, pool_);
+  KvCache cache(model->config.kv_shape(), 16, 4);
+  const std::vector<int32_t> blocks_b = {11, 3, 9, 0}, blocks_a = {1, 10, 2, 8, 5};
+  std::vector<float> mixed(alone.size());
+  Batch batch;
+  batch.add_sequence(blocks_b);
+  batch.add_sequence(blocks_a);
+  for (int32_t p = 0; p < 9; ++p) batch.add(b[p], p, 0, true);
+  for (int32_t p = 0; p < 8; ++p) batch.add(a[p], p, 1, true);
+  std::span<const float> out = mixed_forward.run(batch, cache);
+  std::copy_n(out.data() + 9 * vocab, 8 * vocab, mixed.data());
+  int32_t next_b = 9;
+  for (int32_t p = 8; p < 20; p += 3) {
+    batch.clear();
+    batch.add_sequence(blocks_b);
+    batch.add_sequence(blocks_a);
+    if (next_b < 16) batch.add(b[next_b], next_b, 0, true), ++next_b;
+    for (int32_t i = p; i < p + 3; ++i) batch.add(a[i], i, 1, true);
+    out = mixed_forward.run(batch, cache);
+    const int64_t skip = batch.seq_ids[0] == 0 ? 1 : 0;
+    std::copy_n(out.data() + skip * vocab, 3 * vocab, mixed.data() + p * vocab);
+  }
+  EXPECT_EQ(std::memcmp(alone.data(), mixed.data(), alone.size() * sizeof(float)), 0)
+      << "sequence A's logits changed with its batch";
+}
+
 // sliding_window_pattern 0: every layer local, so the cache may forget behind the window.
 TEST_F(Gemma3ForwardTest, PatternZeroMakesEveryLayerLocal) {
   RandomModelSpec spec = gemma3_spec();
