@@ -10,6 +10,7 @@
 #include "cli/kv_type_options.h"
 #include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
+#include "model/attention_window.h"
 #include "model/model.h"
 
 namespace tandem::cli {
@@ -40,6 +41,11 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
                                           ? "half-split (i, i + rope_dims/2; llama.cpp NEOX)"
                                           : "adjacent (2i, 2i+1; llama.cpp normal)");
   if (c.qk_norm) fmt::print("q/k norm:        RMSNorm per head on Q and K before RoPE ([{}] weights)\n", c.head_dim);
+  fmt::print("sliding window:  {}\n", describe_attention_window(c));
+  if (c.gemma_blocks)
+    fmt::print("gemma blocks:    GeGLU (tanh GELU), RMSNorm after attention and after the FFN, embeddings x sqrt({})\n",
+               c.d_model);
+  if (c.final_logit_softcap > 0.0f) fmt::print("logit softcap:   {}\n", c.final_logit_softcap);
   const bool biases = !model->weights.layers.empty() && model->weights.layers[0].bq.data != nullptr;
   if (biases) fmt::print("qkv biases:      yes\n");
   fmt::print("output head:     {}\n", model->weights.output.data == model->weights.token_embedding.data
@@ -58,9 +64,9 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   count(w.output_norm);
   if (w.output.data != w.token_embedding.data) count(w.output);
   for (const LayerWeights& layer : w.layers)
-    for (const TensorView* view :
-         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
-          &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm})
+    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
+                                   &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq, &layer.bk, &layer.bv,
+                                   &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffn_norm})
       if (view->data != nullptr) count(*view);
   for (const auto& [type, totals] : by_type)
     fmt::print("tensors {:<8} {} tensors, {} ({} bytes)\n", type + ":", totals.first, human_bytes(totals.second),
@@ -91,6 +97,13 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   fmt::print("KV blocks:       {} tokens/block, {} bytes/block, {} blocks per full context (tandem serve "
              "allocates --parallel x this unless --kv-memory)\n",
              block_tokens, kv_per_token * block_tokens, blocks_per_context);
+  if (c.kv_window() > 0) {
+    // Blocks wholly behind the window go back to the pool as a sequence advances: what a
+    // decoding sequence holds is the window's blocks plus the one being filled.
+    const int64_t window_blocks = (c.kv_window() + block_tokens - 2) / block_tokens + 1;
+    fmt::print("KV kept:         the window only: at most {} blocks ({}) per decoding sequence\n", window_blocks,
+               human_bytes(window_blocks * block_tokens * kv_per_token));
+  }
   fmt::print("decode floor:    {} of weights read per token ({} bytes); tokens/s <= bandwidth / this\n",
              human_bytes(model->weight_bytes_per_token()), model->weight_bytes_per_token());
 }

@@ -119,7 +119,9 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
                            plan.n_blocks, config_.block_size, config_.context_length, plan.blocks_per_context);
         return plan;
       }()),
-      blocks_(kv_pool_.n_blocks, config_.block_size),
+      // A model whose every layer has a sliding window lets sequences give back the blocks
+      // behind it as they advance.
+      blocks_(kv_pool_.n_blocks, config_.block_size, model_->config.kv_window()),
       cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types),
       forward_(model_, config_.max_batch_tokens, pool),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
@@ -567,7 +569,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
 
 void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event) {
   Request& request = sequence.request;
-  event.kv_bytes = static_cast<int64_t>(request.blocks.table.size()) * cache_.bytes_per_block();
+  event.kv_bytes = request.blocks.n_held() * cache_.bytes_per_block();
   scheduler_.remove(&request, state);
   if (draft_) draft_->remove(request.id);
   request.finish_reason = reason;

@@ -112,6 +112,7 @@ void Scheduler::complete(const StepPlan& plan) {
     TANDEM_ASSERT(request->admitted() && chunk.start == request->n_computed);
     request->n_computed += chunk.n_tokens - chunk.n_draft;
     blocks_.publish_computed(request->blocks, request->tokens, request->n_computed);
+    blocks_.drop_out_of_window(request->blocks, request->n_computed);
     if (chunk.samples) request->state = RequestState::Decoding;
   }
 }
@@ -132,6 +133,7 @@ void Scheduler::settle_draft(Request* request, int64_t n_accepted) {
   // The kept proposals plus the token sampled after them: exactly one pending token.
   TANDEM_ASSERT(request->n_pending() == 1);
   blocks_.publish_computed(request->blocks, request->tokens, request->n_computed);
+  blocks_.drop_out_of_window(request->blocks, request->n_computed);
   blocks_.truncate(request->blocks, static_cast<int64_t>(request->tokens.size()));
   request->draft.clear();
 }

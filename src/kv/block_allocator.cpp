@@ -101,15 +101,20 @@ void BlockAllocator::publish(int32_t block, uint64_t parent_hash, std::span<cons
   b.tokens.assign(tokens.begin(), tokens.end());
 }
 
-int32_t BlockAllocator::lookup(uint64_t parent_hash, std::span<const int32_t> tokens) {
+int32_t BlockAllocator::find(uint64_t parent_hash, std::span<const int32_t> tokens) const {
   const auto it = by_hash_.find(hash_block(parent_hash, tokens));
   if (it == by_hash_.end()) return -1;
   const Block& b = blocks_[static_cast<size_t>(it->second)];
   // A 64-bit collision would silently serve another prompt's K/V: compare the real content.
   if (b.parent_hash != parent_hash || !std::equal(tokens.begin(), tokens.end(), b.tokens.begin(), b.tokens.end()))
     return -1;
-  retain(it->second);
   return it->second;
+}
+
+int32_t BlockAllocator::lookup(uint64_t parent_hash, std::span<const int32_t> tokens) {
+  const int32_t block = find(parent_hash, tokens);
+  if (block >= 0) retain(block);
+  return block;
 }
 
 std::vector<int32_t> BlockAllocator::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,

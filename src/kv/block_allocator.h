@@ -51,6 +51,8 @@ class BlockAllocator {
 
   // The cached block for (parent_hash, tokens), retained for the caller, or -1.
   int32_t lookup(uint64_t parent_hash, std::span<const int32_t> tokens);
+  // The same without retaining it (the caller retains what it decides to keep).
+  int32_t find(uint64_t parent_hash, std::span<const int32_t> tokens) const;
 
   // The longest cached prefix of `tokens`, at most max_blocks full blocks: retained blocks in
   // order, their hashes appended to `hashes`.

@@ -3,7 +3,9 @@
 // request, but only this class changes them: admission with prefix reuse, growth as tokens
 // are added, publication of computed full blocks to the prefix cache, and release. Built on
 // the BlockAllocator (free list, reference counts, prefix cache); knows nothing of models,
-// requests or scheduling policy.
+// requests or scheduling policy. For a model whose every layer attends within a sliding
+// window it also drops the blocks a sequence's next positions can no longer see, and matches
+// cached prefixes needing only the blocks inside the window of the position it resumes at.
 #pragma once
 
 #include <cstdint>
@@ -14,19 +16,33 @@
 
 namespace tandem {
 
+// The table entry of a block a sliding-window sequence dropped: its positions lie before the
+// window of every position still to compute, so nothing reads them again.
+constexpr int32_t kDroppedBlock = -1;
+
 // The blocks one sequence holds. Read it freely (the forward pass reads `table` through the
 // Batch); change it only through BlockManager.
 struct SequenceBlocks {
-  std::vector<int32_t> table;    // block of each block_size positions
+  std::vector<int32_t> table;    // block of each block_size positions, or kDroppedBlock
   std::vector<uint64_t> hashes;  // hashes of the leading full blocks, published or matched
 
   bool empty() const { return table.empty(); }
+  // Entries that are blocks (not dropped): what the sequence occupies in the pool.
+  int64_t n_held() const {
+    int64_t held = 0;
+    for (int32_t block : table) held += block != kDroppedBlock ? 1 : 0;
+    return held;
+  }
 };
 
 class BlockManager {
  public:
-  BlockManager(int64_t n_blocks, int32_t block_size) : allocator_(n_blocks, block_size) {}
+  // window: the model's KvConfig::kv_window() (positions further behind than this are never
+  // read again); 0 keeps every block of a sequence until it ends.
+  BlockManager(int64_t n_blocks, int32_t block_size, int64_t window = 0)
+      : allocator_(n_blocks, block_size), window_(window) {}
 
+  int64_t window() const { return window_; }
   int32_t block_size() const { return allocator_.block_size(); }
   int64_t n_blocks() const { return allocator_.n_blocks(); }
   int64_t blocks_for(int64_t n_tokens) const { return (n_tokens + block_size() - 1) / block_size(); }
@@ -34,7 +50,9 @@ class BlockManager {
   int32_t ref_count(int32_t block) const { return allocator_.ref_count(block); }
 
   // Gives an empty `sequence` blocks for all of `tokens`, reusing the longest cached prefix
-  // of full blocks (never the block of the last token, whose logits must be computed).
+  // of full blocks (never the block of the last token, whose logits must be computed). With a
+  // window, a prefix of k blocks is reused when the blocks within the window of position
+  // k * block_size are cached (earlier ones may have been evicted: they enter as dropped).
   // Returns how many leading tokens already have their K/V (a multiple of block_size), or
   // -1, holding nothing, when the pool cannot take the rest. reuse_prefix false: no cached
   // block is reused (all of `tokens` will be computed).
@@ -45,6 +63,10 @@ class BlockManager {
   // Publishes the full blocks among the first n_computed positions (their K/V now written)
   // to the prefix cache; `tokens` are the sequence's tokens.
   void publish_computed(SequenceBlocks& sequence, std::span<const int32_t> tokens, int64_t n_computed);
+  // With a window: releases the blocks wholly before the window of position n_computed (the
+  // next to compute), leaving kDroppedBlock in their entries. Published ones stay in the prefix
+  // cache (their K/V is still that prefix's); nothing else changes. No-op without a window.
+  void drop_out_of_window(SequenceBlocks& sequence, int64_t n_computed);
   // Shrinks the table to cover n_tokens positions, returning the blocks past them (last
   // first): a speculative step wrote K/V for proposed positions that were then rejected.
   // Only private tail blocks can go: the published (and matched) leading blocks all lie
@@ -62,7 +84,10 @@ class BlockManager {
   void count_lookup(int64_t prompt_tokens, int64_t hit_tokens) { allocator_.count_lookup(prompt_tokens, hit_tokens); }
 
  private:
+  int64_t assign_windowed(SequenceBlocks& sequence, std::span<const int32_t> tokens);
+
   BlockAllocator allocator_;
+  int64_t window_ = 0;
 };
 
 }  // namespace tandem

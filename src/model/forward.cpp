@@ -4,15 +4,20 @@
 //              (Qwen2: + biases after Wq/Wk/Wv; Qwen3: each Q and K head RMSNormed before rope)
 //              x += Wdown · (silu(Wgate·n) ⊙ Wup·n),                                n = rmsnorm(x)
 //   logits = Wout · rmsnorm(x) for the rows that asked for them.
+// Gemma blocks (gemma3) add: x = embed(tokens) · sqrt(d_model); RMSNorm of the attention and
+// FFN outputs before they join x; gelu(tanh) for silu; logits soft-capped when the file says.
+// A local (sliding-window) layer's token at position p attends to (p - window, p] only.
 #include "model/forward.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 #include "base/quant.h"
 #include "io/mapped_file.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/geglu.h"
 #include "kernels/kernel_table.h"
 
 namespace tandem {
@@ -71,6 +76,11 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   rope_pair_scratch_.resize(static_cast<size_t>(c.rope_dims));
   rope_cos_.resize(n * c.rope_dims / 2);
   rope_sin_.resize(n * c.rope_dims / 2);
+  if (c.rope_freq_base_local > 0.0f) {
+    rope_cos_local_.resize(n * c.rope_dims / 2);
+    rope_sin_local_.resize(n * c.rope_dims / 2);
+  }
+  attention_positions_.resize(n);
   // Logit buffers grow to the most rows ever requested (usually 1 per sequence), not to
   // max_batch_tokens x vocab_size: that would be most of the memory for a big prefill.
 }
@@ -115,6 +125,10 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
       row = embedding_row_.data();
     }
     dequantize_row(w.token_embedding.dtype, row, hidden_.data() + t * d, d);
+    if (c.gemma_blocks) {
+      const float embedding_scale = std::sqrt(static_cast<float>(d));
+      for (int64_t i = 0; i < d; ++i) hidden_[t * d + i] *= embedding_scale;
+    }
   }
   embedding_op.end();
   const int64_t half_rope = c.rope_dims / 2;
@@ -123,6 +137,11 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base,
                 c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(), rope_cos_.data() + t * half_rope,
                 rope_sin_.data() + t * half_rope);
+  // Gemma's local layers turn at a base of their own, without the global layers' scaling.
+  if (c.rope_freq_base_local > 0.0f)
+    for (int64_t t = 0; t < n_tokens; ++t)
+      rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base_local, nullptr,
+                  rope_cos_local_.data() + t * half_rope, rope_sin_local_.data() + t * half_rope);
   angles_op.end();
 
   const RmsnormFn rmsnorm = kernel_table().rmsnorm;
@@ -183,6 +202,8 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     attention(batch, cache, l);
     // Wo's output goes to normed_, free once Q, K and V are computed.
     project(OpRole::Wo, li, layer.wo, attn_out_.data(), n_tokens, normed_.data());
+    if (c.gemma_blocks)
+      norm_rows(OpRole::AttnNorm, li, layer.post_attn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
     add_into_hidden(OpRole::AttnResidual, li, normed_.data());
 
     norm_rows(OpRole::FfnNorm, li, layer.ffn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
@@ -195,14 +216,17 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
       project(OpRole::Up, li, layer.w_up, chunk_in, rows, up_.data());
       ProfileOp swiglu_op(profiler_, OpRole::Swiglu, li,
                           [&] { return elementwise_cost(2 * rows * c.d_ff, rows * c.d_ff, 5 * rows * c.d_ff); });
+      const auto activation = c.gemma_blocks ? geglu_row : swiglu_row;
       pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
         for (int64_t t = begin; t < end; ++t)
-          swiglu_row(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
+          activation(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
       });
       swiglu_op.end();
       // Into the chunk's own rows of normed_, which gate/up have consumed.
       project(OpRole::Down, li, layer.w_down, gate_.data(), rows, chunk_in);
     }
+    if (c.gemma_blocks)
+      norm_rows(OpRole::FfnNorm, li, layer.post_ffn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
     add_into_hidden(OpRole::FfnResidual, li, normed_.data());
     if (observer_) observer_(l, std::span<const float>(hidden_.data(), static_cast<size_t>(n_tokens * d)));
   }
@@ -220,6 +244,10 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   if (n_rows == 0) return {};
   norm_rows(OpRole::OutputNorm, -1, w.output_norm.f32(), logit_rows_.data(), logit_rows_.data(), n_rows);
   project(OpRole::Output, -1, w.output, logit_rows_.data(), n_rows, logits_.data());
+  if (c.final_logit_softcap > 0.0f) {
+    const float cap = c.final_logit_softcap;
+    for (int64_t i = 0; i < n_rows * c.vocab_size; ++i) logits_[i] = cap * std::tanh(logits_[i] / cap);
+  }
   return {logits_.data(), static_cast<size_t>(n_rows * c.vocab_size)};
 }
 
@@ -229,9 +257,14 @@ void Forward::map_slots(const Batch& batch, const KvCache& cache) {
   // written to theirs. Rebuilt every run; a sequence's slots cost one int per position.
   const int32_t n_seqs = batch.n_sequences();
   seq_length_.assign(static_cast<size_t>(n_seqs), 0);
+  // With a window on every layer a sequence's table may have dropped blocks (-1) below the
+  // lowest position its tokens read: those positions map to no slot.
+  const int64_t kv_window = model_->config.kv_window();
+  seq_first_read_.assign(static_cast<size_t>(n_seqs), kv_window > 0 ? INT64_MAX : 0);
   for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-    int64_t& length = seq_length_[static_cast<size_t>(batch.seq_ids[t])];
-    length = std::max<int64_t>(length, batch.positions[t] + 1);
+    const auto s = static_cast<size_t>(batch.seq_ids[t]);
+    seq_length_[s] = std::max<int64_t>(seq_length_[s], batch.positions[t] + 1);
+    if (kv_window > 0) seq_first_read_[s] = std::min<int64_t>(seq_first_read_[s], batch.positions[t] - kv_window + 1);
   }
   seq_slot_start_.resize(static_cast<size_t>(n_seqs) + 1);
   seq_slot_start_[0] = 0;
@@ -245,12 +278,16 @@ void Forward::map_slots(const Batch& batch, const KvCache& cache) {
     TANDEM_CHECK_INPUT(length <= static_cast<int64_t>(table.size()) * block_size,
                        "sequence {} reaches position {} but its {} KV blocks hold {} positions", s, length - 1,
                        table.size(), static_cast<int64_t>(table.size()) * block_size);
-    for (int64_t b = 0; b < (length + block_size - 1) / block_size; ++b)
-      TANDEM_CHECK_INPUT(table[static_cast<size_t>(b)] >= 0 && table[static_cast<size_t>(b)] < cache.n_blocks(),
-                         "KV block {} is outside the pool of {} blocks", table[static_cast<size_t>(b)],
+    const int64_t first_read = seq_first_read_[static_cast<size_t>(s)];
+    for (int64_t b = 0; b < (length + block_size - 1) / block_size; ++b) {
+      const int32_t block = table[static_cast<size_t>(b)];
+      if (block < 0 && (b + 1) * block_size <= first_read) continue;  // dropped, never read
+      TANDEM_CHECK_INPUT(block >= 0 && block < cache.n_blocks(), "KV block {} is outside the pool of {} blocks", block,
                          cache.n_blocks());
+    }
     int32_t* out = slots_.data() + seq_slot_start_[static_cast<size_t>(s)];
-    for (int64_t p = 0; p < length; ++p) out[p] = cache.slot(table, p);
+    for (int64_t p = 0; p < length; ++p)
+      out[p] = table[static_cast<size_t>(p / block_size)] < 0 ? -1 : cache.slot(table, p);
   }
 }
 
@@ -260,6 +297,13 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   const int64_t kv_width = c.kv_width(), head_dim = c.head_dim, half_rope = c.rope_dims / 2;
   const KvRows keys = cache.keys(layer);
   const KvRows values = cache.values(layer);
+  const int64_t window = c.layer_window(layer);
+  const bool local_rope = window > 0 && c.rope_freq_base_local > 0.0f;
+  const float* cos_tables = local_rope ? rope_cos_local_.data() : rope_cos_.data();
+  const float* sin_tables = local_rope ? rope_sin_local_.data() : rope_sin_.data();
+  // A query scale other than the kernel's 1/sqrt(head_dim) (query_pre_attn_scalar) goes into Q.
+  const float query_scale =
+      c.attention_scale > 0.0f ? c.attention_scale * std::sqrt(static_cast<float>(head_dim)) : 1.0f;
 
   // RoPE on Q and K, then every token's K/V into its cache slot (in the cache's types), before
   // any token attends: a prefill token must see the K/V of the earlier tokens of the same batch.
@@ -272,8 +316,8 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   });
   const bool half_split = c.rope_pairing == RopePairing::HalfSplit;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* cos_table = rope_cos_.data() + t * half_rope;
-    const float* sin_table = rope_sin_.data() + t * half_rope;
+    const float* cos_table = cos_tables + t * half_rope;
+    const float* sin_table = sin_tables + t * half_rope;
     if (half_split) {
       // Q and K reordered alike, so q·k is unchanged; K is cached in the reordered form.
       for (int64_t h = 0; h < c.n_heads; ++h)
@@ -283,6 +327,8 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     }
     rope(q_.data() + t * c.q_width(), c.n_heads, head_dim, c.rope_dims, cos_table, sin_table);
     rope(k_.data() + t * kv_width, c.n_kv_heads, head_dim, c.rope_dims, cos_table, sin_table);
+    if (query_scale != 1.0f)
+      for (int64_t i = 0; i < c.q_width(); ++i) q_[t * c.q_width() + i] *= query_scale;
     const int32_t slot =
         slots_[static_cast<size_t>(seq_slot_start_[static_cast<size_t>(batch.seq_ids[t])] + batch.positions[t])];
     cache.store(layer, slot, k_.data() + t * kv_width, v_.data() + t * kv_width);
@@ -300,18 +346,29 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   // row_kernels_bench BM_attention_prefill_tokens, 512 tokens, one query per token (MHA):
   // blocks of 8 tokens run 2.2x as fast as 1, of 16 2.4x; with 8 queries per token (GQA) 1.2x.
   constexpr int64_t kTokensPerBlock = 16;
+  // In a local layer, a token whose window has left position 0 reads positions first..p: it
+  // goes through the kernel alone, as a token at position p - first over the slots from
+  // `first` on (the kernel's tiles then start at its window's start, whatever the batch).
+  // Tokens whose window still starts at 0 share blocks as in a global layer.
+  auto first_read = [window](int64_t position) {
+    return window > 0 ? std::max<int64_t>(0, position - window + 1) : int64_t{0};
+  };
   std::vector<int64_t>& block_starts = attention_block_starts_;
   block_starts.clear();
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const bool continues = t > 0 && t - block_starts.back() < kTokensPerBlock &&
-                           batch.seq_ids[t] == batch.seq_ids[t - 1] && batch.positions[t] > batch.positions[t - 1];
+    const int64_t first = first_read(batch.positions[t]);
+    attention_positions_[static_cast<size_t>(t)] = static_cast<int32_t>(batch.positions[t] - first);
+    const bool continues = t > 0 && t - block_starts.back() < kTokensPerBlock && first == 0 &&
+                           first_read(batch.positions[t - 1]) == 0 && batch.seq_ids[t] == batch.seq_ids[t - 1] &&
+                           batch.positions[t] > batch.positions[t - 1];
     if (!continues) block_starts.push_back(t);
   }
   const int64_t n_blocks = static_cast<int64_t>(block_starts.size());
   block_starts.push_back(n_tokens);
   auto block_of = [n_blocks](int64_t i) { return i % 2 == 0 ? i / 2 : n_blocks - 1 - i / 2; };
   ProfileOp attention_op(profiler_, OpRole::Attention, li, [&] {
-    return attention_cost(block_starts, batch.positions, c, cache.bytes_per_token() / (2 * c.n_layers));
+    // Positions relative to each token's window: what the kernel reads.
+    return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * c.n_layers));
   });
   pool_.parallel_for(n_blocks * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scores_.data() + thread * attention_scratch_floats(group);
@@ -319,10 +376,12 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       const int64_t block = block_of(item / c.n_kv_heads), kv_head = item % c.n_kv_heads;
       const int64_t first = block_starts[static_cast<size_t>(block)];
       const int64_t block_tokens = block_starts[static_cast<size_t>(block + 1)] - first;
-      const int32_t* slots = slots_.data() + seq_slot_start_[static_cast<size_t>(batch.seq_ids[first])];
+      const int64_t first_position = batch.positions[first] - attention_positions_[static_cast<size_t>(first)];
+      const int32_t* slots =
+          slots_.data() + seq_slot_start_[static_cast<size_t>(batch.seq_ids[first])] + first_position;
       const int64_t first_query = first * c.q_width() + kv_head * group * head_dim;
-      attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, batch.positions.data() + first, keys,
-                       values, kv_head * head_dim, slots, head_dim, scratch, attn_out_.data() + first_query,
+      attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, attention_positions_.data() + first,
+                       keys, values, kv_head * head_dim, slots, head_dim, scratch, attn_out_.data() + first_query,
                        c.q_width());
     }
   });

@@ -70,6 +70,10 @@ class Forward {
   std::vector<float> rope_pair_scratch_;         // [rope_dims] one head before half-split -> adjacent
   std::vector<float> rope_cos_;                  // [n_tokens, rope_dims / 2]
   std::vector<float> rope_sin_;                  // [n_tokens, rope_dims / 2]
+  std::vector<float> rope_cos_local_;            // [n_tokens, rope_dims / 2] local layers' base (gemma3)
+  std::vector<float> rope_sin_local_;            // [n_tokens, rope_dims / 2]
+  std::vector<int32_t> attention_positions_;     // [n_tokens] position - first position its layer's window reads
+  std::vector<int64_t> seq_first_read_;          // [n_sequences] lowest position any of its tokens reads
   std::vector<int64_t> seq_length_;              // [n_sequences] highest position in the batch + 1
   std::vector<int64_t> seq_slot_start_;          // [n_sequences + 1] each sequence's first entry in slots_
   std::vector<int32_t> slots_;                   // per sequence: position -> KV slot, from its block table

@@ -1,17 +1,20 @@
-// Loads a GGUF file of architecture `llama`, `qwen2` or `qwen3` into a Model: hyperparameters
+// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3` or `gemma3` into a Model: hyperparameters
 // from the <arch>.* keys, tensors by llama.cpp's names (qwen2 adds attn_{q,k,v}.bias, qwen3
 // attn_{q,k}_norm and a head size of its own, attention.key_length), every shape and type
 // checked against the config. qwen2/qwen3 rotate half-split pairs (llama.cpp's NEOX RoPE); the
 // rows stay as stored and the forward pass pairs accordingly. Llama 3 RoPE scaling comes as
-// rope_freqs.weight.
+// rope_freqs.weight. attention.sliding_window gives a window (every layer of a llama; gemma3's
+// local layers, see read_gemma3_config).
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
 // f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
+#include <cmath>
 #include <memory>
 #include <vector>
 
 #include "base/error.h"
 #include "base/quant.h"
 #include "io/gguf_file.h"
+#include "model/attention_window.h"
 #include "model/model.h"
 #include "model/weight_packing.h"
 
@@ -24,8 +27,8 @@ class GgufModelBuilder {
 
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
-    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3",
-                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3')", arch);
+    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3",
+                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'gemma3')", arch);
     // The architectures name their keys alike, under their own prefix.
     const std::string p = arch + ".";
     ModelConfig& config = model_.config;
@@ -53,7 +56,11 @@ class GgufModelBuilder {
                        "attention.value_length {} differs from the key length {} (not supported)", value_length,
                        config.head_dim);
     config.rope_pairing = arch == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;
-    config.qk_norm = arch == "qwen3";
+    config.qk_norm = arch == "qwen3" || arch == "gemma3";
+    // Only where a window means one: Qwen2 configs carry a sliding_window they do not use.
+    if (arch == "llama" || arch == "gemma3")
+      config.sliding_window = file_.get_int(p + "attention.sliding_window").value_or(0);
+    if (arch == "gemma3") read_gemma3_config(p);
     config.rope_dims = file_.get_int(p + "rope.dimension_count").value_or(config.head_dim);
     if (file_.find_tensor("rope_freqs.weight") != nullptr) {
       const TensorView factors = vector("rope_freqs.weight", config.rope_dims / 2);
@@ -96,10 +103,36 @@ class GgufModelBuilder {
         layer.q_norm = vector(prefix + "attn_q_norm.weight", c.head_dim);
         layer.k_norm = vector(prefix + "attn_k_norm.weight", c.head_dim);
       }
+      if (c.gemma_blocks) {
+        layer.post_attn_norm = vector(prefix + "post_attention_norm.weight", c.d_model);
+        layer.post_ffn_norm = vector(prefix + "post_ffw_norm.weight", c.d_model);
+      }
     }
   }
 
  private:
+  // Gemma 3 as llama.cpp writes it: GeGLU and post-norms (gemma_blocks), Q/K head norms,
+  // half-split RoPE. Its norm weights are stored with Gemma's "1 +" already added, so they are
+  // plain RMSNorm weights here. With a sliding window, every `sliding_window_pattern`-th layer
+  // (default 6) is global and the others local, turning at rope.freq_base_swa (default 10000).
+  // The query scale is 1/sqrt(head_dim), except for the 27B shape (62 layers), whose
+  // query_pre_attn_scalar is d_model / n_heads: GGUF has no key for it, and llama.cpp decides
+  // by the layer count too.
+  void read_gemma3_config(const std::string& p) {
+    ModelConfig& config = model_.config;
+    config.gemma_blocks = true;
+    if (config.sliding_window > 0) {
+      const int64_t period = file_.get_int(p + "attention.sliding_window_pattern").value_or(6);
+      TANDEM_CHECK_INPUT(period >= 0 && period <= config.n_layers + 1,
+                         "attention.sliding_window_pattern {} is out of range", period);
+      config.local_layers = interleaved_local_layers(config.n_layers, period);
+      config.rope_freq_base_local = static_cast<float>(file_.get_float(p + "rope.freq_base_swa").value_or(10000.0));
+    }
+    config.final_logit_softcap = static_cast<float>(file_.get_float(p + "final_logit_softcapping").value_or(0.0));
+    if (config.n_layers == 62)
+      config.attention_scale = 1.0f / std::sqrt(static_cast<float>(config.d_model / config.n_heads));
+  }
+
   int64_t required_int(const std::string& key) {
     const std::optional<int64_t> value = file_.get_int(key);
     TANDEM_CHECK_INPUT(value.has_value(), "missing metadata key '{}'", key);

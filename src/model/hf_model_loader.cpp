@@ -1,9 +1,11 @@
 // Loads a Hugging Face model folder (config.json + safetensors, single or sharded) of
-// model_type llama / mistral / qwen2 / qwen3 into a Model. Weights stay in the memory map in
+// model_type llama / mistral / qwen2 / qwen3 / gemma3_text into a Model. Weights stay in the memory map in
 // their stored type (F32/F16/BF16), except, for llama/mistral, q_proj/k_proj, which are copied
 // with their rows permuted into the interleaved RoPE layout llama GGUFs use (see
 // permute_rope_rows), and norms and biases, which are converted to f32. qwen2/qwen3 keep HF's
 // half-split rows, as their GGUFs do (RopePairing::HalfSplit). Tokenizer files are not read here.
+// Gemma's RMSNorms scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's
+// converter stores them, so both formats run plain RMSNorm on the same values.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "base/error.h"
 #include "base/quant.h"
 #include "io/safetensors_file.h"
+#include "model/attention_window.h"
 #include "model/model.h"
 #include "model/weight_packing.h"
 
@@ -91,14 +94,16 @@ class HfModelBuilder {
 
   void read_config() {
     const std::string type = string_or("model_type", "");
-    TANDEM_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3",
-                       "config.json model_type '{}' is not supported (llama, mistral, qwen2, qwen3)", type);
+    TANDEM_CHECK_INPUT(
+        type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma3_text",
+        "config.json model_type '{}' is not supported (llama, mistral, qwen2, qwen3, gemma3_text)", type);
     ModelConfig& c = model_.config;
-    c.architecture = type == "mistral" ? "llama" : type;  // Mistral is a Llama layout
+    c.architecture = type == "mistral" ? "llama" : type == "gemma3_text" ? "gemma3" : type;  // Mistral: a Llama layout
     // Qwen's GGUFs keep HF's half-split Q/K rows (llama.cpp's NEOX RoPE), so they are kept here
     // too: a converted file is then what llama.cpp expects, and both paths run the same rows.
     c.rope_pairing = c.architecture == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;
-    c.qk_norm = c.architecture == "qwen3";
+    c.qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
+    if (type == "mistral") c.sliding_window = int_or("sliding_window", 0);
     c.d_model = required_int("hidden_size");
     c.n_layers = required_int("num_hidden_layers");
     c.n_heads = required_int("num_attention_heads");
@@ -119,6 +124,7 @@ class HfModelBuilder {
       c.head_dim = c.d_model / c.n_heads;
     }
     c.rope_dims = c.head_dim;
+    if (c.architecture == "gemma3") read_gemma3_config();
     c.validate();
     const auto scaling = json_.find("rope_scaling");
     if (scaling != json_.end() && !scaling->is_null()) {
@@ -136,6 +142,7 @@ class HfModelBuilder {
   }
 
   void read_weights() {
+    if (model_.config.gemma_blocks) return read_gemma3_weights();
     const ModelConfig& c = model_.config;
     ModelWeights& w = model_.weights;
     w.token_embedding = matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
@@ -175,6 +182,73 @@ class HfModelBuilder {
   }
 
  private:
+  // Gemma3ForCausalLM's text config: windowed layers from layer_types ("sliding_attention" /
+  // "full_attention") or, in older configs, every sliding_window_pattern-th layer global; the
+  // local layers' RoPE base rope_local_base_freq; scores scaled by query_pre_attn_scalar^-1/2.
+  void read_gemma3_config() {
+    ModelConfig& c = model_.config;
+    c.gemma_blocks = true;
+    const std::string activation = string_or("hidden_activation", "gelu_pytorch_tanh");
+    TANDEM_CHECK_INPUT(activation == "gelu_pytorch_tanh",
+                       "config.json hidden_activation '{}' is not supported "
+                       "(gelu_pytorch_tanh)",
+                       activation);
+    TANDEM_CHECK_INPUT(field("attn_logit_softcapping") == nullptr,
+                       "config.json attn_logit_softcapping is not supported (Gemma 2's)");
+    c.sliding_window = int_or("sliding_window", 0);
+    if (c.sliding_window > 0) {
+      if (const json* types = field("layer_types")) {
+        TANDEM_CHECK_INPUT(types->is_array() && static_cast<int64_t>(types->size()) == c.n_layers,
+                           "config.json layer_types must list one type per layer ({})", c.n_layers);
+        for (const json& layer_type : *types) {
+          TANDEM_CHECK_INPUT(layer_type == "sliding_attention" || layer_type == "full_attention",
+                             "config.json layer_types holds {}, not sliding_attention or full_attention",
+                             layer_type.dump());
+          c.local_layers.push_back(layer_type == "sliding_attention" ? 1 : 0);
+        }
+      } else {
+        c.local_layers = interleaved_local_layers(c.n_layers, int_or("sliding_window_pattern", 6));
+      }
+      c.rope_freq_base_local = static_cast<float>(number_or("rope_local_base_freq", 10000.0));
+    }
+    c.final_logit_softcap = static_cast<float>(number_or("final_logit_softcapping", 0.0));
+    const double query_scalar = number_or("query_pre_attn_scalar", static_cast<double>(c.head_dim));
+    TANDEM_CHECK_INPUT(query_scalar > 0.0 && query_scalar < 1e9, "config.json query_pre_attn_scalar {} is out of range",
+                       query_scalar);
+    if (query_scalar != static_cast<double>(c.head_dim))
+      c.attention_scale = static_cast<float>(1.0 / std::sqrt(query_scalar));
+  }
+
+  // Gemma 3's tensors: its post_attention_layernorm follows attention (the FFN's input norm is
+  // pre_feedforward_layernorm), every norm weight w is used as 1 + w, and the head is tied
+  // unless lm_head.weight is there (tie_word_embeddings defaults to true).
+  void read_gemma3_weights() {
+    const ModelConfig& c = model_.config;
+    ModelWeights& w = model_.weights;
+    w.token_embedding = matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
+    w.output_norm = vector("model.norm.weight", c.d_model, 1.0f);
+    w.output = checkpoint_.find("lm_head.weight") != nullptr ? matrix("lm_head.weight", c.vocab_size, c.d_model)
+                                                             : w.token_embedding;
+    w.layers.resize(static_cast<size_t>(c.n_layers));
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const std::string p = fmt::format("model.layers.{}.", l);
+      LayerWeights& layer = w.layers[static_cast<size_t>(l)];
+      layer.attn_norm = vector(p + "input_layernorm.weight", c.d_model, 1.0f);
+      layer.wq = matrix(p + "self_attn.q_proj.weight", c.q_width(), c.d_model);
+      layer.wk = matrix(p + "self_attn.k_proj.weight", c.kv_width(), c.d_model);
+      layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim, 1.0f);
+      layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim, 1.0f);
+      layer.wv = matrix(p + "self_attn.v_proj.weight", c.kv_width(), c.d_model);
+      layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
+      layer.post_attn_norm = vector(p + "post_attention_layernorm.weight", c.d_model, 1.0f);
+      layer.ffn_norm = vector(p + "pre_feedforward_layernorm.weight", c.d_model, 1.0f);
+      layer.w_gate = matrix(p + "mlp.gate_proj.weight", c.d_ff, c.d_model);
+      layer.w_up = matrix(p + "mlp.up_proj.weight", c.d_ff, c.d_model);
+      layer.w_down = matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
+      layer.post_ffn_norm = vector(p + "post_feedforward_layernorm.weight", c.d_model, 1.0f);
+    }
+  }
+
   const json* field(const char* key) const {
     const auto it = json_.find(key);
     return it == json_.end() || it->is_null() ? nullptr : &*it;
@@ -237,22 +311,24 @@ class HfModelBuilder {
                view.dtype, view.dim(0), view.dim(1));
   }
 
-  // Norm weights and biases are used as f32 by the kernels: converted once, at load.
-  TensorView vector(const std::string& name, int64_t length) {
+  // Norm weights and biases are used as f32 by the kernels: converted once, at load, with
+  // `offset` added to each (Gemma's 1 + w).
+  TensorView vector(const std::string& name, int64_t length, float offset = 0.0f) {
     const TensorView& view = tensor(name).view;
     TANDEM_CHECK_INPUT(view.n_dims == 1 && view.dim(0) == length,
                        "tensor '{}' has shape {}, but config.json implies [{}]", name, view.shape_string(), length);
     // Copy through bytes: the source may be unaligned.
-    std::vector<uint8_t> bytes(static_cast<size_t>(length * sizeof(float)));
+    std::vector<float> values(static_cast<size_t>(length));
     if (view.dtype == DType::F32) {
-      std::memcpy(bytes.data(), view.data, bytes.size());
+      std::memcpy(values.data(), view.data, values.size() * sizeof(float));
     } else {
       std::vector<uint8_t> aligned(static_cast<const uint8_t*>(view.data),
                                    static_cast<const uint8_t*>(view.data) + view.n_bytes());
-      std::vector<float> values(static_cast<size_t>(length));
       dequantize_row(view.dtype, aligned.data(), values.data(), length);
-      std::memcpy(bytes.data(), values.data(), bytes.size());
     }
+    for (float& value : values) value += offset;
+    std::vector<uint8_t> bytes(values.size() * sizeof(float));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
     return own(std::move(bytes), DType::F32, length, 0);
   }
 

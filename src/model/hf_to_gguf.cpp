@@ -18,6 +18,7 @@
 #include "base/quant.h"
 #include "io/gguf_file.h"
 #include "io/gguf_writer.h"
+#include "model/attention_window.h"
 #include "model/llama_file_type.h"
 #include "model/model.h"
 
@@ -190,6 +191,29 @@ void add_tokenizer_keys(const fs::path& dir, const ModelConfig& model_config, Gg
     writer.set("tokenizer.chat_template", GgufValue::string(chat_template->get<std::string>()));
 }
 
+// The sliding window and Gemma 3's specifics under llama.cpp's keys. GGUF says which gemma3
+// layers are global by a period only, and has no key for the query scale (llama.cpp derives
+// it from the layer count): a config it cannot express is refused rather than changed.
+void add_window_keys(const ModelConfig& c, GgufWriter& writer) {
+  const std::string& arch = c.architecture;
+  if (c.sliding_window > 0)
+    writer.set(arch + ".attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(c.sliding_window)));
+  if (arch != "gemma3") return;
+  if (c.sliding_window > 0) {
+    int64_t period = -1;
+    for (int64_t candidate = 0; candidate <= c.n_layers + 1 && period < 0; ++candidate)
+      if (interleaved_local_layers(c.n_layers, candidate) == c.local_layers) period = candidate;
+    TANDEM_CHECK_INPUT(period >= 0,
+                       "the local/global layer pattern is not every-N-th-layer-global, which GGUF cannot say");
+    writer.set(arch + ".attention.sliding_window_pattern", GgufValue::u32(static_cast<uint32_t>(period)));
+    writer.set(arch + ".rope.freq_base_swa", GgufValue::f32(c.rope_freq_base_local));
+  }
+  if (c.final_logit_softcap > 0.0f)
+    writer.set(arch + ".final_logit_softcapping", GgufValue::f32(c.final_logit_softcap));
+  TANDEM_CHECK_INPUT(c.attention_scale == 0.0f || c.n_layers == 62,
+                     "query_pre_attn_scalar other than head_dim ({}) has no GGUF key", c.head_dim);
+}
+
 }  // namespace
 
 void convert_hf_to_gguf(const HfConvertOptions& options) {
@@ -220,6 +244,7 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
   writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_norm_eps));
   writer.set(arch + ".rope.freq_base", GgufValue::f32(c.rope_freq_base));
   writer.set(arch + ".rope.dimension_count", u32(c.rope_dims));
+  add_window_keys(c, writer);
   add_tokenizer_keys(options.model_dir, c, writer);
 
   struct Pending {
@@ -255,10 +280,12 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
     f32(p + "attn_q_norm.weight", layer.q_norm);
     f32(p + "attn_k_norm.weight", layer.k_norm);
     matrix(p + "attn_output.weight", layer.wo);
+    f32(p + "post_attention_norm.weight", layer.post_attn_norm);
     f32(p + "ffn_norm.weight", layer.ffn_norm);
     matrix(p + "ffn_gate.weight", layer.w_gate);
     matrix(p + "ffn_up.weight", layer.w_up);
     matrix(p + "ffn_down.weight", layer.w_down);
+    f32(p + "post_ffw_norm.weight", layer.post_ffn_norm);
   }
 
   int64_t bytes_total = 0, bytes_done = 0, tensors_done = 0;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "model/attention_window.h"
 
 namespace tandem {
 
@@ -32,15 +33,16 @@ void ModelConfig::validate() const {
   for (float factor : rope_freq_factors)
     TANDEM_CHECK_INPUT(factor > 0.0f && factor < 1e30f, "RoPE frequency factor {} is out of range", factor);
   TANDEM_CHECK_INPUT(rope_freq_base > 1.0f, "RoPE frequency base {} is out of range", rope_freq_base);
+  validate_attention_window(*this);
 }
 
 int64_t Model::weight_bytes_total() const {
   int64_t total = weights.token_embedding.n_bytes() + weights.output_norm.n_bytes();
   if (weights.output.data != weights.token_embedding.data) total += weights.output.n_bytes();
   for (const LayerWeights& layer : weights.layers)
-    for (const TensorView* view :
-         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
-          &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm})
+    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
+                                   &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq, &layer.bk, &layer.bv,
+                                   &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffn_norm})
       if (view->data != nullptr) total += view->n_bytes();
   return total;
 }

@@ -31,6 +31,9 @@ struct LayerWeights {
   // Optional per-head Q/K RMSNorm weights (Qwen3), f32; data is null when the model has none.
   TensorView q_norm;  // [head_dim]
   TensorView k_norm;  // [head_dim]
+  // Gemma's RMSNorms of the attention and FFN outputs before the residual add, f32; null otherwise.
+  TensorView post_attn_norm;  // [d_model]
+  TensorView post_ffn_norm;   // [d_model]
 };
 
 struct ModelWeights {

@@ -36,6 +36,37 @@ struct ModelConfig {
   // Per-pair frequency divisors [rope_dims / 2] (Llama 3 rope_scaling; GGUF rope_freqs.weight):
   // pair i turns at base^(-2i/rope_dims) / factor[i]. Empty: all 1.
   std::vector<float> rope_freq_factors;
+  // Sliding-window attention (Mistral; gemma3's local layers): in a local layer the token at
+  // position p attends to positions (p - sliding_window, p]. 0: no window anywhere.
+  int64_t sliding_window = 0;
+  // [n_layers] 1 for a local (windowed) layer; empty with a window: every layer is local.
+  std::vector<uint8_t> local_layers;
+  // The local layers' RoPE base (gemma3: 10000 while the global layers use rope_freq_base);
+  // 0: rope_freq_base.
+  float rope_freq_base_local = 0.0f;
+  // Gemma blocks: GeGLU FFN (tanh-form GELU), RMSNorms after attention and after the FFN,
+  // embeddings times sqrt(d_model) (gemma3).
+  bool gemma_blocks = false;
+  // Attention scores are q·k times this; 0: 1/sqrt(head_dim) (gemma3: 1/sqrt(query_pre_attn_scalar)).
+  float attention_scale = 0.0f;
+  // Logits become cap * tanh(logits / cap) when > 0 (Gemma's final soft-capping).
+  float final_logit_softcap = 0.0f;
+
+  // The window layer `layer` attends within; 0 for a global layer.
+  int64_t layer_window(int64_t layer) const {
+    if (sliding_window == 0) return 0;
+    return local_layers.empty() || local_layers[static_cast<size_t>(layer)] != 0 ? sliding_window : 0;
+  }
+  float layer_rope_base(int64_t layer) const {
+    return layer_window(layer) > 0 && rope_freq_base_local > 0.0f ? rope_freq_base_local : rope_freq_base;
+  }
+  // Positions further behind than this are never read again by any layer, so the KV cache may
+  // drop them: the window when every layer is local, else 0 (keep everything).
+  int64_t kv_window() const {
+    for (int64_t l = 0; l < n_layers; ++l)
+      if (layer_window(l) == 0) return 0;
+    return sliding_window;
+  }
 
   int64_t q_width() const { return n_heads * head_dim; }
   int64_t kv_width() const { return n_kv_heads * head_dim; }

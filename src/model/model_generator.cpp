@@ -1,4 +1,4 @@
-// Random GGUF writer (llama, qwen3): metadata as llama.cpp names it, weights N(0, 0.02) from a
+// Random GGUF writer (llama, qwen3, gemma3): metadata as llama.cpp names it, weights N(0, 0.02) from a
 // self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name, row), so the
 // bytes do not depend on thread count or the standard library's distributions. Tensors are
 // streamed to the file one at a time; rows are generated in parallel.
@@ -30,6 +30,29 @@ GeneratedShape qwen3_shape(std::string name, int64_t d_model, int64_t n_layers, 
   return shape;
 }
 
+// Gemma 3 1B's config.json: hidden 1152, 26 layers, 4 heads of 256, 1 KV head, intermediate
+// 6912, 32768 positions, rope_theta 1e6 (local layers 10000), sliding_window 512 with every 6th
+// layer global, rms_norm_eps 1e-6, query_pre_attn_scalar 256 (= head_dim), tied head.
+GeneratedShape gemma3_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                            int64_t head_dim, int64_t d_ff, int64_t context_length, int64_t window, int64_t pattern) {
+  GeneratedShape shape{std::move(name), d_model, n_layers, n_heads, n_kv_heads, d_ff, context_length};
+  shape.architecture = "gemma3";
+  shape.head_dim = head_dim;
+  shape.rope_freq_base = 1000000.0f;
+  shape.rms_norm_eps = 1e-6f;
+  shape.tied_output = true;
+  shape.sliding_window = window;
+  shape.sliding_window_pattern = pattern;
+  return shape;
+}
+
+// A Mistral-style llama whose window (32) a few hundred positions pass many times over.
+GeneratedShape sliding_shape() {
+  GeneratedShape shape{"test-sliding", 64, 2, 4, 2, 96, 1024};
+  shape.sliding_window = 32;
+  return shape;
+}
+
 const std::array kShapes = {
     GeneratedShape{"llama-160m", 768, 12, 12, 12, 2048, 2048},
     GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
@@ -38,6 +61,13 @@ const std::array kShapes = {
     qwen3_shape("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 40960),
     // Heads of 32 while d_model / n_heads is 16: every place that assumed the quotient shows.
     qwen3_shape("test-qwen3", 64, 2, 4, 2, 32, 96, 256),
+    sliding_shape(),
+    gemma3_shape("gemma3-1b", 1152, 26, 4, 1, 256, 6912, 32768, 512, 6),
+    // Window 64 with every 2nd layer global: 256 positions pass the window four times.
+    gemma3_shape("test-gemma3", 64, 4, 4, 2, 32, 96, 1024, 64, 2),
+    // Every layer local (pattern 0) with a window of 16: a Mistral-style window that llama.cpp
+    // also applies (it ignores a llama file's), so the engine's dropped KV blocks meet the peer.
+    gemma3_shape("test-gemma3-local", 64, 2, 4, 2, 32, 96, 1024, 16, 0),
 };
 
 constexpr float kWeightStddev = 0.02f;
@@ -122,7 +152,8 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   };
   if (!shape.tied_output)
     plan.push_back({"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false});
-  const bool qk_norm = shape.architecture == "qwen3";
+  const bool qk_norm = shape.architecture == "qwen3" || shape.architecture == "gemma3";
+  const bool gemma = shape.architecture == "gemma3";
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
     auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool constant, float scale = 1.0f) {
@@ -145,10 +176,12 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     }
     add("attn_v.weight", attn_v, {kv_width, shape.d_model}, false);
     add("attn_output.weight", attn_output, {shape.d_model, q_width}, false, branch_scale);
+    if (gemma) add("post_attention_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
     add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
     add("ffn_down.weight", ffn_down, {shape.d_model, shape.d_ff}, false, branch_scale);
+    if (gemma) add("post_ffw_norm.weight", DType::F32, {shape.d_model}, true);
   }
   for (PlannedTensor& tensor : plan) tensor.dtype = fitting_type(tensor.dtype, tensor.shape.back());
   return plan;
@@ -221,6 +254,11 @@ void generate_random_gguf(const GeneratorOptions& options) {
   writer.set(arch + ".rope.freq_base", GgufValue::f32(shape->rope_freq_base));
   writer.set(arch + ".rope.dimension_count", u32(head_dim));
   writer.set(arch + ".vocab_size", u32(vocab_size));
+  if (shape->sliding_window > 0) writer.set(arch + ".attention.sliding_window", u32(shape->sliding_window));
+  if (arch == "gemma3" && shape->sliding_window > 0) {
+    writer.set(arch + ".attention.sliding_window_pattern", u32(shape->sliding_window_pattern));
+    writer.set(arch + ".rope.freq_base_swa", GgufValue::f32(10000.0f));
+  }
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
 

@@ -1,6 +1,8 @@
 // Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
-// test-kquant; qwen3: qwen3-0.6b, test-qwen3), for benchmarks and tests without downloading a model. The tokenizer is
-// copied from a vocabulary GGUF. Output is a pure function of (shape, type, vocabulary, seed).
+// test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; gemma3: gemma3-1b, test-gemma3,
+// test-gemma3-local), for benchmarks and tests
+// without downloading a model. The tokenizer is copied from a vocabulary GGUF. Output is a pure function of (shape,
+// type, vocabulary, seed).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,10 @@ struct GeneratedShape {
   int64_t head_dim = 0;                // 0: d_model / n_heads
   float rope_freq_base = 10000.0f;
   float rms_norm_eps = 1e-5f;
-  bool tied_output = false;  // no output.weight: the head reads token_embd
+  bool tied_output = false;    // no output.weight: the head reads token_embd
+  int64_t sliding_window = 0;  // attention.sliding_window (0: none)
+  // gemma3: attention.sliding_window_pattern, every this-many-th layer global (0: all local).
+  int64_t sliding_window_pattern = 6;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
 };

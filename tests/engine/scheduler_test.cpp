@@ -66,7 +66,10 @@ FakeRun run_to_completion(Scheduler& scheduler, BlockManager& blocks, std::vecto
       EXPECT_EQ(chunk.start, r->n_computed);
       EXPECT_GE(static_cast<int64_t>(r->blocks.table.size()) * blocks.block_size(), chunk.start + chunk.n_tokens);
       EXPECT_EQ(chunk.samples, chunk.start + chunk.n_tokens == static_cast<int64_t>(r->tokens.size()));
-      for (int32_t b : r->blocks.table) EXPECT_GT(blocks.ref_count(b), 0);
+      for (int32_t b : r->blocks.table)
+        if (b != kDroppedBlock) {
+          EXPECT_GT(blocks.ref_count(b), 0);
+        }
       n_tokens += chunk.n_tokens;
     }
     EXPECT_EQ(n_tokens, plan.n_tokens);
@@ -194,6 +197,28 @@ TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndOutputIsUnchanged) {
   for (const auto& r : requests) preempted += r->n_preemptions;
   EXPECT_EQ(preempted, run.preemptions);
   expect_outputs_and_no_leak(requests, blocks);
+}
+
+// Sliding window 6 on every layer: a request's 45 positions need 12 blocks of 4, more than the
+// pool's 10, yet three run at once without preemption, each holding only its window's blocks,
+// with unchanged outputs. The same prompt again reuses a cached prefix although the blocks at
+// its start were dropped (only those inside the window of where it resumes are needed).
+TEST(Scheduler, SlidingWindowKeepsOnlyTheWindowsBlocks) {
+  BlockManager blocks(10, 4, /*window=*/6);
+  Scheduler scheduler({3, 8}, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int i = 0; i < 3; ++i) requests.push_back(make_request(i, prompt_of(i + 40, 5), 40));
+  const FakeRun run = run_to_completion(scheduler, blocks, requests);
+  EXPECT_EQ(run.preemptions, 0);
+  expect_outputs_and_no_leak(requests, blocks);
+
+  std::vector<std::unique_ptr<Request>> again;
+  std::vector<int32_t> long_prompt = requests[0]->prompt;
+  long_prompt.insert(long_prompt.end(), requests[0]->generated.begin(), requests[0]->generated.end());
+  again.push_back(make_request(7, long_prompt, 4));
+  run_to_completion(scheduler, blocks, again);
+  EXPECT_GE(again[0]->cached_prompt_tokens, 36) << "blocks inside the window of the resume point were cached";
+  expect_outputs_and_no_leak(again, blocks);
 }
 
 TEST(Scheduler, CancelAnywhereReturnsEveryBlock) {

@@ -290,6 +290,56 @@ TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
   std::remove(options.out_path.c_str());
 }
 
+// Windowed shapes: gemma3's keys as llama.cpp reads them (window, pattern, local RoPE base),
+// its extra norms, and test-sliding's llama.attention.sliding_window; tandem info says what
+// the window applies to.
+TEST(GenModel, WindowedShapesWriteTheirWindows) {
+  TANDEM_REQUIRE_SHARED(kVocab);
+  const std::optional<GeneratedShape> real = find_generated_shape("gemma3-1b");
+  ASSERT_TRUE(real.has_value());
+  EXPECT_EQ(real->d_model, 1152);
+  EXPECT_EQ(real->n_layers, 26);
+  EXPECT_EQ(real->head_size(), 256);
+  EXPECT_EQ(real->sliding_window, 512);
+  EXPECT_EQ(real->sliding_window_pattern, 6);
+  struct Case {
+    const char* shape;
+    std::vector<const char*> info_lines;
+  };
+  for (const Case& c :
+       {Case{"test-gemma3",
+             {"architecture:    gemma3",
+              "sliding window:  64 positions, 2 of 4 layers local, "
+              "global layers 1,3, local RoPE base 10000",
+              "gemma blocks:    GeGLU"}},
+        Case{"test-gemma3-local", {"sliding window:  16 positions, every layer (the KV cache keeps only"}},
+        Case{"test-sliding", {"architecture:    llama", "sliding window:  32 positions, every layer"}}}) {
+    GeneratorOptions options;
+    options.shape = c.shape;
+    options.type = DType::F32;
+    options.vocab_path = testing::shared_path(kVocab);
+    options.out_path = ::testing::TempDir() + "tandem_gen_window_" + std::to_string(getpid()) + ".gguf";
+    generate_random_gguf(options);
+    {
+      const GgufFile file = GgufFile::open(options.out_path);
+      const std::string arch = *file.get_string("general.architecture");
+      EXPECT_GT(file.get_int(arch + ".attention.sliding_window").value_or(0), 0) << c.shape;
+      if (arch == "gemma3") {
+        EXPECT_TRUE(file.get_int("gemma3.attention.sliding_window_pattern").has_value());
+        EXPECT_FLOAT_EQ(*file.get_float("gemma3.rope.freq_base_swa"), 10000.0f);
+        EXPECT_NE(file.find_tensor("blk.1.post_attention_norm.weight"), nullptr);
+        EXPECT_NE(file.find_tensor("blk.1.post_ffw_norm.weight"), nullptr);
+        EXPECT_NE(file.find_tensor("blk.1.attn_q_norm.weight"), nullptr);
+        EXPECT_EQ(file.find_tensor("output.weight"), nullptr);
+      }
+    }
+    const testing::CommandResult info = testing::run_tandem("info -m " + testing::shell_quote(options.out_path));
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    for (const char* line : c.info_lines) EXPECT_NE(info.out.find(line), std::string::npos) << line << "\n" << info.out;
+    std::remove(options.out_path.c_str());
+  }
+}
+
 TEST(GenModel, OutputScaleMultipliesTheLogitsAndNothingElse) {
   // output_norm.weight = S scales the final hidden state, so the logits by S. A power of two
   // scales every float exactly (Q8 activation scales too), so the logits are exactly 4x.

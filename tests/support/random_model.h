@@ -37,6 +37,13 @@ struct RandomModelSpec {
   // attention.key_length/value_length = head_size when that is set.
   std::string architecture = "llama";
   int64_t head_size = 0;  // 0: d_model / n_heads
+  // attention.sliding_window (0: none). "gemma3" adds per-head Q/K norms, post-attention and
+  // post-FFN norms, and, with a window, every window_pattern-th layer global (0: all local),
+  // the local layers turning at rope_freq_base_local.
+  int64_t sliding_window = 0;
+  int64_t window_pattern = 2;
+  float rope_freq_base_local = 10000.0f;
+  float final_logit_softcap = 0.0f;  // gemma3.final_logit_softcapping when > 0
 
   int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
   int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_dim(); }
@@ -50,8 +57,9 @@ struct RandomMatrix {
 };
 
 struct RandomLayer {
-  std::vector<float> attn_norm, ffn_norm;  // [d_model]
-  std::vector<float> q_norm, k_norm;       // [head_dim] (qwen3; empty otherwise)
+  std::vector<float> attn_norm, ffn_norm;            // [d_model]
+  std::vector<float> q_norm, k_norm;                 // [head_dim] (qwen3, gemma3; empty otherwise)
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [d_model] (gemma3; empty otherwise)
   RandomMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
@@ -110,6 +118,13 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
   writer.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_norm_eps));
   writer.set(a + ".rope.freq_base", GgufValue::f32(s.rope_freq_base));
   writer.set(a + ".rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.rotary_dims())));
+  if (s.sliding_window > 0)
+    writer.set(a + ".attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(s.sliding_window)));
+  if (a == "gemma3" && s.sliding_window > 0) {
+    writer.set(a + ".attention.sliding_window_pattern", GgufValue::u32(static_cast<uint32_t>(s.window_pattern)));
+    writer.set(a + ".rope.freq_base_swa", GgufValue::f32(s.rope_freq_base_local));
+  }
+  if (s.final_logit_softcap > 0.0f) writer.set(a + ".final_logit_softcapping", GgufValue::f32(s.final_logit_softcap));
 
   const int64_t d = s.d_model, q_width = s.n_heads * s.head_dim(), kv_width = s.n_kv_heads * s.head_dim();
   RandomWeights w;
@@ -133,16 +148,18 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     layer.attn_norm = norm(p + "attn_norm.weight", d);
     layer.wq = matrix(p + "attn_q.weight", q_width, d, fan_in(d));
     layer.wk = matrix(p + "attn_k.weight", kv_width, d, fan_in(d));
-    if (s.architecture == "qwen3") {
+    if (s.architecture == "qwen3" || s.architecture == "gemma3") {
       layer.q_norm = norm(p + "attn_q_norm.weight", s.head_dim());
       layer.k_norm = norm(p + "attn_k_norm.weight", s.head_dim());
     }
     layer.wv = matrix(p + "attn_v.weight", kv_width, d, fan_in(d));
     layer.wo = matrix(p + "attn_output.weight", d, q_width, fan_in(q_width));
+    if (s.architecture == "gemma3") layer.post_attn_norm = norm(p + "post_attention_norm.weight", d);
     layer.ffn_norm = norm(p + "ffn_norm.weight", d);
     layer.w_gate = matrix(p + "ffn_gate.weight", s.d_ff, d, fan_in(d));
     layer.w_up = matrix(p + "ffn_up.weight", s.d_ff, d, fan_in(d));
     layer.w_down = matrix(p + "ffn_down.weight", d, s.d_ff, fan_in(s.d_ff));
+    if (s.architecture == "gemma3") layer.post_ffn_norm = norm(p + "post_ffw_norm.weight", d);
     w.layers.push_back(std::move(layer));
   }
   w.output_norm = norm("output_norm.weight", d);
