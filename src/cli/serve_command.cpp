@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "profile/trace_writer.h"
+#include "server/chat_request.h"
 #include "server/cors.h"
 #include "server/http/http_server.h"
 #include "server/model_names.h"
@@ -32,6 +33,7 @@ struct ServeOptions {
   server::ServerConfig http;
   EngineConfig engine;
   std::string chat_template;
+  std::string chat_template_kwargs;  // JSON object text, parsed at start-up
   int threads = 0;
   double shutdown_timeout_s = 10.0;
   KvTypeFlags kv_types;
@@ -73,6 +75,8 @@ extern "C" void exit_while_loading(int signal) {
 void serve(const ServeOptions& options) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
   server::ServerConfig http_config = options.http;
+  if (!options.chat_template_kwargs.empty())
+    http_config.chat_template_kwargs = server::parse_template_kwargs_flag(options.chat_template_kwargs);
   http_config.cors = server::parse_allowed_origins(options.allowed_origins);
   server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
   if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
@@ -196,6 +200,9 @@ void add_serve_command(CLI::App& app) {
       ->expected(1, -1);
   command->add_option("--chat-template", options->chat_template,
                       "Chat template: chatml, llama2, llama3, zephyr, or a Jinja template FILE (default: the GGUF's)");
+  command->add_option("--chat-template-kwargs", options->chat_template_kwargs,
+                      "JSON object of extra chat-template variables for every chat request, e.g. "
+                      "'{\"enable_thinking\": false}' (a request's chat_template_kwargs override them key by key)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("-v,--verbose", options->http.verbose,
                     "Log what requests send that the server ignores (unknown vendor fields)");
