@@ -205,7 +205,14 @@ void add_serve_command(CLI::App& app) {
                       "'{\"enable_thinking\": false}' (a request's chat_template_kwargs override them key by key)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("-v,--verbose", options->http.verbose,
-                    "Log what requests send that the server ignores (unknown vendor fields)");
+                    "Also log /health and /metrics requests, unknown request fields the server ignores, and the "
+                    "scheduler's decisions (admissions, preemptions, prefill chunks)");
+  command
+      ->add_option_function<std::string>(
+          "--log-format",
+          [options](const std::string& name) { options->http.log_format = *server::log_format_from_name(name); },
+          "Request log lines (one per request, on stderr): text, or json (one JSON object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
   // Speculation for requests that send no `speculative` object of their own.
   SpeculationParams& spec = options->http.speculation;
   command
