@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,10 +23,9 @@ namespace tandem::testing {
 namespace {
 
 int run_client(const std::string& url, const std::string& part) {
-  const std::string script =
-      (std::filesystem::path(__FILE__).parent_path() / "chat_controls_client_test.mjs").string();
-  const std::string command = "timeout 120 node '" + script + "' --npm '" + npm_cache_dir("npm7") + "' --url " + url +
-                              " --part " + part;
+  const std::string script = (std::filesystem::path(__FILE__).parent_path() / "chat_controls_client_test.mjs").string();
+  const std::string command =
+      "timeout 120 node '" + script + "' --npm '" + npm_cache_dir("npm7") + "' --url " + url + " --part " + part;
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
@@ -48,6 +48,7 @@ void run_part(const std::string& part, std::vector<std::string> flags = {}) {
   std::string why;
   if (!ensure_npm_packages("npm7", {"openai@7"}, why)) GTEST_SKIP() << why << "; skipping";
   flags.insert(flags.end(), {"--parallel", "4", "--log-format", "json"});
+  const bool verbose = std::find(flags.begin(), flags.end(), "--verbose") != flags.end();
   ServerProcess server;
   ASSERT_TRUE(server.start(flags)) << server.log();
   EXPECT_EQ(run_client(server.url(), part), 0) << server.log();
@@ -59,7 +60,9 @@ void run_part(const std::string& part, std::vector<std::string> flags = {}) {
   for (const nlohmann::json& line : lines) {
     EXPECT_TRUE(line["id"].is_string() && line["method"].is_string() && line["path"].is_string()) << line;
     EXPECT_TRUE(line["status"].is_number_integer() && line["total_ms"].is_number()) << line;
-    EXPECT_FALSE(line["path"] == "/metrics") << "probes are logged only with --verbose";
+    if (!verbose) {
+      EXPECT_FALSE(line["path"] == "/metrics") << "probes are logged only with --verbose";
+    }
     if (line["status"] == 400) ++refused;
     if (!line.contains("prompt_tokens")) continue;
     ++generations;
@@ -72,9 +75,28 @@ void run_part(const std::string& part, std::vector<std::string> flags = {}) {
   }
   EXPECT_GE(generations, 2) << server.log();
   EXPECT_GE(refused, 2) << server.log();
+
+  // Every line is one JSON object (start-up and shutdown too); --verbose adds the scheduler's decisions.
+  std::istringstream in(server.log());
+  int admissions = 0, reused = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(parsed.is_object()) << "not a JSON object: " << line;
+    const std::string message = parsed.value("message", "");
+    if (message.rfind("scheduler: step ", 0) != 0) continue;
+    EXPECT_EQ(parsed["level"], "debug");
+    admissions += message.find("; admit request ") != std::string::npos;
+    reused += message.find(", 0 cached)") == std::string::npos && message.find(" cached)") != std::string::npos;
+  }
+  if (verbose) {
+    EXPECT_GT(admissions, 0) << server.log();
+    EXPECT_GT(reused, 0) << "later choices are admitted with cached prompt tokens: " << server.log();
+  } else {
+    EXPECT_EQ(admissions, 0) << "scheduler lines only with --verbose";
+  }
 }
 
-TEST(ChatControlsClient, ChoicesAreSeedPlusIndexAndShareThePrompt) { run_part("choices"); }
+TEST(ChatControlsClient, ChoicesAreSeedPlusIndexAndShareThePrompt) { run_part("choices", {"--verbose"}); }
 
 TEST(ChatControlsClient, FinalAssistantMessageIsContinued) { run_part("prefill"); }
 

@@ -45,6 +45,12 @@ struct PreparedRequest {
   std::string error_type, error_message;
 };
 
+// A line of the server's log, in --log-format.
+void log_line(const ServerState& state, const std::string& message, std::string_view level) {
+  const std::string line = log_message_line(level, message, state.config.log_format);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
 PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint endpoint, const std::string& body) {
   PreparedRequest prepared;
   try {
@@ -55,7 +61,7 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     if (state.config.verbose && !api.ignored_fields.empty()) {
       std::string names;
       for (const std::string& name : api.ignored_fields) names += (names.empty() ? "'" : ", '") + name + "'";
-      std::fprintf(stderr, "tandem serve: ignoring unknown request fields %s\n", names.c_str());
+      log_line(state, "ignoring unknown request fields " + names, "debug");
     }
     check_model_name(state.model_names, api.model);
     // The choices are meant to run side by side, sharing the prompt's blocks.
@@ -89,7 +95,7 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     prepared.error_message = e.what();
   } catch (const std::exception& e) {
     // A bug, not the client's fault: say so without internals, keep them in the log.
-    std::fprintf(stderr, "tandem serve: internal error preparing a request: %s\n", e.what());
+    log_line(state, std::string("internal error preparing a request: ") + e.what(), "error");
     prepared.error_status = 500;
     prepared.error_type = "server_error";
     prepared.error_message = "internal error";
@@ -98,8 +104,8 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
 }
 
 // Tool calls the model wrote that did not parse stay content; the operator sees why.
-void log_reply_errors(const ChatReplyShaper& shaper) {
-  for (const std::string& error : shaper.errors()) std::fprintf(stderr, "tandem serve: tool call: %s\n", error.c_str());
+void log_reply_errors(const ServerState& state, const ChatReplyShaper& shaper) {
+  for (const std::string& error : shaper.errors()) log_line(state, "tool call: " + error, "warning");
 }
 
 // One choice of a request: its own engine sequence (seed + index), sharing the prompt.
@@ -295,7 +301,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       for (Choice& choice : choices) {
         if (choice.shaper) {
           choice.completion.reply = choice.shaper->whole(choice.completion.text);
-          log_reply_errors(*choice.shaper);
+          log_reply_errors(state_, *choice.shaper);
         }
         cancelled |= choice.completion.finish_reason == FinishReason::Cancelled ||
                      choice.completion.finish_reason == FinishReason::None;
@@ -332,7 +338,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         std::vector<nlohmann::json> deltas = choice.shaper->feed(event.text);
         if (event.finished) {
           for (nlohmann::json& delta : choice.shaper->finish()) deltas.push_back(std::move(delta));
-          log_reply_errors(*choice.shaper);
+          log_reply_errors(state_, *choice.shaper);
         }
         chunks += sse_choice_event(meta, event, deltas, choice.first, choice.shaper->called_tools(), index);
       } else {
