@@ -21,8 +21,7 @@ std::string describe_step(const StepPlan& plan, int64_t step_index) {
     // A first admission's first chunk starts where the prefix cache left off.
     const int64_t cached = std::max<int64_t>(0, request.cached_prompt_tokens);
     if (request.n_preemptions == 0 && chunk.start == cached)
-      admissions +=
-          fmt::format("; admit request {} (prompt {}, {} cached)", request.id, request.prompt.size(), cached);
+      admissions += fmt::format("; admit request {} (prompt {}, {} cached)", request.id, request.prompt.size(), cached);
     prefills += fmt::format("; prefill request {} [{}, {}) {} tokens", request.id, chunk.start,
                             chunk.start + chunk.n_tokens, chunk.n_tokens);
   }
