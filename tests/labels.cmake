@@ -12,7 +12,7 @@ set(TANDEM_MODEL_TESTS
     # Every test of these suites.
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
     "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
-    "^(ConstrainedEngine|StructuredOutputClient|SlidingWindowEngine)\\."
+    "^(ConstrainedEngine|StructuredOutputClient|SlidingWindowEngine|ChatControlsClient|FinalMessagePrefillTemplates)\\."
     "^ServerEndpoints\\."
     "^StreamingDetokenizer\\."
     "^CApi\\."

@@ -205,7 +205,7 @@ void write_llama2(const std::vector<Turn>& turns, Writer& out) {
 }  // namespace
 
 RenderedChat render_builtin_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
-                                 const std::vector<ToolDefinition>& tools) {
+                                 const std::vector<ToolDefinition>& tools, bool add_generation_prompt) {
   const std::string tool_role = format == ChatFormat::ChatML   ? "tool"
                                 : format == ChatFormat::Llama3 ? "ipython"
                                                                : "user";
@@ -218,7 +218,7 @@ RenderedChat render_builtin_chat(ChatFormat format, const std::vector<ChatMessag
         out.body(t.body);
         out.markup("<|im_end|>\n");
       }
-      out.markup("<|im_start|>assistant\n");
+      if (add_generation_prompt) out.markup("<|im_start|>assistant\n");
       break;
     case ChatFormat::Llama2: write_llama2(turns, out); break;
     case ChatFormat::Llama3:
@@ -227,7 +227,7 @@ RenderedChat render_builtin_chat(ChatFormat format, const std::vector<ChatMessag
         out.body(t.body);
         out.markup("<|eot_id|>");
       }
-      out.markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
+      if (add_generation_prompt) out.markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     case ChatFormat::Zephyr:
       for (const Turn& t : turns) {
@@ -235,7 +235,7 @@ RenderedChat render_builtin_chat(ChatFormat format, const std::vector<ChatMessag
         out.body(t.body);
         out.markup("</s>\n");
       }
-      out.markup("<|assistant|>\n");
+      if (add_generation_prompt) out.markup("<|assistant|>\n");
       break;
   }
   return out.take();

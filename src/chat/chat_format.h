@@ -31,11 +31,12 @@ struct RenderedChat {
 };
 
 // The prompt for `messages` (and `tools`, described in the system prompt), ending with the
-// assistant's turn opener; BOS is not part of the text (the tokenizer adds it). Every byte
-// that came from a message or tool is outside special_spans. Throws InputError for a role
-// other than system, developer, user, assistant and tool.
+// assistant's turn opener unless add_generation_prompt is false (Llama 2's opener is the
+// " [/INST]" that closes the user turn, there either way); BOS is not part of the text (the
+// tokenizer adds it). Every byte that came from a message or tool is outside special_spans.
+// Throws InputError for a role other than system, developer, user, assistant and tool.
 RenderedChat render_builtin_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
-                                 const std::vector<ToolDefinition>& tools = {});
+                                 const std::vector<ToolDefinition>& tools = {}, bool add_generation_prompt = true);
 // Its text alone.
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
                         const std::vector<ToolDefinition>& tools = {});

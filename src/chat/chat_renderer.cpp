@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "chat/final_message_prefill.h"
 #include "chat/jinja/chat_template.h"
 #include "chat/template_spans.h"
 
@@ -81,29 +82,59 @@ void check_no_control_text(const std::vector<ClientString>& strings, const Token
 
 }  // namespace
 
+void check_template_kwargs(const ordered_json& kwargs) {
+  if (kwargs.is_null()) return;
+  TANDEM_CHECK_INPUT(kwargs.is_object(), "chat_template_kwargs must be a JSON object, not {}",
+                     kwargs.dump().substr(0, 64));
+  static constexpr std::string_view kReserved[] = {"messages",  "tools",    "documents", "add_generation_prompt",
+                                                   "bos_token", "eos_token"};
+  for (const auto& [key, value] : kwargs.items())
+    TANDEM_CHECK_INPUT(std::find(std::begin(kReserved), std::end(kReserved), key) == std::end(kReserved),
+                       "chat_template_kwargs may not set '{}': the server sets it from the request", key);
+}
+
 void ChatRenderer::compile() {
   compiled = jinja_template.empty() ? nullptr : compile_template(jinja_template, bos_token, eos_token);
 }
 
-std::string ChatRenderer::render(const std::vector<ChatMessage>& messages,
-                                 const std::vector<ToolDefinition>& tools) const {
-  if (jinja_template.empty()) return render_chat(format, messages, tools);
-  const std::shared_ptr<const CompiledTemplate> t =
-      compiled ? compiled : compile_template(jinja_template, bos_token, eos_token);
-  return t->parsed.render(template_messages(messages, t->object_arguments), template_tools(tools),
-                          /*add_generation_prompt=*/true, bos_token, eos_token);
+std::string ChatRenderer::render(const std::vector<ChatMessage>& messages, const std::vector<ToolDefinition>& tools,
+                                 const RenderOptions& options) const {
+  check_template_kwargs(options.template_kwargs);
+  const bool prefill = options.continue_final_message;
+  const std::vector<ChatMessage>& conversation = prefill ? mark_final_message(messages) : messages;
+  const bool add_generation_prompt = options.add_generation_prompt && !prefill;
+  std::string text;
+  if (jinja_template.empty()) {
+    text = render_builtin_chat(format, conversation, tools, add_generation_prompt).text;
+  } else {
+    const std::shared_ptr<const CompiledTemplate> t =
+        compiled ? compiled : compile_template(jinja_template, bos_token, eos_token);
+    text = t->parsed.render(template_messages(conversation, t->object_arguments), template_tools(tools),
+                            add_generation_prompt, bos_token, eos_token, options.template_kwargs);
+  }
+  return prefill ? cut_at_final_message(text) : text;
 }
 
 RenderedChat ChatRenderer::render_for_tokenizer(const std::vector<ChatMessage>& messages,
-                                                const std::vector<ToolDefinition>& tools,
-                                                const Tokenizer& tokenizer) const {
-  if (jinja_template.empty()) return render_builtin_chat(format, messages, tools);  // exact spans
+                                                const std::vector<ToolDefinition>& tools, const Tokenizer& tokenizer,
+                                                const RenderOptions& options) const {
+  check_template_kwargs(options.template_kwargs);
+  // Prefill: the marked conversation is rendered and located like any other (the marker is
+  // part of the client's content, so never in a span), then cut before the marker.
+  if (options.continue_final_message) {
+    RenderOptions closed = options;
+    closed.continue_final_message = false;
+    closed.add_generation_prompt = false;
+    return cut_at_final_message(render_for_tokenizer(mark_final_message(messages), tools, tokenizer, closed));
+  }
+  if (jinja_template.empty()) return render_builtin_chat(format, messages, tools, options.add_generation_prompt);
   for (const ChatMessage& message : messages) check_template_role(message.role);
   const std::shared_ptr<const CompiledTemplate> t =
       compiled ? compiled : compile_template(jinja_template, bos_token, eos_token);
   const TemplateInput input{template_messages(messages, t->object_arguments), template_tools(tools)};
   const TemplateRender render = [&](const TemplateInput& in) {
-    return t->parsed.render(in.messages, in.tools, /*add_generation_prompt=*/true, bos_token, eos_token);
+    return t->parsed.render(in.messages, in.tools, options.add_generation_prompt, bos_token, eos_token,
+                            options.template_kwargs);
   };
 
   // The real render comes first, so its errors are the ones reported.

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "chat/chat_format.h"
 #include "chat/chat_message.h"
 #include "tokenizer/tokenizer.h"
@@ -16,6 +18,24 @@
 namespace tandem::chat {
 
 struct CompiledTemplate;
+
+// How a conversation's end is rendered, and what else the template sees.
+struct RenderOptions {
+  // End with the assistant's turn opener (transformers' add_generation_prompt).
+  bool add_generation_prompt = true;
+  // The last message is the assistant's and the prompt ends inside it, right after its
+  // content (no end of turn, no new turn): the model continues that message — llama-server's
+  // prefill, vLLM's continue_final_message. add_generation_prompt is then not used.
+  bool continue_final_message = false;
+  // Extra template variables (a JSON object, or null): chat_template_kwargs, such as Qwen3's
+  // enable_thinking. Jinja templates only; the built-in formats have no switches.
+  nlohmann::ordered_json template_kwargs = nullptr;
+};
+
+// Throws InputError unless `kwargs` is null or a JSON object whose keys are not the variables
+// the renderer itself sets (messages, tools, documents, add_generation_prompt, bos_token,
+// eos_token): a kwarg must not silently replace the conversation.
+void check_template_kwargs(const nlohmann::ordered_json& kwargs);
 
 struct ChatRenderer {
   ChatFormat format = ChatFormat::ChatML;
@@ -31,9 +51,12 @@ struct ChatRenderer {
   // InputError when the template does not parse.
   void compile();
 
-  // Prompt text ending with the assistant's turn opener. Throws InputError (bad role, or an
-  // error the template raises).
-  std::string render(const std::vector<ChatMessage>& messages, const std::vector<ToolDefinition>& tools = {}) const;
+  // Prompt text ending with the assistant's turn opener (or as `options` say). Throws
+  // InputError (bad role, an error the template raises, a final message that cannot be
+  // continued: not the assistant's, with tool calls, or its content not printed where the
+  // template's text can be cut after it).
+  std::string render(const std::vector<ChatMessage>& messages, const std::vector<ToolDefinition>& tools = {},
+                     const RenderOptions& options = {}) const;
 
   // The same text as render(), with the spans outside the client's strings, for
   // tokenizer.encode(chat.text, add_bos, chat.special_spans). For a Jinja template the
@@ -50,7 +73,7 @@ struct ChatRenderer {
     return render_for_tokenizer(messages, {}, tokenizer);
   }
   RenderedChat render_for_tokenizer(const std::vector<ChatMessage>& messages, const std::vector<ToolDefinition>& tools,
-                                    const Tokenizer& tokenizer) const;
+                                    const Tokenizer& tokenizer, const RenderOptions& options = {}) const;
 
   // Whether the rendered text already begins with BOS (so the tokenizer must not add one).
   bool starts_with_bos(const std::string& text) const {

@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "profile/trace_writer.h"
+#include "server/chat_request.h"
 #include "server/cors.h"
 #include "server/http/http_server.h"
 #include "server/model_names.h"
@@ -32,6 +33,7 @@ struct ServeOptions {
   server::ServerConfig http;
   EngineConfig engine;
   std::string chat_template;
+  std::string chat_template_kwargs;  // JSON object text, parsed at start-up
   int threads = 0;
   double shutdown_timeout_s = 10.0;
   KvTypeFlags kv_types;
@@ -41,6 +43,12 @@ struct ServeOptions {
   std::vector<std::string> allowed_origins;     // as given: values, maybe comma lists
 };
 
+// A line of the server's log on stderr: text, or one JSON object with --log-format json.
+void say(const ServeOptions& options, const std::string& message, std::string_view level = "info") {
+  const std::string line = server::log_message_line(level, message, options.http.log_format);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
 // --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
 // (GGUF tokenizer.chat_template), falling back to ChatML when it has none.
 chat::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tokenizer& tokenizer) {
@@ -48,9 +56,10 @@ chat::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Token
   chat::ChatRenderer renderer =
       chat::model_chat_renderer(options.model_path, tokenizer, options.chat_template, &fallback_reason);
   if (!fallback_reason.empty())
-    std::fprintf(stderr,
-                 "tandem serve: warning: the model's chat template does not parse (%s); using the built-in %s\n",
-                 fallback_reason.c_str(), std::string(chat::chat_format_name(renderer.format)).c_str());
+    say(options,
+        fmt::format("the model's chat template does not parse ({}); using the built-in {}", fallback_reason,
+                    chat::chat_format_name(renderer.format)),
+        "warning");
   return renderer;
 }
 
@@ -73,6 +82,8 @@ extern "C" void exit_while_loading(int signal) {
 void serve(const ServeOptions& options) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
   server::ServerConfig http_config = options.http;
+  if (!options.chat_template_kwargs.empty())
+    http_config.chat_template_kwargs = server::parse_template_kwargs_flag(options.chat_template_kwargs);
   http_config.cors = server::parse_allowed_origins(options.allowed_origins);
   server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
   if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
@@ -87,8 +98,8 @@ void serve(const ServeOptions& options) {
 
   server::HttpServer http(http_config);
   http.bind();
-  std::fprintf(stderr, "tandem serve: listening on http://%s:%d (loading %s)\n", options.http.host.c_str(), http.port(),
-               options.model_path.c_str());
+  say(options,
+      fmt::format("listening on http://{}:{} (loading {})", options.http.host, http.port(), options.model_path));
   http.start();  // a load error below stops it in ~HttpServer: no thread is left waiting
 
   struct sigaction loading {};
@@ -123,39 +134,39 @@ void serve(const ServeOptions& options) {
     pool.set_chunk_observer(&profiler);
     engine.set_profiler(&profiler);
   }
+  if (options.http.verbose)
+    engine.set_step_logger([&options](const std::string& line) { say(options, "scheduler: " + line, "debug"); });
   engine.start();
   const std::string model_id = served.names.front();
   http.attach(&engine, served, chat_renderer);
   const EngineStats stats = engine.stats();
-  std::fprintf(stderr,
-               "tandem serve: ready — model %s, chat format %s, %d parallel (+%d queued), context %lld, %lld KV "
-               "blocks of %lld tokens (%lld bytes each), batch budget %lld tokens\n",
-               model_id.c_str(), chat_renderer.name().c_str(), engine.config().max_seqs, options.http.max_queue,
-               static_cast<long long>(engine.context_length()), static_cast<long long>(stats.blocks.total),
-               static_cast<long long>(stats.block_size), static_cast<long long>(stats.bytes_per_block),
-               static_cast<long long>(engine.config().max_batch_tokens));
-  std::fprintf(stderr, "tandem serve: %s\n", describe_kv_pool(stats.kv_pool, engine.context_length()).c_str());
+  say(options, fmt::format("ready — model {}, chat format {}, {} parallel (+{} queued), context {}, {} KV blocks of {} "
+                           "tokens ({} bytes each), batch budget {} tokens",
+                           model_id, chat_renderer.name(), engine.config().max_seqs, options.http.max_queue,
+                           engine.context_length(), stats.blocks.total, stats.block_size, stats.bytes_per_block,
+                           engine.config().max_batch_tokens));
+  say(options, describe_kv_pool(stats.kv_pool, engine.context_length()));
   if (served.names.size() > 1) {
     std::string aliases;
     for (size_t i = 1; i < served.names.size(); ++i) aliases += (i == 1 ? "" : ", ") + served.names[i];
-    std::fprintf(stderr, "tandem serve: also answering to model names %s\n", aliases.c_str());
+    say(options, "also answering to model names " + aliases);
   }
   if (http_config.cors.enabled()) {
     std::string origins = http_config.cors.any ? "any origin ('*')" : "";
     for (const std::string& origin : http_config.cors.origins) origins += (origins.empty() ? "" : ", ") + origin;
-    std::fprintf(stderr, "tandem serve: CORS for %s\n", origins.c_str());
+    say(options, "CORS for " + origins);
   }
 
   const int signal = wait_for_signal(signals);
-  std::fprintf(stderr, "tandem serve: %s received; no longer accepting, finishing admitted requests (up to %.1f s)\n",
-               signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s);
+  say(options, fmt::format("{} received; no longer accepting, finishing admitted requests (up to {:.1f} s)",
+                           signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s));
   http.shutdown(options.shutdown_timeout_s);
   engine.stop();
   if (!options.trace_path.empty()) {
     write_chrome_trace(profiler, options.trace_path);
-    std::fprintf(stderr, "tandem serve: trace written to %s\n", options.trace_path.c_str());
+    say(options, "trace written to " + options.trace_path);
   }
-  std::fprintf(stderr, "tandem serve: stopped\n");
+  say(options, "stopped");
 }
 
 }  // namespace
@@ -204,9 +215,19 @@ void add_serve_command(CLI::App& app) {
           },
           "How /v1/embeddings pools a prompt's final hidden states: mean or last (default: mean)")
       ->check(CLI::IsMember({"mean", "last"}));
+  command->add_option("--chat-template-kwargs", options->chat_template_kwargs,
+                      "JSON object of extra chat-template variables for every chat request, e.g. "
+                      "'{\"enable_thinking\": false}' (a request's chat_template_kwargs override them key by key)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("-v,--verbose", options->http.verbose,
-                    "Log what requests send that the server ignores (unknown vendor fields)");
+                    "Also log /health and /metrics requests, unknown request fields the server ignores, and the "
+                    "scheduler's decisions (admissions, preemptions, prefill chunks)");
+  command
+      ->add_option_function<std::string>(
+          "--log-format",
+          [options](const std::string& name) { options->http.log_format = *server::log_format_from_name(name); },
+          "Request log lines (one per request, on stderr): text, or json (one JSON object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
   // Speculation for requests that send no `speculative` object of their own.
   SpeculationParams& spec = options->http.speculation;
   command

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "engine/step_description.h"
 #include "grammar/matcher.h"
 #include "grammar/token_mask.h"
 #include "kernels/kernel_table.h"
@@ -283,6 +284,8 @@ bool Engine::step() {
     update_stats();
     return false;
   }
+  if (step_logger_)
+    if (const std::string line = describe_step(plan, steps_); !line.empty()) step_logger_(line);
 
   batch_.clear();
   chunk_first_rows_.clear();

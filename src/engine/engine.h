@@ -146,6 +146,9 @@ class Engine {
   // Records each step's ops (forward pass and sampling); null: off. Set it before start()
   // or between steps; the profiler must outlive the engine's use of it.
   void set_profiler(Profiler* profiler);
+  // Called on the engine thread with describe_step()'s line for every step that admits,
+  // prefills or preempts (`tandem serve --verbose`); empty: off. Set it before start().
+  void set_step_logger(std::function<void(const std::string&)> logger) { step_logger_ = std::move(logger); }
 
   EngineStats stats() const;  // thread-safe snapshot
   const EngineConfig& config() const { return config_; }
@@ -202,6 +205,7 @@ class Engine {
   double draft_cost_ = 0.0;                // a draft-model proposal, in target decode steps
   RejectionSampler rejection_;
   Profiler* profiler_ = nullptr;
+  std::function<void(const std::string&)> step_logger_;
   // The vocabulary as byte strings in a prefix tree, for grammar masks: built by the first
   // constrained request (submit(), any thread: guarded by trie_once_), shared by all.
   std::once_flag trie_once_;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include "base/error.h"
+
 namespace tandem::server {
 namespace {
 
@@ -212,6 +214,66 @@ void parse_chat_fields(const RequestJson& body, ApiRequest& request) {
   request.tools = parse_tools(body);
   request.tool_choice = parse_tool_choice(body, request.tools);
   request.parallel_tool_calls = bool_field(body, "parallel_tool_calls", true);
+  request.render = parse_render_options(body, request.messages);
+}
+
+chat::RenderOptions parse_render_options(const RequestJson& body, const std::vector<ChatMessage>& messages) {
+  chat::RenderOptions options;
+  const bool ends_with_assistant = !messages.empty() && messages.back().role == "assistant";
+  const RequestJson* add_generation_prompt = field(body, "add_generation_prompt");
+  options.add_generation_prompt = bool_field(body, "add_generation_prompt", true);
+  // llama-server continues a final assistant message unless told otherwise; vLLM asks for
+  // continue_final_message. Both are honoured: absent, it follows the last message's role.
+  const RequestJson* continue_final = field(body, "continue_final_message");
+  options.continue_final_message = bool_field(body, "continue_final_message", ends_with_assistant);
+  if (continue_final && options.continue_final_message) {
+    if (!ends_with_assistant)
+      bad("'continue_final_message' needs the last message to be the assistant's (the one to continue)");
+    if (add_generation_prompt && options.add_generation_prompt)
+      bad("'continue_final_message' and 'add_generation_prompt' cannot both be true: the prompt either ends inside "
+          "the final message or opens a new turn");
+  }
+  // Prefill by default only where it can be: a final assistant message with tool calls stays a
+  // closed turn.
+  if (!continue_final && options.continue_final_message && !messages.back().tool_calls.empty())
+    options.continue_final_message = false;
+  if (const RequestJson* kwargs = field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) bad(fmt::format("'chat_template_kwargs' must be a JSON object, not {}", shown(*kwargs)));
+    try {
+      chat::check_template_kwargs(*kwargs);
+    } catch (const InputError& e) {
+      bad(e.what());
+    }
+    options.template_kwargs = *kwargs;
+  }
+  return options;
+}
+
+nlohmann::ordered_json parse_template_kwargs_flag(std::string_view text) {
+  nlohmann::ordered_json kwargs;
+  try {
+    kwargs = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    const std::string_view what = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+    const size_t close = what.find("] ");
+    throw InputError(fmt::format("--chat-template-kwargs is not valid JSON: {}",
+                                 what.substr(close == std::string_view::npos ? 0 : close + 2)));
+  }
+  TANDEM_CHECK_INPUT(kwargs.is_object(),
+                     "--chat-template-kwargs must be a JSON object, such as "
+                     "'{{\"enable_thinking\": false}}', not {}",
+                     kwargs.dump().substr(0, 64));
+  chat::check_template_kwargs(kwargs);
+  return kwargs;
+}
+
+nlohmann::ordered_json merge_template_kwargs(const nlohmann::ordered_json& server_kwargs,
+                                             const nlohmann::ordered_json& request_kwargs) {
+  if (request_kwargs.is_null()) return server_kwargs;
+  if (server_kwargs.is_null()) return request_kwargs;
+  nlohmann::ordered_json merged = server_kwargs;
+  for (const auto& [key, value] : request_kwargs.items()) merged[key] = value;
+  return merged;
 }
 
 }  // namespace tandem::server

@@ -121,7 +121,10 @@ constexpr std::string_view kKnownFields[] = {"model",
                                              "guided_json",
                                              "guided_choice",
                                              "best_of",
-                                             "suffix"};
+                                             "suffix",
+                                             "chat_template_kwargs",
+                                             "add_generation_prompt",
+                                             "continue_final_message"};
 
 struct Unsupported {
   std::string_view name;
@@ -154,8 +157,8 @@ void check_fields(const RequestJson& body, ApiRequest& request) {
     request.ignored_fields.push_back(name);
   }
   // Known, and refused unless they ask for the plain behaviour.
-  if (int_field(body, "best_of", 1, INT32_MIN, INT32_MAX) != 1) bad("'best_of' is not supported (only 1)");
-  if (!string_field(body, "suffix").empty()) bad("'suffix' (insertion) is not supported");
+  if (!string_field(body, "suffix").empty())
+    bad("'suffix' (fill-in-the-middle insertion) is not supported: this server has no infill prompt format");
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
@@ -244,8 +247,16 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   request.endpoint = endpoint;
   check_fields(body, request);
   request.model = string_field(body, "model");
-  if (int_field(body, "n", 1, INT32_MIN, INT32_MAX) != 1) bad("only n = 1 is supported");
-  if (bool_field(body, "echo", false)) bad("'echo' is not supported");
+  request.n = static_cast<int32_t>(int_field(body, "n", 1, 1, kMaxChoices));
+  // best_of > n generates candidates and returns the n most probable: not done here, and
+  // answering with n plain samples instead would be a silently different answer.
+  const int64_t best_of = int_field(body, "best_of", request.n, 1, kMaxChoices);
+  if (best_of != request.n)
+    bad(fmt::format("'best_of' {} is not supported: only best_of = n ({}), since ranking extra candidates by "
+                    "log probability is not implemented",
+                    best_of, request.n));
+  request.echo = bool_field(body, "echo", false);
+  if (request.echo && endpoint == Endpoint::Chat) bad("'echo' is a /v1/completions field (not chat)");
   request.stream = bool_field(body, "stream", false);
   if (const RequestJson* options = field(body, "stream_options")) {
     if (!options->is_object()) bad("'stream_options' must be an object");
@@ -272,6 +283,8 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
     const int64_t logprobs = int_field(body, "logprobs", -1, 0, 20);
     request.logprobs = logprobs >= 0;
     request.params.top_logprobs = static_cast<int32_t>(logprobs);
+    if (request.echo && request.logprobs)
+      bad("'echo' with 'logprobs' is not supported: the prompt's tokens get no log probabilities here");
   } else {
     parse_chat_fields(body, request);
     request.logprobs = bool_field(body, "logprobs", false);
@@ -383,10 +396,12 @@ json chunk_base(const ResponseMeta& meta) {
 
 }  // namespace
 
-json response_json(const ResponseMeta& meta, const Completion& c) {
+namespace {
+
+json choice_json(const ResponseMeta& meta, const Completion& c, int32_t index) {
   const bool chat = meta.endpoint == Endpoint::Chat;
   const bool called_tools = c.reply && !c.reply->tool_calls.empty();
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"logprobs", choice_logprobs(meta, c.logprobs)},
                  {"finish_reason", finish_reason_text(c.finish_reason, called_tools)}};
   if (chat && c.reply) {
@@ -407,13 +422,28 @@ json response_json(const ResponseMeta& meta, const Completion& c) {
   } else {
     choice["text"] = c.text;
   }
+  return choice;
+}
+
+}  // namespace
+
+json response_json(const ResponseMeta& meta, const std::vector<Completion>& completions) {
+  const bool chat = meta.endpoint == Endpoint::Chat;
+  json choices = json::array();
+  int64_t completion_tokens = 0, drafted = 0, accepted = 0;
+  for (size_t i = 0; i < completions.size(); ++i) {
+    choices.push_back(choice_json(meta, completions[i], static_cast<int32_t>(i)));
+    completion_tokens += completions[i].completion_tokens;
+    drafted += completions[i].drafted_tokens;
+    accepted += completions[i].accepted_tokens;
+  }
+  const Completion& first = completions.front();
   return {{"id", meta.id},
           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", meta.created},
           {"model", meta.model},
-          {"choices", json::array({choice})},
-          {"usage",
-           usage_json(c.prompt_tokens, c.completion_tokens, c.cached_tokens, c.drafted_tokens, c.accepted_tokens)}};
+          {"choices", std::move(choices)},
+          {"usage", usage_json(first.prompt_tokens, completion_tokens, first.cached_tokens, drafted, accepted)}};
 }
 
 std::string sse_data(const json& value) { return "data: " + dump_json(value) + "\n\n"; }
@@ -421,12 +451,12 @@ std::string sse_data(const json& value) { return "data: " + dump_json(value) + "
 namespace {
 
 std::string sse_chunks(const ResponseMeta& meta, const RequestEvent& event, const std::vector<json>& deltas, bool first,
-                       bool include_usage, bool called_tools) {
+                       bool called_tools, int32_t index) {
   const bool chat = meta.endpoint == Endpoint::Chat;
   std::string out;
   const auto chunk_of = [&](json delta, const json& logprobs) {
     json chunk = chunk_base(meta);
-    json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+    json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     if (chat) {
       choice["delta"] = std::move(delta);
     } else {
@@ -444,8 +474,9 @@ std::string sse_chunks(const ResponseMeta& meta, const RequestEvent& event, cons
   if (!event.finished) return out;
 
   json finish = chunk_base(meta);
-  json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(event.finish_reason, called_tools)}};
+  json choice = {{"index", index},
+                 {"logprobs", nullptr},
+                 {"finish_reason", finish_reason_text(event.finish_reason, called_tools)}};
   if (chat) {
     choice["delta"] = json::object();
   } else {
@@ -453,15 +484,16 @@ std::string sse_chunks(const ResponseMeta& meta, const RequestEvent& event, cons
   }
   finish["choices"] = json::array({choice});
   out += sse_data(finish);
-  if (include_usage) {
-    json usage = chunk_base(meta);
-    usage["choices"] = json::array();
-    usage["usage"] = usage_json(event.prompt_tokens, event.completion_tokens, event.cached_tokens, event.drafted_tokens,
-                                event.accepted_tokens);
-    out += sse_data(usage);
-  }
-  out += "data: [DONE]\n\n";
   return out;
+}
+
+// A one-choice stream's end, after its final event.
+std::string single_choice_end(const ResponseMeta& meta, const RequestEvent& event, bool include_usage) {
+  if (!event.finished) return {};
+  return sse_stream_end(meta, include_usage
+                                  ? usage_json(event.prompt_tokens, event.completion_tokens, event.cached_tokens,
+                                               event.drafted_tokens, event.accepted_tokens)
+                                  : json(nullptr));
 }
 
 }  // namespace
@@ -469,12 +501,28 @@ std::string sse_chunks(const ResponseMeta& meta, const RequestEvent& event, cons
 std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool first, bool include_usage) {
   std::vector<json> deltas;
   if (!event.text.empty()) deltas.push_back({{"content", event.text}});
-  return sse_chunks(meta, event, deltas, first, include_usage, false);
+  return sse_chunks(meta, event, deltas, first, false, 0) + single_choice_end(meta, event, include_usage);
 }
 
 std::string sse_chat_event(const ResponseMeta& meta, const RequestEvent& event, const std::vector<json>& deltas,
                            bool first, bool include_usage, bool called_tools) {
-  return sse_chunks(meta, event, deltas, first, include_usage, called_tools);
+  return sse_chunks(meta, event, deltas, first, called_tools, 0) + single_choice_end(meta, event, include_usage);
+}
+
+std::string sse_choice_event(const ResponseMeta& meta, const RequestEvent& event, const std::vector<json>& deltas,
+                             bool first, bool called_tools, int32_t index) {
+  return sse_chunks(meta, event, deltas, first, called_tools, index);
+}
+
+std::string sse_stream_end(const ResponseMeta& meta, const json& usage) {
+  std::string out;
+  if (!usage.is_null()) {
+    json chunk = chunk_base(meta);
+    chunk["choices"] = json::array();
+    chunk["usage"] = usage;
+    out += sse_data(chunk);
+  }
+  return out + "data: [DONE]\n\n";
 }
 
 }  // namespace tandem::server

@@ -51,10 +51,15 @@ struct ApiRequest {
   std::vector<ToolDefinition> tools;  // chat: function tools, rendered into the prompt
   ToolChoice tool_choice;             // chat
   bool parallel_tool_calls = true;    // chat: false: at most one call under tool_choice "required"
+  chat::RenderOptions render;         // chat: prefill, add_generation_prompt, chat_template_kwargs (the request's)
   GenerationParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
+  // Choices (n): each its own sequence, choice i sampled with seed + i (choice_seed()); the
+  // server caps n at --parallel.
+  int32_t n = 1;
+  bool echo = false;  // completions: the prompt's text leads each choice's text
   // Top-level fields this server neither uses nor refuses (vendor extensions, `user`, ...),
   // in the body's order: accepted, and printed by `tandem serve --verbose`.
   std::vector<std::string> ignored_fields;
@@ -63,13 +68,19 @@ struct ApiRequest {
 // Parse and validate a request body. `default_max_tokens` applies when max_tokens is absent,
 // `default_speculation` (the server's flags) for what the request's `speculative` object
 // ({"type": "none" | "ngram" | "draft", "max", "min", "ngram_min", "ngram_max"}) leaves out.
-// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values, n != 1, a field
+// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values (n outside
+// 1..kMaxChoices), best_of other than n, a non-empty suffix, echo on chat or with logprobs, a field
 // OpenAI, vLLM or llama-server define that this server does not support (named in the
 // message: a client relying on it must not get a silently different answer), and chat
 // messages or tools of the wrong shape (chat_request.h); the message names the field and
 // quotes the value. Sampling extras: logit_bias, min_tokens, ignore_eos, stop_token_ids.
+constexpr int32_t kMaxChoices = 128;
 ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens,
                          const SpeculationParams& default_speculation = {});
+
+// The seed of choice `index` of a request sampled with `seed`: seed + index (wrapping), so that
+// choice i reproduces alone as a request with n = 1 and that seed.
+inline uint64_t choice_seed(uint64_t seed, int32_t index) { return seed + static_cast<uint64_t>(index); }
 
 // {"error": {"message", "type", "code"}}
 nlohmann::json error_json(std::string_view message, std::string_view type);
@@ -110,7 +121,12 @@ struct Completion {
 // OpenAI's usage object, plus "speculative": {"drafted", "accepted"} when tokens were proposed.
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
                           int64_t drafted_tokens = 0, int64_t accepted_tokens = 0);
-nlohmann::json response_json(const ResponseMeta& meta, const Completion& completion);
+// One choice per Completion, index 0..n-1. Usage counts the prompt (and its cached tokens) once,
+// as choice 0's, and the completion tokens of every choice.
+nlohmann::json response_json(const ResponseMeta& meta, const std::vector<Completion>& choices);
+inline nlohmann::json response_json(const ResponseMeta& meta, const Completion& completion) {
+  return response_json(meta, std::vector<Completion>{completion});
+}
 
 // SSE framing: "data: <json>\n\n". For a stream, call sse_event for every engine event: it
 // returns the chunks that event yields (content, then on the last one the finish chunk, the
@@ -123,5 +139,13 @@ std::string sse_event(const ResponseMeta& meta, const RequestEvent& event, bool 
 std::string sse_chat_event(const ResponseMeta& meta, const RequestEvent& event,
                            const std::vector<nlohmann::json>& deltas, bool first, bool include_usage,
                            bool called_tools);
+
+// Streams with several choices: sse_choice_event gives one choice's chunks for one event
+// (`deltas` as for sse_chat_event; for completions, {"content": text}), with the choice's
+// `index` and, on its final event, its finish chunk; sse_stream_end ends the stream once every
+// choice has finished: the usage chunk when `usage` is not null, then "data: [DONE]".
+std::string sse_choice_event(const ResponseMeta& meta, const RequestEvent& event,
+                             const std::vector<nlohmann::json>& deltas, bool first, bool called_tools, int32_t index);
+std::string sse_stream_end(const ResponseMeta& meta, const nlohmann::json& usage);
 
 }  // namespace tandem::server

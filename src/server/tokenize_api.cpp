@@ -73,13 +73,16 @@ json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer) {
   return {{"content", tokenizer.decode(ids)}};
 }
 
-json apply_template_json(std::string_view body_text, const chat::ChatRenderer& renderer) {
+json apply_template_json(std::string_view body_text, const chat::ChatRenderer& renderer,
+                         const nlohmann::ordered_json& default_template_kwargs) {
   const RequestJson body = parse_json_object(body_text);
   ApiRequest request;
   request.endpoint = Endpoint::Chat;
   try {
     parse_chat_fields(body, request);
-    return {{"prompt", renderer.render(request.messages, request.tools)}};
+    chat::RenderOptions options = request.render;
+    options.template_kwargs = merge_template_kwargs(default_template_kwargs, options.template_kwargs);
+    return {{"prompt", renderer.render(request.messages, request.tools, options)}};
   } catch (const InputError& e) {  // a role the template refuses, or an error it raises
     bad(e.what());
   } catch (const nlohmann::json::exception& e) {  // a shape the checks missed is still the client's

@@ -25,8 +25,10 @@ nlohmann::json tokenize_json(std::string_view body, const Tokenizer& tokenizer);
 // names them.
 nlohmann::json detokenize_json(std::string_view body, const Tokenizer& tokenizer);
 
-// {"messages": [...], "tools": [...]} (the chat endpoint's shapes, chat_request.h) ->
-// {"prompt": text}, rendered by `renderer` as a chat request would be.
-nlohmann::json apply_template_json(std::string_view body, const chat::ChatRenderer& renderer);
+// {"messages": [...], "tools": [...]} (the chat endpoint's shapes, chat_request.h, with
+// add_generation_prompt, continue_final_message and chat_template_kwargs over
+// `default_template_kwargs`) -> {"prompt": text}, rendered by `renderer` as a chat request would be.
+nlohmann::json apply_template_json(std::string_view body, const chat::ChatRenderer& renderer,
+                                   const nlohmann::ordered_json& default_template_kwargs = nullptr);
 
 }  // namespace tandem::server

@@ -128,7 +128,7 @@ async function basic() {
   assert.equal(s1.choices[0].text, s2.choices[0].text);
 
   // Errors surface as the SDK's typed errors.
-  await assert.rejects(complete('hi', { n: 2 }), (e) => e.status === 400 && e.error?.type === 'invalid_request_error');
+  await assert.rejects(complete('hi', { n: 0 }), (e) => e.status === 400 && e.error?.type === 'invalid_request_error');
   const wrongKey = new OpenAI({ baseURL: args.url + '/v1', apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(wrongKey.completions.create({ model: 'model.gguf', prompt: 'hi' }), (e) => e.status === 401);
 

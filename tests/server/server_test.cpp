@@ -46,7 +46,9 @@ TEST(Server, RejectsBadRequestsWithOpenAIErrors) {
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "max_tokens": "many"})"), 400, "max_tokens string");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "max_tokens": 0})"), 400, "max_tokens < 1");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "temperature": "hot"})"), 400, "temperature string");
-  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "n": 2})"), 400, "n = 2");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "n": 0})"), 400, "n = 0");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "n": 1000})"), 400, "n = 1000");
+  expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "n": 3})"), 400, "n = 3 over --parallel 2");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "model": "gpt-9"})"), 404, "unknown model");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "stop": [1]})"), 400, "stop of the wrong type");
   std::string long_prompt;

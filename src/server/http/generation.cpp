@@ -14,11 +14,13 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "base/error.h"
 #include "server/chat_reply.h"
+#include "server/chat_request.h"
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
 #include "server/model_names.h"
@@ -38,9 +40,16 @@ constexpr auto kDisconnectPoll = 200ms;
 struct PreparedRequest {
   ApiRequest api;
   std::vector<int32_t> prompt;
-  int error_status = 0;  // non-zero: refuse with this status
+  std::string echo_text;  // completions with echo: the prompt as text, leading each choice
+  int error_status = 0;   // non-zero: refuse with this status
   std::string error_type, error_message;
 };
+
+// A line of the server's log, in --log-format.
+void log_line(const ServerState& state, const std::string& message, std::string_view level) {
+  const std::string line = log_message_line(level, message, state.config.log_format);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
 
 PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint endpoint, const std::string& body) {
   PreparedRequest prepared;
@@ -52,15 +61,22 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     if (state.config.verbose && !api.ignored_fields.empty()) {
       std::string names;
       for (const std::string& name : api.ignored_fields) names += (names.empty() ? "'" : ", '") + name + "'";
-      std::fprintf(stderr, "tandem serve: ignoring unknown request fields %s\n", names.c_str());
+      log_line(state, "ignoring unknown request fields " + names, "debug");
     }
     check_model_name(state.model_names, api.model);
+    // The choices are meant to run side by side, sharing the prompt's blocks.
+    if (api.n > engine.config().max_seqs)
+      throw ApiError(400, "invalid_request_error",
+                     fmt::format("'n' is {}, but this server runs at most {} sequences at once (--parallel)", api.n,
+                                 engine.config().max_seqs));
     const Tokenizer& tokenizer = engine.tokenizer();
     const bool bos = tokenizer.vocab().add_bos;
     if (endpoint == Endpoint::Chat) {
       // Control tokens are matched only in the template's own text, never in what a client wrote
       // (content, tool calls and results, names, tool definitions).
-      const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer);
+      chat::RenderOptions options = api.render;
+      options.template_kwargs = merge_template_kwargs(state.config.chat_template_kwargs, options.template_kwargs);
+      const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer, options);
       prepared.prompt =
           tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text), chat.special_spans);
     } else if (!api.prompt_ids.empty()) {
@@ -68,6 +84,7 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     } else {
       prepared.prompt = tokenizer.encode(api.prompt, bos);
     }
+    if (api.echo) prepared.echo_text = api.prompt_ids.empty() ? api.prompt : tokenizer.decode(api.prompt_ids);
   } catch (const ApiError& e) {
     prepared.error_status = e.status;
     prepared.error_type = e.type;
@@ -78,7 +95,7 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     prepared.error_message = e.what();
   } catch (const std::exception& e) {
     // A bug, not the client's fault: say so without internals, keep them in the log.
-    std::fprintf(stderr, "tandem serve: internal error preparing a request: %s\n", e.what());
+    log_line(state, std::string("internal error preparing a request: ") + e.what(), "error");
     prepared.error_status = 500;
     prepared.error_type = "server_error";
     prepared.error_message = "internal error";
@@ -87,9 +104,18 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
 }
 
 // Tool calls the model wrote that did not parse stay content; the operator sees why.
-void log_reply_errors(const ChatReplyShaper& shaper) {
-  for (const std::string& error : shaper.errors()) std::fprintf(stderr, "tandem serve: tool call: %s\n", error.c_str());
+void log_reply_errors(const ServerState& state, const ChatReplyShaper& shaper) {
+  for (const std::string& error : shaper.errors()) log_line(state, "tool call: " + error, "warning");
 }
+
+// One choice of a request: its own engine sequence (seed + index), sharing the prompt.
+struct Choice {
+  uint64_t request_id = 0;
+  bool finished = false;
+  bool first = true;  // no chunk of it sent yet
+  Completion completion;
+  std::optional<ChatReplyShaper> shaper;  // chat: content, reasoning and tool calls read from the text
+};
 
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -131,24 +157,55 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   }
 
   const ApiRequest& api = prepared.api;
-  auto events = std::make_shared<EventStream>(stream_.get_executor());
-  uint64_t request_id = 0;
-  std::string refusal;  // submit's InputError (answered outside the handler: no co_await there)
-  ++counters.in_engine;
-  try {
-    request_id =
-        engine->submit(prepared.prompt, api.params, [events, counters = state_.counters](RequestEvent&& event) {
-          const bool finished = event.finished;
-          if (finished) counters->metrics.observe(event);
-          events->push(std::move(event));
-          if (finished) --counters->in_engine;
-        });
-  } catch (const InputError& e) {
-    --counters.in_engine;
-    refusal = e.what();
+  const int32_t n = api.n;
+  if (counters.in_engine.load() + n > capacity) {
+    counters.metrics.count(TransportEvent::Shed);
+    HttpResponse response = error_response(
+        version, 503,
+        fmt::format(
+            "the server is busy: {} requests are running or waiting and this one has n = {} choices (--parallel "
+            "{} + --max-queue {}); retry later",
+            counters.in_engine.load(), n, engine->config().max_seqs, state_.config.max_queue),
+        "server_error", keep_alive);
+    response.set(http::field::retry_after, "1");
+    co_return co_await send(std::move(response));
   }
-  if (!refusal.empty())
+  auto events = std::make_shared<EventStream>(stream_.get_executor());
+  std::vector<Choice> choices(static_cast<size_t>(n));
+  // Choice i samples with seed + i; only choice 0 is submitted now. The others follow its
+  // first event: by then its prompt is prefilled and its full blocks are in the prefix cache,
+  // so they reuse them instead of computing the same prompt n times over.
+  const auto submit_choice = [&](int32_t index) -> std::string {
+    GenerationParams params = api.params;
+    params.sampling.seed = choice_seed(api.params.sampling.seed, index);
+    ++counters.in_engine;
+    try {
+      choices[static_cast<size_t>(index)].request_id =
+          engine->submit(prepared.prompt, params, [events, counters = state_.counters](RequestEvent&& event) {
+            const bool finished = event.finished;
+            if (finished) counters->metrics.observe(event);
+            events->push(std::move(event));
+            if (finished) --counters->in_engine;
+          });
+    } catch (const InputError& e) {
+      --counters.in_engine;
+      choices[static_cast<size_t>(index)].finished = true;
+      return e.what();
+    }
+    return {};
+  };
+  if (const std::string refusal = submit_choice(0); !refusal.empty())
     co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
+  bool rest_submitted = n == 1;
+  const auto cancel_all = [&] {
+    for (const Choice& choice : choices)
+      if (!choice.finished) engine->cancel(choice.request_id);
+  };
+  const auto choice_of = [&](const RequestEvent& event) -> int32_t {
+    for (int32_t i = 0; i < n; ++i)
+      if (choices[static_cast<size_t>(i)].request_id == event.request_id) return i;
+    return -1;  // not ours: cannot happen (one stream per request)
+  };
 
   ResponseMeta meta;
   meta.endpoint = endpoint;
@@ -156,6 +213,9 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   meta.created = unix_seconds();
   meta.model = state_.model_id;
   meta.logprobs = api.logprobs;
+  log_entry_.id = meta.id;
+  log_entry_.generation = true;
+  log_entry_.choices = n;
 
   asio::steady_timer wake(stream_.get_executor());
   events->set_waiter(&wake);
@@ -168,13 +228,23 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   const bool chunked = version >= 11;
   const auto write_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(state_.config.write_timeout_s));
-  bool gone = false;  // the client left: cancelled, waiting for the final event
+  bool gone = false;  // the client left: cancelled, waiting for the final events
   bool headers_sent = false;
-  bool first = true;
-  Completion completion;
-  // Chat replies: content, reasoning and tool calls read from the text as it comes.
-  std::optional<ChatReplyShaper> shaper;
-  if (endpoint == Endpoint::Chat) shaper.emplace(api, state_.tool_call_syntax, chat::random_tool_call_seed());
+  for (Choice& choice : choices)
+    if (endpoint == Endpoint::Chat) choice.shaper.emplace(api, state_.tool_call_syntax, chat::random_tool_call_seed());
+  const auto all_finished = [&] {
+    return std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.finished; });
+  };
+  // The log line's tokens and times, from each choice's final event.
+  const auto note_final = [&](int32_t index, const RequestEvent& event) {
+    log_entry_.cached_tokens += event.cached_tokens;
+    log_entry_.completion_tokens += event.completion_tokens;
+    if (index != 0) return;
+    log_entry_.prompt_tokens = event.prompt_tokens;
+    log_entry_.queue_ms = event.queue_ms;
+    log_entry_.ttft_ms = event.ttft_ms;
+    log_entry_.finish_reason = finish_reason_name(event.finish_reason);
+  };
   std::vector<RequestEvent> batch;
   for (bool finished = false; !finished;) {
     batch.clear();
@@ -184,33 +254,60 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       if (!gone && client_gone()) {
         gone = true;
         counters.metrics.count(TransportEvent::Disconnect);
-        engine->cancel(request_id);
+        cancel_all();
       }
       continue;
     }
-    const RequestEvent& last = batch.back();
-    finished = last.finished;
     // Refused before it ran (shutdown): nothing was sent yet, so it can still be a 503.
-    const bool refused = finished && last.finish_reason == FinishReason::Cancelled && !last.admitted;
+    bool refused = false;
+    for (const RequestEvent& event : batch) {
+      const int32_t index = choice_of(event);
+      if (index < 0) continue;
+      if (event.finished) {
+        choices[static_cast<size_t>(index)].finished = true;
+        note_final(index, event);
+        refused |= event.finish_reason == FinishReason::Cancelled && !event.admitted;
+      }
+    }
+    if (!rest_submitted && !refused && !gone && !state_.shutting_down) {
+      rest_submitted = true;
+      for (int32_t i = 1; i < n; ++i) submit_choice(i);  // the same prompt and parameters as choice 0: accepted too
+    } else if (!rest_submitted) {
+      rest_submitted = true;
+      for (int32_t i = 1; i < n; ++i) choices[static_cast<size_t>(i)].finished = true;
+    }
+    finished = all_finished();
 
     if (!api.stream) {
       for (RequestEvent& event : batch) {
+        const int32_t index = choice_of(event);
+        if (index < 0) continue;
+        Completion& completion = choices[static_cast<size_t>(index)].completion;
+        if (completion.text.empty() && !prepared.echo_text.empty()) completion.text = prepared.echo_text;
         completion.text += event.text;
         for (TokenLogprob& lp : event.logprobs) completion.logprobs.push_back(std::move(lp));
+        if (!event.finished) continue;
+        completion.finish_reason = event.finish_reason;
+        completion.prompt_tokens = event.prompt_tokens;
+        completion.completion_tokens = event.completion_tokens;
+        completion.cached_tokens = event.cached_tokens;
+        completion.drafted_tokens = event.drafted_tokens;
+        completion.accepted_tokens = event.accepted_tokens;
       }
       if (!finished) continue;
       if (gone) co_return false;
-      completion.finish_reason = last.finish_reason;
-      completion.prompt_tokens = last.prompt_tokens;
-      completion.completion_tokens = last.completion_tokens;
-      completion.cached_tokens = last.cached_tokens;
-      completion.drafted_tokens = last.drafted_tokens;
-      completion.accepted_tokens = last.accepted_tokens;
-      if (shaper) {
-        completion.reply = shaper->whole(completion.text);
-        log_reply_errors(*shaper);
+      std::vector<Completion> completions;
+      bool cancelled = false;
+      for (Choice& choice : choices) {
+        if (choice.shaper) {
+          choice.completion.reply = choice.shaper->whole(choice.completion.text);
+          log_reply_errors(state_, *choice.shaper);
+        }
+        cancelled |= choice.completion.finish_reason == FinishReason::Cancelled ||
+                     choice.completion.finish_reason == FinishReason::None;
+        completions.push_back(std::move(choice.completion));
       }
-      if (completion.finish_reason == FinishReason::Cancelled) {
+      if (cancelled) {
         HttpResponse response = error_response(version, 503, "the server is shutting down; the request was cancelled",
                                                "server_error", false);
         response.set(http::field::retry_after, "1");
@@ -219,30 +316,58 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       HttpResponse response{http::status::ok, version};
       response.set(http::field::content_type, "application/json");
       response.keep_alive(keep_alive);
-      response.body() = dump_json(response_json(meta, completion));
+      response.body() = dump_json(response_json(meta, completions));
       co_return co_await send(std::move(response));
     }
 
     if (gone) continue;
     if (!headers_sent && refused) {
+      cancel_all();
       HttpResponse response = error_response(version, 503, "the server is shutting down; the request was not started",
                                              "server_error", false);
       response.set(http::field::retry_after, "1");
       co_return co_await send(std::move(response));
     }
     std::string chunks;
-    for (const RequestEvent& event : batch) {
-      if (shaper) {
-        std::vector<nlohmann::json> deltas = shaper->feed(event.text);
+    for (RequestEvent& event : batch) {
+      const int32_t index = choice_of(event);
+      if (index < 0) continue;
+      Choice& choice = choices[static_cast<size_t>(index)];
+      if (choice.first && !prepared.echo_text.empty()) event.text = prepared.echo_text + event.text;
+      if (choice.shaper) {
+        std::vector<nlohmann::json> deltas = choice.shaper->feed(event.text);
         if (event.finished) {
-          for (nlohmann::json& delta : shaper->finish()) deltas.push_back(std::move(delta));
-          log_reply_errors(*shaper);
+          for (nlohmann::json& delta : choice.shaper->finish()) deltas.push_back(std::move(delta));
+          log_reply_errors(state_, *choice.shaper);
         }
-        chunks += sse_chat_event(meta, event, deltas, first, api.include_usage, shaper->called_tools());
+        chunks += sse_choice_event(meta, event, deltas, choice.first, choice.shaper->called_tools(), index);
       } else {
-        chunks += sse_event(meta, event, first, api.include_usage);
+        std::vector<nlohmann::json> deltas;
+        if (!event.text.empty()) deltas.push_back({{"content", event.text}});
+        chunks += sse_choice_event(meta, event, deltas, choice.first, false, index);
       }
-      first = false;
+      choice.first = false;
+      if (event.finished) {
+        choice.completion.prompt_tokens = event.prompt_tokens;
+        choice.completion.completion_tokens = event.completion_tokens;
+        choice.completion.cached_tokens = event.cached_tokens;
+        choice.completion.drafted_tokens = event.drafted_tokens;
+        choice.completion.accepted_tokens = event.accepted_tokens;
+      }
+    }
+    if (finished) {
+      nlohmann::json usage = nullptr;
+      if (api.include_usage) {
+        int64_t completion_tokens = 0, drafted = 0, accepted = 0;
+        for (const Choice& choice : choices) {
+          completion_tokens += choice.completion.completion_tokens;
+          drafted += choice.completion.drafted_tokens;
+          accepted += choice.completion.accepted_tokens;
+        }
+        const Completion& first = choices.front().completion;
+        usage = usage_json(first.prompt_tokens, completion_tokens, first.cached_tokens, drafted, accepted);
+      }
+      chunks += sse_stream_end(meta, usage);
     }
     beast::error_code ec;
     if (!headers_sent) {
@@ -261,6 +386,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       stream_.expires_after(write_timeout);
       std::tie(ec, std::ignore) = co_await http::async_write_header(stream_, serializer, kNoThrow);
       headers_sent = true;
+      log_entry_.status = 200;
     }
     if (!ec && !chunks.empty()) {
       stream_.expires_after(write_timeout);
@@ -279,7 +405,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
     if (ec) {
       // The client left (or stopped reading): stop generating for it at the next step.
       counters.metrics.count(ec == beast::error::timeout ? TransportEvent::WriteTimeout : TransportEvent::Disconnect);
-      if (!finished) engine->cancel(request_id);
+      if (!finished) cancel_all();
       co_return false;
     }
   }

@@ -15,6 +15,7 @@
 #include "chat/chat_renderer.h"
 #include "engine/engine.h"
 #include "server/cors.h"
+#include "server/request_log.h"
 
 namespace tandem::server {
 
@@ -31,9 +32,15 @@ struct ServerConfig {
   double idle_timeout_s = 30.0;        // a keep-alive connection with no request is closed
   double write_timeout_s = 30.0;       // a client that reads nothing for this long is dropped
   SpeculationParams speculation;       // --spec ...: for requests without a `speculative` object
-  bool verbose = false;                // --verbose: log each request's ignored (unknown) fields
-  CorsPolicy cors;                     // --allowed-origins: browser origins given CORS headers
-  Pooling pooling = Pooling::Mean;     // --pooling: how /v1/embeddings pools a prompt's hidden states
+  // --verbose: log each request's ignored (unknown) fields, /health and /metrics requests, and
+  // the engine's scheduling decisions.
+  bool verbose = false;
+  LogFormat log_format = LogFormat::Text;  // --log-format: text lines or one JSON object per line
+  CorsPolicy cors;                         // --allowed-origins: browser origins given CORS headers
+  // --chat-template-kwargs: template variables every chat request gets (an object, or null);
+  // a request's chat_template_kwargs override them key by key.
+  nlohmann::ordered_json chat_template_kwargs = nullptr;
+  Pooling pooling = Pooling::Mean;         // --pooling: how /v1/embeddings pools a prompt's hidden states
 };
 
 // The model as the API names it.

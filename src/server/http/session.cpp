@@ -96,7 +96,10 @@ Session::~Session() {
 
 asio::awaitable<void> Session::run(std::shared_ptr<Session> self) {
   bool open = true;
-  while (open) open = co_await self->serve_one();
+  while (open) {
+    open = co_await self->serve_one();
+    self->log_request();
+  }
   co_await self->close(self->unread_body_);
 }
 
@@ -188,7 +191,21 @@ void Session::set_cors_headers(http::fields& head) const {
   if (!state_.config.cors.origins.empty() && !state_.config.cors.any) head.set(http::field::vary, "Origin");
 }
 
+void Session::log_request() {
+  if (log_entry_.method.empty()) return;  // no request head was read
+  const bool probe = log_entry_.path == "/health" || log_entry_.path == "/metrics";
+  if (!probe || state_.config.verbose) {
+    if (log_entry_.id.empty()) log_entry_.id = fmt::format("req-{}", state_.next_response_id++);
+    log_entry_.total_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - request_start_).count();
+    const std::string line = request_log_line(log_entry_, state_.config.log_format);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+  log_entry_ = {};
+}
+
 asio::awaitable<bool> Session::send(HttpResponse response) {
+  log_entry_.status = response.result_int();
   response.set(http::field::server, "tandem");
   set_cors_headers(response);
   response.prepare_payload();
@@ -218,6 +235,7 @@ asio::awaitable<bool> Session::serve_one() {
     if (ec) co_return false;  // closed, reset, idle too long, or shut down
     buffer_.commit(n);
   }
+  request_start_ = std::chrono::steady_clock::now();
 
   struct Busy {  // shutdown waits for connections that are answering a request
     ServingCounters& counters;
@@ -262,6 +280,8 @@ asio::awaitable<bool> Session::serve_one() {
 
   if (requests_read_++ == 0) --state_.counters->fresh_connections;
   const http::request<http::string_body>& head = parser.get();
+  log_entry_.method = std::string(head.method_string());
+  log_entry_.path = std::string(std::string_view(head.target()).substr(0, 200));
   const unsigned version = head.version();
   const bool body_pending = oversize || !parser.is_done();
   // Answering before the body is read means closing afterwards: its bytes would be taken

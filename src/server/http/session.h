@@ -13,12 +13,14 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "server/http/server_state.h"
 #include "server/openai_protocol.h"
+#include "server/request_log.h"
 
 namespace tandem::server {
 
@@ -70,6 +72,8 @@ class Session {
   void set_cors_headers(http::fields& head) const;
   // The peer closed or reset its end (checked between events, without reading).
   bool client_gone();
+  // Writes the log line of the request serve_one() just answered (if it read one), then forgets it.
+  void log_request();
 
   ServerState& state_;
   beast::tcp_stream stream_;
@@ -80,6 +84,10 @@ class Session {
   bool head_only_ = false;     // the request was HEAD: the response carries headers only
   // The request's Origin, when --allowed-origins allows it: send() adds the CORS headers.
   std::string cors_origin_;
+  // The request being answered, for its log line: serve_one() starts it when a head arrives,
+  // send() and the streamed head set the status, serve_generation() the tokens and times.
+  RequestLogEntry log_entry_;
+  std::chrono::steady_clock::time_point request_start_;
 };
 
 }  // namespace tandem::server

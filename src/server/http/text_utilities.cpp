@@ -31,7 +31,9 @@ UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, con
     switch (utility) {
       case Session::TextUtility::Tokenize: answer.body = tokenize_json(body, engine.tokenizer()); break;
       case Session::TextUtility::Detokenize: answer.body = detokenize_json(body, engine.tokenizer()); break;
-      case Session::TextUtility::ApplyTemplate: answer.body = apply_template_json(body, state.chat_renderer); break;
+      case Session::TextUtility::ApplyTemplate:
+        answer.body = apply_template_json(body, state.chat_renderer, state.config.chat_template_kwargs);
+        break;
     }
   } catch (const ApiError& e) {
     answer.error_status = e.status;
