@@ -20,6 +20,7 @@ set(TANDEM_MODEL_TESTS
     "^GenModelReference\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."
+    "^(RunFlags|CliProgress|BuildVersion)\\."
     "^GrammarTokenMaskVocab\\."
     "^ToolCallParserTemplates\\."
     # Some tests of these (the others build their inputs).
