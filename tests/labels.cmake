@@ -20,7 +20,7 @@ set(TANDEM_MODEL_TESTS
     "^GenModelReference\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."
-    "^(RunFlags|CliProgress|BuildVersion)\\."
+    "^(RunFlags|CliProgress|ChatTerminal|BuildVersion)\\."
     "^GrammarTokenMaskVocab\\."
     "^ToolCallParserTemplates\\."
     # Some tests of these (the others build their inputs).

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", tandem::version_line(), "Print the version and git commit, then exit");
   tandem::cli::add_run_command(app);
+  tandem::cli::add_chat_command(app);
   tandem::cli::add_tokenize_command(app);
   tandem::cli::add_perplexity_command(app);
   tandem::cli::add_logits_command(app);
