@@ -74,6 +74,7 @@ extern "C" void exit_while_loading(int signal) {
 
 void serve(const ServeOptions& options) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
+  TANDEM_CHECK_INPUT(options.http.max_body_bytes >= 1, "--max-body-bytes must be at least 1 byte");
   server::ServerConfig http_config = options.http;
   http_config.cors = server::parse_allowed_origins(options.allowed_origins);
   server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};

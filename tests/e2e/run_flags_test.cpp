@@ -112,6 +112,13 @@ TEST(RunFlags, SizesTakeUnits) {
   EXPECT_NE(bad.err.find("unknown unit in size '1X'"), std::string::npos) << bad.err;
   const CommandResult too_small = run_tandem("run -m " + model() + " -p hi -n 2 --kv-memory 1K");
   EXPECT_EQ(too_small.exit_code, 1) << too_small.err;  // less than one context: refused by the engine
+  // serve's sizes go through the same parser (refused before it binds a port).
+  const CommandResult serve_bad = run_tandem("serve -m " + model() + " --port 0 --kv-memory 2Q");
+  EXPECT_EQ(serve_bad.exit_code, 1);
+  EXPECT_NE(serve_bad.err.find("unknown unit in size '2Q'"), std::string::npos) << serve_bad.err;
+  const CommandResult no_body = run_tandem("serve -m " + model() + " --port 0 --max-body-bytes 0");
+  EXPECT_EQ(no_body.exit_code, 1);
+  EXPECT_NE(no_body.err.find("--max-body-bytes must be at least 1 byte"), std::string::npos) << no_body.err;
 }
 
 TEST(RunFlags, BenchDefaultsToEveryCoreAsTheOtherCommands) {
