@@ -69,8 +69,10 @@ constexpr uint64_t pack(uint32_t seq, uint32_t n_chunks, uint32_t next) {
 
 }  // namespace
 
+int ThreadPool::default_size() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0) n_threads = default_size();
   n_threads_ = n_threads;
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

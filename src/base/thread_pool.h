@@ -19,6 +19,8 @@ class ThreadPool {
  public:
   // n_threads <= 0 means every core the machine has.
   explicit ThreadPool(int n_threads = 0);
+  // The thread count n_threads <= 0 gives: every core (every command's default -t).
+  static int default_size();
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

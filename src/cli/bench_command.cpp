@@ -20,7 +20,7 @@ namespace {
 
 struct BenchFlags {
   std::string model_path;
-  BenchOptions options;
+  BenchOptions options;  // threads 0 until run_bench: every core, as every command's -t
   bool json = false;
   KvTypeFlags kv_types;
   bool profile = false;
@@ -64,7 +64,8 @@ void run_machine(const BenchFlags& flags) {
   std::fflush(stdout);
 }
 
-void run_bench(const BenchFlags& flags) {
+void run_bench(BenchFlags flags) {
+  if (flags.options.threads <= 0) flags.options.threads = ThreadPool::default_size();
   if (flags.machine) run_machine(flags);
   if (flags.model_path.empty()) {
     TANDEM_CHECK_INPUT(flags.machine, "--model is required (or --machine alone)");
@@ -114,6 +115,7 @@ void run_bench(const BenchFlags& flags) {
 
 void add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
+  flags->options.threads = 0;
   CLI::App* command = app.add_subcommand("bench", "Measure prefill and decode tokens/s (like llama-bench)");
   command->add_option("-m,--model", flags->model_path, "Model file (.gguf or llama2.c model.bin)");
   command->add_option("-p,--n-prompt", flags->options.prompt_lengths, "Prompt lengths, one ppN test each (0 = none)")
@@ -121,7 +123,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("-n,--n-gen", flags->options.n_gen, "Tokens to generate in the tgN test (0 = none)")
       ->capture_default_str();
-  command->add_option("-t,--threads", flags->options.threads, "Threads")->capture_default_str();
+  command->add_option("-t,--threads", flags->options.threads, "Threads (default: all cores)");
   command->add_option("-r,--repetitions", flags->options.repetitions, "Timed repetitions per test (median reported)")
       ->capture_default_str();
   command->add_option("--tg-prefill", flags->options.decode_prefill, "Untimed prompt tokens before the tg test")

@@ -15,6 +15,7 @@ void add_gen_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_chat_template_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 
 }  // namespace tandem::cli

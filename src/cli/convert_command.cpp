@@ -1,6 +1,8 @@
 // tandem convert: a Hugging Face model folder (config.json, safetensors, tokenizer.json) to a
 // GGUF file llama.cpp can load. Flag parsing and the progress bar only; the work is in
 // model/hf_to_gguf.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "base/error.h"
@@ -27,14 +29,16 @@ void run_convert(const ConvertFlags& flags) {
   TANDEM_CHECK_INPUT(type == DType::F32 || type == DType::F16 || type == DType::BF16 || block32,
                      "unknown --type '{}' (use F16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, BF16 or F32)", flags.type);
   options.type = *type;
-  options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
-    constexpr int kWidth = 30;
-    const int filled = bytes_total > 0 ? static_cast<int>(kWidth * bytes_done / bytes_total) : kWidth;
-    std::fprintf(stderr, "\rconvert: [%.*s%*s] %lld/%lld tensors, %.1f/%.1f MiB", filled,
-                 "==============================", kWidth - filled, "", static_cast<long long>(tensors_done),
-                 static_cast<long long>(n_tensors), bytes_done / 1048576.0, bytes_total / 1048576.0);
-    if (tensors_done == n_tensors) std::fputc('\n', stderr);
-  };
+  // A bar redrawn with \r belongs on a terminal only; in a log file it is noise.
+  if (::isatty(STDERR_FILENO))
+    options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
+      constexpr int kWidth = 30;
+      const int filled = bytes_total > 0 ? static_cast<int>(kWidth * bytes_done / bytes_total) : kWidth;
+      std::fprintf(stderr, "\rconvert: [%.*s%*s] %lld/%lld tensors, %.1f/%.1f MiB", filled,
+                   "==============================", kWidth - filled, "", static_cast<long long>(tensors_done),
+                   static_cast<long long>(n_tensors), bytes_done / 1048576.0, bytes_total / 1048576.0);
+      if (tensors_done == n_tensors) std::fputc('\n', stderr);
+    };
   convert_hf_to_gguf(options);
   std::fprintf(stderr, "convert: wrote %s\n", flags.out_path.c_str());
 }

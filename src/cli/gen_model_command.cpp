@@ -1,6 +1,8 @@
 // tandem gen-model: writes a random-weight Llama/Qwen3 GGUF of a known shape, with the tokenizer
 // copied from a vocabulary GGUF. Flag parsing and progress only; the work is in
 // model/model_generator.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "base/error.h"
@@ -43,11 +45,13 @@ void run_gen_model(const GenModelFlags& flags) {
   options.branch_scale = flags.branch_scale;
   options.output_scale = flags.output_scale;
   options.out_path = flags.out_path;
-  options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
-    std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB", static_cast<long long>(tensors_done),
-                 static_cast<long long>(n_tensors), bytes_done / 1048576.0, bytes_total / 1048576.0);
-    if (tensors_done == n_tensors) std::fputc('\n', stderr);
-  };
+  // A bar redrawn with \r belongs on a terminal only; in a log file it is noise.
+  if (::isatty(STDERR_FILENO))
+    options.progress = [](int64_t tensors_done, int64_t n_tensors, int64_t bytes_done, int64_t bytes_total) {
+      std::fprintf(stderr, "\rgen-model: %lld/%lld tensors, %.1f/%.1f MiB", static_cast<long long>(tensors_done),
+                   static_cast<long long>(n_tensors), bytes_done / 1048576.0, bytes_total / 1048576.0);
+      if (tensors_done == n_tensors) std::fputc('\n', stderr);
+    };
   generate_random_gguf(options);
   std::fprintf(stderr, "gen-model: wrote %s\n", flags.out_path.c_str());
 }

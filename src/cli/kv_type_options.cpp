@@ -1,8 +1,6 @@
 // --kv-type, --cache-type-k, --cache-type-v (see kv_type_options.h).
 #include "cli/kv_type_options.h"
 
-#include <string_view>
-
 namespace tandem::cli {
 
 KvTypes KvTypeFlags::resolve() const {
@@ -29,21 +27,6 @@ api::KvCacheType api_kv_type(DType type) {
     case DType::Q4_0: return api::KvCacheType::Q4_0;
     default: return api::KvCacheType::F32;
   }
-}
-
-std::vector<std::string> rewrite_llama_kv_flags(int argc, const char* const* argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (std::string& arg : args) {
-    for (const auto& [llama, ours] : {std::pair<std::string_view, std::string_view>{"-ctk", "--cache-type-k"},
-                                      std::pair<std::string_view, std::string_view>{"-ctv", "--cache-type-v"}}) {
-      if (arg == llama) {
-        arg = ours;
-      } else if (arg.starts_with(llama) && arg.size() > llama.size() && arg[llama.size()] == '=') {
-        arg = std::string(ours) + arg.substr(llama.size());
-      }
-    }
-  }
-  return args;
 }
 
 }  // namespace tandem::cli

@@ -1,7 +1,7 @@
 // The KV cache type flags every command that runs the model shares, spelled as llama.cpp
 // spells them: --kv-type T (K and V), --cache-type-k / --cache-type-v T (one each, after
 // --kv-type), and llama.cpp's -ctk / -ctv, which CLI11 cannot declare (short options are one
-// letter) and main() rewrites to the long forms before parsing.
+// letter) and main() rewrites to the long forms before parsing (llama_flag_aliases.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,8 +27,5 @@ void add_kv_type_options(CLI::App* command, KvTypeFlags* flags);
 
 // The public API's name for a KV cache type (commands built on the library: run).
 api::KvCacheType api_kv_type(DType type);
-
-// argv with -ctk / -ctv (and -ctk=T, -ctv=T) rewritten to --cache-type-k / --cache-type-v.
-std::vector<std::string> rewrite_llama_kv_flags(int argc, const char* const* argv);
 
 }  // namespace tandem::cli

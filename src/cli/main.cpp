@@ -5,15 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "base/build_info.h"
 #include "base/error.h"
 #include "cli/commands.h"
-#include "cli/kv_type_options.h"
+#include "cli/llama_flag_aliases.h"
 #include "tandem/tandem.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Tandem: an LLM inference engine for Llama-family models"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", tandem::version_line(), "Print the version and git commit, then exit");
   tandem::cli::add_run_command(app);
+  tandem::cli::add_chat_command(app);
   tandem::cli::add_tokenize_command(app);
   tandem::cli::add_perplexity_command(app);
   tandem::cli::add_logits_command(app);
@@ -24,8 +27,8 @@ int main(int argc, char** argv) {
   tandem::cli::add_chat_template_command(app);
   tandem::cli::add_convert_command(app);
   try {
-    // llama.cpp's -ctk/-ctv, which CLI11 cannot declare, as --cache-type-k/-v.
-    const std::vector<std::string> args = tandem::cli::rewrite_llama_kv_flags(argc, argv);
+    // llama.cpp's -ctk, -ctv, -np, -sys, which CLI11 cannot declare, as our long names.
+    const std::vector<std::string> args = tandem::cli::rewrite_llama_flags(argc, argv);
     std::vector<const char*> arg_pointers;
     for (const std::string& arg : args) arg_pointers.push_back(arg.c_str());
     app.parse(argc, arg_pointers.data());

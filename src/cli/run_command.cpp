@@ -1,15 +1,21 @@
-// tandem run: load a model, encode the prompt, generate and stream the text (or the ids with
-// --ids) to stdout; the timing summary goes to stderr, and with --profile the per-op roofline
+// tandem run: load a model, encode the prompt (as typed, or as a chat turn with --system /
+// --chat-template), generate and stream the text (or the ids with --ids) to stdout; the
+// timing summary goes to stderr (not with --quiet), and with --profile the per-op roofline
 // summary, with --trace FILE a Chrome trace. Built on the public C++ API alone
 // (include/tandem/tandem.h): one engine running this one request, its timings the engine's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <random>
+#include <sstream>
 
+#include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "cli/kv_type_options.h"
+#include "cli/sampling_options.h"
 #include "tandem/tandem.h"
 
 namespace tandem::cli {
@@ -19,6 +25,13 @@ struct RunOptions {
   std::string model_path;
   std::string tokenizer_path;
   std::string prompt;
+  std::string prompt_file;
+  std::optional<std::string> system_prompt;  // set: the prompt is a chat turn
+  std::string chat_template;                 // set: the prompt is a chat turn in this template
+  bool parse_special = false;
+  bool quiet = false;
+  int64_t context_length = 0;  // 0: the model's
+  int64_t kv_memory_bytes = 0;
   int64_t max_new_tokens = 256;
   api::GenerateOptions sampling;
   int64_t seed = -1;
@@ -43,7 +56,7 @@ void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_p
   const api::Usage& usage = result.usage;
   const auto per_second = [](int64_t tokens, double ms) { return ms > 0 ? tokens * 1000.0 / ms : 0.0; };
   const auto decode_steps = static_cast<int64_t>(t.itl_ms.size());  // every token after the first
-  std::fprintf(stderr, "\n\nload:    %.2f ms\n", load_ms);
+  std::fprintf(stderr, "load:    %.2f ms\n", load_ms);
   std::fprintf(stderr, "prefill: %lld prompt tokens in %.2f ms (%.1f tokens/s)\n",
                static_cast<long long>(usage.prompt_tokens), t.prefill_ms,
                per_second(usage.prompt_tokens, t.prefill_ms));
@@ -70,13 +83,42 @@ void print_timings(double load_ms, const api::Result& result, int64_t kv_bytes_p
   std::fprintf(stderr, "stop:    %s\n", api::finish_reason_name(result.finish_reason));
 }
 
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw api::Error("cannot open prompt file " + path);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+bool is_chat_turn(const RunOptions& options) { return options.system_prompt || !options.chat_template.empty(); }
+
+// The prompt's ids: a chat turn rendered through the model's (or --chat-template's) template,
+// else the text itself, BOS only where the vocabulary uses one, control-token text as the
+// control token with --special.
+std::vector<int32_t> prompt_ids(const RunOptions& options, const std::string& text, const api::Model& model) {
+  if (!is_chat_turn(options)) return model.tokenize(text, true, options.parse_special);
+  std::vector<api::ChatMessage> messages;
+  if (options.system_prompt) messages.push_back({"system", *options.system_prompt});
+  messages.push_back({"user", text});
+  return model.tokenize_chat(messages);
+}
+
 void run(const RunOptions& options) {
+  if (!options.prompt_file.empty() && !options.prompt.empty()) throw api::Error("give -p or -f, not both");
+  const std::string text = options.prompt_file.empty() ? options.prompt : read_prompt_file(options.prompt_file);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point load_start = Clock::now();
   api::ModelOptions model_options;
   model_options.tokenizer_path = options.tokenizer_path;
+  model_options.chat_template = options.chat_template;
   const std::shared_ptr<const api::Model> model = api::Model::load(options.model_path, model_options);
-  std::vector<int32_t> prompt = model->tokenize(options.prompt);  // BOS only where the vocabulary uses one
+  std::vector<int32_t> prompt = prompt_ids(options, text, *model);
+  if (options.context_length > model->context_length())
+    std::fprintf(stderr, "tandem run: warning: --ctx %lld is more than the model's context; using %lld\n",
+                 static_cast<long long>(options.context_length), static_cast<long long>(model->context_length()));
+  const int64_t context_length =
+      options.context_length > 0 ? std::min(options.context_length, model->context_length()) : model->context_length();
   // One request: the whole prompt goes through one forward pass, as large as the prompt
   // (the context bounds it; a longer prompt is refused by stream() below).
   api::EngineOptions engine_options;
@@ -84,6 +126,8 @@ void run(const RunOptions& options) {
   if (!options.draft_model_path.empty())
     engine_options.draft_model = api::Model::load(options.draft_model_path, api::ModelOptions{});
   engine_options.max_sequences = 1;
+  engine_options.context_length = context_length;
+  engine_options.kv_memory_bytes = options.kv_memory_bytes;
   // A speculative decode step carries its proposals too: 1 + draft_max tokens.
   const api::Speculation speculation = speculation_from_flag(
       options.speculation.empty() && !options.draft_model_path.empty() ? "draft" : options.speculation);
@@ -92,7 +136,7 @@ void run(const RunOptions& options) {
   engine_options.profile = options.profile;
   engine_options.trace = !options.trace_path.empty();
   engine_options.max_batch_tokens =
-      std::clamp<int64_t>(std::max(static_cast<int64_t>(prompt.size()), decode_tokens), 1, model->context_length());
+      std::clamp<int64_t>(std::max(static_cast<int64_t>(prompt.size()), decode_tokens), 1, context_length);
   const KvTypes kv_types = options.kv_types.resolve();
   engine_options.kv_type_k = api_kv_type(kv_types.k);
   engine_options.kv_type_v = api_kv_type(kv_types.v);
@@ -106,17 +150,19 @@ void run(const RunOptions& options) {
   options.grammar.apply(&generate_options);
 
   api::Stream stream = engine.stream(prompt, generate_options);  // checks the request before anything is printed
-  if (!options.print_ids) {
-    std::fputs(options.prompt.c_str(), stdout);  // echoed as typed
+  if (!options.print_ids && !is_chat_turn(options)) {
+    std::fputs(text.c_str(), stdout);  // echoed as typed; a chat turn prints the answer alone
     std::fflush(stdout);
   }
   api::Result result;
+  bool ends_with_newline = text.ends_with('\n') || is_chat_turn(options);
   result.prompt_ids = std::move(prompt);
   while (std::optional<api::Event> event = stream.next()) {
     result.tokens.insert(result.tokens.end(), event->tokens.begin(), event->tokens.end());
     if (!options.print_ids && !event->text.empty()) {
       std::fputs(event->text.c_str(), stdout);
       std::fflush(stdout);
+      ends_with_newline = event->text.ends_with('\n');
     }
     if (event->finished) {
       result.finish_reason = event->finish_reason;
@@ -131,8 +177,16 @@ void run(const RunOptions& options) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  std::fprintf(stderr, "seed:    %llu\n", static_cast<unsigned long long>(stream.seed()));
-  print_timings(load_ms, result, model->kv_bytes_per_token(engine_options.kv_type_k, engine_options.kv_type_v));
+  if (!options.print_ids && !ends_with_newline) {
+    // The text ends its line on stdout, so what follows on stderr starts a line of its own
+    // when both go to one terminal or file (make run).
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  if (!options.quiet) {
+    std::fprintf(stderr, "seed:    %llu\n", static_cast<unsigned long long>(stream.seed()));
+    print_timings(load_ms, result, model->kv_bytes_per_token(engine_options.kv_type_k, engine_options.kv_type_v));
+  }
   if (options.profile) std::fputs(engine.profile_summary().c_str(), stderr);
   if (!options.trace_path.empty()) {
     engine.write_trace(options.trace_path);
@@ -149,17 +203,23 @@ void add_run_command(CLI::App& app) {
   command->add_option("-m,--model", options->model_path, "Model file (.gguf or llama2.c model.bin)")->required();
   command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models (tokenizer.bin)");
   command->add_option("-p,--prompt", options->prompt, "Prompt text");
+  command->add_option("-f,--file", options->prompt_file, "Read the prompt from FILE (instead of -p)");
+  command->add_option("--system", options->system_prompt,
+                      "System prompt (also -sys): the prompt becomes a chat turn in the model's chat template");
+  command->add_option("--chat-template", options->chat_template,
+                      "Render the prompt as a chat turn in this template: chatml, llama2, llama3, zephyr or a Jinja "
+                      "FILE (default with --system: the model's own)");
+  command->add_flag("--special", options->parse_special,
+                    "Control-token text in the prompt (<|endoftext|>, <s>) becomes the control token (default: plain "
+                    "text)");
+  command->add_option("-c,--ctx", options->context_length, "Context in tokens (default and most: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  add_byte_size_option(command, "--kv-memory", &options->kv_memory_bytes,
+                       "KV cache memory (default: one full context)");
+  command->add_flag("-q,--quiet", options->quiet, "No seed and timing summary on stderr");
   command->add_option("-n,--n-predict", options->max_new_tokens, "Tokens to generate at most")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--temp", options->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
-  command->add_option("--top-k", options->sampling.top_k, "Top-k (0: off)")->capture_default_str();
-  command->add_option("--top-p", options->sampling.top_p, "Top-p (1: off)")->capture_default_str();
-  command->add_option("--min-p", options->sampling.min_p, "Min-p (0: off)")->capture_default_str();
-  command->add_option("--repeat-penalty", options->sampling.repetition_penalty, "Repetition penalty (1: off)")
-      ->capture_default_str();
-  command->add_option("--repeat-last-n", options->sampling.repeat_last_n, "Tokens the penalty looks back over")
-      ->capture_default_str();
-  command->add_option("-s,--seed", options->seed, "Random seed (default: random)");
+  add_sampling_options(command, &options->sampling, &options->seed);
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   command->add_flag("--ids", options->print_ids, "Print the whole token id sequence instead of text");
   add_kv_type_options(command, &options->kv_types);

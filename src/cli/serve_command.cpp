@@ -10,9 +10,11 @@
 #include <optional>
 #include <thread>
 
+#include "base/build_info.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "chat/model_chat_renderer.h"
+#include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "cli/kv_type_options.h"
 #include "engine/engine.h"
@@ -81,6 +83,7 @@ extern "C" void exit_while_loading(int signal) {
 
 void serve(const ServeOptions& options) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
+  TANDEM_CHECK_INPUT(options.http.max_body_bytes >= 1, "--max-body-bytes must be at least 1 byte");
   server::ServerConfig http_config = options.http;
   if (!options.chat_template_kwargs.empty())
     http_config.chat_template_kwargs = server::parse_template_kwargs_flag(options.chat_template_kwargs);
@@ -98,8 +101,8 @@ void serve(const ServeOptions& options) {
 
   server::HttpServer http(http_config);
   http.bind();
-  say(options,
-      fmt::format("listening on http://{}:{} (loading {})", options.http.host, http.port(), options.model_path));
+  say(options, fmt::format("{} listening on http://{}:{} (loading {})", version_line(), options.http.host, http.port(),
+                           options.model_path));
   http.start();  // a load error below stops it in ~HttpServer: no thread is left waiting
 
   struct sigaction loading {};
@@ -146,6 +149,11 @@ void serve(const ServeOptions& options) {
                            engine.context_length(), stats.blocks.total, stats.block_size, stats.bytes_per_block,
                            engine.config().max_batch_tokens));
   say(options, describe_kv_pool(stats.kv_pool, engine.context_length()));
+  if (options.engine.context_length > engine.context_length())
+    say(options,
+        fmt::format("--ctx {} is more than the model's context; using {}", options.engine.context_length,
+                    engine.context_length()),
+        "warning");
   if (served.names.size() > 1) {
     std::string aliases;
     for (size_t i = 1; i < served.names.size(); ++i) aliases += (i == 1 ? "" : ", ") + served.names[i];
@@ -180,17 +188,17 @@ void add_serve_command(CLI::App& app) {
   command->add_option("--port", options->http.port, "Port (0: any free port)")->capture_default_str();
   command->add_option("--api-key", options->http.api_key,
                       "Require 'Authorization: Bearer KEY' on every path but /health");
-  command->add_option("--parallel", options->engine.max_seqs, "Sequences decoded together")
+  command->add_option("--parallel", options->engine.max_seqs, "Sequences decoded together (also -np)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  command->add_option("--ctx", options->engine.context_length, "Context per sequence (default: the model's)")
+  command
+      ->add_option("-c,--ctx", options->engine.context_length, "Context per sequence (default and most: the model's)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--max-batch-tokens", options->engine.max_batch_tokens, "Tokens per engine step (prefill chunks)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  command
-      ->add_option("--kv-memory", options->engine.kv_memory_bytes, "KV cache bytes (default: --parallel full contexts)")
-      ->check(CLI::NonNegativeNumber);
+  add_byte_size_option(command, "--kv-memory", &options->engine.kv_memory_bytes,
+                       "KV cache memory (default: --parallel full contexts)");
   command->add_option("--kv-block", options->engine.block_size, "Tokens per KV block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -280,10 +288,9 @@ void add_serve_command(CLI::App& app) {
                    "Seconds a client may go without reading its response before it is dropped")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command
-      ->add_option("--max-body-bytes", options->http.max_body_bytes, "Largest request body (any encoding); 413 past it")
-      ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{1} << 32));
+  add_byte_size_option(command, "--max-body-bytes", &options->http.max_body_bytes,
+                       "Largest request body (any encoding); 413 past it")
+      ->default_str(std::to_string(options->http.max_body_bytes));
   command->callback([options] { serve(*options); });
 }
 

@@ -27,7 +27,7 @@ struct BenchOptions {
   // Decode runs after a prefill of this many tokens (BOS + ids), untimed, so the timed steps
   // attend over a short history as llama.cpp's decode after a prompt does.
   int64_t decode_prefill = 16;
-  int threads = 2;
+  int threads = 2;                     // the CLI passes ThreadPool::default_size() unless -t says otherwise
   int repetitions = 5;                 // timed runs per test; one extra warm-up run is never counted
   uint64_t seed = 42;                  // of the pseudo-random prompt ids
   KvTypes kv_types = kDefaultKvTypes;  // what both tests' KV caches store K and V in

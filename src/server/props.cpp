@@ -1,6 +1,7 @@
 // /props (see props.h).
 #include "server/props.h"
 
+#include "base/build_info.h"
 #include "server/openai_protocol.h"
 #include "tandem/tandem_c.h"
 
@@ -8,7 +9,7 @@ namespace tandem::server {
 
 using nlohmann::json;
 
-std::string build_info() { return std::string("tandem ") + TANDEM_VERSION; }
+std::string build_info() { return version_line(); }
 
 json props_json(const ServerProps& props) {
   // The completions endpoint's defaults, read back from its parser (chat differs only in
@@ -47,7 +48,8 @@ json props_json(const ServerProps& props) {
           {"eos_token", renderer ? renderer->eos_token : ""},
           {"n_ctx", props.context_length},
           {"build_info", build_info()},
-          {"version", TANDEM_VERSION}};
+          {"version", TANDEM_VERSION},
+          {"commit", git_commit()}};
 }
 
 }  // namespace tandem::server

@@ -26,10 +26,10 @@ struct ServerProps {
 
 // {"default_generation_settings": {"n_ctx", "params": {temperature, top_k, ...}},
 //  "total_slots", "model_path", "model_alias", "served_model_names", "chat_template",
-//  "chat_format", "bos_token", "eos_token", "n_ctx", "build_info", "version"}
+//  "chat_format", "bos_token", "eos_token", "n_ctx", "build_info", "version", "commit"}
 nlohmann::json props_json(const ServerProps& props);
 
-// "tandem 0.1.0" (TANDEM_VERSION, include/tandem/tandem_c.h).
+// "tandem 0.1.0 (commit 1a2b3c4d5e6f)": version_line() (base/build_info.h).
 std::string build_info();
 
 }  // namespace tandem::server

@@ -22,6 +22,7 @@
 #include "server/cors.h"
 #include "server/model_names.h"
 #include "server/props.h"
+#include "server/web_assets.h"
 
 namespace tandem::server {
 
@@ -48,6 +49,7 @@ enum class Route {
   Completions,
   Chat,
   Embeddings,
+  WebPage,  // the chat page's files: /, /chat.css, /chat.js
   NotFound
 };
 
@@ -64,6 +66,7 @@ Route route_of(std::string_view target) {
   if (target == "/v1/completions") return Route::Completions;
   if (target == "/v1/chat/completions") return Route::Chat;
   if (target == "/v1/embeddings") return Route::Embeddings;
+  if (find_web_asset(target) != nullptr) return Route::WebPage;
   return Route::NotFound;
 }
 
@@ -319,7 +322,9 @@ asio::awaitable<bool> Session::serve_one() {
   }
   const std::string_view authorization = head[http::field::authorization];
   const std::string& key = route == Route::Metrics && !config.metrics_key.empty() ? config.metrics_key : config.api_key;
-  if (route != Route::Health && !bearer_matches(authorization, key))
+  // The page's files hold no data (a browser cannot send a key to load them); the requests
+  // the page makes carry the key typed into it.
+  if (route != Route::Health && route != Route::WebPage && !bearer_matches(authorization, key))
     co_return co_await refuse_now(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
                                   "authentication_error");
   if (route == Route::NotFound)
@@ -409,6 +414,15 @@ asio::awaitable<bool> Session::serve_one() {
     case Route::Completions: co_return co_await serve_generation(Endpoint::Completions, std::move(request), keep_alive);
     case Route::Chat: co_return co_await serve_generation(Endpoint::Chat, std::move(request), keep_alive);
     case Route::Embeddings: co_return co_await serve_embeddings(std::move(request), keep_alive);
+    case Route::WebPage: {
+      const WebAsset* asset = find_web_asset(request.target());
+      HttpResponse response{http::status::ok, version};
+      response.set(http::field::content_type, asset->content_type);
+      response.set(http::field::cache_control, "no-cache");  // a new binary may serve a new page
+      response.keep_alive(keep_alive);
+      response.body() = asset->body;
+      co_return co_await send(std::move(response));
+    }
     case Route::NotFound: break;
   }
   co_return false;

@@ -1,0 +1,79 @@
+// The chat page at / (src/server/web/): served with the binary, without the API key, and
+// nothing in it loads from elsewhere; then driven in headless Chromium (Debian's chromium
+// package, through the playwright-core npm package) by web_chat_page_test.mjs: a streamed
+// answer, TTFT and tokens/s shown, the KV cache view filled in from /metrics. The browser's
+// screenshot is kept in the build folder (test-artifacts/web-chat.png).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include "server/npm_packages.h"
+#include "server/server_process.h"
+#include "support/run_binary.h"
+
+namespace tandem::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string chromium_path() {
+  const char* from_env = std::getenv("TANDEM_CHROMIUM");
+  return from_env != nullptr && *from_env != '\0' ? from_env : "/usr/bin/chromium";
+}
+
+TEST(WebChatPage, ServedWithoutTheKeyAndSelfContained) {
+  TANDEM_REQUIRE_SHARED(kAidreamsGguf);
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--api-key", "page-key"})) << server.log();
+  httplib::Client client("127.0.0.1", server.port());
+  for (const auto& [path, type] : {std::pair<std::string, std::string>{"/", "text/html"},
+                                   {"/index.html", "text/html"},
+                                   {"/chat.js", "text/javascript"},
+                                   {"/chat.css", "text/css"}}) {
+    const auto response = client.Get(path);
+    ASSERT_TRUE(response) << path;
+    EXPECT_EQ(response->status, 200) << path;
+    EXPECT_EQ(response->get_header_value("Content-Type").rfind(type, 0), 0u) << path;
+    // No CDN, no font or script from elsewhere: every URL in the page is the server's own.
+    EXPECT_FALSE(std::regex_search(response->body, std::regex(R"((src|href)\s*=\s*["']?(https?:)?//)"))) << path;
+  }
+  const auto page = client.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_NE(page->body.find("<script src=\"/chat.js\">"), std::string::npos);
+  // The API behind the page still wants the key; unknown paths are still 404.
+  EXPECT_EQ(client.Get("/metrics")->status, 401);
+  EXPECT_EQ(client.Get("/chat.jsx")->status, 401);
+  httplib::Headers key = {{"Authorization", "Bearer page-key"}};
+  EXPECT_EQ(client.Get("/nothing-here", key)->status, 404);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST(WebChatPage, HeadlessChromiumStreamsAnAnswerWithRateAndKvView) {
+  TANDEM_REQUIRE_SHARED(kAidreamsGguf);
+  if (!fs::exists(chromium_path()))
+    GTEST_SKIP() << "no browser at " << chromium_path()
+                 << " (apt-get install chromium, as .ci/run does, or set TANDEM_CHROMIUM); skipping";
+  std::string why;
+  if (!ensure_npm_packages("playwright", {"playwright-core@1"}, why)) GTEST_SKIP() << why << "; skipping";
+  ServerProcess server;
+  // The demo model answers ChatML with blank lines; under the llama2 format it writes words.
+  ASSERT_TRUE(server.start({"--parallel", "2", "--chat-template", "llama2"})) << server.log();
+  const fs::path artifacts = fs::path(TANDEM_BINARY).parent_path() / "test-artifacts";
+  fs::create_directories(artifacts);
+  const fs::path screenshot = artifacts / "web-chat.png";
+  fs::remove(screenshot);
+  const std::string script = (fs::path(__FILE__).parent_path() / "web_chat_page_test.mjs").string();
+  const std::string command = "timeout -k 5 100 node " + shell_quote(script) + " --npm " +
+                              shell_quote(npm_cache_dir("playwright")) + " --chromium " + shell_quote(chromium_path()) +
+                              " --url " + server.url() + " --screenshot " + shell_quote(screenshot.string());
+  const int status = std::system(command.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << server.log();
+  EXPECT_TRUE(fs::exists(screenshot) && fs::file_size(screenshot) > 10000) << screenshot;
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+}  // namespace
+}  // namespace tandem::testing
