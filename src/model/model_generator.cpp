@@ -4,6 +4,7 @@
 // streamed to the file one at a time; rows are generated in parallel.
 #include "model/model_generator.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -243,6 +244,41 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   return plan;
 }
 
+// A SentencePiece vocabulary without Phi-3's tokens gets them as llama.cpp's phi3 converter
+// writes them: ids 32000.. <|endoftext|>, <|assistant|>, ... (control, score -1000), then
+// [PAD<id>] up to 32064 (unused, score -10000). Returns the replaced tokenizer.ggml.* arrays;
+// none for any other vocabulary (a byte-level one, or one that has them).
+std::vector<std::pair<std::string, GgufValue>> phi3_vocabulary(const GgufFile& vocab) {
+  constexpr int64_t kPhi3VocabSize = 32064;
+  constexpr int32_t kControl = 3, kUnused = 5;
+  const std::array<const char*, 11> added = {
+      "<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>", "<|placeholder4|>",
+      "<|system|>",    "<|end|>",       "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+  std::optional<std::vector<std::string>> tokens = vocab.get_string_array("tokenizer.ggml.tokens");
+  std::optional<std::vector<float>> scores = vocab.get_float_array("tokenizer.ggml.scores");
+  std::optional<std::vector<int64_t>> types = vocab.get_int_array("tokenizer.ggml.token_type");
+  if (vocab.get_string("tokenizer.ggml.model") != "llama" || !tokens || !scores || !types ||
+      static_cast<int64_t>(tokens->size()) + static_cast<int64_t>(added.size()) > kPhi3VocabSize ||
+      std::find(tokens->begin(), tokens->end(), added[0]) != tokens->end())
+    return {};
+  GgufArray token_values, score_values, type_values;
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    token_values.push_back(GgufValue::string((*tokens)[i]));
+    score_values.push_back(GgufValue::f32((*scores)[i]));
+    type_values.push_back(GgufValue::i32(static_cast<int32_t>((*types)[i])));
+  }
+  for (int64_t id = static_cast<int64_t>(tokens->size()); id < kPhi3VocabSize; ++id) {
+    const auto k = static_cast<size_t>(id - static_cast<int64_t>(tokens->size()));
+    const bool chat = k < added.size();
+    token_values.push_back(GgufValue::string(chat ? std::string(added[k]) : fmt::format("[PAD{}]", id)));
+    score_values.push_back(GgufValue::f32(chat ? -1000.0f : -10000.0f));
+    type_values.push_back(GgufValue::i32(chat ? kControl : kUnused));
+  }
+  return {{"tokenizer.ggml.tokens", GgufValue::array(GgufValueType::String, std::move(token_values))},
+          {"tokenizer.ggml.scores", GgufValue::array(GgufValueType::Float32, std::move(score_values))},
+          {"tokenizer.ggml.token_type", GgufValue::array(GgufValueType::Int32, std::move(type_values))}};
+}
+
 }  // namespace
 
 std::optional<GeneratedShape> find_generated_shape(const std::string& name) {
@@ -281,7 +317,13 @@ void generate_random_gguf(const GeneratorOptions& options) {
   const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
   TANDEM_CHECK_INPUT(tokens.has_value() && !tokens->empty(),
                      "{}: no tokenizer.ggml.tokens array, so it cannot serve as a vocabulary", options.vocab_path);
-  const auto vocab_size = static_cast<int64_t>(tokens->size());
+  // Phi-3's vocabulary is Llama 2's SentencePiece one plus its chat tokens, padded to 32064;
+  // llama.cpp marks <|endoftext|> of any model named phi3 and fails without it.
+  const std::vector<std::pair<std::string, GgufValue>> phi3_tokens =
+      shape->architecture == "phi3" ? phi3_vocabulary(vocab) : std::vector<std::pair<std::string, GgufValue>>{};
+  int64_t vocab_size = static_cast<int64_t>(tokens->size());
+  for (const auto& [key, value] : phi3_tokens)
+    if (key == "tokenizer.ggml.tokens") vocab_size = static_cast<int64_t>(value.as_array()->size());
 
   GgufWriter writer;
   const int64_t head_dim = shape->head_size();
@@ -314,6 +356,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
   writer.set(arch + ".vocab_size", u32(vocab_size));
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
+  for (const auto& [key, value] : phi3_tokens) writer.set(key, value);
 
   const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, options.q4_k_m, options.q3_k_m, vocab_size,
                                                        options.branch_scale, options.output_scale, rope);

@@ -1,8 +1,9 @@
 // Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
 // test-kquant; qwen3: qwen3-0.6b, test-qwen3; phi3: phi3-mini, phi-4-mini, test-phi3), for
 // benchmarks and tests without downloading a model, with any RoPE scaling on request. The
-// tokenizer is copied from a vocabulary GGUF. Output is a pure function of (shape, type,
-// vocabulary, seed, options).
+// tokenizer is copied from a vocabulary GGUF (for phi3 shapes a SentencePiece one gets Phi-3's
+// chat tokens, as Phi-3's own has). Output is a pure function of (shape, type, vocabulary,
+// seed, options).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // gen-model's Phi-3 shapes and RoPE scaling options end to end: the binary writes test-phi3 (fused
 // attn_qkv and gate+up ffn_up, partial RoPE, LongRoPE keys and factor tensors as llama.cpp's
-// converter writes them) and llama files with each scaling type; they load with that scaling,
-// `tandem info` prints it, and an unknown type is a one-line error naming it.
+// converter writes them, Phi-3's chat tokens added to the vocabulary) and llama files with each scaling type; they load
+// with that scaling, `tandem info` prints it, and an unknown type is a one-line error naming it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,6 +61,14 @@ TEST(GenModelRope, TestPhi3IsLaidOutAsLlamaCppsPhi3) {
     EXPECT_EQ(file.get_string("general.architecture"), "phi3");
     EXPECT_EQ(file.get_int("phi3.rope.dimension_count"), 12);
     EXPECT_EQ(file.get_int("phi3.context_length"), 1024);
+    // Llama 2's vocabulary with Phi-3's chat tokens, padded to 32064, as Phi-3's GGUFs hold it.
+    EXPECT_EQ(file.get_int("phi3.vocab_size"), 32064);
+    const std::vector<std::string> tokens = *file.get_string_array("tokenizer.ggml.tokens");
+    ASSERT_EQ(tokens.size(), 32064u);
+    EXPECT_EQ(tokens[32000], "<|endoftext|>");
+    EXPECT_EQ(tokens[32010], "<|user|>");
+    EXPECT_EQ(tokens[32063], "[PAD32063]");
+    EXPECT_EQ((*file.get_int_array("tokenizer.ggml.token_type"))[32007], 3);  // <|end|>, control
     EXPECT_EQ(file.get_int("phi3.rope.scaling.original_context_length"), 256);
     EXPECT_EQ(file.get_string("phi3.rope.scaling.type"), "longrope");
     EXPECT_NEAR(*file.get_float("phi3.rope.scaling.attn_factor"), std::sqrt(1.0 + std::log(4.0) / std::log(256.0)),
