@@ -36,6 +36,14 @@ struct TensorView {
   int64_t row_bytes() const { return dtype_row_bytes(dtype, row_length()); }
   int64_t n_bytes() const { return n_rows() * row_bytes(); }
   const uint8_t* row(int64_t i) const { return static_cast<const uint8_t*>(data) + i * row_bytes(); }
+  // Rows [first, first + count) of a matrix, in place (a fused tensor's parts).
+  TensorView rows(int64_t first, int64_t count) const {
+    TANDEM_ASSERT(n_dims == 2 && packed == nullptr && first >= 0 && count >= 0 && first + count <= shape[0]);
+    TensorView part = *this;
+    part.data = row(first);
+    part.shape[0] = count;
+    return part;
+  }
   const float* f32() const {
     TANDEM_ASSERT(dtype == DType::F32);
     return static_cast<const float*>(data);

@@ -1,4 +1,4 @@
-// tandem gen-model: writes a random-weight Llama/Qwen3 GGUF of a known shape, with the tokenizer
+// tandem gen-model: writes a random-weight Llama/Qwen3/Phi-3 GGUF of a known shape, with the tokenizer
 // copied from a vocabulary GGUF. Flag parsing and progress only; the work is in
 // model/model_generator.
 #include <unistd.h>
@@ -22,6 +22,9 @@ struct GenModelFlags {
   int64_t context_length = 0;
   float branch_scale = 1.0f;
   float output_scale = 1.0f;
+  std::string rope_scaling;
+  double rope_factor = 0.0;
+  int64_t rope_original_context = 0;
   std::string out_path;
 };
 
@@ -44,6 +47,9 @@ void run_gen_model(const GenModelFlags& flags) {
   options.context_length = flags.context_length;
   options.branch_scale = flags.branch_scale;
   options.output_scale = flags.output_scale;
+  options.rope_scaling = flags.rope_scaling;
+  options.rope_factor = flags.rope_factor;
+  options.rope_original_context = flags.rope_original_context;
   options.out_path = flags.out_path;
   // A bar redrawn with \r belongs on a terminal only; in a log file it is noise.
   if (::isatty(STDERR_FILENO))
@@ -62,7 +68,8 @@ void add_gen_model_command(CLI::App& app) {
   auto flags = std::make_shared<GenModelFlags>();
   std::string shapes;
   for (const std::string& name : generated_shape_names()) shapes += (shapes.empty() ? "" : ", ") + name;
-  CLI::App* command = app.add_subcommand("gen-model", "Write a random-weight Llama or Qwen3 GGUF of a known shape");
+  CLI::App* command =
+      app.add_subcommand("gen-model", "Write a random-weight Llama, Qwen3 or Phi-3 GGUF of a known shape");
   command->add_option("--shape", flags->shape, "Model shape: " + shapes)->required();
   command
       ->add_option("--type", flags->type,
@@ -85,6 +92,13 @@ void add_gen_model_command(CLI::App& app) {
                    "give nearly flat next-token distributions, S ~16 peaked ones (the argmax stays the same)")
       ->capture_default_str();
   command->add_option("--context", flags->context_length, "Context length the file declares (0: the shape's)");
+  command->add_option("--rope-scaling", flags->rope_scaling,
+                      "RoPE scaling: none, linear, yarn, longrope (rope_factors_long/short) or llama3 (rope_freqs); "
+                      "default: the shape's (LongRoPE for phi-4-mini and test-phi3, else none)");
+  command->add_option("--rope-factor", flags->rope_factor,
+                      "Scaling factor s for linear, yarn and llama3 (default 4); longrope's is the context / original");
+  command->add_option("--rope-original-context", flags->rope_original_context,
+                      "Context before scaling (default: the context / s, or the shape's for longrope)");
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
   command->callback([flags] { run_gen_model(*flags); });
 }

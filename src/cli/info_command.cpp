@@ -16,6 +16,27 @@
 namespace tandem::cli {
 namespace {
 
+// One line: the scaling type, its factor and original context, and the values that shape it.
+void print_rope_scaling(const ModelConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == RopeScalingType::None) {
+    fmt::print("rope scaling:    {}\n",
+               c.rope_freq_factors.empty() ? "none" : "per-pair frequency divisors (rope_freqs.weight: Llama 3 style)");
+    return;
+  }
+  std::string details;
+  if (s.type == RopeScalingType::Yarn)
+    details = fmt::format(", beta_fast {}, beta_slow {}, ext_factor {}, magnitude {:.4f}", s.yarn_beta_fast,
+                          s.yarn_beta_slow, s.yarn_ext_factor, s.magnitude());
+  else if (s.type == RopeScalingType::LongRope)
+    details = fmt::format(", long factors when the context exceeds {} (short otherwise), magnitude {:.4f}",
+                          s.original_context, s.magnitude());
+  else if (s.magnitude() != 1.0)
+    details = fmt::format(", magnitude {:.4f}", s.magnitude());
+  fmt::print("rope scaling:    {}, factor {}, original context {}{}\n", rope_scaling_type_name(s.type), s.factor,
+             s.original_context, details);
+}
+
 void print_info(const std::string& path, const KvTypes& kv_types) {
   std::shared_ptr<const Model> model = load_model(path);
   const ModelConfig& c = model->config;
@@ -40,6 +61,7 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   fmt::print("rope pairs:      {}\n", c.rope_pairing == RopePairing::HalfSplit
                                           ? "half-split (i, i + rope_dims/2; llama.cpp NEOX)"
                                           : "adjacent (2i, 2i+1; llama.cpp normal)");
+  print_rope_scaling(c);
   if (c.qk_norm) fmt::print("q/k norm:        RMSNorm per head on Q and K before RoPE ([{}] weights)\n", c.head_dim);
   fmt::print("sliding window:  {}\n", describe_attention_window(c));
   if (c.gemma_blocks)

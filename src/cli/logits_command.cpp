@@ -28,6 +28,7 @@ struct LogitsOptions {
   std::string ids_path;  // empty or "-": stdin
   std::string out_path;
   int64_t batch = 0;
+  int64_t ctx = 0;
   int threads = 0;
   KvTypeFlags kv_types;
 };
@@ -71,7 +72,7 @@ void run_logits(const LogitsOptions& options) {
   const auto n_tokens = static_cast<int64_t>(ids.size());
   const int64_t batch = options.batch > 0 ? std::min(options.batch, n_tokens) : std::max<int64_t>(n_tokens, 1);
   ThreadPool pool(options.threads);
-  Forward forward(model, batch, pool);
+  Forward forward(model, batch, pool, options.ctx);
   const KvTypes kv_types = options.kv_types.resolve();
   const std::vector<float> logits = sequence_logits(forward, ids, batch, kv_types);
 
@@ -99,6 +100,9 @@ void add_logits_command(CLI::App& app) {
       ->required();
   command->add_option("-b,--batch", options->batch, "Tokens per forward call (default: all; same result)");
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
+  command->add_option("-c,--ctx", options->ctx,
+                      "Context the run is set up for (default: the model's); as llama.cpp's n_ctx, it picks "
+                      "LongRoPE's long or short factors");
   add_kv_type_options(command, &options->kv_types);
   command->callback([options] { run_logits(*options); });
 }

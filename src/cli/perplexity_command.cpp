@@ -38,7 +38,7 @@ void run_perplexity(const PerplexityOptions& options) {
   const int64_t ctx = options.ctx > 0 ? options.ctx : std::min<int64_t>(512, model->config.context_length);
   const int64_t batch = options.batch > 0 ? std::min(options.batch, ctx) : ctx;
   ThreadPool pool(options.threads);
-  Forward forward(model, batch, pool);
+  Forward forward(model, batch, pool, ctx);  // ctx, as llama.cpp's n_ctx, picks LongRoPE's factors
   const KvTypes kv_types = options.kv_types.resolve();
   const int32_t bos_id = tokenizer.vocab().add_bos ? tokenizer.vocab().bos_id : -1;
   fmt::print(stderr, "perplexity: {} tokens, {} chunks of {} (batch {}), KV cache {}\n", tokens.size(),

@@ -124,7 +124,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       // behind it as they advance.
       blocks_(kv_pool_.n_blocks, config_.block_size, model_->config.kv_window()),
       cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types),
-      forward_(model_, config_.max_batch_tokens, pool),
+      forward_(model_, config_.max_batch_tokens, pool, config_.context_length),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
       rejection_(model_->config.vocab_size),
       logprob_work_(static_cast<size_t>(model_->config.vocab_size)),

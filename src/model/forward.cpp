@@ -55,10 +55,12 @@ void half_split_to_adjacent(float* head, int64_t rope_dims, float* tmp) {
 }
 }  // namespace
 
-Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool)
+Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool, int64_t context_length)
     : model_(std::move(model)), max_batch_tokens_(max_batch_tokens), pool_(pool) {
   TANDEM_ASSERT(max_batch_tokens_ > 0);
   const ModelConfig& c = model_->config;
+  rope_rotation_ = make_rope_rotation(c.rope_dims, c.rope_freq_base, c.rope_freq_factors, c.rope_scaling,
+                                      context_length > 0 ? context_length : c.context_length);
   const auto n = static_cast<size_t>(max_batch_tokens_);
   hidden_.resize(n * c.d_model);
   if (model_->embedding_file != nullptr)
@@ -134,9 +136,7 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   const int64_t half_rope = c.rope_dims / 2;
   ProfileOp angles_op(profiler_, OpRole::Setup, -1, [] { return OpCost{}; });
   for (int64_t t = 0; t < n_tokens; ++t)
-    rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base,
-                c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data(), rope_cos_.data() + t * half_rope,
-                rope_sin_.data() + t * half_rope);
+    rope_rotation_.angles(batch.positions[t], rope_cos_.data() + t * half_rope, rope_sin_.data() + t * half_rope);
   // Gemma's local layers turn at a base of their own, without the global layers' scaling.
   if (c.rope_freq_base_local > 0.0f)
     for (int64_t t = 0; t < n_tokens; ++t)

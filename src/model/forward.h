@@ -21,7 +21,9 @@ namespace tandem {
 
 class Forward {
  public:
-  Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool);
+  // `context_length`: positions one sequence may reach in these runs (0: the model's); it
+  // chooses LongRoPE's long or short factors, as llama.cpp's context size does.
+  Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, ThreadPool& pool, int64_t context_length = 0);
 
   // Runs the batch. Every sequence's block table must cover its positions in the batch
   // (blocks from the cache's pool). Returns [n_logit_rows, vocab_size] row-major, rows in
@@ -74,6 +76,7 @@ class Forward {
   std::vector<float> rope_sin_local_;            // [n_tokens, rope_dims / 2]
   std::vector<int32_t> attention_positions_;     // [n_tokens] position - first position its layer's window reads
   std::vector<int64_t> seq_first_read_;          // [n_sequences] lowest position any of its tokens reads
+  RopeRotation rope_rotation_;                   // per-pair frequencies and magnitude (RoPE scaling)
   std::vector<int64_t> seq_length_;              // [n_sequences] highest position in the batch + 1
   std::vector<int64_t> seq_slot_start_;          // [n_sequences + 1] each sequence's first entry in slots_
   std::vector<int32_t> slots_;                   // per sequence: position -> KV slot, from its block table

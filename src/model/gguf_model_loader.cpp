@@ -1,10 +1,13 @@
-// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3` or `gemma3` into a Model: hyperparameters
-// from the <arch>.* keys, tensors by llama.cpp's names (qwen2 adds attn_{q,k,v}.bias, qwen3
-// attn_{q,k}_norm and a head size of its own, attention.key_length), every shape and type
-// checked against the config. qwen2/qwen3 rotate half-split pairs (llama.cpp's NEOX RoPE); the
-// rows stay as stored and the forward pass pairs accordingly. Llama 3 RoPE scaling comes as
-// rope_freqs.weight. attention.sliding_window gives a window (every layer of a llama; gemma3's
-// local layers, see read_gemma3_config).
+// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3`, `gemma3` or `phi3` into a Model:
+// hyperparameters from the <arch>.* keys, tensors by llama.cpp's names (qwen2 adds
+// attn_{q,k,v}.bias, qwen3 attn_{q,k}_norm and a head size of its own, attention.key_length;
+// phi3 fuses gate and up in ffn_up, and Q, K, V in attn_qkv, which any architecture may),
+// every shape and type checked against the config. qwen2/qwen3/gemma3/phi3 rotate half-split
+// pairs (llama.cpp's NEOX RoPE); the rows stay as stored and the forward pass pairs accordingly.
+// Llama 3 RoPE scaling comes as rope_freqs.weight, the rest as rope.scaling.* keys and
+// LongRoPE's rope_factors_{long,short}.weight (model/rope_scaling). attention.sliding_window
+// gives a window (every layer of a llama; gemma3's local layers, see read_gemma3_config); phi3
+// ignores it, as llama.cpp does.
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
 // f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
 #include <cmath>
@@ -16,6 +19,7 @@
 #include "io/gguf_file.h"
 #include "model/attention_window.h"
 #include "model/model.h"
+#include "model/rope_scaling.h"
 #include "model/weight_packing.h"
 
 namespace tandem {
@@ -27,8 +31,8 @@ class GgufModelBuilder {
 
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
-    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3",
-                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'gemma3')", arch);
+    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3" || arch == "phi3",
+                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'gemma3', 'phi3')", arch);
     // The architectures name their keys alike, under their own prefix.
     const std::string p = arch + ".";
     ModelConfig& config = model_.config;
@@ -55,7 +59,7 @@ class GgufModelBuilder {
     TANDEM_CHECK_INPUT(value_length == config.head_dim,
                        "attention.value_length {} differs from the key length {} (not supported)", value_length,
                        config.head_dim);
-    config.rope_pairing = arch == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;
+    config.rope_pairing = arch == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;  // phi3: NEOX too
     config.qk_norm = arch == "qwen3" || arch == "gemma3";
     // Only where a window means one: Qwen2 configs carry a sliding_window they do not use.
     if (arch == "llama" || arch == "gemma3")
@@ -66,6 +70,7 @@ class GgufModelBuilder {
       const TensorView factors = vector("rope_freqs.weight", config.rope_dims / 2);
       config.rope_freq_factors.assign(factors.f32(), factors.f32() + factors.n_elements());
     }
+    config.rope_scaling = read_gguf_rope_scaling(file_, p, config.rope_dims, config.context_length);
     const GgufTensorInfo* embedding = file_.find_tensor("token_embd.weight");
     TANDEM_CHECK_INPUT(embedding != nullptr, "missing tensor 'token_embd.weight'");
     TANDEM_CHECK_INPUT(embedding->view.n_dims == 2, "'token_embd.weight' must be 2-D, is {}",
@@ -86,15 +91,35 @@ class GgufModelBuilder {
       const std::string prefix = fmt::format("blk.{}.", l);
       LayerWeights& layer = w.layers[static_cast<size_t>(l)];
       layer.attn_norm = vector(prefix + "attn_norm.weight", c.d_model);
-      layer.wq = matrix(prefix + "attn_q.weight", c.q_width(), c.d_model);
-      layer.wk = matrix(prefix + "attn_k.weight", c.kv_width(), c.d_model);
-      layer.wv = matrix(prefix + "attn_v.weight", c.kv_width(), c.d_model);
+      // Fused tensors are split into views of their rows (each row is whole blocks of its type,
+      // so a row range is a valid matrix of the same type): the kernels see separate matrices.
+      if (file_.find_tensor(prefix + "attn_qkv.weight") != nullptr) {
+        const TensorView qkv = matrix(prefix + "attn_qkv.weight", c.q_width() + 2 * c.kv_width(), c.d_model);
+        layer.wq = qkv.rows(0, c.q_width());
+        layer.wk = qkv.rows(c.q_width(), c.kv_width());
+        layer.wv = qkv.rows(c.q_width() + c.kv_width(), c.kv_width());
+      } else {
+        layer.wq = matrix(prefix + "attn_q.weight", c.q_width(), c.d_model);
+        layer.wk = matrix(prefix + "attn_k.weight", c.kv_width(), c.d_model);
+        layer.wv = matrix(prefix + "attn_v.weight", c.kv_width(), c.d_model);
+      }
       layer.wo = matrix(prefix + "attn_output.weight", c.d_model, c.q_width());
       layer.ffn_norm = vector(prefix + "ffn_norm.weight", c.d_model);
-      layer.w_gate = matrix(prefix + "ffn_gate.weight", c.d_ff, c.d_model);
-      layer.w_up = matrix(prefix + "ffn_up.weight", c.d_ff, c.d_model);
+      if (c.architecture == "phi3") {  // ffn_up holds gate (rows 0..d_ff) then up, as HF's gate_up_proj
+        const TensorView gate_up = matrix(prefix + "ffn_up.weight", 2 * c.d_ff, c.d_model);
+        layer.w_gate = gate_up.rows(0, c.d_ff);
+        layer.w_up = gate_up.rows(c.d_ff, c.d_ff);
+      } else {
+        layer.w_gate = matrix(prefix + "ffn_gate.weight", c.d_ff, c.d_model);
+        layer.w_up = matrix(prefix + "ffn_up.weight", c.d_ff, c.d_model);
+      }
       layer.w_down = matrix(prefix + "ffn_down.weight", c.d_model, c.d_ff);
-      if (file_.find_tensor(prefix + "attn_q.bias") != nullptr || c.architecture == "qwen2") {
+      if (file_.find_tensor(prefix + "attn_qkv.bias") != nullptr) {
+        const TensorView bias = vector(prefix + "attn_qkv.bias", c.q_width() + 2 * c.kv_width());
+        layer.bq = make_view(bias.f32(), DType::F32, {c.q_width()});
+        layer.bk = make_view(bias.f32() + c.q_width(), DType::F32, {c.kv_width()});
+        layer.bv = make_view(bias.f32() + c.q_width() + c.kv_width(), DType::F32, {c.kv_width()});
+      } else if (file_.find_tensor(prefix + "attn_q.bias") != nullptr || c.architecture == "qwen2") {
         layer.bq = vector(prefix + "attn_q.bias", c.q_width());
         layer.bk = vector(prefix + "attn_k.bias", c.kv_width());
         layer.bv = vector(prefix + "attn_v.bias", c.kv_width());

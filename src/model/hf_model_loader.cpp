@@ -1,17 +1,17 @@
 // Loads a Hugging Face model folder (config.json + safetensors, single or sharded) of
-// model_type llama / mistral / qwen2 / qwen3 / gemma3_text into a Model. Weights stay in the memory map in
-// their stored type (F32/F16/BF16), except, for llama/mistral, q_proj/k_proj, which are copied
-// with their rows permuted into the interleaved RoPE layout llama GGUFs use (see
-// permute_rope_rows), and norms and biases, which are converted to f32. qwen2/qwen3 keep HF's
-// half-split rows, as their GGUFs do (RopePairing::HalfSplit). Tokenizer files are not read here.
-// Gemma's RMSNorms scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's
-// converter stores them, so both formats run plain RMSNorm on the same values.
+// model_type llama / mistral / qwen2 / qwen3 / gemma3_text / phi3 into a Model. Weights stay in
+// the memory map in their stored type (F32/F16/BF16), except, for llama/mistral, q_proj/k_proj,
+// which are copied with their rows permuted into the interleaved RoPE layout llama GGUFs use
+// (see permute_rope_rows), and norms and biases, which are converted to f32. qwen2/qwen3/gemma3/
+// phi3 keep HF's half-split rows, as their GGUFs do (RopePairing::HalfSplit); Phi-3's fused
+// qkv_proj and gate_up_proj become row views. rope_scaling: model/rope_scaling. Gemma's RMSNorms
+// scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's converter stores
+// them, so both formats run plain RMSNorm on the same values. Tokenizer files are not read here.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <numbers>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +21,7 @@
 #include "io/safetensors_file.h"
 #include "model/attention_window.h"
 #include "model/model.h"
+#include "model/rope_scaling.h"
 #include "model/weight_packing.h"
 
 namespace tandem {
@@ -47,38 +48,6 @@ std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, int64_t n_heads, int
   return out;
 }
 
-// Llama 3's RoPE scaling: long wavelengths (beyond the original context / low_freq_factor)
-// slow down by `factor`, short ones (under original / high_freq_factor) stay, and the band
-// between is a linear blend in 1/wavelength. Returned as divisors of each pair's frequency,
-// the form GGUF's rope_freqs.weight uses.
-std::vector<float> llama3_freq_factors(const json& scaling, int64_t rope_dims, double base) {
-  auto number = [&](const char* key) {
-    const auto it = scaling.find(key);
-    TANDEM_CHECK_INPUT(it != scaling.end() && it->is_number(), "rope_scaling needs a number '{}'", key);
-    return it->get<double>();
-  };
-  const double factor = number("factor"), low = number("low_freq_factor"), high = number("high_freq_factor");
-  const double original = number("original_max_position_embeddings");
-  TANDEM_CHECK_INPUT(factor >= 1.0 && factor < 1e6 && low > 0.0 && high > low && original >= 1.0 && original < 1e9,
-                     "rope_scaling values are out of range (factor {}, low_freq_factor {}, high_freq_factor {})",
-                     factor, low, high);
-  const double low_freq_wavelength = original / low, high_freq_wavelength = original / high;
-  std::vector<float> factors(static_cast<size_t>(rope_dims / 2));
-  for (int64_t i = 0; i < rope_dims / 2; ++i) {
-    const double frequency = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
-    const double wavelength = 2.0 * std::numbers::pi / frequency;
-    double scaled = frequency;
-    if (wavelength > low_freq_wavelength) {
-      scaled = frequency / factor;
-    } else if (wavelength >= high_freq_wavelength) {
-      const double smooth = (original / wavelength - low) / (high - low);
-      scaled = (1.0 - smooth) * frequency / factor + smooth * frequency;
-    }
-    factors[static_cast<size_t>(i)] = static_cast<float>(frequency / scaled);
-  }
-  return factors;
-}
-
 json read_json_file(const std::string& path) {
   std::ifstream stream(path);
   TANDEM_CHECK_INPUT(stream.good(), "cannot open '{}'", path);
@@ -94,14 +63,15 @@ class HfModelBuilder {
 
   void read_config() {
     const std::string type = string_or("model_type", "");
-    TANDEM_CHECK_INPUT(
-        type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "gemma3_text",
-        "config.json model_type '{}' is not supported (llama, mistral, qwen2, qwen3, gemma3_text)", type);
+    TANDEM_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
+                           type == "gemma3_text" || type == "phi3",
+                       "config.json model_type '{}' is not supported (llama, mistral, qwen2, qwen3, gemma3_text, phi3)",
+                       type);
     ModelConfig& c = model_.config;
     c.architecture = type == "mistral" ? "llama" : type == "gemma3_text" ? "gemma3" : type;  // Mistral: a Llama layout
     // Qwen's GGUFs keep HF's half-split Q/K rows (llama.cpp's NEOX RoPE), so they are kept here
     // too: a converted file is then what llama.cpp expects, and both paths run the same rows.
-    c.rope_pairing = c.architecture == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;
+    c.rope_pairing = c.architecture == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;  // phi3: NEOX
     c.qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
     if (type == "mistral") c.sliding_window = int_or("sliding_window", 0);
     c.d_model = required_int("hidden_size");
@@ -123,21 +93,17 @@ class HfModelBuilder {
                          c.n_heads);
       c.head_dim = c.d_model / c.n_heads;
     }
-    c.rope_dims = c.head_dim;
+    // HF: int(head_dim x partial_rotary_factor) rotary dimensions (Phi-4-mini: 0.75 of 128).
+    const double partial_rotary = number_or("partial_rotary_factor", 1.0);
+    TANDEM_CHECK_INPUT(partial_rotary > 0.0 && partial_rotary <= 1.0,
+                       "config.json partial_rotary_factor {} is outside (0, 1]", partial_rotary);
+    c.rope_dims = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial_rotary);
+    // permute_rope_rows reorders whole heads: partial rotation stays with the half-split layouts.
+    TANDEM_CHECK_INPUT(c.rope_pairing == RopePairing::HalfSplit || c.rope_dims == c.head_dim,
+                       "config.json partial_rotary_factor {} is not supported for model_type {}", partial_rotary, type);
     if (c.architecture == "gemma3") read_gemma3_config();
     c.validate();
-    const auto scaling = json_.find("rope_scaling");
-    if (scaling != json_.end() && !scaling->is_null()) {
-      TANDEM_CHECK_INPUT(scaling->is_object(), "config.json rope_scaling is not an object");
-      const auto type_it = scaling->contains("rope_type") ? scaling->find("rope_type") : scaling->find("type");
-      const std::string rope_type =
-          type_it != scaling->end() && type_it->is_string() ? type_it->get<std::string>() : "";
-      if (rope_type == "llama3") {
-        c.rope_freq_factors = llama3_freq_factors(*scaling, c.rope_dims, c.rope_freq_base);
-      } else {
-        TANDEM_CHECK_INPUT(rope_type == "default", "rope_scaling type '{}' is not supported (llama3)", rope_type);
-      }
-    }
+    c.rope_scaling = read_hf_rope_scaling(json_, c.rope_dims, c.rope_freq_base, c.context_length, c.rope_freq_factors);
     c.validate();
   }
 
@@ -161,17 +127,30 @@ class HfModelBuilder {
       const std::string p = fmt::format("model.layers.{}.", l);
       LayerWeights& layer = w.layers[static_cast<size_t>(l)];
       layer.attn_norm = vector(p + "input_layernorm.weight", c.d_model);
-      layer.wq = rope_matrix(p + "self_attn.q_proj.weight", c.n_heads);
-      layer.wk = rope_matrix(p + "self_attn.k_proj.weight", c.n_kv_heads);
+      if (c.architecture == "phi3") {  // qkv_proj: Q, K, V rows one after the other; half-split as stored
+        const TensorView qkv = matrix(p + "self_attn.qkv_proj.weight", c.q_width() + 2 * c.kv_width(), c.d_model);
+        layer.wq = qkv.rows(0, c.q_width());
+        layer.wk = qkv.rows(c.q_width(), c.kv_width());
+        layer.wv = qkv.rows(c.q_width() + c.kv_width(), c.kv_width());
+      } else {
+        layer.wq = rope_matrix(p + "self_attn.q_proj.weight", c.n_heads);
+        layer.wk = rope_matrix(p + "self_attn.k_proj.weight", c.n_kv_heads);
+        layer.wv = matrix(p + "self_attn.v_proj.weight", c.kv_width(), c.d_model);
+      }
       if (c.qk_norm) {  // [head_dim], applied to each head before RoPE: no permutation to undo
         layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
         layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
       }
-      layer.wv = matrix(p + "self_attn.v_proj.weight", c.kv_width(), c.d_model);
       layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
       layer.ffn_norm = vector(p + "post_attention_layernorm.weight", c.d_model);
-      layer.w_gate = matrix(p + "mlp.gate_proj.weight", c.d_ff, c.d_model);
-      layer.w_up = matrix(p + "mlp.up_proj.weight", c.d_ff, c.d_model);
+      if (c.architecture == "phi3") {  // gate_up_proj: gate rows, then up rows (HF's chunk(2))
+        const TensorView gate_up = matrix(p + "mlp.gate_up_proj.weight", 2 * c.d_ff, c.d_model);
+        layer.w_gate = gate_up.rows(0, c.d_ff);
+        layer.w_up = gate_up.rows(c.d_ff, c.d_ff);
+      } else {
+        layer.w_gate = matrix(p + "mlp.gate_proj.weight", c.d_ff, c.d_model);
+        layer.w_up = matrix(p + "mlp.up_proj.weight", c.d_ff, c.d_model);
+      }
       layer.w_down = matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
       if (c.architecture == "qwen2" || checkpoint_.find(p + "self_attn.q_proj.bias") != nullptr) {
         layer.bq = rope_vector(p + "self_attn.q_proj.bias", c.n_heads);

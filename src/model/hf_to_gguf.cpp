@@ -21,6 +21,7 @@
 #include "model/attention_window.h"
 #include "model/llama_file_type.h"
 #include "model/model.h"
+#include "model/rope_scaling.h"
 
 namespace tandem {
 namespace {
@@ -245,21 +246,26 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
   writer.set(arch + ".rope.freq_base", GgufValue::f32(c.rope_freq_base));
   writer.set(arch + ".rope.dimension_count", u32(c.rope_dims));
   add_window_keys(c, writer);
+  write_gguf_rope_scaling(writer, arch + ".", c.rope_scaling);
   add_tokenizer_keys(options.model_dir, c, writer);
 
+  // A tensor is the rows of one or more views, one after the other (phi3's fused attn_qkv and
+  // ffn_up, which llama.cpp reads as one tensor, are the loader's views of Q, K, V / gate, up).
   struct Pending {
     std::string name;
-    TensorView view;
+    std::vector<TensorView> parts;
     DType type;
   };
   std::vector<Pending> pending;
   // Matrices take the requested type unless its blocks do not fit the rows.
-  auto matrix = [&](const std::string& name, const TensorView& view) {
+  auto fused = [&](const std::string& name, std::vector<TensorView> parts) {
     const int64_t block = dtype_traits(options.type).block_size;
-    pending.push_back({name, view, view.row_length() % block == 0 ? options.type : DType::F16});
+    const DType type = parts[0].row_length() % block == 0 ? options.type : DType::F16;
+    pending.push_back({name, std::move(parts), type});
   };
+  auto matrix = [&](const std::string& name, const TensorView& view) { fused(name, {view}); };
   auto f32 = [&](const std::string& name, const TensorView& view) {
-    if (view.data != nullptr) pending.push_back({name, view, DType::F32});
+    if (view.data != nullptr) pending.push_back({name, {view}, DType::F32});
   };
   matrix("token_embd.weight", w.token_embedding);
   f32("output_norm.weight", w.output_norm);
@@ -267,13 +273,24 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
   std::vector<float> freq_factors = c.rope_freq_factors;  // must outlive writer.write
   if (!freq_factors.empty())
     f32("rope_freqs.weight", make_view(freq_factors.data(), DType::F32, {static_cast<int64_t>(freq_factors.size())}));
+  const RopeScaling& scaling = c.rope_scaling;
+  if (scaling.type == RopeScalingType::LongRope) {
+    const auto pairs = static_cast<int64_t>(scaling.long_factors.size());
+    f32("rope_factors_long.weight", make_view(scaling.long_factors.data(), DType::F32, {pairs}));
+    f32("rope_factors_short.weight", make_view(scaling.short_factors.data(), DType::F32, {pairs}));
+  }
+  const bool phi3 = arch == "phi3";
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
     const std::string p = fmt::format("blk.{}.", l);
     f32(p + "attn_norm.weight", layer.attn_norm);
-    matrix(p + "attn_q.weight", layer.wq);
-    matrix(p + "attn_k.weight", layer.wk);
-    matrix(p + "attn_v.weight", layer.wv);
+    if (phi3) {
+      fused(p + "attn_qkv.weight", {layer.wq, layer.wk, layer.wv});
+    } else {
+      matrix(p + "attn_q.weight", layer.wq);
+      matrix(p + "attn_k.weight", layer.wk);
+      matrix(p + "attn_v.weight", layer.wv);
+    }
     f32(p + "attn_q.bias", layer.bq);
     f32(p + "attn_k.bias", layer.bk);
     f32(p + "attn_v.bias", layer.bv);
@@ -282,31 +299,38 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
     matrix(p + "attn_output.weight", layer.wo);
     f32(p + "post_attention_norm.weight", layer.post_attn_norm);
     f32(p + "ffn_norm.weight", layer.ffn_norm);
-    matrix(p + "ffn_gate.weight", layer.w_gate);
-    matrix(p + "ffn_up.weight", layer.w_up);
+    if (phi3) {
+      fused(p + "ffn_up.weight", {layer.w_gate, layer.w_up});  // gate rows first, as HF's gate_up_proj
+    } else {
+      matrix(p + "ffn_gate.weight", layer.w_gate);
+      matrix(p + "ffn_up.weight", layer.w_up);
+    }
     matrix(p + "ffn_down.weight", layer.w_down);
     f32(p + "post_ffw_norm.weight", layer.post_ffn_norm);
   }
 
+  auto shape_of = [](const Pending& tensor) {
+    const TensorView& first = tensor.parts[0];
+    std::vector<int64_t> shape(first.shape.begin(), first.shape.begin() + first.n_dims);
+    for (size_t i = 1; i < tensor.parts.size(); ++i) shape[0] += tensor.parts[i].dim(0);
+    return shape;
+  };
   int64_t bytes_total = 0, bytes_done = 0, tensors_done = 0;
-  for (const Pending& tensor : pending) {
-    std::vector<int64_t> shape(tensor.view.shape.begin(), tensor.view.shape.begin() + tensor.view.n_dims);
-    bytes_total += GgufWriter::tensor_bytes(tensor.type, shape);
-  }
+  for (const Pending& tensor : pending) bytes_total += GgufWriter::tensor_bytes(tensor.type, shape_of(tensor));
   const auto n_tensors = static_cast<int64_t>(pending.size());
   for (const Pending& tensor : pending) {
-    std::vector<int64_t> shape(tensor.view.shape.begin(), tensor.view.shape.begin() + tensor.view.n_dims);
-    writer.add_tensor(tensor.name, tensor.type, shape, [&, tensor](std::span<uint8_t> out) {
-      const TensorView& view = tensor.view;
-      const int64_t cols = view.row_length(), out_row_bytes = dtype_row_bytes(tensor.type, cols);
+    writer.add_tensor(tensor.name, tensor.type, shape_of(tensor), [&, tensor](std::span<uint8_t> out) {
+      const int64_t cols = tensor.parts[0].row_length(), out_row_bytes = dtype_row_bytes(tensor.type, cols);
       std::vector<float> row(static_cast<size_t>(cols));
-      for (int64_t r = 0; r < view.n_rows(); ++r) {
-        uint8_t* dst = out.data() + r * out_row_bytes;
-        if (view.dtype == tensor.type) {  // same type: bytes as stored, bit for bit
-          std::memcpy(dst, view.row(r), static_cast<size_t>(out_row_bytes));
-        } else {
-          dequantize_row(view.dtype, view.row(r), row.data(), cols);
-          quantize_row(tensor.type, row.data(), dst, cols);
+      uint8_t* dst = out.data();
+      for (const TensorView& view : tensor.parts) {
+        for (int64_t r = 0; r < view.n_rows(); ++r, dst += out_row_bytes) {
+          if (view.dtype == tensor.type) {  // same type: bytes as stored, bit for bit
+            std::memcpy(dst, view.row(r), static_cast<size_t>(out_row_bytes));
+          } else {
+            dequantize_row(view.dtype, view.row(r), row.data(), cols);
+            quantize_row(tensor.type, row.data(), dst, cols);
+          }
         }
       }
       bytes_done += static_cast<int64_t>(out.size());

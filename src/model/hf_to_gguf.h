@@ -1,6 +1,8 @@
 // Converts a Hugging Face model folder to a GGUF file llama.cpp can load: llama.cpp's tensor
 // names and <arch>.* metadata, Q/K rows in the layout each architecture's RoPE expects
-// (llama interleaved, as the HF loader permutes them; qwen2/qwen3 half-split, as stored),
+// (llama interleaved, as the HF loader permutes them; qwen2/qwen3/phi3 half-split, as stored;
+// phi3's Q/K/V and gate/up fused into attn_qkv and ffn_up), RoPE scaling as rope.scaling.* keys
+// (LongRoPE's factors as rope_factors_long/short.weight),
 // norms (Qwen3's per-head Q/K norms too) and biases f32, matrices in the requested type, and tokenizer.ggml.*
 // keys from tokenizer.json when the folder has one. No tokenization happens here.
 #pragma once

@@ -34,6 +34,9 @@ void ModelConfig::validate() const {
     TANDEM_CHECK_INPUT(factor > 0.0f && factor < 1e30f, "RoPE frequency factor {} is out of range", factor);
   TANDEM_CHECK_INPUT(rope_freq_base > 1.0f, "RoPE frequency base {} is out of range", rope_freq_base);
   validate_attention_window(*this);
+  rope_scaling.validate(rope_dims);
+  TANDEM_CHECK_INPUT(rope_freq_factors.empty() || rope_scaling.type != RopeScalingType::LongRope,
+                     "both rope_freqs.weight and LongRoPE factors (a model has one set of frequency divisors)");
 }
 
 int64_t Model::weight_bytes_total() const {

@@ -1,4 +1,4 @@
-// ModelConfig: the hyperparameters of a Llama-family decoder (llama, qwen2, qwen3), whatever
+// ModelConfig: the hyperparameters of a Llama-family decoder (llama, qwen2, qwen3, phi3), whatever
 // file they came from.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kv/kv_shape.h"
+#include "model/rope_scaling.h"
 
 namespace tandem {
 
@@ -67,6 +68,8 @@ struct ModelConfig {
       if (layer_window(l) == 0) return 0;
     return sliding_window;
   }
+  // Linear / YaRN / LongRoPE (model/rope_scaling.h); type None for most models.
+  RopeScaling rope_scaling;
 
   int64_t q_width() const { return n_heads * head_dim; }
   int64_t kv_width() const { return n_kv_heads * head_dim; }

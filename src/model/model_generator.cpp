@@ -1,9 +1,10 @@
-// Random GGUF writer (llama, qwen3, gemma3): metadata as llama.cpp names it, weights N(0, 0.02) from a
+// Random GGUF writer (llama, qwen3, gemma3, phi3): metadata as llama.cpp names it, weights N(0, 0.02) from a
 // self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name, row), so the
 // bytes do not depend on thread count or the standard library's distributions. Tensors are
 // streamed to the file one at a time; rows are generated in parallel.
 #include "model/model_generator.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -13,6 +14,7 @@
 #include "io/gguf_file.h"
 #include "io/gguf_writer.h"
 #include "model/llama_file_type.h"
+#include "model/rope_scaling.h"
 
 namespace tandem {
 namespace {
@@ -53,6 +55,20 @@ GeneratedShape sliding_shape() {
   return shape;
 }
 
+// Phi-3-mini-4k's config.json: hidden 3072, 32 layers of 32 heads (MHA), intermediate 8192, 4096
+// positions; Phi-4-mini's: 24 heads, 8 KV heads, RoPE on 0.75 of each 128-wide head, 131072
+// positions by LongRoPE from 4096, tied head. Both rope_theta 1e4, rms_norm_eps 1e-5.
+GeneratedShape phi3_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                          int64_t d_ff, int64_t context_length, int64_t rope_dims, int64_t longrope_original,
+                          bool tied) {
+  GeneratedShape shape{std::move(name), d_model, n_layers, n_heads, n_kv_heads, d_ff, context_length};
+  shape.architecture = "phi3";
+  shape.rope_dims = rope_dims;
+  shape.longrope_original_context = longrope_original;
+  shape.tied_output = tied;
+  return shape;
+}
+
 const std::array kShapes = {
     GeneratedShape{"llama-160m", 768, 12, 12, 12, 2048, 2048},
     GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
@@ -68,7 +84,58 @@ const std::array kShapes = {
     // Every layer local (pattern 0) with a window of 16: a Mistral-style window that llama.cpp
     // also applies (it ignores a llama file's), so the engine's dropped KV blocks meet the peer.
     gemma3_shape("test-gemma3-local", 64, 2, 4, 2, 32, 96, 1024, 16, 0),
+    phi3_shape("phi3-mini", 3072, 32, 32, 32, 8192, 4096, 0, 0, false),
+    phi3_shape("phi-4-mini", 3072, 32, 24, 8, 8192, 131072, 96, 4096, true),
+    // Phi-4-mini in small: partial RoPE (12 of 16), GQA, LongRoPE from 256 to 1024 positions (so
+    // a run of a few hundred tokens, llama.cpp's too, takes the long factors).
+    phi3_shape("test-phi3", 64, 2, 4, 2, 96, 1024, 12, 256, true),
 };
+
+// What gen-model writes for RoPE scaling: the keys' values, and Llama 3's divisors.
+struct RopePlan {
+  RopeScaling scaling;
+  std::vector<float> llama3_factors;  // rope_freqs.weight; empty: none
+};
+
+RopePlan plan_rope(const GeneratedShape& shape, const GeneratorOptions& options) {
+  RopePlan plan;
+  std::string type = options.rope_scaling;
+  if (type.empty()) type = shape.longrope_original_context > 0 ? "longrope" : "none";
+  TANDEM_CHECK_INPUT(std::isfinite(options.rope_factor) && options.rope_factor >= 0.0 && options.rope_factor < 1e6,
+                     "--rope-factor {} is out of range", options.rope_factor);
+  TANDEM_CHECK_INPUT(options.rope_original_context >= 0 && options.rope_original_context <= shape.context_length,
+                     "--rope-original-context {} is outside 1..{} (the context)", options.rope_original_context,
+                     shape.context_length);
+  const int64_t rope_dims = shape.rotary_dims(), pairs = rope_dims / 2;
+  const double factor = options.rope_factor > 0.0 ? options.rope_factor : 4.0;
+  int64_t original = options.rope_original_context;
+  if (original == 0)
+    original = type == "longrope" && shape.longrope_original_context > 0
+                   ? shape.longrope_original_context
+                   : std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(shape.context_length) / factor));
+  if (type == "llama3") {
+    plan.llama3_factors =
+        llama3_freq_factors(rope_dims, shape.rope_freq_base, factor, 1.0, 4.0, static_cast<double>(original));
+    return plan;
+  }
+  RopeScaling& s = plan.scaling;
+  s.type = parse_rope_scaling_type(type);
+  s.original_context = original;
+  if (s.type == RopeScalingType::Linear || s.type == RopeScalingType::Yarn) s.factor = factor;
+  if (s.type == RopeScalingType::LongRope) {
+    TANDEM_CHECK_INPUT(options.rope_factor == 0.0,
+                       "--rope-factor does not apply to longrope (its factor is the context over the original)");
+    s.factor = static_cast<double>(shape.context_length) / static_cast<double>(original);
+    s.attn_factor = longrope_magnitude(s.factor, original);
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double x = pairs > 1 ? static_cast<double>(i) / static_cast<double>(pairs - 1) : 0.0;
+      s.long_factors.push_back(static_cast<float>(1.0 + (std::max(1.0, s.factor) - 1.0) * x * x));
+      s.short_factors.push_back(static_cast<float>(1.0 + 0.1 * x));
+    }
+  }
+  s.validate(rope_dims);
+  return plan;
+}
 
 constexpr float kWeightStddev = 0.02f;
 
@@ -137,10 +204,12 @@ struct PlannedTensor {
   bool constant;               // norm weight: every element `value`, rather than random
   float value = 1.0f;
   float stddev = kWeightStddev;  // random tensors: N(0, stddev)
+  std::vector<float> values{};   // F32 tensors of given values (RoPE factors), when not empty
 };
 
 std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, bool q3_k_m,
-                                        int64_t vocab_size, float branch_scale, float output_scale) {
+                                        int64_t vocab_size, float branch_scale, float output_scale,
+                                        const RopePlan& rope) {
   if (q4_k_m) type = DType::Q4_K;
   if (q3_k_m) type = DType::Q3_K;
   const int64_t head_dim = shape.head_size();
@@ -152,16 +221,33 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   };
   if (!shape.tied_output)
     plan.push_back({"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false});
+  auto fixed = [&](const char* name, const std::vector<float>& values) {
+    if (!values.empty())
+      plan.push_back({name, DType::F32, {static_cast<int64_t>(values.size())}, true, 1.0f, kWeightStddev, values});
+  };
+  fixed("rope_freqs.weight", rope.llama3_factors);
+  fixed("rope_factors_long.weight", rope.scaling.long_factors);
+  fixed("rope_factors_short.weight", rope.scaling.short_factors);
   const bool qk_norm = shape.architecture == "qwen3" || shape.architecture == "gemma3";
   const bool gemma = shape.architecture == "gemma3";
+  // Phi-3 fuses Q, K, V into attn_qkv and gate, up into ffn_up (gate rows first).
+  const bool phi3 = shape.architecture == "phi3";
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
     auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool constant, float scale = 1.0f) {
       plan.push_back({prefix + name, dtype, std::move(dims), constant, 1.0f, kWeightStddev * scale});
     };
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
-    add("attn_q.weight", type, {q_width, shape.d_model}, false);
-    add("attn_k.weight", type, {kv_width, shape.d_model}, false);
+    if (phi3) {  // llama.cpp's Q4_K_M / Q3_K_M give attn_qkv Q5_K / Q4_K
+      add("attn_qkv.weight",
+          q4_k_m   ? DType::Q5_K
+          : q3_k_m ? DType::Q4_K
+                   : type,
+          {q_width + 2 * kv_width, shape.d_model}, false);
+    } else {
+      add("attn_q.weight", type, {q_width, shape.d_model}, false);
+      add("attn_k.weight", type, {kv_width, shape.d_model}, false);
+    }
     if (qk_norm) {  // all ones, like the other norms
       add("attn_q_norm.weight", DType::F32, {head_dim}, true);
       add("attn_k_norm.weight", DType::F32, {head_dim}, true);
@@ -174,17 +260,56 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
       ffn_down = layer < shape.n_layers / 16 ? DType::Q5_K : DType::Q4_K;
       attn_output = DType::Q4_K;
     }
-    add("attn_v.weight", attn_v, {kv_width, shape.d_model}, false);
+    if (!phi3) add("attn_v.weight", attn_v, {kv_width, shape.d_model}, false);
     add("attn_output.weight", attn_output, {shape.d_model, q_width}, false, branch_scale);
     if (gemma) add("post_attention_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
-    add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
-    add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
+    if (phi3) {
+      add("ffn_up.weight", type, {2 * shape.d_ff, shape.d_model}, false);
+    } else {
+      add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
+      add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
+    }
     add("ffn_down.weight", ffn_down, {shape.d_model, shape.d_ff}, false, branch_scale);
     if (gemma) add("post_ffw_norm.weight", DType::F32, {shape.d_model}, true);
   }
   for (PlannedTensor& tensor : plan) tensor.dtype = fitting_type(tensor.dtype, tensor.shape.back());
   return plan;
+}
+
+// A SentencePiece vocabulary without Phi-3's tokens gets them as llama.cpp's phi3 converter
+// writes them: ids 32000.. <|endoftext|>, <|assistant|>, ... (control, score -1000), then
+// [PAD<id>] up to 32064 (unused, score -10000). Returns the replaced tokenizer.ggml.* arrays;
+// none for any other vocabulary (a byte-level one, or one that has them).
+std::vector<std::pair<std::string, GgufValue>> phi3_vocabulary(const GgufFile& vocab) {
+  constexpr int64_t kPhi3VocabSize = 32064;
+  constexpr int32_t kControl = 3, kUnused = 5;
+  const std::array<const char*, 11> added = {
+      "<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>", "<|placeholder4|>",
+      "<|system|>",    "<|end|>",       "<|placeholder5|>", "<|placeholder6|>", "<|user|>"};
+  std::optional<std::vector<std::string>> tokens = vocab.get_string_array("tokenizer.ggml.tokens");
+  std::optional<std::vector<float>> scores = vocab.get_float_array("tokenizer.ggml.scores");
+  std::optional<std::vector<int64_t>> types = vocab.get_int_array("tokenizer.ggml.token_type");
+  if (vocab.get_string("tokenizer.ggml.model") != "llama" || !tokens || !scores || !types ||
+      static_cast<int64_t>(tokens->size()) + static_cast<int64_t>(added.size()) > kPhi3VocabSize ||
+      std::find(tokens->begin(), tokens->end(), added[0]) != tokens->end())
+    return {};
+  GgufArray token_values, score_values, type_values;
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    token_values.push_back(GgufValue::string((*tokens)[i]));
+    score_values.push_back(GgufValue::f32((*scores)[i]));
+    type_values.push_back(GgufValue::i32(static_cast<int32_t>((*types)[i])));
+  }
+  for (int64_t id = static_cast<int64_t>(tokens->size()); id < kPhi3VocabSize; ++id) {
+    const auto k = static_cast<size_t>(id - static_cast<int64_t>(tokens->size()));
+    const bool chat = k < added.size();
+    token_values.push_back(GgufValue::string(chat ? std::string(added[k]) : fmt::format("[PAD{}]", id)));
+    score_values.push_back(GgufValue::f32(chat ? -1000.0f : -10000.0f));
+    type_values.push_back(GgufValue::i32(chat ? kControl : kUnused));
+  }
+  return {{"tokenizer.ggml.tokens", GgufValue::array(GgufValueType::String, std::move(token_values))},
+          {"tokenizer.ggml.scores", GgufValue::array(GgufValueType::Float32, std::move(score_values))},
+          {"tokenizer.ggml.token_type", GgufValue::array(GgufValueType::Int32, std::move(type_values))}};
 }
 
 }  // namespace
@@ -225,7 +350,13 @@ void generate_random_gguf(const GeneratorOptions& options) {
   const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
   TANDEM_CHECK_INPUT(tokens.has_value() && !tokens->empty(),
                      "{}: no tokenizer.ggml.tokens array, so it cannot serve as a vocabulary", options.vocab_path);
-  const auto vocab_size = static_cast<int64_t>(tokens->size());
+  // Phi-3's vocabulary is Llama 2's SentencePiece one plus its chat tokens, padded to 32064;
+  // llama.cpp marks <|endoftext|> of any model named phi3 and fails without it.
+  const std::vector<std::pair<std::string, GgufValue>> phi3_tokens =
+      shape->architecture == "phi3" ? phi3_vocabulary(vocab) : std::vector<std::pair<std::string, GgufValue>>{};
+  int64_t vocab_size = static_cast<int64_t>(tokens->size());
+  for (const auto& [key, value] : phi3_tokens)
+    if (key == "tokenizer.ggml.tokens") vocab_size = static_cast<int64_t>(value.as_array()->size());
 
   GgufWriter writer;
   const int64_t head_dim = shape->head_size();
@@ -252,7 +383,9 @@ void generate_random_gguf(const GeneratorOptions& options) {
   }
   writer.set(arch + ".attention.layer_norm_rms_epsilon", GgufValue::f32(shape->rms_norm_eps));
   writer.set(arch + ".rope.freq_base", GgufValue::f32(shape->rope_freq_base));
-  writer.set(arch + ".rope.dimension_count", u32(head_dim));
+  writer.set(arch + ".rope.dimension_count", u32(shape->rotary_dims()));
+  const RopePlan rope = plan_rope(*shape, options);
+  write_gguf_rope_scaling(writer, arch + ".", rope.scaling);
   writer.set(arch + ".vocab_size", u32(vocab_size));
   if (shape->sliding_window > 0) writer.set(arch + ".attention.sliding_window", u32(shape->sliding_window));
   if (arch == "gemma3" && shape->sliding_window > 0) {
@@ -261,9 +394,10 @@ void generate_random_gguf(const GeneratorOptions& options) {
   }
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
+  for (const auto& [key, value] : phi3_tokens) writer.set(key, value);
 
   const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, options.q4_k_m, options.q3_k_m, vocab_size,
-                                                       options.branch_scale, options.output_scale);
+                                                       options.branch_scale, options.output_scale, rope);
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 
@@ -279,6 +413,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
           n_rows,
           [&](int64_t begin, int64_t end, int) {
             std::vector<float> row(static_cast<size_t>(row_length), tensor.value);
+            if (!tensor.values.empty()) row = tensor.values;
             for (int64_t r = begin; r < end; ++r) {
               if (!tensor.constant) {
                 SplitMix64 rng(mix64(tensor_seed + static_cast<uint64_t>(r)));

@@ -1,8 +1,9 @@
 // Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
 // test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; gemma3: gemma3-1b, test-gemma3,
-// test-gemma3-local), for benchmarks and tests
-// without downloading a model. The tokenizer is copied from a vocabulary GGUF. Output is a pure function of (shape,
-// type, vocabulary, seed).
+// test-gemma3-local; phi3: phi3-mini, phi-4-mini, test-phi3), for benchmarks and tests without
+// downloading a model, with any RoPE scaling on request. The tokenizer is copied from a
+// vocabulary GGUF (for phi3 shapes a SentencePiece one gets Phi-3's chat tokens, as Phi-3's own
+// has). Output is a pure function of (shape, type, vocabulary, seed, options).
 #pragma once
 
 #include <cstdint>
@@ -23,16 +24,21 @@ struct GeneratedShape {
   int64_t n_kv_heads = 0;
   int64_t d_ff = 0;
   int64_t context_length = 0;
-  std::string architecture = "llama";  // or "qwen3" (per-head Q/K norms, half-split RoPE)
+  std::string architecture = "llama";  // "qwen3" (per-head Q/K norms, half-split RoPE), "phi3" (fused
+                                       // attn_qkv and gate+up in ffn_up, half-split RoPE)
   int64_t head_dim = 0;                // 0: d_model / n_heads
+  int64_t rope_dims = 0;               // 0: the whole head (Phi-4-mini: 0.75 of it)
   float rope_freq_base = 10000.0f;
   float rms_norm_eps = 1e-5f;
   bool tied_output = false;    // no output.weight: the head reads token_embd
   int64_t sliding_window = 0;  // attention.sliding_window (0: none)
   // gemma3: attention.sliding_window_pattern, every this-many-th layer global (0: all local).
   int64_t sliding_window_pattern = 6;
+  // LongRoPE with this original context (Phi-4-mini: 4096 of 131072); 0: no scaling.
+  int64_t longrope_original_context = 0;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+  int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_size(); }
 };
 
 // The shapes gen-model knows; nullopt for an unknown name.
@@ -69,6 +75,13 @@ struct GeneratorOptions {
   // -8.4); a scale of ~16 makes them peaked, as a trained model's are. The argmax, and with it
   // greedy output, does not change with the scale: see bench/AGREEMENT.md.
   float output_scale = 1.0f;
+  // RoPE scaling written into the file: "" (the shape's own), none, linear, yarn, longrope or
+  // llama3 (rope_freqs.weight), with `rope_factor` (s; 0: 4) and `rope_original_context` (L; 0:
+  // the context / s). LongRoPE's s is the context / L, and its factors a fixed smooth curve: long
+  // ones from 1 (fastest pair) to s, short ones from 1 to 1.1.
+  std::string rope_scaling;
+  double rope_factor = 0.0;
+  int64_t rope_original_context = 0;
   std::string out_path;
   // Called after each tensor is produced: tensors done, tensors total, bytes done, bytes total.
   std::function<void(int64_t, int64_t, int64_t, int64_t)> progress;

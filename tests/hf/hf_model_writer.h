@@ -1,7 +1,8 @@
 // Test helper: small random models written as Hugging Face folders — config.json, safetensors
 // (one file, or shards plus model.safetensors.index.json) and a tiny tokenizer.json — in the
 // HF layout: Q/K rows for the half-split RoPE (element i pairs with i + head_dim/2); Qwen3's
-// per-head q_norm/k_norm and its own head_dim. Also the inverse of the loader's permutation, to
+// per-head q_norm/k_norm and its own head_dim; Phi-3's fused qkv_proj and gate_up_proj, any
+// rope_scaling object and partial_rotary_factor. Also the inverse of the loader's permutation, to
 // write a GGUF-layout model the HF way.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -28,15 +30,19 @@ struct Llama3Scaling {
 };
 
 struct HfModelSpec {
-  std::string model_type = "llama";  // llama, mistral, qwen2 (biases) or qwen3 (q/k norms)
+  std::string model_type = "llama";  // llama, mistral, qwen2 (biases), qwen3 (q/k norms), phi3 (fused)
   int64_t d_model = 48, n_layers = 2, n_heads = 4, n_kv_heads = 2, d_ff = 40, vocab_size = 67, context_length = 64;
   bool tied = false;
   DType dtype = DType::F32;  // F32, F16 or BF16, every tensor
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   std::optional<Llama3Scaling> rope_scaling;
-  int n_shards = 1;        // > 1: model-0000N-of-0000M.safetensors + index
-  bool unaligned = false;  // header not padded, so tensor data is misaligned in the map
+  // Written as config.json's rope_scaling when not null (linear, yarn, longrope, ...).
+  nlohmann::ordered_json rope_scaling_json;
+  double partial_rotary_factor = 0.0;            // > 0: written (rotary dims = head_dim x this)
+  int64_t original_max_position_embeddings = 0;  // > 0: written at the top level (Phi-3)
+  int n_shards = 1;                              // > 1: model-0000N-of-0000M.safetensors + index
+  bool unaligned = false;                        // header not padded, so tensor data is misaligned in the map
   uint32_t seed = 7;
   int64_t head_size = 0;  // > 0: config.json head_dim (Qwen3), else hidden_size / heads
 
@@ -202,6 +208,7 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
                                    {"architectures",
                                     {s.model_type == "qwen2"   ? "Qwen2ForCausalLM"
                                      : s.model_type == "qwen3" ? "Qwen3ForCausalLM"
+                                     : s.model_type == "phi3"  ? "Phi3ForCausalLM"
                                                                : "LlamaForCausalLM"}},
                                    {"hidden_size", s.d_model},
                                    {"num_hidden_layers", s.n_layers},
@@ -223,10 +230,20 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
                               {"low_freq_factor", s.rope_scaling->low_freq_factor},
                               {"high_freq_factor", s.rope_scaling->high_freq_factor},
                               {"original_max_position_embeddings", s.rope_scaling->original_context}};
+  if (!s.rope_scaling_json.is_null()) config["rope_scaling"] = s.rope_scaling_json;
+  if (s.partial_rotary_factor > 0.0) config["partial_rotary_factor"] = s.partial_rotary_factor;
+  if (s.original_max_position_embeddings > 0)
+    config["original_max_position_embeddings"] = s.original_max_position_embeddings;
   write_text(dir + "/config.json", config.dump(2));
   write_text(dir + "/tokenizer.json", tiny_tokenizer_json());
 
   std::vector<NamedTensor> tensors;
+  std::deque<std::vector<float>> joined;  // Phi-3's fused tensors, alive until written
+  auto join = [&](std::initializer_list<const RandomMatrix*> parts) -> const std::vector<float>& {
+    std::vector<float>& out = joined.emplace_back();
+    for (const RandomMatrix* part : parts) out.insert(out.end(), part->values.begin(), part->values.end());
+    return out;
+  };
   auto mat = [&](const std::string& name, const RandomMatrix& m) {
     tensors.push_back({name, {m.rows, m.cols}, &m.values});
   };
@@ -238,9 +255,15 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
     const HfLayer& layer = w.layers[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     vec(p + "input_layernorm.weight", layer.attn_norm);
-    mat(p + "self_attn.q_proj.weight", layer.wq);
-    mat(p + "self_attn.k_proj.weight", layer.wk);
-    mat(p + "self_attn.v_proj.weight", layer.wv);
+    if (s.model_type == "phi3") {  // rows: Q, then K, then V
+      tensors.push_back({p + "self_attn.qkv_proj.weight",
+                         {layer.wq.rows + layer.wk.rows + layer.wv.rows, layer.wq.cols},
+                         &join({&layer.wq, &layer.wk, &layer.wv})});
+    } else {
+      mat(p + "self_attn.q_proj.weight", layer.wq);
+      mat(p + "self_attn.k_proj.weight", layer.wk);
+      mat(p + "self_attn.v_proj.weight", layer.wv);
+    }
     mat(p + "self_attn.o_proj.weight", layer.wo);
     if (!layer.bq.empty()) {
       vec(p + "self_attn.q_proj.bias", layer.bq);
@@ -252,8 +275,14 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
       vec(p + "self_attn.k_norm.weight", layer.k_norm);
     }
     vec(p + "post_attention_layernorm.weight", layer.ffn_norm);
-    mat(p + "mlp.gate_proj.weight", layer.w_gate);
-    mat(p + "mlp.up_proj.weight", layer.w_up);
+    if (s.model_type == "phi3") {  // rows: gate, then up
+      tensors.push_back({p + "mlp.gate_up_proj.weight",
+                         {2 * layer.w_gate.rows, layer.w_gate.cols},
+                         &join({&layer.w_gate, &layer.w_up})});
+    } else {
+      mat(p + "mlp.gate_proj.weight", layer.w_gate);
+      mat(p + "mlp.up_proj.weight", layer.w_up);
+    }
     mat(p + "mlp.down_proj.weight", layer.w_down);
   }
   vec("model.norm.weight", w.norm);

@@ -67,7 +67,7 @@ DraftModel::DraftModel(std::shared_ptr<const Model> model, int64_t context_lengt
       blocks_(max_seqs * ((context_length_ + block_size - 1) / block_size), block_size),
       cache_(model_->config.kv_shape(), blocks_.n_blocks(), block_size,
              draft_kv_types(model_->config.kv_shape(), kv_types)),
-      forward_(model_, max_batch_tokens_, pool) {
+      forward_(model_, max_batch_tokens_, pool, context_length_) {
   rows_.reserve(static_cast<size_t>(max_seqs));
   fed_.reserve(static_cast<size_t>(max_seqs));
 }
