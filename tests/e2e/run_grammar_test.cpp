@@ -46,7 +46,8 @@ TEST(RunGrammar, GbnfGrammarAndUnconstrainedDiffer) {
   TANDEM_REQUIRE_SHARED(kModel);
   const CommandResult word = run_tandem(run_model("-n 20 -s 4 --grammar " + shell_quote(R"(root ::= "yes" | "no")")));
   ASSERT_EQ(word.exit_code, 0) << word.err;
-  EXPECT_TRUE(word.out == std::string(kPrompt) + "yes" || word.out == std::string(kPrompt) + "no") << word.out;
+  // run ends its text with a newline.
+  EXPECT_TRUE(word.out == std::string(kPrompt) + "yes\n" || word.out == std::string(kPrompt) + "no\n") << word.out;
   const CommandResult free_text = run_tandem(run_model("-n 20 -s 4"));
   ASSERT_EQ(free_text.exit_code, 0) << free_text.err;
   EXPECT_NE(free_text.out, word.out);
