@@ -18,7 +18,8 @@ std::vector<int32_t> ids_of(const RequestJson& array, int64_t vocab_size, const 
     if (!id.is_number_integer()) bad(fmt::format("'{}' must hold integer token ids, not {}", where, shown(id)));
     const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() < static_cast<uint64_t>(vocab_size)
                                                   : id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size;
-    if (!in_range) bad(fmt::format("'{}': token id {} is outside the vocabulary (0..{})", where, shown(id), vocab_size - 1));
+    if (!in_range)
+      bad(fmt::format("'{}': token id {} is outside the vocabulary (0..{})", where, shown(id), vocab_size - 1));
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   return ids;
@@ -33,8 +34,7 @@ std::string base64_of(const std::vector<float>& values) {
   for (size_t i = 0; i < bytes.size(); i += 3) {
     const size_t n = std::min<size_t>(3, bytes.size() - i);
     uint32_t triple = 0;
-    for (size_t k = 0; k < 3; ++k)
-      triple = (triple << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 3; ++k) triple = (triple << 8) | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
     for (size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(triple >> (18 - 6 * k)) & 63] : '=';
   }
   return out;

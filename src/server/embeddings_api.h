@@ -18,7 +18,7 @@
 namespace tandem::server {
 
 struct EmbeddingsRequest {
-  std::string model;                        // empty: not given
+  std::string model;                         // empty: not given
   std::vector<std::vector<int32_t>> inputs;  // tokenized (BOS as the vocabulary adds it to prompts)
   bool base64 = false;
 };

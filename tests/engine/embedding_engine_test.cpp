@@ -62,8 +62,7 @@ std::vector<std::vector<double>> reference_rows(const std::vector<int32_t>& prom
   });
   Batch batch;
   const int32_t seq = batch.add_sequence(cache.whole_pool_blocks());
-  for (size_t t = 0; t < prompt.size(); ++t)
-    batch.add(prompt[t], static_cast<int32_t>(t), seq, t + 1 == prompt.size());
+  for (size_t t = 0; t < prompt.size(); ++t) batch.add(prompt[t], static_cast<int32_t>(t), seq, t + 1 == prompt.size());
   forward.run(batch, cache);
   return rows;
 }

@@ -15,26 +15,21 @@
 #include "base/error.h"
 #include "model/attention_window.h"
 #include "model/forward.h"
+#include "model/forward_steps.h"
 #include "model/windowed_reference.h"
 #include "support/random_model.h"
 
 namespace tandem {
 namespace {
 
+using test_reference::random_tokens;
 using test_reference::reference_logits;
+using test_reference::run_in_steps;
 using test_reference::Variant;
 using test_reference::worst_relative_error;
 using test_support::RandomModelSpec;
 using test_support::RandomWeights;
 using test_support::TempDir;
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> tokens(static_cast<size_t>(n));
-  for (int32_t& token : tokens) token = id(rng);
-  return tokens;
-}
 
 // 4 layers, every 2nd global; heads of 20 over d_model 48 (not 16), GQA, tied head, window 6.
 RandomModelSpec gemma3_spec() {
@@ -44,23 +39,6 @@ RandomModelSpec gemma3_spec() {
   spec.rope_freq_base = 1000000.0f, spec.rope_freq_base_local = 10000.0f, spec.rms_norm_eps = 1e-6f;
   spec.final_logit_softcap = 3.0f, spec.context_length = 128, spec.seed = 101;
   return spec;
-}
-
-std::vector<float> run_in_steps(Forward& forward, const std::vector<int32_t>& tokens, int64_t step) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  KvCache cache(forward.model().config.kv_shape(), 16, 4);
-  const std::vector<int32_t> blocks = {5, 2, 7, 0, 3, 6, 1, 4, 13, 9, 11, 8, 15, 10, 14, 12};
-  std::vector<float> logits;
-  Batch batch;
-  for (int64_t begin = 0; begin < n; begin += step) {
-    batch.clear();
-    const int32_t seq = batch.add_sequence(blocks);
-    for (int64_t p = begin; p < std::min(n, begin + step); ++p)
-      batch.add(tokens[static_cast<size_t>(p)], static_cast<int32_t>(p), seq, true);
-    const std::span<const float> out = forward.run(batch, cache);
-    logits.insert(logits.end(), out.begin(), out.end());
-  }
-  return logits;
 }
 
 class Gemma3ForwardTest : public ::testing::Test {

@@ -16,13 +16,16 @@
 #include "base/error.h"
 #include "kv/block_manager.h"
 #include "model/forward.h"
+#include "model/forward_steps.h"
 #include "model/windowed_reference.h"
 #include "support/random_model.h"
 
 namespace tandem {
 namespace {
 
+using test_reference::random_tokens;
 using test_reference::reference_logits;
+using test_reference::run_in_steps;
 using test_reference::worst_relative_error;
 using test_support::RandomModelSpec;
 using test_support::RandomWeights;
@@ -30,41 +33,11 @@ using test_support::TempDir;
 
 constexpr int32_t kBlockSize = 4;
 
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> tokens(static_cast<size_t>(n));
-  for (int32_t& token : tokens) token = id(rng);
-  return tokens;
-}
-
 RandomModelSpec sliding_spec() {
   RandomModelSpec spec;  // 4 heads of 12, 2 KV heads, window 7 (not a multiple of the block size)
   spec.d_model = 48, spec.n_heads = 4, spec.n_kv_heads = 2, spec.n_layers = 2;
   spec.sliding_window = 7, spec.context_length = 128, spec.seed = 61;
   return spec;
-}
-
-// Feeds `tokens` as one sequence in batches of `step` tokens over a pool that keeps every
-// position (scrambled blocks), every row asking for logits; returns [n_tokens, vocab_size].
-std::vector<float> run_in_steps(Forward& forward, const std::vector<int32_t>& tokens, int64_t step) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t n_blocks = (n + kBlockSize - 1) / kBlockSize;
-  KvCache cache(forward.model().config.kv_shape(), n_blocks, kBlockSize);
-  std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
-  for (int64_t b = 0; b < n_blocks; ++b) blocks[static_cast<size_t>(b)] = static_cast<int32_t>(b);
-  std::shuffle(blocks.begin(), blocks.end(), std::mt19937(5));
-  std::vector<float> logits;
-  Batch batch;
-  for (int64_t begin = 0; begin < n; begin += step) {
-    batch.clear();
-    const int32_t seq = batch.add_sequence(blocks);
-    for (int64_t p = begin; p < std::min(n, begin + step); ++p)
-      batch.add(tokens[static_cast<size_t>(p)], static_cast<int32_t>(p), seq, true);
-    const std::span<const float> out = forward.run(batch, cache);
-    logits.insert(logits.end(), out.begin(), out.end());
-  }
-  return logits;
 }
 
 class SlidingWindowForwardTest : public ::testing::Test {

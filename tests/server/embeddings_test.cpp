@@ -45,7 +45,8 @@ TEST(EmbeddingsApi, InputShapesAndRefusals) {
   EXPECT_EQ(one.inputs[0], tokenizer.encode("I see", tokenizer.vocab().add_bos));
   EXPECT_FALSE(one.base64);
   const auto many = server::parse_embeddings_request(
-      R"({"input": ["a", [1, 2, 3]], "model": "m", "encoding_format": "base64", "dimensions": 64})", tokenizer, 64, 128, 4);
+      R"({"input": ["a", [1, 2, 3]], "model": "m", "encoding_format": "base64", "dimensions": 64})", tokenizer, 64, 128,
+      4);
   ASSERT_EQ(many.inputs.size(), 2u);
   EXPECT_EQ(many.inputs[1], (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(many.model, "m");

@@ -39,8 +39,8 @@ struct PreparedEmbeddings {
 PreparedEmbeddings prepare(const ServerState& state, const Engine& engine, const std::string& body) {
   PreparedEmbeddings prepared;
   try {
-    prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model().config.d_model, engine.context_length(),
-                                                kMaxInputs);
+    prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model().config.d_model,
+                                                engine.context_length(), kMaxInputs);
     check_model_name(state.model_names, prepared.request.model);
   } catch (const ApiError& e) {
     prepared.error_status = e.status;
@@ -81,11 +81,11 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
     if (!shutting_down) counters.metrics.count(TransportEvent::Shed);
     HttpResponse response = error_response(
         version, 503,
-        shutting_down ? "the server is shutting down"
-                      : fmt::format("the server is busy: {} requests are running or waiting and this one brings {} "
-                                    "inputs (--parallel {} + --max-queue {}); retry later",
-                                    counters.in_engine.load(), n_inputs, engine->config().max_seqs,
-                                    state_.config.max_queue),
+        shutting_down
+            ? "the server is shutting down"
+            : fmt::format("the server is busy: {} requests are running or waiting and this one brings {} "
+                          "inputs (--parallel {} + --max-queue {}); retry later",
+                          counters.in_engine.load(), n_inputs, engine->config().max_seqs, state_.config.max_queue),
         "server_error", keep_alive && !shutting_down);
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));
@@ -157,8 +157,8 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   if (!refusal.empty())
     co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
   if (cancelled) {
-    HttpResponse response = error_response(version, 503, "the server is shutting down; the request was cancelled",
-                                           "server_error", false);
+    HttpResponse response =
+        error_response(version, 503, "the server is shutting down; the request was cancelled", "server_error", false);
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));
   }

@@ -40,7 +40,7 @@ struct ServerConfig {
   // --chat-template-kwargs: template variables every chat request gets (an object, or null);
   // a request's chat_template_kwargs override them key by key.
   nlohmann::ordered_json chat_template_kwargs = nullptr;
-  Pooling pooling = Pooling::Mean;         // --pooling: how /v1/embeddings pools a prompt's hidden states
+  Pooling pooling = Pooling::Mean;  // --pooling: how /v1/embeddings pools a prompt's hidden states
 };
 
 // The model as the API names it.
