@@ -18,6 +18,8 @@ enum class LineStatus { Line, Interrupted, EndOfInput };
 LineStatus read_line(std::string& line) {
   line.clear();
   for (;;) {
+    // A Ctrl-C that came before read() blocked interrupts no read: it would wait for a key.
+    if (take_interrupt()) return LineStatus::Interrupted;
     char c = 0;
     const ssize_t n = ::read(STDIN_FILENO, &c, 1);
     if (n == 1) {
