@@ -365,13 +365,16 @@ void Engine::pool_rows(Sequence& sequence, int64_t first_position, std::span<con
   const auto n_rows = static_cast<int64_t>(residual_rows.size()) / d;
   const int64_t n_prompt = static_cast<int64_t>(sequence.request.prompt.size());
   const RmsnormFn rmsnorm = kernel_table().rmsnorm;  // the forward pass's own final norm
+  const bool last_only = sequence.request.params.pooling == Pooling::Last;
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t position = first_position + r;
     // Recomputed after a preemption (already in the sum), or not a prompt position.
     if (position < sequence.pooled_positions || position >= n_prompt) continue;
+    // Last pooling normalises only the position it keeps.
+    if (last_only && position != n_prompt - 1) continue;
     // A Mean request never reuses cached rows (Scheduler::admit), so it sees every position;
     // a Last request may start past a cached prefix.
-    TANDEM_ASSERT(position == sequence.pooled_positions || sequence.request.params.pooling == Pooling::Last);
+    TANDEM_ASSERT(position == sequence.pooled_positions || last_only);
     rmsnorm(residual_rows.data() + r * d, model_->weights.output_norm.f32(), d, c.rms_norm_eps,
             sequence.normed_row.data());
     if (sequence.request.params.pooling == Pooling::Mean) {

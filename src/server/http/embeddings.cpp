@@ -17,6 +17,7 @@
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
 #include "server/model_names.h"
+#include "server/refusal.h"
 
 namespace tandem::server {
 
@@ -32,8 +33,7 @@ constexpr int64_t kMaxInputs = 2048;
 
 struct PreparedEmbeddings {
   EmbeddingsRequest request;
-  int error_status = 0;  // non-zero: refuse with this status
-  std::string error_type, error_message;
+  Refusal refusal;
 };
 
 PreparedEmbeddings prepare(const ServerState& state, const Engine& engine, const std::string& body) {
@@ -42,19 +42,10 @@ PreparedEmbeddings prepare(const ServerState& state, const Engine& engine, const
     prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model().config.d_model,
                                                 engine.context_length(), kMaxInputs);
     check_model_name(state.model_names, prepared.request.model);
-  } catch (const ApiError& e) {
-    prepared.error_status = e.status;
-    prepared.error_type = e.type;
-    prepared.error_message = e.what();
-  } catch (const InputError& e) {
-    prepared.error_status = 400;
-    prepared.error_type = "invalid_request_error";
-    prepared.error_message = e.what();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tandem serve: internal error preparing an embeddings request: %s\n", e.what());
-    prepared.error_status = 500;
-    prepared.error_type = "server_error";
-    prepared.error_message = "internal error";
+  } catch (...) {
+    prepared.refusal = refusal_for_current_exception();
+    if (!prepared.refusal.internal_detail.empty())
+      log_line(state, "internal error preparing an embeddings request: " + prepared.refusal.internal_detail, "error");
   }
   return prepared;
 }
@@ -68,9 +59,9 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   const PreparedEmbeddings prepared = co_await asio::co_spawn(
       state_.work, [&]() -> asio::awaitable<PreparedEmbeddings> { co_return prepare(state_, *engine, request.body()); },
       asio::use_awaitable);
-  if (prepared.error_status != 0)
+  if (prepared.refusal.refused())
     co_return co_await send(
-        error_response(version, prepared.error_status, prepared.error_message, prepared.error_type, keep_alive));
+        error_response(version, prepared.refusal.status, prepared.refusal.message, prepared.refusal.type, keep_alive));
 
   const std::vector<std::vector<int32_t>>& inputs = prepared.request.inputs;
   const auto n_inputs = static_cast<int64_t>(inputs.size());

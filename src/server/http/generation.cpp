@@ -24,6 +24,7 @@
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
 #include "server/model_names.h"
+#include "server/refusal.h"
 
 namespace tandem::server {
 
@@ -41,15 +42,8 @@ struct PreparedRequest {
   ApiRequest api;
   std::vector<int32_t> prompt;
   std::string echo_text;  // completions with echo: the prompt as text, leading each choice
-  int error_status = 0;   // non-zero: refuse with this status
-  std::string error_type, error_message;
+  Refusal refusal;
 };
-
-// A line of the server's log, in --log-format.
-void log_line(const ServerState& state, const std::string& message, std::string_view level) {
-  const std::string line = log_message_line(level, message, state.config.log_format);
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
 
 PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint endpoint, const std::string& body) {
   PreparedRequest prepared;
@@ -85,20 +79,10 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
       prepared.prompt = tokenizer.encode(api.prompt, bos);
     }
     if (api.echo) prepared.echo_text = api.prompt_ids.empty() ? api.prompt : tokenizer.decode(api.prompt_ids);
-  } catch (const ApiError& e) {
-    prepared.error_status = e.status;
-    prepared.error_type = e.type;
-    prepared.error_message = e.what();
-  } catch (const InputError& e) {
-    prepared.error_status = 400;
-    prepared.error_type = "invalid_request_error";
-    prepared.error_message = e.what();
-  } catch (const std::exception& e) {
-    // A bug, not the client's fault: say so without internals, keep them in the log.
-    log_line(state, std::string("internal error preparing a request: ") + e.what(), "error");
-    prepared.error_status = 500;
-    prepared.error_type = "server_error";
-    prepared.error_message = "internal error";
+  } catch (...) {
+    prepared.refusal = refusal_for_current_exception();
+    if (!prepared.refusal.internal_detail.empty())
+      log_line(state, "internal error preparing a request: " + prepared.refusal.internal_detail, "error");
   }
   return prepared;
 }
@@ -136,9 +120,9 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       state_.work,
       [&]() -> asio::awaitable<PreparedRequest> { co_return prepare(state_, *engine, endpoint, request.body()); },
       asio::use_awaitable);
-  if (prepared.error_status != 0)
+  if (prepared.refusal.refused())
     co_return co_await send(
-        error_response(version, prepared.error_status, prepared.error_message, prepared.error_type, keep_alive));
+        error_response(version, prepared.refusal.status, prepared.refusal.message, prepared.refusal.type, keep_alive));
 
   ServingCounters& counters = *state_.counters;
   const int64_t capacity = engine->config().max_seqs + state_.config.max_queue;

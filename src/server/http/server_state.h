@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "engine/engine.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
+#include "server/request_log.h"
 
 namespace tandem::server {
 
@@ -58,5 +61,11 @@ struct ServerState {
   // that answers /health and moves every stream.
   boost::asio::thread_pool work{2};
 };
+
+// A line of the server's log (stderr), in --log-format.
+inline void log_line(const ServerState& state, const std::string& message, std::string_view level) {
+  const std::string line = log_message_line(level, message, state.config.log_format);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
 
 }  // namespace tandem::server

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "server/http/session.h"
+#include "server/refusal.h"
 #include "server/tokenize_api.h"
 
 namespace tandem::server {
@@ -20,8 +21,7 @@ namespace {
 // A body, or why there is none.
 struct UtilityAnswer {
   nlohmann::json body;
-  int error_status = 0;  // non-zero: refuse with this status
-  std::string error_type, error_message;
+  Refusal refusal;
 };
 
 UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, const Engine& engine,
@@ -35,20 +35,10 @@ UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, con
         answer.body = apply_template_json(body, state.chat_renderer, state.config.chat_template_kwargs);
         break;
     }
-  } catch (const ApiError& e) {
-    answer.error_status = e.status;
-    answer.error_type = e.type;
-    answer.error_message = e.what();
-  } catch (const InputError& e) {
-    answer.error_status = 400;
-    answer.error_type = "invalid_request_error";
-    answer.error_message = e.what();
-  } catch (const std::exception& e) {
-    // A bug, not the client's fault: say so without internals, keep them in the log.
-    std::fprintf(stderr, "tandem serve: internal error answering a text utility request: %s\n", e.what());
-    answer.error_status = 500;
-    answer.error_type = "server_error";
-    answer.error_message = "internal error";
+  } catch (...) {
+    answer.refusal = refusal_for_current_exception();
+    if (!answer.refusal.internal_detail.empty())
+      log_line(state, "internal error answering a text utility request: " + answer.refusal.internal_detail, "error");
   }
   return answer;
 }
@@ -63,9 +53,9 @@ asio::awaitable<bool> Session::serve_text_utility(TextUtility utility, HttpReque
       state_.work,
       [&]() -> asio::awaitable<UtilityAnswer> { co_return answer(utility, state_, *engine, request.body()); },
       asio::use_awaitable);
-  if (result.error_status != 0)
+  if (result.refusal.refused())
     co_return co_await send(
-        error_response(version, result.error_status, result.error_message, result.error_type, keep_alive));
+        error_response(version, result.refusal.status, result.refusal.message, result.refusal.type, keep_alive));
   co_return co_await send(json_response(version, result.body, keep_alive));
 }
 

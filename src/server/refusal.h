@@ -1,0 +1,25 @@
+// Refusal: why a request is answered with an error instead of a body — the HTTP status,
+// OpenAI's error type and the message — decided from the exception that stopped its
+// preparation. The endpoints prepare requests off the I/O thread and refuse them alike.
+#pragma once
+
+#include <string>
+
+namespace tandem::server {
+
+struct Refusal {
+  int status = 0;  // 0: no refusal
+  std::string type;
+  std::string message;  // sent to the client
+  // A bug rather than the client's fault (status 500): the exception's text, for the server's
+  // log only; the client reads "internal error".
+  std::string internal_detail;
+
+  bool refused() const { return status != 0; }
+};
+
+// Call only inside a catch block. ApiError keeps its status and type; InputError (the
+// client's data was bad) is a 400 invalid_request_error; anything else is a 500.
+Refusal refusal_for_current_exception();
+
+}  // namespace tandem::server
