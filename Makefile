@@ -31,9 +31,14 @@ test: setup build
 bench: setup build
 	@if [ -x bench/run ]; then bench/run; else echo "make bench: no benchmarks yet"; fi
 
+# The sanitizer builds carry line tables only (-g1: file:line in every report, at a fraction
+# of full debug info's compile time) and leave out the benchmark programs.
+SANITIZER_BUILD_ARGS = -DTANDEM_BENCHMARKS=OFF
+
 # AddressSanitizer + UBSan build of everything, tests run under it.
 asan: setup
-	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTANDEM_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DTANDEM_SANITIZE=ON \
+	  $(SANITIZER_BUILD_ARGS) $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
 
@@ -43,7 +48,8 @@ asan: setup
 # suppression is there.
 TSAN_TESTS = test_base test_engine test_kv test_server
 tsan: setup
-	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_TSAN=ON $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+	  -DTANDEM_TSAN=ON $(SANITIZER_BUILD_ARGS) $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target tandem $(TSAN_TESTS)
 	cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1 $(TSAN_OPTIONS)" \
 	  ctest --output-on-failure -j $(JOBS) -L '^(base|engine|kv|server)$$' -LE '^(levels|slow)$$'

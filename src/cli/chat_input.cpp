@@ -18,8 +18,9 @@ enum class LineStatus { Line, Interrupted, EndOfInput };
 LineStatus read_line(std::string& line) {
   line.clear();
   for (;;) {
-    // A Ctrl-C that came before read() blocked interrupts no read: it would wait for a key.
-    if (take_interrupt()) return LineStatus::Interrupted;
+    // Waiting in ppoll rather than read(): a Ctrl-C just before read() blocked would interrupt
+    // nothing and wait for the next key.
+    if (!wait_readable_or_interrupt(STDIN_FILENO)) return LineStatus::Interrupted;
     char c = 0;
     const ssize_t n = ::read(STDIN_FILENO, &c, 1);
     if (n == 1) {

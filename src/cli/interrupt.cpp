@@ -2,8 +2,11 @@
 // which is all a signal handler may safely do here.
 #include "cli/interrupt.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+
+#include <cerrno>
 
 #include <atomic>
 
@@ -37,5 +40,30 @@ void receive_interrupts_here() {
 }
 
 bool take_interrupt() { return interrupted.exchange(false); }
+
+bool wait_readable_or_interrupt(int fd) {
+  sigset_t sigint;
+  sigemptyset(&sigint);
+  sigaddset(&sigint, SIGINT);
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &sigint, &previous);
+  bool readable = false;
+  for (;;) {
+    if (take_interrupt()) break;
+    pollfd target{.fd = fd, .events = POLLIN, .revents = 0};
+    // Waits with the caller's mask (SIGINT unblocked): a pending Ctrl-C is delivered at once.
+    const int ready = ppoll(&target, 1, nullptr, &previous);
+    if (ready > 0) {
+      readable = true;
+      break;
+    }
+    if (ready < 0 && errno != EINTR) {
+      readable = true;  // let the read report the error
+      break;
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return readable;
+}
 
 }  // namespace tandem::cli

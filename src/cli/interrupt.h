@@ -15,4 +15,10 @@ void receive_interrupts_here();
 // Whether SIGINT arrived since the last call; clears the flag.
 bool take_interrupt();
 
+// Waits until `fd` can be read without blocking (data, end of file or an error to report) or a
+// Ctrl-C comes, whichever is first; true when readable. A Ctrl-C that came before the call, or
+// arrives while it checks the flag, is taken too: SIGINT stays blocked from the check until
+// ppoll unblocks it atomically for the wait, so no signal falls between the two.
+bool wait_readable_or_interrupt(int fd);
+
 }  // namespace tandem::cli
