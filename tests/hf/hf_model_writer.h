@@ -158,8 +158,8 @@ inline HfWeights hf_weights_from_gguf_layout(const RandomWeights& g, const HfMod
   w.lm_head = g.output;
   w.norm = g.output_norm;
   for (const RandomLayer& gl : g.layers) {
-    HfLayer layer{gl.attn_norm, gl.ffn_norm, {}, {}, {}, gl.wq, gl.wk, gl.wv, gl.wo, gl.w_gate, gl.w_up, gl.w_down,
-                  {},           {},          {}, {}, {}, {}};
+    HfLayer layer{gl.attn_norm, gl.ffn_norm, {},        {}, {}, gl.wq, gl.wk, gl.wv, gl.wo,
+                  gl.w_gate,    gl.w_up,     gl.w_down, {}, {}, {},    {},    {},    {}};
     layer.q_norm = gl.q_norm, layer.k_norm = gl.k_norm;
     layer.router = gl.router;
     layer.expert_gate = gl.expert_gate, layer.expert_up = gl.expert_up, layer.expert_down = gl.expert_down;
