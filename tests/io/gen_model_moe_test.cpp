@@ -79,7 +79,8 @@ TEST(GenModel, MoeTestShapesWriteLlamaCppsExpertTensors) {
         EXPECT_EQ(info->view.shape_string(), fmt::format("[4, {}, 64]", c.width)) << name;
         EXPECT_EQ(info->view.dtype, DType::Q4_0) << name;
       }
-      EXPECT_EQ(file.find_tensor("blk.0.ffn_down_exps.weight")->view.shape_string(), fmt::format("[4, 64, {}]", c.width));
+      EXPECT_EQ(file.find_tensor("blk.0.ffn_down_exps.weight")->view.shape_string(),
+                fmt::format("[4, 64, {}]", c.width));
       EXPECT_EQ(file.find_tensor("blk.0.ffn_gate.weight"), nullptr);
       EXPECT_EQ(file.find_tensor("blk.0.ffn_down.weight"), nullptr);
     }

@@ -19,6 +19,7 @@
 #include "model/forward.h"
 #include "model/forward_steps.h"
 #include "model/moe_router.h"
+#include "profile/profiler.h"
 #include "support/random_model.h"
 
 namespace tandem {
@@ -340,6 +341,48 @@ TEST_F(MoeForwardTest, BatchInvariance) {
       EXPECT_EQ(std::memcmp(alone.data(), mixed.data(), alone.size() * sizeof(float)), 0)
           << c.name << ": sequence A's logits changed with its batch";
     }
+  }
+}
+
+// Decode reads only the chosen experts: per decode step and layer, n_used gate/up/down matmuls
+// of one expert's bytes each (the profiler's count and bytes from shapes); a prefill runs each
+// expert some token chose once (at most n_experts).
+TEST_F(MoeForwardTest, DecodeReadsOnlyTheChosenExperts) {
+  const MoeCase c = cases()[2];  // Mixtral-style Q8_0: 4 experts, 2 used
+  RandomWeights weights;
+  const auto model = load(c, weights);
+  Forward forward(model, 32, pool_);
+  Profiler profiler;
+  forward.set_profiler(&profiler);
+  const std::vector<int32_t> tokens = random_tokens(26, c.spec.vocab_size, 73);
+  KvCache cache(model->config.kv_shape(), 8, 4);
+  const std::vector<int32_t> blocks = {5, 2, 7, 0, 3, 6, 1, 4};
+  Batch batch;
+  batch.add_sequence(blocks);
+  for (int32_t p = 0; p < 20; ++p) batch.add(tokens[p], p, 0, p == 19);
+  forward.run(batch, cache);
+  for (int32_t p = 20; p < 26; ++p) {
+    batch.clear();
+    batch.add_sequence(blocks);
+    batch.add(tokens[p], p, 0, true);
+    forward.run(batch, cache);
+  }
+  const Profiler::Snapshot snapshot = profiler.snapshot();
+  auto site = [&](Phase phase, OpRole role, int32_t layer) -> const SiteStats& {
+    return snapshot.sites[static_cast<size_t>(phase)][static_cast<size_t>(Profiler::site_index(role, layer))];
+  };
+  const int64_t used = c.spec.n_experts_used, steps = 6;
+  for (int32_t layer = 0; layer < c.spec.n_layers; ++layer) {
+    const LayerWeights& w = model->weights.layers[static_cast<size_t>(layer)];
+    for (OpRole role : {OpRole::Gate, OpRole::Up, OpRole::Down}) {
+      EXPECT_EQ(site(Phase::Decode, role, layer).calls, steps * used) << op_role_name(role) << " layer " << layer;
+      EXPECT_GE(site(Phase::Prefill, role, layer).calls, 1);
+      EXPECT_LE(site(Phase::Prefill, role, layer).calls, c.spec.n_experts);
+    }
+    // Weight bytes of one expert per call (the token's activations add the rest).
+    EXPECT_GE(site(Phase::Decode, OpRole::Gate, layer).bytes, steps * used * w.expert_gate[0].n_bytes());
+    EXPECT_LT(site(Phase::Decode, OpRole::Gate, layer).bytes, steps * (used + 1) * w.expert_gate[0].n_bytes());
+    EXPECT_GT(site(Phase::Decode, OpRole::Router, layer).calls, 0);
   }
 }
 
