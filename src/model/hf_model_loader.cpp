@@ -65,11 +65,12 @@ class HfModelBuilder {
 
   void read_config() {
     const std::string type = string_or("model_type", "");
-    TANDEM_CHECK_INPUT(type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen3" ||
-                           type == "qwen3_moe" || type == "gemma3_text" || type == "phi3",
-                       "config.json model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-                       "gemma3_text, phi3)",
-                       type);
+    TANDEM_CHECK_INPUT(
+        type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen3" ||
+            type == "qwen3_moe" || type == "gemma3_text" || type == "phi3",
+        "config.json model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
+        "gemma3_text, phi3)",
+        type);
     ModelConfig& c = model_.config;
     // Mistral and Mixtral: a Llama layout (Mixtral with experts); Qwen3-MoE: llama.cpp's qwen3moe.
     c.architecture = type == "mistral" || type == "mixtral" ? "llama"
@@ -190,10 +191,11 @@ class HfModelBuilder {
       c.expert_weights_norm = norm != nullptr && norm->get<bool>();
       const int64_t sparse_step = int_or("decoder_sparse_step", 1);
       const json* dense_layers = field("mlp_only_layers");
-      TANDEM_CHECK_INPUT(sparse_step == 1 && (dense_layers == nullptr || (dense_layers->is_array() && dense_layers->empty())),
-                         "config.json has layers without experts (decoder_sparse_step {}, mlp_only_layers {}): not "
-                         "supported",
-                         sparse_step, dense_layers == nullptr ? "[]" : dense_layers->dump());
+      TANDEM_CHECK_INPUT(
+          sparse_step == 1 && (dense_layers == nullptr || (dense_layers->is_array() && dense_layers->empty())),
+          "config.json has layers without experts (decoder_sparse_step {}, mlp_only_layers {}): not "
+          "supported",
+          sparse_step, dense_layers == nullptr ? "[]" : dense_layers->dump());
     }
     TANDEM_CHECK_INPUT(c.n_experts > 0, "config.json expert count {} must be positive", c.n_experts);
   }

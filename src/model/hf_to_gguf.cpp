@@ -313,9 +313,9 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
     f32(p + "ffn_norm.weight", layer.ffn_norm);
     if (c.has_experts()) {
       f32(p + "ffn_gate_inp.weight", layer.router);  // f32, as llama.cpp's converter keeps it
-      for (const auto& [name, experts] : {std::pair{"ffn_gate_exps.weight", &layer.expert_gate},
-                                          std::pair{"ffn_up_exps.weight", &layer.expert_up},
-                                          std::pair{"ffn_down_exps.weight", &layer.expert_down}}) {
+      for (const auto& [name, experts] :
+           {std::pair{"ffn_gate_exps.weight", &layer.expert_gate}, std::pair{"ffn_up_exps.weight", &layer.expert_up},
+            std::pair{"ffn_down_exps.weight", &layer.expert_down}}) {
         fused(p + name, *experts);
         pending.back().stacked = true;
       }

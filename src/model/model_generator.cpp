@@ -1,7 +1,7 @@
-// Random GGUF writer (llama, qwen3, qwen3moe, gemma3, phi3; Mixtral as a llama with experts): metadata as llama.cpp names it, weights N(0, 0.02) from a
-// self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name, row), so the
-// bytes do not depend on thread count or the standard library's distributions. Tensors are
-// streamed to the file one at a time; rows are generated in parallel.
+// Random GGUF writer (llama, qwen3, qwen3moe, gemma3, phi3; Mixtral as a llama with experts): metadata as llama.cpp
+// names it, weights N(0, 0.02) from a self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name,
+// row), so the bytes do not depend on thread count or the standard library's distributions. Tensors are streamed to the
+// file one at a time; rows are generated in parallel.
 #include "model/model_generator.h"
 
 #include <algorithm>
@@ -73,10 +73,10 @@ GeneratedShape phi3_shape(std::string name, int64_t d_model, int64_t n_layers, i
 // 8 KV heads, tied head): 8 experts of width 1024, 2 per token, 1.04B parameters with Qwen's
 // vocabulary (0.35B active), the shape of Qwen3-30B-A3B scaled down.
 GeneratedShape qwen3moe_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
-                              int64_t head_dim, int64_t d_ff, int64_t context_length, int64_t n_experts,
-                              int64_t n_used, int64_t expert_width) {
-  GeneratedShape shape = qwen3_shape(std::move(name), d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff,
-                                     context_length);
+                              int64_t head_dim, int64_t d_ff, int64_t context_length, int64_t n_experts, int64_t n_used,
+                              int64_t expert_width) {
+  GeneratedShape shape =
+      qwen3_shape(std::move(name), d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, context_length);
   shape.architecture = "qwen3moe";
   shape.n_experts = n_experts;
   shape.n_experts_used = n_used;
