@@ -1,4 +1,4 @@
-// Test helper: small random-weight Llama (or Qwen3) models written as GGUF files (odd shapes,
+// Test helper: small random-weight Llama (or Qwen3, Gemma 3, MoE) models written as GGUF files (odd shapes,
 // any computable weight type, tied or untied head), plus the float weights the file actually
 // holds (after the round trip through the stored type) so a reference can use them without
 // going through the loader under test.
