@@ -11,7 +11,7 @@
 set(TANDEM_MODEL_TESTS
     # Every test of these suites.
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
-    "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
+    "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|MoeEngine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
     "^(ConstrainedEngine|StructuredOutputClient|SlidingWindowEngine|ChatControlsClient|FinalMessagePrefillTemplates)\\."
     "^ServerEndpoints\\."
     "^StreamingDetokenizer\\."

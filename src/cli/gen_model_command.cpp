@@ -1,4 +1,4 @@
-// tandem gen-model: writes a random-weight Llama/Qwen3/Phi-3 GGUF of a known shape, with the tokenizer
+// tandem gen-model: writes a random-weight Llama/Qwen3/Gemma 3/Phi-3 (or MoE) GGUF of a known shape, with the tokenizer
 // copied from a vocabulary GGUF. Flag parsing and progress only; the work is in
 // model/model_generator.
 #include <unistd.h>
@@ -68,8 +68,8 @@ void add_gen_model_command(CLI::App& app) {
   auto flags = std::make_shared<GenModelFlags>();
   std::string shapes;
   for (const std::string& name : generated_shape_names()) shapes += (shapes.empty() ? "" : ", ") + name;
-  CLI::App* command =
-      app.add_subcommand("gen-model", "Write a random-weight Llama, Qwen3 or Phi-3 GGUF of a known shape");
+  CLI::App* command = app.add_subcommand(
+      "gen-model", "Write a random-weight Llama, Qwen3, Gemma 3, Phi-3 or mixture-of-experts GGUF of a known shape");
   command->add_option("--shape", flags->shape, "Model shape: " + shapes)->required();
   command
       ->add_option("--type", flags->type,

@@ -52,7 +52,12 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   else  // Qwen3: a head size of its own
     fmt::print("head_dim:        {} (own size, not d_model / n_heads: Q width {} x {} = {}, d_model {})\n", c.head_dim,
                c.n_heads, c.head_dim, c.q_width(), c.d_model);
-  fmt::print("d_ff:            {}\n", c.d_ff);
+  fmt::print("d_ff:            {}{}\n", c.d_ff, c.has_experts() ? " (unused: every layer's FFN is experts)" : "");
+  if (c.has_experts()) {
+    fmt::print("experts:         {} per layer, {} used per token, expert width {}; router softmax over all, top {}{}\n",
+               c.n_experts, c.n_experts_used, c.d_ff_expert, c.n_experts_used,
+               c.expert_weights_norm ? ", weights renormalised to sum 1" : ", weights not renormalised");
+  }
   fmt::print("vocab_size:      {}\n", c.vocab_size);
   fmt::print("context_length:  {}\n", c.context_length);
   fmt::print("rms_norm_eps:    {}\n", c.rms_norm_eps);
@@ -90,6 +95,16 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
                                    &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq, &layer.bk, &layer.bv,
                                    &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffn_norm})
       if (view->data != nullptr) count(*view);
+  // Experts: one stacked tensor per kind and layer in the file (router counted as a tensor).
+  for (const LayerWeights& layer : w.layers) {
+    if (layer.router.data != nullptr) count(layer.router);
+    for (const std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down}) {
+      if (experts->empty()) continue;
+      auto& [tensors, bytes] = by_type[std::string(dtype_name(experts->front().dtype))];
+      ++tensors;
+      for (const TensorView& view : *experts) bytes += view.n_bytes();
+    }
+  }
   for (const auto& [type, totals] : by_type)
     fmt::print("tensors {:<8} {} tensors, {} ({} bytes)\n", type + ":", totals.first, human_bytes(totals.second),
                totals.second);

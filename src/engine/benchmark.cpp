@@ -97,10 +97,13 @@ BenchModelInfo describe_model(const Model& model) {
   count(w.token_embedding);
   count(w.output_norm);
   if (w.output.data != w.token_embedding.data) count(w.output);
-  for (const LayerWeights& layer : w.layers)
+  for (const LayerWeights& layer : w.layers) {
     for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
-                                   &layer.w_gate, &layer.w_up, &layer.w_down})
-      count(*view);
+                                   &layer.w_gate, &layer.w_up, &layer.w_down, &layer.router})
+      if (view->data != nullptr) count(*view);  // a layer with experts has no dense FFN
+    for (const std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down})
+      for (const TensorView& view : *experts) count(view);
+  }
   const auto largest = std::max_element(bytes_by_type.begin(), bytes_by_type.end(),
                                         [](const auto& a, const auto& b) { return a.second < b.second; });
   info.type = largest == bytes_by_type.end() ? "?" : std::string(dtype_name(largest->first));

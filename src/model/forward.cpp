@@ -23,10 +23,6 @@
 namespace tandem {
 
 namespace {
-// Tokens per FFN pass in a prefill: bounds the d_ff-wide scratch (for a 512-token batch of a
-// small model it was a tenth of its memory) at the price of reading the FFN weights once per
-// chunk, from cache for the models this size matters for.
-constexpr int64_t kFfnChunkTokens = 128;
 
 // For the profiler: each block of tokens reads the K and V rows of its last token's history
 // once (its tokens share them), the queries are read and the outputs written; QKᵀ and PV
@@ -71,8 +67,22 @@ Forward::Forward(std::shared_ptr<const Model> model, int64_t max_batch_tokens, T
   v_.resize(n * c.kv_width());
   attn_out_.resize(n * c.q_width());
   const auto ffn_rows = static_cast<size_t>(std::min(max_batch_tokens_, kFfnChunkTokens));
-  gate_.resize(ffn_rows * c.d_ff);
-  up_.resize(ffn_rows * c.d_ff);
+  const auto ffn_width = static_cast<size_t>(c.has_experts() ? c.d_ff_expert : c.d_ff);
+  gate_.resize(ffn_rows * ffn_width);
+  up_.resize(ffn_rows * ffn_width);
+  if (c.has_experts()) {
+    const auto used = static_cast<size_t>(c.n_experts_used);
+    router_logits_.resize(ffn_rows * c.n_experts);
+    router_probabilities_.resize(static_cast<size_t>(c.n_experts));
+    routed_experts_.resize(ffn_rows * used);
+    routed_weights_.resize(ffn_rows * used);
+    expert_first_.resize(static_cast<size_t>(c.n_experts) + 1);
+    router_fill_.resize(static_cast<size_t>(c.n_experts));
+    expert_entries_.resize(ffn_rows * used);
+    expert_in_.resize(ffn_rows * c.d_model);
+    expert_out_.resize(ffn_rows * c.d_model);
+    routed_out_.resize(ffn_rows * used * c.d_model);
+  }
   scores_.resize(static_cast<size_t>(pool_.size() * attention_scratch_floats(c.n_heads / c.n_kv_heads)));
   attention_block_starts_.reserve(n + 1);
   rope_pair_scratch_.resize(static_cast<size_t>(c.rope_dims));
@@ -212,6 +222,10 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     for (int64_t first = 0; first < n_tokens; first += kFfnChunkTokens) {
       const int64_t rows = std::min(kFfnChunkTokens, n_tokens - first);
       float* chunk_in = normed_.data() + first * d;
+      if (c.has_experts()) {
+        experts_ffn(l, chunk_in, rows);
+        continue;
+      }
       project(OpRole::Gate, li, layer.w_gate, chunk_in, rows, gate_.data());
       project(OpRole::Up, li, layer.w_up, chunk_in, rows, up_.data());
       ProfileOp swiglu_op(profiler_, OpRole::Swiglu, li,

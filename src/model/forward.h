@@ -48,8 +48,15 @@ class Forward {
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
 
  private:
+  // Tokens per FFN pass in a prefill: bounds the d_ff-wide scratch (for a 512-token batch of a
+  // small model it was a tenth of its memory) at the price of reading the FFN weights once per
+  // chunk, from cache for the models this size matters for.
+  static constexpr int64_t kFfnChunkTokens = 128;
+
   void map_slots(const Batch& batch, const KvCache& cache);
   void attention(const Batch& batch, KvCache& cache, int64_t layer);
+  // A mixture-of-experts FFN over rows [n_rows, d_model] of normed_, in place (forward_experts.cpp).
+  void experts_ffn(int64_t layer, float* rows, int64_t n_rows);
 
   std::shared_ptr<const Model> model_;
   int64_t max_batch_tokens_;
@@ -80,6 +87,17 @@ class Forward {
   std::vector<int64_t> seq_length_;              // [n_sequences] highest position in the batch + 1
   std::vector<int64_t> seq_slot_start_;          // [n_sequences + 1] each sequence's first entry in slots_
   std::vector<int32_t> slots_;                   // per sequence: position -> KV slot, from its block table
+  // Mixture of experts, per FFN chunk of tokens (forward_experts.cpp).
+  std::vector<float> router_logits_;         // [FFN chunk tokens, n_experts]
+  std::vector<float> router_probabilities_;  // [n_experts]
+  std::vector<int32_t> routed_experts_;      // [FFN chunk tokens, n_experts_used] chosen experts by rank
+  std::vector<float> routed_weights_;        // [FFN chunk tokens, n_experts_used] their weights
+  std::vector<int32_t> expert_first_;        // [n_experts + 1] each expert's first entry in expert_entries_
+  std::vector<int32_t> router_fill_;         // [n_experts] next free entry per expert while grouping
+  std::vector<int32_t> expert_entries_;      // [tokens * n_experts_used] token * n_used + rank, by expert
+  std::vector<float> expert_in_;             // [FFN chunk tokens, d_model] one expert's gathered rows
+  std::vector<float> expert_out_;            // [FFN chunk tokens, d_model] its outputs
+  std::vector<float> routed_out_;            // [FFN chunk tokens * n_experts_used, d_model] by (token, rank)
   MatmulScratch matmul_scratch_;
   std::vector<float> logits_;      // [n_logit_rows, vocab_size]
   std::vector<float> logit_rows_;  // [n_logit_rows, d_model] gathered hidden states

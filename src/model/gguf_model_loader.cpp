@@ -1,4 +1,4 @@
-// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3`, `gemma3` or `phi3` into a Model:
+// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` or `phi3` into a Model:
 // hyperparameters from the <arch>.* keys, tensors by llama.cpp's names (qwen2 adds
 // attn_{q,k,v}.bias, qwen3 attn_{q,k}_norm and a head size of its own, attention.key_length;
 // phi3 fuses gate and up in ffn_up, and Q, K, V in attn_qkv, which any architecture may),
@@ -7,7 +7,9 @@
 // Llama 3 RoPE scaling comes as rope_freqs.weight, the rest as rope.scaling.* keys and
 // LongRoPE's rope_factors_{long,short}.weight (model/rope_scaling). attention.sliding_window
 // gives a window (every layer of a llama; gemma3's local layers, see read_gemma3_config); phi3
-// ignores it, as llama.cpp does.
+// ignores it, as llama.cpp does. Experts (qwen3moe; llama with expert_count > 0, Mixtral): the
+// router ffn_gate_inp and the stacked ffn_{gate,up,down}_exps [n_experts, rows, cols] (GGUF
+// ne = {cols, rows, n_experts}), each expert's slice a 2-D view.
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
 // f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
 #include <cmath>
@@ -31,8 +33,11 @@ class GgufModelBuilder {
 
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
-    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "gemma3" || arch == "phi3",
-                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'gemma3', 'phi3')", arch);
+    TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ||
+                           arch == "gemma3" || arch == "phi3",
+                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'qwen3moe', 'gemma3', "
+                       "'phi3')",
+                       arch);
     // The architectures name their keys alike, under their own prefix.
     const std::string p = arch + ".";
     ModelConfig& config = model_.config;
@@ -60,7 +65,8 @@ class GgufModelBuilder {
                        "attention.value_length {} differs from the key length {} (not supported)", value_length,
                        config.head_dim);
     config.rope_pairing = arch == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;  // phi3: NEOX too
-    config.qk_norm = arch == "qwen3" || arch == "gemma3";
+    config.qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
+    if (arch == "llama" || arch == "qwen3moe") read_expert_config(p);
     // Only where a window means one: Qwen2 configs carry a sliding_window they do not use.
     if (arch == "llama" || arch == "gemma3")
       config.sliding_window = file_.get_int(p + "attention.sliding_window").value_or(0);
@@ -105,7 +111,12 @@ class GgufModelBuilder {
       }
       layer.wo = matrix(prefix + "attn_output.weight", c.d_model, c.q_width());
       layer.ffn_norm = vector(prefix + "ffn_norm.weight", c.d_model);
-      if (c.architecture == "phi3") {  // ffn_up holds gate (rows 0..d_ff) then up, as HF's gate_up_proj
+      if (c.has_experts()) {
+        layer.router = matrix(prefix + "ffn_gate_inp.weight", c.n_experts, c.d_model);
+        layer.expert_gate = experts(prefix + "ffn_gate_exps.weight", c.d_ff_expert, c.d_model);
+        layer.expert_up = experts(prefix + "ffn_up_exps.weight", c.d_ff_expert, c.d_model);
+        layer.expert_down = experts(prefix + "ffn_down_exps.weight", c.d_model, c.d_ff_expert);
+      } else if (c.architecture == "phi3") {  // ffn_up holds gate (rows 0..d_ff) then up, as HF's gate_up_proj
         const TensorView gate_up = matrix(prefix + "ffn_up.weight", 2 * c.d_ff, c.d_model);
         layer.w_gate = gate_up.rows(0, c.d_ff);
         layer.w_up = gate_up.rows(c.d_ff, c.d_ff);
@@ -113,7 +124,7 @@ class GgufModelBuilder {
         layer.w_gate = matrix(prefix + "ffn_gate.weight", c.d_ff, c.d_model);
         layer.w_up = matrix(prefix + "ffn_up.weight", c.d_ff, c.d_model);
       }
-      layer.w_down = matrix(prefix + "ffn_down.weight", c.d_model, c.d_ff);
+      if (!c.has_experts()) layer.w_down = matrix(prefix + "ffn_down.weight", c.d_model, c.d_ff);
       if (file_.find_tensor(prefix + "attn_qkv.bias") != nullptr) {
         const TensorView bias = vector(prefix + "attn_qkv.bias", c.q_width() + 2 * c.kv_width());
         layer.bq = make_view(bias.f32(), DType::F32, {c.q_width()});
@@ -136,6 +147,32 @@ class GgufModelBuilder {
   }
 
  private:
+  // Experts as llama.cpp reads them: expert_count and expert_used_count; the experts' width is
+  // expert_feed_forward_length for qwen3moe (d_ff / n_experts_used without it, llama.cpp's
+  // fallback) and feed_forward_length for a llama (Mixtral). Both renormalise the chosen
+  // experts' weights (llama.cpp's build_moe_ffn with norm_w) unless expert_weights_norm is false.
+  void read_expert_config(const std::string& p) {
+    ModelConfig& config = model_.config;
+    const int64_t count = file_.get_int(p + "expert_count").value_or(0);
+    if (count == 0) {
+      TANDEM_CHECK_INPUT(config.architecture != "qwen3moe", "missing metadata key '{}expert_count'", p);
+      return;
+    }
+    config.n_experts = count;
+    config.n_experts_used = required_int(p + "expert_used_count");
+    config.d_ff_expert = config.architecture == "llama"
+                             ? config.d_ff
+                             : file_.get_int(p + "expert_feed_forward_length")
+                                   .value_or(config.n_experts_used > 0 ? config.d_ff / config.n_experts_used : 0);
+    config.expert_weights_norm = file_.get_bool(p + "expert_weights_norm").value_or(true);
+    const int64_t shared = file_.get_int(p + "expert_shared_count").value_or(0);
+    TANDEM_CHECK_INPUT(shared == 0, "{} shared experts (not supported)", shared);
+    // Old Mixtral conversions keep each expert in a tensor of its own.
+    TANDEM_CHECK_INPUT(file_.find_tensor("blk.0.ffn_gate.0.weight") == nullptr,
+                       "experts stored as separate tensors (blk.N.ffn_gate.E.weight, an old Mixtral conversion) are "
+                       "not supported: convert the model again");
+  }
+
   // Gemma 3 as llama.cpp writes it: GeGLU and post-norms (gemma_blocks), Q/K head norms,
   // half-split RoPE. Its norm weights are stored with Gemma's "1 +" already added, so they are
   // plain RMSNorm weights here. With a sliding window, every `sliding_window_pattern`-th layer
@@ -179,6 +216,22 @@ class GgufModelBuilder {
     TANDEM_CHECK_INPUT(info.view.n_dims == 2 && info.view.dim(0) == rows && info.view.dim(1) == cols,
                        "tensor '{}' has shape {}, expected [{}, {}]", name, info.view.shape_string(), rows, cols);
     return info.view;
+  }
+
+  // A stacked expert tensor [n_experts, rows, cols] as one 2-D view per expert.
+  std::vector<TensorView> experts(const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo& info = tensor(name);
+    const int64_t n = model_.config.n_experts;
+    TANDEM_CHECK_INPUT(
+        info.view.n_dims == 3 && info.view.dim(0) == n && info.view.dim(1) == rows && info.view.dim(2) == cols,
+        "tensor '{}' has shape {}, expected [{}, {}, {}] (experts, rows, columns)", name, info.view.shape_string(), n,
+        rows, cols);
+    std::vector<TensorView> views;
+    for (int64_t e = 0; e < n; ++e) {
+      TensorView view = make_view(info.view.row(e * rows), info.view.dtype, {rows, cols});
+      views.push_back(view);
+    }
+    return views;
   }
 
   // Norm weights are used as f32 by the kernels; convert (once, at load) if stored otherwise.

@@ -1,12 +1,14 @@
 // Loads a Hugging Face model folder (config.json + safetensors, single or sharded) of
-// model_type llama / mistral / qwen2 / qwen3 / gemma3_text / phi3 into a Model. Weights stay in
+// model_type llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe / gemma3_text / phi3 into a Model. Weights stay in
 // the memory map in their stored type (F32/F16/BF16), except, for llama/mistral, q_proj/k_proj,
 // which are copied with their rows permuted into the interleaved RoPE layout llama GGUFs use
 // (see permute_rope_rows), and norms and biases, which are converted to f32. qwen2/qwen3/gemma3/
 // phi3 keep HF's half-split rows, as their GGUFs do (RopePairing::HalfSplit); Phi-3's fused
 // qkv_proj and gate_up_proj become row views. rope_scaling: model/rope_scaling. Gemma's RMSNorms
 // scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's converter stores
-// them, so both formats run plain RMSNorm on the same values. Tokenizer files are not read here.
+// them, so both formats run plain RMSNorm on the same values. Experts (Qwen3MoeForCausalLM's
+// mlp.gate + mlp.experts.E.{gate,up,down}_proj; MixtralForCausalLM's block_sparse_moe.gate +
+// experts.E.{w1,w3,w2}) are one 2-D view per expert. Tokenizer files are not read here.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -63,17 +65,23 @@ class HfModelBuilder {
 
   void read_config() {
     const std::string type = string_or("model_type", "");
-    TANDEM_CHECK_INPUT(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
-                           type == "gemma3_text" || type == "phi3",
-                       "config.json model_type '{}' is not supported (llama, mistral, qwen2, qwen3, gemma3_text, phi3)",
-                       type);
+    TANDEM_CHECK_INPUT(
+        type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen3" ||
+            type == "qwen3_moe" || type == "gemma3_text" || type == "phi3",
+        "config.json model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
+        "gemma3_text, phi3)",
+        type);
     ModelConfig& c = model_.config;
-    c.architecture = type == "mistral" ? "llama" : type == "gemma3_text" ? "gemma3" : type;  // Mistral: a Llama layout
+    // Mistral and Mixtral: a Llama layout (Mixtral with experts); Qwen3-MoE: llama.cpp's qwen3moe.
+    c.architecture = type == "mistral" || type == "mixtral" ? "llama"
+                     : type == "gemma3_text"                ? "gemma3"
+                     : type == "qwen3_moe"                  ? "qwen3moe"
+                                                            : type;
     // Qwen's GGUFs keep HF's half-split Q/K rows (llama.cpp's NEOX RoPE), so they are kept here
     // too: a converted file is then what llama.cpp expects, and both paths run the same rows.
     c.rope_pairing = c.architecture == "llama" ? RopePairing::Adjacent : RopePairing::HalfSplit;  // phi3: NEOX
-    c.qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
-    if (type == "mistral") c.sliding_window = int_or("sliding_window", 0);
+    c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe" || c.architecture == "gemma3";
+    if (type == "mistral" || type == "mixtral") c.sliding_window = int_or("sliding_window", 0);
     c.d_model = required_int("hidden_size");
     c.n_layers = required_int("num_hidden_layers");
     c.n_heads = required_int("num_attention_heads");
@@ -102,6 +110,7 @@ class HfModelBuilder {
     TANDEM_CHECK_INPUT(c.rope_pairing == RopePairing::HalfSplit || c.rope_dims == c.head_dim,
                        "config.json partial_rotary_factor {} is not supported for model_type {}", partial_rotary, type);
     if (c.architecture == "gemma3") read_gemma3_config();
+    if (type == "qwen3_moe" || type == "mixtral") read_expert_config(type);
     c.validate();
     c.rope_scaling = read_hf_rope_scaling(json_, c.rope_dims, c.rope_freq_base, c.context_length, c.rope_freq_factors);
     c.validate();
@@ -143,7 +152,9 @@ class HfModelBuilder {
       }
       layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
       layer.ffn_norm = vector(p + "post_attention_layernorm.weight", c.d_model);
-      if (c.architecture == "phi3") {  // gate_up_proj: gate rows, then up rows (HF's chunk(2))
+      if (c.has_experts()) {
+        read_experts(p, layer);
+      } else if (c.architecture == "phi3") {  // gate_up_proj: gate rows, then up rows (HF's chunk(2))
         const TensorView gate_up = matrix(p + "mlp.gate_up_proj.weight", 2 * c.d_ff, c.d_model);
         layer.w_gate = gate_up.rows(0, c.d_ff);
         layer.w_up = gate_up.rows(c.d_ff, c.d_ff);
@@ -151,7 +162,7 @@ class HfModelBuilder {
         layer.w_gate = matrix(p + "mlp.gate_proj.weight", c.d_ff, c.d_model);
         layer.w_up = matrix(p + "mlp.up_proj.weight", c.d_ff, c.d_model);
       }
-      layer.w_down = matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
+      if (!c.has_experts()) layer.w_down = matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
       if (c.architecture == "qwen2" || checkpoint_.find(p + "self_attn.q_proj.bias") != nullptr) {
         layer.bq = rope_vector(p + "self_attn.q_proj.bias", c.n_heads);
         layer.bk = rope_vector(p + "self_attn.k_proj.bias", c.n_kv_heads);
@@ -161,6 +172,50 @@ class HfModelBuilder {
   }
 
  private:
+  // Qwen3MoeForCausalLM: num_experts of moe_intermediate_size, num_experts_per_tok, norm_topk_prob
+  // (HF's default false; the released models set true); every layer sparse (decoder_sparse_step
+  // 1, no mlp_only_layers), dense layers being refused. MixtralForCausalLM: num_local_experts of
+  // intermediate_size, num_experts_per_tok, always renormalised.
+  void read_expert_config(const std::string& type) {
+    ModelConfig& c = model_.config;
+    c.n_experts_used = required_int("num_experts_per_tok");
+    if (type == "mixtral") {
+      c.n_experts = required_int("num_local_experts");
+      c.d_ff_expert = c.d_ff;
+      c.expert_weights_norm = true;
+    } else {
+      c.n_experts = required_int("num_experts");
+      c.d_ff_expert = required_int("moe_intermediate_size");
+      const json* norm = field("norm_topk_prob");
+      TANDEM_CHECK_INPUT(norm == nullptr || norm->is_boolean(), "config.json 'norm_topk_prob' is not a boolean");
+      c.expert_weights_norm = norm != nullptr && norm->get<bool>();
+      const int64_t sparse_step = int_or("decoder_sparse_step", 1);
+      const json* dense_layers = field("mlp_only_layers");
+      TANDEM_CHECK_INPUT(
+          sparse_step == 1 && (dense_layers == nullptr || (dense_layers->is_array() && dense_layers->empty())),
+          "config.json has layers without experts (decoder_sparse_step {}, mlp_only_layers {}): not "
+          "supported",
+          sparse_step, dense_layers == nullptr ? "[]" : dense_layers->dump());
+    }
+    TANDEM_CHECK_INPUT(c.n_experts > 0, "config.json expert count {} must be positive", c.n_experts);
+  }
+
+  // The router and each expert's three matrices, under the family's names.
+  void read_experts(const std::string& p, LayerWeights& layer) {
+    const ModelConfig& c = model_.config;
+    const bool mixtral = c.architecture == "llama";
+    const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    layer.router = matrix(moe + "gate.weight", c.n_experts, c.d_model);
+    for (int64_t e = 0; e < c.n_experts; ++e) {
+      const std::string expert = fmt::format("{}experts.{}.", moe, e);
+      layer.expert_gate.push_back(
+          matrix(expert + (mixtral ? "w1.weight" : "gate_proj.weight"), c.d_ff_expert, c.d_model));
+      layer.expert_up.push_back(matrix(expert + (mixtral ? "w3.weight" : "up_proj.weight"), c.d_ff_expert, c.d_model));
+      layer.expert_down.push_back(
+          matrix(expert + (mixtral ? "w2.weight" : "down_proj.weight"), c.d_model, c.d_ff_expert));
+    }
+  }
+
   // Gemma3ForCausalLM's text config: windowed layers from layer_types ("sliding_attention" /
   // "full_attention") or, in older configs, every sliding_window_pattern-th layer global; the
   // local layers' RoPE base rope_local_base_freq; scores scaled by query_pre_attn_scalar^-1/2.

@@ -80,7 +80,8 @@ std::optional<int64_t> special_id(const json& config, const json& tokenizer_conf
 
 // Which llama.cpp pre-tokenizer a byte-level BPE needs, from the split regex it declares.
 std::string pre_tokenizer_name(const json& tokenizer, const std::string& architecture) {
-  if (architecture == "qwen2" || architecture == "qwen3") return "qwen2";  // Qwen3 kept Qwen2's tokenizer
+  if (architecture == "qwen2" || architecture == "qwen3" || architecture == "qwen3moe")
+    return "qwen2";  // Qwen3 (and its MoE) kept Qwen2's tokenizer
   const std::string pre = tokenizer.contains("pre_tokenizer") ? tokenizer["pre_tokenizer"].dump() : "";
   if (pre.find("\\\\p{N}{1,3}") != std::string::npos) return "llama-bpe";  // Llama 3's digit triples
   return "gpt-2";  // llama.cpp spells the GPT-2 pre-tokenizer with a hyphen
@@ -246,6 +247,16 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
   writer.set(arch + ".rope.freq_base", GgufValue::f32(c.rope_freq_base));
   writer.set(arch + ".rope.dimension_count", u32(c.rope_dims));
   add_window_keys(c, writer);
+  if (c.has_experts()) {
+    // llama.cpp's qwen3moe and llama both renormalise the chosen experts' weights, whatever the file.
+    TANDEM_CHECK_INPUT(c.expert_weights_norm,
+                       "norm_topk_prob false: llama.cpp's {} always renormalises the top-k weights, so a GGUF "
+                       "would be another model (run the folder with -m instead)",
+                       arch);
+    writer.set(arch + ".expert_count", u32(c.n_experts));
+    writer.set(arch + ".expert_used_count", u32(c.n_experts_used));
+    if (arch != "llama") writer.set(arch + ".expert_feed_forward_length", u32(c.d_ff_expert));
+  }
   write_gguf_rope_scaling(writer, arch + ".", c.rope_scaling);
   add_tokenizer_keys(options.model_dir, c, writer);
 
@@ -255,6 +266,7 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
     std::string name;
     std::vector<TensorView> parts;
     DType type;
+    bool stacked = false;  // parts are experts: [n_parts, rows, cols] rather than rows one after another
   };
   std::vector<Pending> pending;
   // Matrices take the requested type unless its blocks do not fit the rows.
@@ -299,19 +311,31 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
     matrix(p + "attn_output.weight", layer.wo);
     f32(p + "post_attention_norm.weight", layer.post_attn_norm);
     f32(p + "ffn_norm.weight", layer.ffn_norm);
-    if (phi3) {
+    if (c.has_experts()) {
+      f32(p + "ffn_gate_inp.weight", layer.router);  // f32, as llama.cpp's converter keeps it
+      for (const auto& [name, experts] :
+           {std::pair{"ffn_gate_exps.weight", &layer.expert_gate}, std::pair{"ffn_up_exps.weight", &layer.expert_up},
+            std::pair{"ffn_down_exps.weight", &layer.expert_down}}) {
+        fused(p + name, *experts);
+        pending.back().stacked = true;
+      }
+    } else if (phi3) {
       fused(p + "ffn_up.weight", {layer.w_gate, layer.w_up});  // gate rows first, as HF's gate_up_proj
     } else {
       matrix(p + "ffn_gate.weight", layer.w_gate);
       matrix(p + "ffn_up.weight", layer.w_up);
     }
-    matrix(p + "ffn_down.weight", layer.w_down);
+    if (!c.has_experts()) matrix(p + "ffn_down.weight", layer.w_down);
     f32(p + "post_ffw_norm.weight", layer.post_ffn_norm);
   }
 
   auto shape_of = [](const Pending& tensor) {
     const TensorView& first = tensor.parts[0];
     std::vector<int64_t> shape(first.shape.begin(), first.shape.begin() + first.n_dims);
+    if (tensor.stacked) {
+      shape.insert(shape.begin(), static_cast<int64_t>(tensor.parts.size()));
+      return shape;
+    }
     for (size_t i = 1; i < tensor.parts.size(); ++i) shape[0] += tensor.parts[i].dim(0);
     return shape;
   };

@@ -33,6 +33,12 @@ void ModelConfig::validate() const {
   for (float factor : rope_freq_factors)
     TANDEM_CHECK_INPUT(factor > 0.0f && factor < 1e30f, "RoPE frequency factor {} is out of range", factor);
   TANDEM_CHECK_INPUT(rope_freq_base > 1.0f, "RoPE frequency base {} is out of range", rope_freq_base);
+  if (n_experts != 0 || n_experts_used != 0) {
+    TANDEM_CHECK_INPUT(n_experts > 0 && n_experts <= 4096, "expert count {} is out of range (1..4096)", n_experts);
+    TANDEM_CHECK_INPUT(n_experts_used > 0 && n_experts_used <= n_experts,
+                       "experts used per token {} is outside 1..{} (the expert count)", n_experts_used, n_experts);
+    positive(d_ff_expert, "expert feed-forward width");
+  }
   validate_attention_window(*this);
   rope_scaling.validate(rope_dims);
   TANDEM_CHECK_INPUT(rope_freq_factors.empty() || rope_scaling.type != RopeScalingType::LongRope,
@@ -47,6 +53,11 @@ int64_t Model::weight_bytes_total() const {
                                    &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq, &layer.bk, &layer.bv,
                                    &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffn_norm})
       if (view->data != nullptr) total += view->n_bytes();
+  for (const LayerWeights& layer : weights.layers) {
+    if (layer.router.data != nullptr) total += layer.router.n_bytes();
+    for (const std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down})
+      for (const TensorView& view : *experts) total += view.n_bytes();
+  }
   return total;
 }
 
@@ -54,6 +65,11 @@ int64_t Model::weight_bytes_per_token() const {
   // Every matrix is read once per decode step; of the embedding table only one row.
   int64_t total = weight_bytes_total() - weights.token_embedding.n_bytes() + weights.token_embedding.row_bytes();
   if (weights.output.data == weights.token_embedding.data) total += weights.output.n_bytes();
+  // A token reads n_experts_used of each layer's experts (all of the same size).
+  for (const LayerWeights& layer : weights.layers)
+    for (const std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down})
+      if (!experts->empty())
+        total -= (static_cast<int64_t>(experts->size()) - config.n_experts_used) * experts->front().n_bytes();
   return total;
 }
 

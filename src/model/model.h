@@ -21,9 +21,16 @@ struct LayerWeights {
   TensorView wv;         // [n_kv_heads * head_dim, d_model]
   TensorView wo;         // [d_model, n_heads * head_dim]
   TensorView ffn_norm;   // [d_model] f32
-  TensorView w_gate;     // [d_ff, d_model]
+  TensorView w_gate;     // [d_ff, d_model]; null in a layer with experts
   TensorView w_up;       // [d_ff, d_model]
   TensorView w_down;     // [d_model, d_ff]
+  // Mixture of experts (ModelConfig::n_experts > 0): the router and each expert's matrices, one
+  // 2-D view per expert (a slice of the file's stacked [n_experts, rows, cols] tensor, or HF's
+  // own per-expert tensor), so every kernel sees plain matrices. Empty in a dense layer.
+  TensorView router;                    // [n_experts, d_model] (ffn_gate_inp)
+  std::vector<TensorView> expert_gate;  // [n_experts] of [d_ff_expert, d_model]
+  std::vector<TensorView> expert_up;    // [n_experts] of [d_ff_expert, d_model]
+  std::vector<TensorView> expert_down;  // [n_experts] of [d_model, d_ff_expert]
   // Optional projection biases (Qwen2), f32; data is null when the model has none.
   TensorView bq;  // [n_heads * head_dim]
   TensorView bk;  // [n_kv_heads * head_dim]
@@ -54,7 +61,8 @@ struct Model {
   // read from the file (MappedFile::read) rather than touched through the map.
   const MappedFile* embedding_file = nullptr;
 
-  // Bytes read from weights per decoded token (every matrix once; embeddings one row).
+  // Bytes read from weights per decoded token (every matrix once, of a layer's experts the
+  // n_experts_used a token runs; embeddings one row).
   int64_t weight_bytes_per_token() const;
   // Total bytes of all weight tensors (tied output counted once).
   int64_t weight_bytes_total() const;

@@ -1,5 +1,5 @@
-// ModelConfig: the hyperparameters of a Llama-family decoder (llama, qwen2, qwen3, phi3), whatever
-// file they came from.
+// ModelConfig: the hyperparameters of a Llama-family decoder (llama, qwen2, qwen3, qwen3moe, gemma3,
+// phi3; Mixtral as a llama with experts), whatever file they came from.
 #pragma once
 
 #include <cstdint>
@@ -68,9 +68,20 @@ struct ModelConfig {
       if (layer_window(l) == 0) return 0;
     return sliding_window;
   }
+  // Mixture of experts (qwen3moe, Mixtral): when n_experts > 0 every layer's FFN is a router
+  // [n_experts, d_model] and n_experts SwiGLU experts of width d_ff_expert; each token runs the
+  // n_experts_used experts of highest router probability (softmax over all experts) and sums
+  // their outputs weighted by those probabilities, renormalised to sum to 1 when
+  // expert_weights_norm (Mixtral always; qwen3moe's norm_topk_prob). 0: a dense FFN of d_ff.
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t d_ff_expert = 0;
+  bool expert_weights_norm = true;
+
   // Linear / YaRN / LongRoPE (model/rope_scaling.h); type None for most models.
   RopeScaling rope_scaling;
 
+  bool has_experts() const { return n_experts > 0; }
   int64_t q_width() const { return n_heads * head_dim; }
   int64_t kv_width() const { return n_kv_heads * head_dim; }
   KvShape kv_shape() const { return {n_layers, n_kv_heads, head_dim}; }

@@ -1,7 +1,7 @@
-// Random GGUF writer (llama, qwen3, gemma3, phi3): metadata as llama.cpp names it, weights N(0, 0.02) from a
-// self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name, row), so the
-// bytes do not depend on thread count or the standard library's distributions. Tensors are
-// streamed to the file one at a time; rows are generated in parallel.
+// Random GGUF writer (llama, qwen3, qwen3moe, gemma3, phi3; Mixtral as a llama with experts): metadata as llama.cpp
+// names it, weights N(0, 0.02) from a self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name,
+// row), so the bytes do not depend on thread count or the standard library's distributions. Tensors are streamed to the
+// file one at a time; rows are generated in parallel.
 #include "model/model_generator.h"
 
 #include <algorithm>
@@ -69,6 +69,33 @@ GeneratedShape phi3_shape(std::string name, int64_t d_model, int64_t n_layers, i
   return shape;
 }
 
+// Mixture of experts at Qwen3-0.6B's attention dims (d_model 1024, 28 layers, 16 heads of 128,
+// 8 KV heads, tied head): 8 experts of width 1024, 2 per token, 1.04B parameters with Qwen's
+// vocabulary (0.35B active), the shape of Qwen3-30B-A3B scaled down.
+GeneratedShape qwen3moe_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                              int64_t head_dim, int64_t d_ff, int64_t context_length, int64_t n_experts, int64_t n_used,
+                              int64_t expert_width) {
+  GeneratedShape shape =
+      qwen3_shape(std::move(name), d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, context_length);
+  shape.architecture = "qwen3moe";
+  shape.n_experts = n_experts;
+  shape.n_experts_used = n_used;
+  shape.d_ff_expert = expert_width;
+  return shape;
+}
+
+// Mixtral 8x7B's layout (llama with 8 experts of d_ff, 2 per token, rope_theta 1e6, untied head)
+// at d_model 1024: 16 layers of 16 heads (64 wide), 4 KV heads, experts 2304 wide; 1.01B
+// parameters with Llama 2's 32000-token vocabulary (0.28B active).
+GeneratedShape mixtral_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                             int64_t d_ff, int64_t context_length, int64_t n_experts, int64_t n_used) {
+  GeneratedShape shape{std::move(name), d_model, n_layers, n_heads, n_kv_heads, d_ff, context_length};
+  shape.rope_freq_base = 1000000.0f;
+  shape.n_experts = n_experts;
+  shape.n_experts_used = n_used;
+  return shape;
+}
+
 const std::array kShapes = {
     GeneratedShape{"llama-160m", 768, 12, 12, 12, 2048, 2048},
     GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
@@ -89,6 +116,11 @@ const std::array kShapes = {
     // Phi-4-mini in small: partial RoPE (12 of 16), GQA, LongRoPE from 256 to 1024 positions (so
     // a run of a few hundred tokens, llama.cpp's too, takes the long factors).
     phi3_shape("test-phi3", 64, 2, 4, 2, 96, 1024, 12, 256, true),
+    qwen3moe_shape("qwen3moe-1b", 1024, 28, 16, 8, 128, 3072, 40960, 8, 2, 1024),
+    mixtral_shape("mixtral-1b", 1024, 16, 16, 4, 2304, 32768, 8, 2),
+    // 4 experts, 2 per token, rows of whole 32-blocks (experts 64 wide; test-mixtral's 96).
+    qwen3moe_shape("test-qwen3moe", 64, 2, 4, 2, 32, 96, 1024, 4, 2, 64),
+    mixtral_shape("test-mixtral", 64, 2, 4, 2, 96, 1024, 4, 2),
 };
 
 // What gen-model writes for RoPE scaling: the keys' values, and Llama 3's divisors.
@@ -228,7 +260,8 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   fixed("rope_freqs.weight", rope.llama3_factors);
   fixed("rope_factors_long.weight", rope.scaling.long_factors);
   fixed("rope_factors_short.weight", rope.scaling.short_factors);
-  const bool qk_norm = shape.architecture == "qwen3" || shape.architecture == "gemma3";
+  const bool qk_norm =
+      shape.architecture == "qwen3" || shape.architecture == "qwen3moe" || shape.architecture == "gemma3";
   const bool gemma = shape.architecture == "gemma3";
   // Phi-3 fuses Q, K, V into attn_qkv and gate, up into ffn_up (gate rows first).
   const bool phi3 = shape.architecture == "phi3";
@@ -264,13 +297,20 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     add("attn_output.weight", attn_output, {shape.d_model, q_width}, false, branch_scale);
     if (gemma) add("post_attention_norm.weight", DType::F32, {shape.d_model}, true);
     add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
-    if (phi3) {
+    if (shape.n_experts > 0) {
+      // The router stays f32, as llama.cpp's converter writes it and its quantizer keeps it.
+      const int64_t n = shape.n_experts, width = shape.expert_width();
+      add("ffn_gate_inp.weight", DType::F32, {n, shape.d_model}, false);
+      add("ffn_gate_exps.weight", type, {n, width, shape.d_model}, false);
+      add("ffn_up_exps.weight", type, {n, width, shape.d_model}, false);
+      add("ffn_down_exps.weight", ffn_down, {n, shape.d_model, width}, false, branch_scale);
+    } else if (phi3) {
       add("ffn_up.weight", type, {2 * shape.d_ff, shape.d_model}, false);
     } else {
       add("ffn_gate.weight", type, {shape.d_ff, shape.d_model}, false);
       add("ffn_up.weight", type, {shape.d_ff, shape.d_model}, false);
     }
-    add("ffn_down.weight", ffn_down, {shape.d_model, shape.d_ff}, false, branch_scale);
+    if (shape.n_experts == 0) add("ffn_down.weight", ffn_down, {shape.d_model, shape.d_ff}, false, branch_scale);
     if (gemma) add("post_ffw_norm.weight", DType::F32, {shape.d_model}, true);
   }
   for (PlannedTensor& tensor : plan) tensor.dtype = fitting_type(tensor.dtype, tensor.shape.back());
@@ -388,6 +428,11 @@ void generate_random_gguf(const GeneratorOptions& options) {
   write_gguf_rope_scaling(writer, arch + ".", rope.scaling);
   writer.set(arch + ".vocab_size", u32(vocab_size));
   if (shape->sliding_window > 0) writer.set(arch + ".attention.sliding_window", u32(shape->sliding_window));
+  if (shape->n_experts > 0) {  // as llama.cpp's converter writes Mixtral's and Qwen3-MoE's
+    writer.set(arch + ".expert_count", u32(shape->n_experts));
+    writer.set(arch + ".expert_used_count", u32(shape->n_experts_used));
+    if (arch == "qwen3moe") writer.set(arch + ".expert_feed_forward_length", u32(shape->expert_width()));
+  }
   if (arch == "gemma3" && shape->sliding_window > 0) {
     writer.set(arch + ".attention.sliding_window_pattern", u32(shape->sliding_window_pattern));
     writer.set(arch + ".rope.freq_base_swa", GgufValue::f32(10000.0f));

@@ -1,5 +1,6 @@
 // Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
-// test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; gemma3: gemma3-1b, test-gemma3,
+// test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; mixture of experts: qwen3moe-1b,
+// test-qwen3moe (qwen3moe), mixtral-1b, test-mixtral (llama with experts); gemma3: gemma3-1b, test-gemma3,
 // test-gemma3-local; phi3: phi3-mini, phi-4-mini, test-phi3), for benchmarks and tests without
 // downloading a model, with any RoPE scaling on request. The tokenizer is copied from a
 // vocabulary GGUF (for phi3 shapes a SentencePiece one gets Phi-3's chat tokens, as Phi-3's own
@@ -36,9 +37,15 @@ struct GeneratedShape {
   int64_t sliding_window_pattern = 6;
   // LongRoPE with this original context (Phi-4-mini: 4096 of 131072); 0: no scaling.
   int64_t longrope_original_context = 0;
+  // Mixture of experts (architecture qwen3moe, or llama as Mixtral): n_experts of width
+  // d_ff_expert (a llama's experts are d_ff wide), n_experts_used per token; 0: a dense FFN.
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t d_ff_expert = 0;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
   int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_size(); }
+  int64_t expert_width() const { return architecture == "llama" || d_ff_expert == 0 ? d_ff : d_ff_expert; }
 };
 
 // The shapes gen-model knows; nullopt for an unknown name.

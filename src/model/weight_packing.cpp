@@ -20,9 +20,14 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
   const WeightPacker& packer = kernel_table().packer;
   ModelWeights& w = model.weights;
   std::vector<TensorView*> matrices = {&w.output};
-  for (LayerWeights& layer : w.layers)
-    for (TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
-      matrices.push_back(view);
+  for (LayerWeights& layer : w.layers) {
+    for (TensorView* view :
+         {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down, &layer.router})
+      if (view->data != nullptr) matrices.push_back(view);
+    // Each expert is a matrix of its own (a slice of the file's stacked tensor).
+    for (std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down})
+      for (TensorView& view : *experts) matrices.push_back(&view);
+  }
   // Each matrix goes to one buffer, starting on a cache line: repacked when the level's kernels
   // have a layout for its type, else copied as it is (still worth it: the huge pages).
   struct Job {

@@ -45,7 +45,8 @@ OpKind op_kind(OpRole role) {
     case OpRole::Wo:
     case OpRole::Gate:
     case OpRole::Up:
-    case OpRole::Down: return OpKind::Matmul;
+    case OpRole::Down:
+    case OpRole::Router: return OpKind::Matmul;
     case OpRole::Bias: return OpKind::Bias;
     case OpRole::Rope: return OpKind::Rope;
     case OpRole::Attention: return OpKind::Attention;
@@ -81,6 +82,7 @@ std::string_view op_role_name(OpRole role) {
     case OpRole::OutputNorm: return "output_norm";
     case OpRole::Output: return "output";
     case OpRole::Sampling: return "sampling";
+    case OpRole::Router: return "ffn_gate_inp";
   }
   return "?";
 }

@@ -64,8 +64,9 @@ enum class OpRole : uint8_t {
   OutputNorm,
   Output,    // the logits head
   Sampling,  // sampling, detokenizing and emitting one sequence's token (engine)
+  Router,    // a mixture-of-experts layer's router logits, softmax, top-k and the weighted sum
 };
-constexpr int kOpRoles = 21;
+constexpr int kOpRoles = 22;
 OpKind op_kind(OpRole role);
 // GGUF-style names: "attn_q", "ffn_down", "output", ...; "attention", "sampling" for the rest.
 std::string_view op_role_name(OpRole role);

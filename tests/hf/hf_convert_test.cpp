@@ -218,8 +218,8 @@ TEST(HfConvert, SameQwen3WrittenBothWaysGivesSameLogits) {
   HfWeights w;
   w.embed = g.token_embedding, w.lm_head = g.output, w.norm = g.output_norm;
   for (const RandomLayer& gl : g.layers) {
-    HfLayer layer{gl.attn_norm, gl.ffn_norm, {},        {},      {},        gl.wq, gl.wk,
-                  gl.wv,        gl.wo,       gl.w_gate, gl.w_up, gl.w_down, {},    {}};
+    HfLayer layer{gl.attn_norm, gl.ffn_norm, {},        {}, {}, gl.wq, gl.wk, gl.wv, gl.wo,
+                  gl.w_gate,    gl.w_up,     gl.w_down, {}, {}, {},    {},    {},    {}};
     layer.q_norm = gl.q_norm, layer.k_norm = gl.k_norm;
     w.layers.push_back(std::move(layer));
   }

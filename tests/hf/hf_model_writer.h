@@ -45,10 +45,16 @@ struct HfModelSpec {
   bool unaligned = false;                        // header not padded, so tensor data is misaligned in the map
   uint32_t seed = 7;
   int64_t head_size = 0;  // > 0: config.json head_dim (Qwen3), else hidden_size / heads
+  // Mixture of experts, model_type qwen3_moe (experts moe_width wide, norm_topk_prob) or mixtral
+  // (experts d_ff wide, always renormalised), when n_experts > 0.
+  int64_t n_experts = 0, n_experts_used = 0, moe_width = 0;
+  bool norm_topk_prob = true;
+  nlohmann::ordered_json mlp_only_layers = nlohmann::ordered_json::array();
 
   int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
   bool biases() const { return model_type == "qwen2"; }
-  bool qk_norm() const { return model_type == "qwen3"; }
+  bool qk_norm() const { return model_type == "qwen3" || model_type == "qwen3_moe"; }
+  int64_t expert_width() const { return model_type == "qwen3_moe" ? moe_width : d_ff; }
 };
 
 // Weights as the HF files hold them (after rounding through the stored type), HF layout.
@@ -56,6 +62,8 @@ struct HfLayer {
   std::vector<float> attn_norm, ffn_norm, bq, bk, bv;  // biases empty without them
   RandomMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
   std::vector<float> q_norm, k_norm;  // [head_dim], Qwen3; empty without
+  RandomMatrix router;                // [n_experts, d_model]; experts' matrices as HF names them
+  std::vector<RandomMatrix> expert_gate, expert_up, expert_down;
 };
 struct HfWeights {
   RandomMatrix embed, lm_head;  // lm_head is a copy of embed when tied
@@ -100,9 +108,19 @@ inline HfWeights random_hf_weights(const HfModelSpec& s) {
     layer.wv = hf_detail::matrix(rng, kv, d, s.dtype, fan_in(d));
     layer.wo = hf_detail::matrix(rng, d, q, s.dtype, fan_in(q));
     layer.ffn_norm = norm();
-    layer.w_gate = hf_detail::matrix(rng, s.d_ff, d, s.dtype, fan_in(d));
-    layer.w_up = hf_detail::matrix(rng, s.d_ff, d, s.dtype, fan_in(d));
-    layer.w_down = hf_detail::matrix(rng, d, s.d_ff, s.dtype, fan_in(s.d_ff));
+    if (s.n_experts > 0) {
+      const int64_t width = s.expert_width();
+      layer.router = hf_detail::matrix(rng, s.n_experts, d, s.dtype, 3.0f * fan_in(d));
+      for (int64_t e = 0; e < s.n_experts; ++e) {
+        layer.expert_gate.push_back(hf_detail::matrix(rng, width, d, s.dtype, fan_in(d)));
+        layer.expert_up.push_back(hf_detail::matrix(rng, width, d, s.dtype, fan_in(d)));
+        layer.expert_down.push_back(hf_detail::matrix(rng, d, width, s.dtype, fan_in(width)));
+      }
+    } else {
+      layer.w_gate = hf_detail::matrix(rng, s.d_ff, d, s.dtype, fan_in(d));
+      layer.w_up = hf_detail::matrix(rng, s.d_ff, d, s.dtype, fan_in(d));
+      layer.w_down = hf_detail::matrix(rng, d, s.d_ff, s.dtype, fan_in(s.d_ff));
+    }
     if (s.biases()) {
       layer.bq = hf_detail::uniform(rng, static_cast<size_t>(q), -0.5f, 0.5f, s.dtype);
       layer.bk = hf_detail::uniform(rng, static_cast<size_t>(kv), -0.5f, 0.5f, s.dtype);
@@ -140,8 +158,15 @@ inline HfWeights hf_weights_from_gguf_layout(const RandomWeights& g, const HfMod
   w.lm_head = g.output;
   w.norm = g.output_norm;
   for (const RandomLayer& gl : g.layers) {
-    HfLayer layer{gl.attn_norm, gl.ffn_norm, {},        {},      {},        gl.wq, gl.wk,
-                  gl.wv,        gl.wo,       gl.w_gate, gl.w_up, gl.w_down, {},    {}};
+    HfLayer layer{gl.attn_norm, gl.ffn_norm, {},        {}, {}, gl.wq, gl.wk, gl.wv, gl.wo,
+                  gl.w_gate,    gl.w_up,     gl.w_down, {}, {}, {},    {},    {},    {}};
+    layer.q_norm = gl.q_norm, layer.k_norm = gl.k_norm;
+    layer.router = gl.router;
+    layer.expert_gate = gl.expert_gate, layer.expert_up = gl.expert_up, layer.expert_down = gl.expert_down;
+    if (s.qk_norm()) {  // Qwen's rows are half-split in both layouts
+      w.layers.push_back(std::move(layer));
+      continue;
+    }
     layer.wq.values = to_half_split(gl.wq.values, s.n_heads, s.head_dim(), s.d_model);
     layer.wk.values = to_half_split(gl.wk.values, s.n_kv_heads, s.head_dim(), s.d_model);
     w.layers.push_back(std::move(layer));
@@ -206,10 +231,12 @@ inline std::string tiny_tokenizer_json() {
 inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::string& dir) {
   nlohmann::ordered_json config = {{"model_type", s.model_type},
                                    {"architectures",
-                                    {s.model_type == "qwen2"   ? "Qwen2ForCausalLM"
-                                     : s.model_type == "qwen3" ? "Qwen3ForCausalLM"
-                                     : s.model_type == "phi3"  ? "Phi3ForCausalLM"
-                                                               : "LlamaForCausalLM"}},
+                                    {s.model_type == "qwen2"       ? "Qwen2ForCausalLM"
+                                     : s.model_type == "qwen3"     ? "Qwen3ForCausalLM"
+                                     : s.model_type == "qwen3_moe" ? "Qwen3MoeForCausalLM"
+                                     : s.model_type == "mixtral"   ? "MixtralForCausalLM"
+                                     : s.model_type == "phi3"      ? "Phi3ForCausalLM"
+                                                                   : "LlamaForCausalLM"}},
                                    {"hidden_size", s.d_model},
                                    {"num_hidden_layers", s.n_layers},
                                    {"num_attention_heads", s.n_heads},
@@ -234,6 +261,19 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
   if (s.partial_rotary_factor > 0.0) config["partial_rotary_factor"] = s.partial_rotary_factor;
   if (s.original_max_position_embeddings > 0)
     config["original_max_position_embeddings"] = s.original_max_position_embeddings;
+  if (s.model_type == "qwen3_moe") {
+    config["num_experts"] = s.n_experts;
+    config["num_experts_per_tok"] = s.n_experts_used;
+    config["moe_intermediate_size"] = s.moe_width;
+    config["norm_topk_prob"] = s.norm_topk_prob;
+    config["decoder_sparse_step"] = 1;
+    config["mlp_only_layers"] = s.mlp_only_layers;
+  }
+  if (s.model_type == "mixtral") {
+    config["num_local_experts"] = s.n_experts;
+    config["num_experts_per_tok"] = s.n_experts_used;
+    config["sliding_window"] = nullptr;
+  }
   write_text(dir + "/config.json", config.dump(2));
   write_text(dir + "/tokenizer.json", tiny_tokenizer_json());
 
@@ -275,7 +315,17 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
       vec(p + "self_attn.k_norm.weight", layer.k_norm);
     }
     vec(p + "post_attention_layernorm.weight", layer.ffn_norm);
-    if (s.model_type == "phi3") {  // rows: gate, then up
+    if (!layer.expert_gate.empty()) {
+      const bool mixtral = s.model_type == "mixtral";
+      const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      mat(moe + "gate.weight", layer.router);
+      for (size_t e = 0; e < layer.expert_gate.size(); ++e) {
+        const std::string expert = moe + "experts." + std::to_string(e) + ".";
+        mat(expert + (mixtral ? "w1.weight" : "gate_proj.weight"), layer.expert_gate[e]);
+        mat(expert + (mixtral ? "w3.weight" : "up_proj.weight"), layer.expert_up[e]);
+        mat(expert + (mixtral ? "w2.weight" : "down_proj.weight"), layer.expert_down[e]);
+      }
+    } else if (s.model_type == "phi3") {  // rows: gate, then up
       tensors.push_back({p + "mlp.gate_up_proj.weight",
                          {2 * layer.w_gate.rows, layer.w_gate.cols},
                          &join({&layer.w_gate, &layer.w_up})});
@@ -283,7 +333,7 @@ inline void write_hf_model(const HfModelSpec& s, const HfWeights& w, const std::
       mat(p + "mlp.gate_proj.weight", layer.w_gate);
       mat(p + "mlp.up_proj.weight", layer.w_up);
     }
-    mat(p + "mlp.down_proj.weight", layer.w_down);
+    if (layer.expert_gate.empty()) mat(p + "mlp.down_proj.weight", layer.w_down);
   }
   vec("model.norm.weight", w.norm);
   if (!s.tied) mat("lm_head.weight", w.lm_head);

@@ -177,8 +177,24 @@ TEST(HfRopeScaling, SamePhi3WrittenBothWaysGivesSameLogits) {
   HfWeights w;
   w.embed = g.token_embedding, w.lm_head = g.output, w.norm = g.output_norm;
   for (const RandomLayer& gl : g.layers)
-    w.layers.push_back(HfLayer{
-        gl.attn_norm, gl.ffn_norm, {}, {}, {}, gl.wq, gl.wk, gl.wv, gl.wo, gl.w_gate, gl.w_up, gl.w_down, {}, {}});
+    w.layers.push_back(HfLayer{gl.attn_norm,
+                               gl.ffn_norm,
+                               {},
+                               {},
+                               {},
+                               gl.wq,
+                               gl.wk,
+                               gl.wv,
+                               gl.wo,
+                               gl.w_gate,
+                               gl.w_up,
+                               gl.w_down,
+                               {},
+                               {},
+                               {},
+                               {},
+                               {},
+                               {}});
   const std::string dir = make_dir(tmp.file("hf"));
   write_hf_model(spec, w, dir);
   const auto from_gguf = load_model(tmp.file("model.gguf"));

@@ -1,4 +1,4 @@
-// Test helper: small random-weight Llama (or Qwen3) models written as GGUF files (odd shapes,
+// Test helper: small random-weight Llama (or Qwen3, Gemma 3, MoE) models written as GGUF files (odd shapes,
 // any computable weight type, tied or untied head), plus the float weights the file actually
 // holds (after the round trip through the stored type) so a reference can use them without
 // going through the loader under test.
@@ -44,9 +44,19 @@ struct RandomModelSpec {
   int64_t window_pattern = 2;
   float rope_freq_base_local = 10000.0f;
   float final_logit_softcap = 0.0f;  // gemma3.final_logit_softcapping when > 0
+  // Mixture of experts ("qwen3moe", or "llama" as Mixtral) when n_experts > 0: <arch>.expert_count,
+  // .expert_used_count (and for qwen3moe .expert_feed_forward_length = d_ff_expert; a llama's
+  // experts are d_ff wide), an f32 router ffn_gate_inp and stacked ffn_{gate,up,down}_exps
+  // instead of the dense FFN. expert_weights_norm false writes that key (default: absent, true).
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t d_ff_expert = 0;
+  bool expert_weights_norm = true;
+  float router_scale = 3.0f;  // router logits spread over a few units: clear top-k choices
 
   int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
   int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_dim(); }
+  int64_t expert_width() const { return architecture == "llama" || d_ff_expert == 0 ? d_ff : d_ff_expert; }
 };
 
 // A weight matrix [rows, cols] as the model file holds it, dequantized to float.
@@ -61,6 +71,9 @@ struct RandomLayer {
   std::vector<float> q_norm, k_norm;                 // [head_dim] (qwen3, gemma3; empty otherwise)
   std::vector<float> post_attn_norm, post_ffn_norm;  // [d_model] (gemma3; empty otherwise)
   RandomMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  // Mixture of experts (empty otherwise): router [n_experts, d_model], then per expert.
+  RandomMatrix router;
+  std::vector<RandomMatrix> expert_gate, expert_up, expert_down;
 };
 
 struct RandomWeights {
@@ -125,6 +138,13 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     writer.set(a + ".rope.freq_base_swa", GgufValue::f32(s.rope_freq_base_local));
   }
   if (s.final_logit_softcap > 0.0f) writer.set(a + ".final_logit_softcapping", GgufValue::f32(s.final_logit_softcap));
+  if (s.n_experts > 0) {
+    writer.set(a + ".expert_count", GgufValue::u32(static_cast<uint32_t>(s.n_experts)));
+    writer.set(a + ".expert_used_count", GgufValue::u32(static_cast<uint32_t>(s.n_experts_used)));
+    if (a != "llama")
+      writer.set(a + ".expert_feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.expert_width())));
+    if (!s.expert_weights_norm) writer.set(a + ".expert_weights_norm", GgufValue::boolean(false));
+  }
 
   const int64_t d = s.d_model, q_width = s.n_heads * s.head_dim(), kv_width = s.n_kv_heads * s.head_dim();
   RandomWeights w;
@@ -140,6 +160,18 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     return values;
   };
   auto fan_in = [](int64_t n) { return 1.7f / std::sqrt(static_cast<float>(n)); };
+  // n_experts matrices [rows, cols] stacked as one [n_experts, rows, cols] tensor.
+  auto stacked = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
+    std::vector<RandomMatrix> experts;
+    std::vector<uint8_t> all;
+    for (int64_t e = 0; e < s.n_experts; ++e) {
+      experts.push_back(detail::random_matrix(rng, rows, cols, s.dtype, scale, bytes));
+      all.insert(all.end(), bytes.begin(), bytes.end());
+    }
+    writer.add_tensor(name, s.dtype, {s.n_experts, rows, cols}, std::move(all));
+    return experts;
+  };
+  const bool qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3";
 
   w.token_embedding = matrix("token_embd.weight", s.vocab_size, d, 1.0f);
   for (int64_t l = 0; l < s.n_layers; ++l) {
@@ -148,7 +180,7 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     layer.attn_norm = norm(p + "attn_norm.weight", d);
     layer.wq = matrix(p + "attn_q.weight", q_width, d, fan_in(d));
     layer.wk = matrix(p + "attn_k.weight", kv_width, d, fan_in(d));
-    if (s.architecture == "qwen3" || s.architecture == "gemma3") {
+    if (qk_norm) {
       layer.q_norm = norm(p + "attn_q_norm.weight", s.head_dim());
       layer.k_norm = norm(p + "attn_k_norm.weight", s.head_dim());
     }
@@ -156,9 +188,19 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     layer.wo = matrix(p + "attn_output.weight", d, q_width, fan_in(q_width));
     if (s.architecture == "gemma3") layer.post_attn_norm = norm(p + "post_attention_norm.weight", d);
     layer.ffn_norm = norm(p + "ffn_norm.weight", d);
-    layer.w_gate = matrix(p + "ffn_gate.weight", s.d_ff, d, fan_in(d));
-    layer.w_up = matrix(p + "ffn_up.weight", s.d_ff, d, fan_in(d));
-    layer.w_down = matrix(p + "ffn_down.weight", d, s.d_ff, fan_in(s.d_ff));
+    if (s.n_experts > 0) {
+      // The router stays f32 in any file, as llama.cpp's converter and quantizer keep it.
+      layer.router = detail::random_matrix(rng, s.n_experts, d, DType::F32, s.router_scale * fan_in(d), bytes);
+      writer.add_tensor(p + "ffn_gate_inp.weight", DType::F32, {s.n_experts, d}, std::move(bytes));
+      const int64_t width = s.expert_width();
+      layer.expert_gate = stacked(p + "ffn_gate_exps.weight", width, d, fan_in(d));
+      layer.expert_up = stacked(p + "ffn_up_exps.weight", width, d, fan_in(d));
+      layer.expert_down = stacked(p + "ffn_down_exps.weight", d, width, fan_in(width));
+    } else {
+      layer.w_gate = matrix(p + "ffn_gate.weight", s.d_ff, d, fan_in(d));
+      layer.w_up = matrix(p + "ffn_up.weight", s.d_ff, d, fan_in(d));
+      layer.w_down = matrix(p + "ffn_down.weight", d, s.d_ff, fan_in(s.d_ff));
+    }
     if (s.architecture == "gemma3") layer.post_ffn_norm = norm(p + "post_ffw_norm.weight", d);
     w.layers.push_back(std::move(layer));
   }
