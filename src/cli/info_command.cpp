@@ -73,6 +73,8 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
     fmt::print("gemma blocks:    GeGLU (tanh GELU), RMSNorm after attention and after the FFN, embeddings x sqrt({})\n",
                c.d_model);
   if (c.final_logit_softcap > 0.0f) fmt::print("logit softcap:   {}\n", c.final_logit_softcap);
+  if (c.attn_logit_softcap > 0.0f)
+    fmt::print("attn softcap:    {} (scores -> cap * tanh(score / cap))\n", c.attn_logit_softcap);
   const bool biases = !model->weights.layers.empty() && model->weights.layers[0].bq.data != nullptr;
   if (biases) fmt::print("qkv biases:      yes\n");
   fmt::print("output head:     {}\n", model->weights.output.data == model->weights.token_embedding.data

@@ -61,7 +61,7 @@ namespace portable {
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out) {
+                     float* out, float softcap) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   TANDEM_ASSERT(head_dim <= kMaxConvertedHeadDim || (keys.type == DType::F32 && values.type == DType::F32));
   const int64_t key_offset = kv_row_offset_bytes(keys.type, kv_offset);
@@ -83,6 +83,10 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
       for (int64_t g = 0; g < n_queries; ++g)
         scratch[g * kAttentionTile + p] = dot_f32(queries + g * head_dim, k, head_dim) * scale;
     }
+    if (softcap > 0.0f)
+      for (int64_t g = 0; g < n_queries; ++g)
+        for (int64_t p = 0; p < tile_len; ++p)
+          scratch[g * kAttentionTile + p] = softcap_score(scratch[g * kAttentionTile + p], softcap);
     // Online softmax: rescale what came before to the new maximum, then add this tile.
     for (int64_t g = 0; g < n_queries; ++g) {
       const float correction =
@@ -109,27 +113,31 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out) {
+                     float* out, float softcap) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
-  kernel_table().attention(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out);
+  TANDEM_ASSERT(softcap >= 0.0f);
+  kernel_table().attention(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out, softcap);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride) {
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                      float softcap) {
   TANDEM_ASSERT(n_tokens >= 1 && group >= 1 && group <= kMaxGroup && positions[0] >= 0);
+  TANDEM_ASSERT(softcap >= 0.0f);
   kernel_table().attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_offset, slots,
-                                  head_dim, scratch, out, out_stride);
+                                  head_dim, scratch, out, out_stride, softcap);
 }
 
 namespace portable {
 // A token at a time is the same arithmetic (each query's result is independent of its companions).
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride) {
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                      float softcap) {
   for (int64_t t = 0; t < n_tokens; ++t)
     portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
-                              int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
+                              int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap);
 }
 }  // namespace portable
 

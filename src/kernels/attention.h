@@ -8,6 +8,7 @@
 // the arithmetic on the converted floats is that of f32 rows holding the same values.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "base/dtype.h"
@@ -51,14 +52,21 @@ void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_r
 // Scratch floats attention_group needs for a group of n_queries heads.
 constexpr int64_t attention_scratch_floats(int64_t n_queries) { return n_queries * kAttentionTile; }
 
+// Gemma 2's attention logit soft-capping: a score s (q·k / sqrt(head_dim)) becomes
+// cap·tanh(s / cap) before the softmax. Every level computes it with this function on the
+// scores of the positions a query sees (the masked ones stay -inf); a cap of 0 leaves the
+// kernels' arithmetic exactly as without it.
+inline float softcap_score(float score, float cap) { return cap * std::tanh(score / cap); }
+
 // queries: [n_queries, head_dim] (the group's query heads, contiguous); keys/values: the
 // cache's rows [n_slots, row] (KvCache::keys/values), this KV head's columns start at
 // element kv_offset; slots: [n_ctx];
 // scratch: attention_scratch_floats(n_queries); out: [n_queries, head_dim].
-// Positions 0..n_ctx-1 are visible (the caller's causal mask).
+// Positions 0..n_ctx-1 are visible (the caller's causal mask). softcap > 0: scores soft-capped
+// (softcap_score) before the softmax.
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out);
+                     float* out, float softcap = 0.0f);
 
 // attention_group for n_tokens tokens of one sequence attending to one KV head, token t
 // seeing positions 0..positions[t] (positions ascending, as a prefill chunk's). Token t's
@@ -68,7 +76,8 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
 // single token would have no query to share it with). scratch: attention_scratch_floats(group).
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride);
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                      float softcap = 0.0f);
 
 // The portable kernel's online-softmax step for one query and one tile (the AVX-512 kernel
 // has its own, vectorized one): scores[0..tile_len) become exp(score - new running max) in place,
@@ -89,7 +98,8 @@ void attention_exp(const float* x, int64_t n, float* out);
 // Needs AVX-512; attention_tokens above calls it when the active level has it.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride);
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                      float softcap);
 }  // namespace avx512
 
 }  // namespace tandem

@@ -23,6 +23,8 @@ void validate_attention_window(const ModelConfig& c) {
                      "local RoPE frequency base {} is out of range", c.rope_freq_base_local);
   TANDEM_CHECK_INPUT(c.final_logit_softcap >= 0.0f && c.final_logit_softcap < 1e30f,
                      "final logit soft-cap {} is out of range", c.final_logit_softcap);
+  TANDEM_CHECK_INPUT(c.attn_logit_softcap >= 0.0f && c.attn_logit_softcap < 1e30f,
+                     "attention logit soft-cap {} is out of range", c.attn_logit_softcap);
 }
 
 std::string describe_attention_window(const ModelConfig& c) {

@@ -396,7 +396,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       const int64_t first_query = first * c.q_width() + kv_head * group * head_dim;
       attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, attention_positions_.data() + first,
                        keys, values, kv_head * head_dim, slots, head_dim, scratch, attn_out_.data() + first_query,
-                       c.q_width());
+                       c.q_width(), c.attn_logit_softcap);
     }
   });
 }

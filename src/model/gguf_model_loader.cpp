@@ -1,12 +1,12 @@
-// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` or `phi3` into a Model:
+// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma2`, `gemma3` or `phi3` into a Model:
 // hyperparameters from the <arch>.* keys, tensors by llama.cpp's names (qwen2 adds
 // attn_{q,k,v}.bias, qwen3 attn_{q,k}_norm and a head size of its own, attention.key_length;
 // phi3 fuses gate and up in ffn_up, and Q, K, V in attn_qkv, which any architecture may),
-// every shape and type checked against the config. qwen2/qwen3/gemma3/phi3 rotate half-split
+// every shape and type checked against the config. qwen2/qwen3/gemma2/gemma3/phi3 rotate half-split
 // pairs (llama.cpp's NEOX RoPE); the rows stay as stored and the forward pass pairs accordingly.
 // Llama 3 RoPE scaling comes as rope_freqs.weight, the rest as rope.scaling.* keys and
 // LongRoPE's rope_factors_{long,short}.weight (model/rope_scaling). attention.sliding_window
-// gives a window (every layer of a llama; gemma3's local layers, see read_gemma3_config); phi3
+// gives a window (every layer of a llama; gemma2's and gemma3's local layers, see read_gemma*_config); phi3
 // ignores it, as llama.cpp does. Experts (qwen3moe; llama with expert_count > 0, Mixtral): the
 // router ffn_gate_inp and the stacked ffn_{gate,up,down}_exps [n_experts, rows, cols] (GGUF
 // ne = {cols, rows, n_experts}), each expert's slice a 2-D view.
@@ -34,9 +34,9 @@ class GgufModelBuilder {
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
     TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ||
-                           arch == "gemma3" || arch == "phi3",
-                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'qwen3moe', 'gemma3', "
-                       "'phi3')",
+                           arch == "gemma2" || arch == "gemma3" || arch == "phi3",
+                       "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'qwen3moe', 'gemma2', "
+                       "'gemma3', 'phi3')",
                        arch);
     // The architectures name their keys alike, under their own prefix.
     const std::string p = arch + ".";
@@ -70,6 +70,7 @@ class GgufModelBuilder {
     // Only where a window means one: Qwen2 configs carry a sliding_window they do not use.
     if (arch == "llama" || arch == "gemma3")
       config.sliding_window = file_.get_int(p + "attention.sliding_window").value_or(0);
+    if (arch == "gemma2") read_gemma2_config(p);
     if (arch == "gemma3") read_gemma3_config(p);
     config.rope_dims = file_.get_int(p + "rope.dimension_count").value_or(config.head_dim);
     if (file_.find_tensor("rope_freqs.weight") != nullptr) {
@@ -193,6 +194,32 @@ class GgufModelBuilder {
     config.final_logit_softcap = static_cast<float>(file_.get_float(p + "final_logit_softcapping").value_or(0.0));
     if (config.n_layers == 62)
       config.attention_scale = 1.0f / std::sqrt(static_cast<float>(config.d_model / config.n_heads));
+  }
+
+  // Gemma 2 as llama.cpp reads it: Gemma blocks without Q/K head norms, half-split RoPE with
+  // one base, even layers local (window attention.sliding_window, 4096 when absent) and odd
+  // layers global, scores soft-capped at attn_logit_softcapping (50 when absent) and logits at
+  // final_logit_softcapping (30 when absent). The query scale is 1/sqrt(key_length), except for
+  // the 27B shape (46 layers), whose query_pre_attn_scalar is d_model / n_heads (as for gemma3,
+  // GGUF has no key for it and llama.cpp decides by the model's size).
+  void read_gemma2_config(const std::string& p) {
+    ModelConfig& config = model_.config;
+    config.gemma_blocks = true;
+    config.sliding_window = file_.get_int(p + "attention.sliding_window").value_or(4096);
+    TANDEM_CHECK_INPUT(config.sliding_window > 0, "{}attention.sliding_window {} must be positive", p,
+                       config.sliding_window);
+    config.local_layers = interleaved_local_layers(config.n_layers, 2);
+    config.attn_logit_softcap = checked_softcap(p + "attn_logit_softcapping", 50.0);
+    config.final_logit_softcap = checked_softcap(p + "final_logit_softcapping", 30.0);
+    if (config.n_layers == 46)
+      config.attention_scale = 1.0f / std::sqrt(static_cast<float>(config.d_model / config.n_heads));
+  }
+
+  // A soft-cap key: positive and finite, `fallback` when absent.
+  float checked_softcap(const std::string& key, double fallback) {
+    const double cap = file_.get_float(key).value_or(fallback);
+    TANDEM_CHECK_INPUT(cap > 0.0 && cap < 1e30, "'{}' is {} (a soft-cap must be positive and finite)", key, cap);
+    return static_cast<float>(cap);
   }
 
   int64_t required_int(const std::string& key) {

@@ -1,14 +1,13 @@
 // Loads a Hugging Face model folder (config.json + safetensors, single or sharded) of
-// model_type llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe / gemma3_text / phi3 into a Model. Weights stay in
-// the memory map in their stored type (F32/F16/BF16), except, for llama/mistral, q_proj/k_proj,
-// which are copied with their rows permuted into the interleaved RoPE layout llama GGUFs use
-// (see permute_rope_rows), and norms and biases, which are converted to f32. qwen2/qwen3/gemma3/
-// phi3 keep HF's half-split rows, as their GGUFs do (RopePairing::HalfSplit); Phi-3's fused
-// qkv_proj and gate_up_proj become row views. rope_scaling: model/rope_scaling. Gemma's RMSNorms
-// scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's converter stores
-// them, so both formats run plain RMSNorm on the same values. Experts (Qwen3MoeForCausalLM's
-// mlp.gate + mlp.experts.E.{gate,up,down}_proj; MixtralForCausalLM's block_sparse_moe.gate +
-// experts.E.{w1,w3,w2}) are one 2-D view per expert. Tokenizer files are not read here.
+// model_type llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe / gemma2 / gemma3_text / phi3 into a Model. Weights
+// stay in the memory map in their stored type (F32/F16/BF16), except, for llama/mistral, q_proj/k_proj, which are
+// copied with their rows permuted into the interleaved RoPE layout llama GGUFs use (see permute_rope_rows), and norms
+// and biases, which are converted to f32. qwen2/qwen3/gemma2/gemma3/ phi3 keep HF's half-split rows, as their GGUFs do
+// (RopePairing::HalfSplit); Phi-3's fused qkv_proj and gate_up_proj become row views. rope_scaling: model/rope_scaling.
+// Gemma's RMSNorms scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's converter stores them, so
+// both formats run plain RMSNorm on the same values. Experts (Qwen3MoeForCausalLM's mlp.gate +
+// mlp.experts.E.{gate,up,down}_proj; MixtralForCausalLM's block_sparse_moe.gate + experts.E.{w1,w3,w2}) are one 2-D
+// view per expert. Tokenizer files are not read here.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -67,9 +66,9 @@ class HfModelBuilder {
     const std::string type = string_or("model_type", "");
     TANDEM_CHECK_INPUT(
         type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen3" ||
-            type == "qwen3_moe" || type == "gemma3_text" || type == "phi3",
+            type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "phi3",
         "config.json model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-        "gemma3_text, phi3)",
+        "gemma2, gemma3_text, phi3)",
         type);
     ModelConfig& c = model_.config;
     // Mistral and Mixtral: a Llama layout (Mixtral with experts); Qwen3-MoE: llama.cpp's qwen3moe.
@@ -109,6 +108,7 @@ class HfModelBuilder {
     // permute_rope_rows reorders whole heads: partial rotation stays with the half-split layouts.
     TANDEM_CHECK_INPUT(c.rope_pairing == RopePairing::HalfSplit || c.rope_dims == c.head_dim,
                        "config.json partial_rotary_factor {} is not supported for model_type {}", partial_rotary, type);
+    if (c.architecture == "gemma2") read_gemma2_config();
     if (c.architecture == "gemma3") read_gemma3_config();
     if (type == "qwen3_moe" || type == "mixtral") read_expert_config(type);
     c.validate();
@@ -253,9 +253,48 @@ class HfModelBuilder {
       c.attention_scale = static_cast<float>(1.0 / std::sqrt(query_scalar));
   }
 
-  // Gemma 3's tensors: its post_attention_layernorm follows attention (the FFN's input norm is
-  // pre_feedforward_layernorm), every norm weight w is used as 1 + w, and the head is tied
-  // unless lm_head.weight is there (tie_word_embeddings defaults to true).
+  // Gemma2ForCausalLM: even layers local (sliding_window; layer_types when the config lists
+  // them), one RoPE base, scores scaled by query_pre_attn_scalar^-1/2 and soft-capped at
+  // attn_logit_softcapping, logits at final_logit_softcapping (null: no cap).
+  void read_gemma2_config() {
+    ModelConfig& c = model_.config;
+    c.gemma_blocks = true;
+    const std::string activation = string_or("hidden_activation", "gelu_pytorch_tanh");
+    TANDEM_CHECK_INPUT(activation == "gelu_pytorch_tanh",
+                       "config.json hidden_activation '{}' is not supported (gelu_pytorch_tanh)", activation);
+    c.sliding_window = int_or("sliding_window", 4096);
+    TANDEM_CHECK_INPUT(c.sliding_window > 0, "config.json sliding_window {} must be positive", c.sliding_window);
+    c.local_layers = interleaved_local_layers(c.n_layers, 2);
+    if (const json* types = field("layer_types")) {
+      TANDEM_CHECK_INPUT(types->is_array() && static_cast<int64_t>(types->size()) == c.n_layers,
+                         "config.json layer_types must list one type per layer ({})", c.n_layers);
+      for (size_t l = 0; l < types->size(); ++l) {
+        const json& layer_type = (*types)[l];
+        TANDEM_CHECK_INPUT(layer_type == "sliding_attention" || layer_type == "full_attention",
+                           "config.json layer_types holds {}, not sliding_attention or full_attention",
+                           layer_type.dump());
+        c.local_layers[l] = layer_type == "sliding_attention" ? 1 : 0;
+      }
+    }
+    // Absent: Gemma2Config's defaults (50, 30); null: no cap.
+    auto softcap = [&](const char* key, double fallback) {
+      const bool null = json_.contains(key) && json_[key].is_null();
+      const double cap = null ? 0.0 : number_or(key, fallback);
+      TANDEM_CHECK_INPUT(cap >= 0.0 && cap < 1e30, "config.json {} {} is out of range", key, cap);
+      return static_cast<float>(cap);
+    };
+    c.attn_logit_softcap = softcap("attn_logit_softcapping", 50.0);
+    c.final_logit_softcap = softcap("final_logit_softcapping", 30.0);
+    const double query_scalar = number_or("query_pre_attn_scalar", static_cast<double>(c.head_dim));
+    TANDEM_CHECK_INPUT(query_scalar > 0.0 && query_scalar < 1e9, "config.json query_pre_attn_scalar {} is out of range",
+                       query_scalar);
+    if (query_scalar != static_cast<double>(c.head_dim))
+      c.attention_scale = static_cast<float>(1.0 / std::sqrt(query_scalar));
+  }
+
+  // Gemma 2's and 3's tensors (Q/K norms in gemma3 only): the post_attention_layernorm follows attention (the FFN's
+  // input norm is pre_feedforward_layernorm), every norm weight w is used as 1 + w, and the head is tied unless
+  // lm_head.weight is there (tie_word_embeddings defaults to true).
   void read_gemma3_weights() {
     const ModelConfig& c = model_.config;
     ModelWeights& w = model_.weights;
@@ -270,8 +309,10 @@ class HfModelBuilder {
       layer.attn_norm = vector(p + "input_layernorm.weight", c.d_model, 1.0f);
       layer.wq = matrix(p + "self_attn.q_proj.weight", c.q_width(), c.d_model);
       layer.wk = matrix(p + "self_attn.k_proj.weight", c.kv_width(), c.d_model);
-      layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim, 1.0f);
-      layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim, 1.0f);
+      if (c.qk_norm) {  // gemma3; Gemma 2 has none
+        layer.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim, 1.0f);
+        layer.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim, 1.0f);
+      }
       layer.wv = matrix(p + "self_attn.v_proj.weight", c.kv_width(), c.d_model);
       layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
       layer.post_attn_norm = vector(p + "post_attention_layernorm.weight", c.d_model, 1.0f);

@@ -193,13 +193,26 @@ void add_tokenizer_keys(const fs::path& dir, const ModelConfig& model_config, Gg
     writer.set("tokenizer.chat_template", GgufValue::string(chat_template->get<std::string>()));
 }
 
-// The sliding window and Gemma 3's specifics under llama.cpp's keys. GGUF says which gemma3
+// The sliding window and Gemma 2's and 3's specifics under llama.cpp's keys. GGUF says which gemma3
 // layers are global by a period only, and has no key for the query scale (llama.cpp derives
 // it from the layer count): a config it cannot express is refused rather than changed.
 void add_window_keys(const ModelConfig& c, GgufWriter& writer) {
   const std::string& arch = c.architecture;
   if (c.sliding_window > 0)
     writer.set(arch + ".attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(c.sliding_window)));
+  if (arch == "gemma2") {
+    // llama.cpp's gemma2: even layers local, odd global, one RoPE base; no key says otherwise.
+    TANDEM_CHECK_INPUT(c.local_layers == interleaved_local_layers(c.n_layers, 2),
+                       "a gemma2 layer pattern other than even layers local has no GGUF key");
+    // llama.cpp falls back to 50 and 30 without the keys, so "no cap" cannot be written.
+    TANDEM_CHECK_INPUT(c.attn_logit_softcap > 0.0f && c.final_logit_softcap > 0.0f,
+                       "gemma2 without attention or final logit soft-capping has no GGUF key");
+    writer.set(arch + ".attn_logit_softcapping", GgufValue::f32(c.attn_logit_softcap));
+    writer.set(arch + ".final_logit_softcapping", GgufValue::f32(c.final_logit_softcap));
+    TANDEM_CHECK_INPUT(c.attention_scale == 0.0f || c.n_layers == 46,
+                       "query_pre_attn_scalar other than head_dim ({}) has no GGUF key", c.head_dim);
+    return;
+  }
   if (arch != "gemma3") return;
   if (c.sliding_window > 0) {
     int64_t period = -1;

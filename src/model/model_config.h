@@ -1,5 +1,5 @@
-// ModelConfig: the hyperparameters of a Llama-family decoder (llama, qwen2, qwen3, qwen3moe, gemma3,
-// phi3; Mixtral as a llama with experts), whatever file they came from.
+// ModelConfig: the hyperparameters of a Llama-family decoder (llama, qwen2, qwen3, qwen3moe, gemma2,
+// gemma3, phi3; Mixtral as a llama with experts), whatever file they came from.
 #pragma once
 
 #include <cstdint>
@@ -46,12 +46,15 @@ struct ModelConfig {
   // 0: rope_freq_base.
   float rope_freq_base_local = 0.0f;
   // Gemma blocks: GeGLU FFN (tanh-form GELU), RMSNorms after attention and after the FFN,
-  // embeddings times sqrt(d_model) (gemma3).
+  // embeddings times sqrt(d_model) (gemma2, gemma3).
   bool gemma_blocks = false;
   // Attention scores are q·k times this; 0: 1/sqrt(head_dim) (gemma3: 1/sqrt(query_pre_attn_scalar)).
   float attention_scale = 0.0f;
   // Logits become cap * tanh(logits / cap) when > 0 (Gemma's final soft-capping).
   float final_logit_softcap = 0.0f;
+  // Attention scores (after the scale) become cap * tanh(score / cap) before the softmax when
+  // > 0 (Gemma 2: 50).
+  float attn_logit_softcap = 0.0f;
 
   // The window layer `layer` attends within; 0 for a global layer.
   int64_t layer_window(int64_t layer) const {

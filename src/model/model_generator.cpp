@@ -1,7 +1,7 @@
-// Random GGUF writer (llama, qwen3, qwen3moe, gemma3, phi3; Mixtral as a llama with experts): metadata as llama.cpp
-// names it, weights N(0, 0.02) from a self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor name,
-// row), so the bytes do not depend on thread count or the standard library's distributions. Tensors are streamed to the
-// file one at a time; rows are generated in parallel.
+// Random GGUF writer (llama, qwen3, qwen3moe, gemma2, gemma3, phi3; Mixtral as a llama with experts): metadata as
+// llama.cpp names it, weights N(0, 0.02) from a self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor
+// name, row), so the bytes do not depend on thread count or the standard library's distributions. Tensors are streamed
+// to the file one at a time; rows are generated in parallel.
 #include "model/model_generator.h"
 
 #include <algorithm>
@@ -45,6 +45,21 @@ GeneratedShape gemma3_shape(std::string name, int64_t d_model, int64_t n_layers,
   shape.tied_output = true;
   shape.sliding_window = window;
   shape.sliding_window_pattern = pattern;
+  return shape;
+}
+
+// Gemma 2 2B's config.json: hidden 2304, 26 layers, 8 heads of 256, 4 KV heads, intermediate
+// 9216, 8192 positions, rope_theta 1e4 in every layer, sliding_window 4096 in the even layers
+// (the odd ones global), rms_norm_eps 1e-6, query_pre_attn_scalar 256 (= head_dim),
+// attn_logit_softcapping 50, final_logit_softcapping 30, tied head.
+GeneratedShape gemma2_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                            int64_t head_dim, int64_t d_ff, int64_t context_length, int64_t window) {
+  GeneratedShape shape{std::move(name), d_model, n_layers, n_heads, n_kv_heads, d_ff, context_length};
+  shape.architecture = "gemma2";
+  shape.head_dim = head_dim;
+  shape.rms_norm_eps = 1e-6f;
+  shape.tied_output = true;
+  shape.sliding_window = window;
   return shape;
 }
 
@@ -111,6 +126,9 @@ const std::array kShapes = {
     // Every layer local (pattern 0) with a window of 16: a Mistral-style window that llama.cpp
     // also applies (it ignores a llama file's), so the engine's dropped KV blocks meet the peer.
     gemma3_shape("test-gemma3-local", 64, 2, 4, 2, 32, 96, 1024, 16, 0),
+    gemma2_shape("gemma2-2b", 2304, 26, 8, 4, 256, 9216, 8192, 4096),
+    // Window 32 in layers 0 and 2: 256 positions pass it eight times.
+    gemma2_shape("test-gemma2", 64, 4, 4, 2, 32, 96, 1024, 32),
     phi3_shape("phi3-mini", 3072, 32, 32, 32, 8192, 4096, 0, 0, false),
     phi3_shape("phi-4-mini", 3072, 32, 24, 8, 8192, 131072, 96, 4096, true),
     // Phi-4-mini in small: partial RoPE (12 of 16), GQA, LongRoPE from 256 to 1024 positions (so
@@ -262,7 +280,7 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   fixed("rope_factors_short.weight", rope.scaling.short_factors);
   const bool qk_norm =
       shape.architecture == "qwen3" || shape.architecture == "qwen3moe" || shape.architecture == "gemma3";
-  const bool gemma = shape.architecture == "gemma3";
+  const bool gemma = shape.architecture == "gemma2" || shape.architecture == "gemma3";
   // Phi-3 fuses Q, K, V into attn_qkv and gate, up into ffn_up (gate rows first).
   const bool phi3 = shape.architecture == "phi3";
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
@@ -436,6 +454,10 @@ void generate_random_gguf(const GeneratorOptions& options) {
   if (arch == "gemma3" && shape->sliding_window > 0) {
     writer.set(arch + ".attention.sliding_window_pattern", u32(shape->sliding_window_pattern));
     writer.set(arch + ".rope.freq_base_swa", GgufValue::f32(10000.0f));
+  }
+  if (arch == "gemma2") {  // Gemma 2's caps, as llama.cpp's converter writes them
+    writer.set(arch + ".attn_logit_softcapping", GgufValue::f32(50.0f));
+    writer.set(arch + ".final_logit_softcapping", GgufValue::f32(30.0f));
   }
   for (const auto& [key, value] : vocab.metadata())
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);

@@ -1,10 +1,13 @@
 // Hugging Face folders of the windowed families, written here: a Gemma3ForCausalLM text model
 // (model_type gemma3_text: norms stored as w and used as 1 + w, pre/post-feedforward norms,
-// layer_types) and a Mistral with sliding_window. Each is the same model as a GGUF written by
+// layer_types), a Gemma2ForCausalLM (no Q/K norms, even layers local, attention and final
+// soft-caps) and a Mistral with sliding_window. Each is the same model as a GGUF written by
 // tests/support (gemma3's norms there hold 1 + w, as llama.cpp's converter stores them): loading
 // the folder and loading the GGUF give the same logits bit for bit, past the window, and so
 // does the GGUF `tandem convert` writes from the folder, whose window keys llama.cpp reads.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -30,34 +33,42 @@ std::vector<float> minus_one(const std::vector<float>& values) {
   return out;
 }
 
-// Writes `g` (written as GGUF by write_random_model(s)) as a gemma3_text folder.
+// Writes `g` (written as GGUF by write_random_model(s)) as a gemma3_text folder, or for a
+// gemma2 spec as a Gemma2ForCausalLM folder (no Q/K norms, no layer_types: even layers local).
 void write_gemma3_folder(const RandomModelSpec& s, const RandomWeights& g, const std::string& dir) {
+  const bool gemma2 = s.architecture == "gemma2";
   nlohmann::ordered_json layer_types = nlohmann::ordered_json::array();
   for (int64_t l = 0; l < s.n_layers; ++l)
     layer_types.push_back(s.window_pattern == 0 || (l + 1) % s.window_pattern != 0 ? "sliding_attention"
                                                                                    : "full_attention");
-  const nlohmann::ordered_json config = {{"model_type", "gemma3_text"},
-                                         {"architectures", {"Gemma3ForCausalLM"}},
-                                         {"hidden_size", s.d_model},
-                                         {"num_hidden_layers", s.n_layers},
-                                         {"num_attention_heads", s.n_heads},
-                                         {"num_key_value_heads", s.n_kv_heads},
-                                         {"head_dim", s.head_dim()},
-                                         {"intermediate_size", s.d_ff},
-                                         {"rms_norm_eps", s.rms_norm_eps},
-                                         {"rope_theta", s.rope_freq_base},
-                                         {"rope_local_base_freq", s.rope_freq_base_local},
-                                         {"sliding_window", s.sliding_window},
-                                         {"layer_types", layer_types},
-                                         {"query_pre_attn_scalar", s.head_dim()},
-                                         {"final_logit_softcapping", nullptr},
-                                         {"attn_logit_softcapping", nullptr},
-                                         {"hidden_activation", "gelu_pytorch_tanh"},
-                                         {"max_position_embeddings", s.context_length},
-                                         {"vocab_size", s.vocab_size},
-                                         {"rope_scaling", nullptr},
-                                         {"bos_token_id", 4},
-                                         {"eos_token_id", 6}};  // tie_word_embeddings left to its default, true
+  nlohmann::ordered_json config = {{"model_type", gemma2 ? "gemma2" : "gemma3_text"},
+                                   {"architectures", {gemma2 ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM"}},
+                                   {"hidden_size", s.d_model},
+                                   {"num_hidden_layers", s.n_layers},
+                                   {"num_attention_heads", s.n_heads},
+                                   {"num_key_value_heads", s.n_kv_heads},
+                                   {"head_dim", s.head_dim()},
+                                   {"intermediate_size", s.d_ff},
+                                   {"rms_norm_eps", s.rms_norm_eps},
+                                   {"rope_theta", s.rope_freq_base},
+                                   {"rope_local_base_freq", s.rope_freq_base_local},
+                                   {"sliding_window", s.sliding_window},
+                                   {"layer_types", layer_types},
+                                   {"query_pre_attn_scalar", s.head_dim()},
+                                   {"final_logit_softcapping", nullptr},
+                                   {"attn_logit_softcapping", nullptr},
+                                   {"hidden_activation", "gelu_pytorch_tanh"},
+                                   {"max_position_embeddings", s.context_length},
+                                   {"vocab_size", s.vocab_size},
+                                   {"rope_scaling", nullptr},
+                                   {"bos_token_id", 4},
+                                   {"eos_token_id", 6}};  // tie_word_embeddings left to its default, true
+  if (gemma2) {
+    config.erase("layer_types");
+    config.erase("rope_local_base_freq");
+    config["attn_logit_softcapping"] = s.attn_logit_softcap;
+    config["final_logit_softcapping"] = s.final_logit_softcap;
+  }
   write_text(dir + "/config.json", config.dump(2));
   write_text(dir + "/tokenizer.json", tiny_tokenizer_json());
   std::vector<std::vector<float>> norms;  // the HF values, alive until written
@@ -79,8 +90,10 @@ void write_gemma3_folder(const RandomModelSpec& s, const RandomWeights& g, const
     mat(p + "self_attn.k_proj.weight", layer.wk);
     mat(p + "self_attn.v_proj.weight", layer.wv);
     mat(p + "self_attn.o_proj.weight", layer.wo);
-    norm(p + "self_attn.q_norm.weight", layer.q_norm);
-    norm(p + "self_attn.k_norm.weight", layer.k_norm);
+    if (!gemma2) {
+      norm(p + "self_attn.q_norm.weight", layer.q_norm);
+      norm(p + "self_attn.k_norm.weight", layer.k_norm);
+    }
     norm(p + "post_attention_layernorm.weight", layer.post_attn_norm);
     norm(p + "pre_feedforward_layernorm.weight", layer.ffn_norm);
     norm(p + "post_feedforward_layernorm.weight", layer.post_ffn_norm);
@@ -143,6 +156,82 @@ TEST(HfWindowed, Gemma3RejectsWhatItCannotRun) {
   } catch (const InputError& error) {
     EXPECT_NE(std::string(error.what()).find("hidden_activation 'relu'"), std::string::npos) << error.what();
   }
+}
+
+RandomModelSpec gemma2_spec() {
+  RandomModelSpec s;
+  s.architecture = "gemma2", s.d_model = 48, s.n_heads = 3, s.n_kv_heads = 1, s.head_size = 20, s.n_layers = 4;
+  s.sliding_window = 5, s.tied_output = true, s.rms_norm_eps = 1e-6f, s.context_length = 64, s.seed = 202;
+  s.attn_logit_softcap = 2.0f, s.final_logit_softcap = 3.0f;  // small enough to bend this model's scores
+  return s;
+}
+
+TEST(HfWindowed, Gemma2FolderEqualsItsGguf) {
+  TempDir tmp;
+  const RandomModelSpec s = gemma2_spec();
+  const RandomWeights g = write_random_model(s, tmp.file("model.gguf"));
+  const std::string dir = make_dir(tmp.file("hf"));
+  write_gemma3_folder(s, g, dir);
+  const auto from_hf = load_model(dir);
+  EXPECT_EQ(from_hf->config.architecture, "gemma2");
+  EXPECT_EQ(from_hf->config.local_layers, (std::vector<uint8_t>{1, 0, 1, 0}));
+  EXPECT_EQ(from_hf->config.attn_logit_softcap, 2.0f);
+  EXPECT_EQ(from_hf->config.final_logit_softcap, 3.0f);
+  EXPECT_FALSE(from_hf->config.qk_norm);
+  const std::vector<int32_t> prompt = prompt_of(24, s.vocab_size);
+  const std::vector<float> gguf_logits = prefill_logits(load_model(tmp.file("model.gguf")), prompt);
+  EXPECT_EQ(prefill_logits(from_hf, prompt), gguf_logits);
+
+  const testing::CommandResult result = tandem_convert(dir, tmp.file("converted.gguf"), "F32");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const GgufFile file = GgufFile::open(tmp.file("converted.gguf"));
+  EXPECT_EQ(file.get_string("general.architecture"), "gemma2");
+  EXPECT_EQ(file.get_int("gemma2.attention.sliding_window"), 5);
+  EXPECT_EQ(file.get_float("gemma2.attn_logit_softcapping"), 2.0);
+  EXPECT_EQ(file.get_float("gemma2.final_logit_softcapping"), 3.0);
+  EXPECT_EQ(file.find_tensor("blk.0.attn_q_norm.weight"), nullptr);
+  EXPECT_NE(file.find_tensor("blk.3.post_ffw_norm.weight"), nullptr);
+  EXPECT_EQ(file.find_tensor("output.weight"), nullptr) << "the head stays tied";
+  EXPECT_EQ(prefill_logits(load_model(tmp.file("converted.gguf")), prompt), gguf_logits);
+
+  // A different attention cap in the folder is a different model.
+  std::ifstream in(dir + "/config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["attn_logit_softcapping"] = 50.0;
+  write_text(dir + "/config.json", config.dump());
+  EXPECT_NE(prefill_logits(load_model(dir), prompt), gguf_logits);
+}
+
+TEST(HfWindowed, Gemma2BadCapsAreOneLineErrors) {
+  TempDir tmp;
+  const RandomModelSpec s = gemma2_spec();
+  const RandomWeights g = write_random_model(s, tmp.file("model.gguf"));
+  const std::string dir = make_dir(tmp.file("hf"));
+  write_gemma3_folder(s, g, dir);
+  std::ifstream in(dir + "/config.json");
+  const nlohmann::json original = nlohmann::json::parse(in);
+  auto expect_error = [&](const char* key, const nlohmann::json& value, const std::string& needle, bool convert) {
+    nlohmann::json config = original;
+    config[key] = value;
+    write_text(dir + "/config.json", config.dump());
+    try {
+      if (convert) {
+        const testing::CommandResult result = tandem_convert(dir, tmp.file("bad.gguf"), "F32");
+        EXPECT_NE(result.exit_code, 0);
+        EXPECT_NE(result.err.find(needle), std::string::npos) << result.err;
+        EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+        return;
+      }
+      load_model(dir);
+      ADD_FAILURE() << "loaded a gemma2 config with " << key << " " << value.dump();
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
+    }
+  };
+  expect_error("attn_logit_softcapping", -1.0, "attn_logit_softcapping -1 is out of range", false);
+  expect_error("sliding_window", 0, "sliding_window 0 must be positive", false);
+  // null: no cap, which runs (-m DIR) but has no GGUF key (llama.cpp would take 50).
+  expect_error("attn_logit_softcapping", nullptr, "without attention or final logit soft-capping", true);
 }
 
 // A Mistral folder with sliding_window 6: the same logits as the GGUF carrying

@@ -291,8 +291,8 @@ TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
 }
 
 // Windowed shapes: gemma3's keys as llama.cpp reads them (window, pattern, local RoPE base),
-// its extra norms, and test-sliding's llama.attention.sliding_window; tandem info says what
-// the window applies to.
+// its extra norms, gemma2's (window, both soft-caps, no Q/K norms), and test-sliding's llama.attention.sliding_window;
+// tandem info says what the window applies to.
 TEST(GenModel, WindowedShapesWriteTheirWindows) {
   TANDEM_REQUIRE_SHARED(kVocab);
   const std::optional<GeneratedShape> real = find_generated_shape("gemma3-1b");
@@ -302,6 +302,18 @@ TEST(GenModel, WindowedShapesWriteTheirWindows) {
   EXPECT_EQ(real->head_size(), 256);
   EXPECT_EQ(real->sliding_window, 512);
   EXPECT_EQ(real->sliding_window_pattern, 6);
+  // Gemma 2 2B's config.json.
+  const std::optional<GeneratedShape> gemma2 = find_generated_shape("gemma2-2b");
+  ASSERT_TRUE(gemma2.has_value());
+  EXPECT_EQ(gemma2->architecture, "gemma2");
+  EXPECT_EQ(gemma2->d_model, 2304);
+  EXPECT_EQ(gemma2->n_layers, 26);
+  EXPECT_EQ(gemma2->n_heads, 8);
+  EXPECT_EQ(gemma2->n_kv_heads, 4);
+  EXPECT_EQ(gemma2->head_size(), 256);
+  EXPECT_EQ(gemma2->d_ff, 9216);
+  EXPECT_EQ(gemma2->sliding_window, 4096);
+  EXPECT_TRUE(gemma2->tied_output);
   struct Case {
     const char* shape;
     std::vector<const char*> info_lines;
@@ -313,6 +325,9 @@ TEST(GenModel, WindowedShapesWriteTheirWindows) {
               "global layers 1,3, local RoPE base 10000",
               "gemma blocks:    GeGLU"}},
         Case{"test-gemma3-local", {"sliding window:  16 positions, every layer (the KV cache keeps only"}},
+        Case{"test-gemma2",
+             {"architecture:    gemma2", "sliding window:  32 positions, 2 of 4 layers local, global layers 1,3\n",
+              "attn softcap:    50 (scores", "logit softcap:   30", "gemma blocks:    GeGLU"}},
         Case{"test-sliding", {"architecture:    llama", "sliding window:  32 positions, every layer"}}}) {
     GeneratorOptions options;
     options.shape = c.shape;
@@ -330,6 +345,14 @@ TEST(GenModel, WindowedShapesWriteTheirWindows) {
         EXPECT_NE(file.find_tensor("blk.1.post_attention_norm.weight"), nullptr);
         EXPECT_NE(file.find_tensor("blk.1.post_ffw_norm.weight"), nullptr);
         EXPECT_NE(file.find_tensor("blk.1.attn_q_norm.weight"), nullptr);
+        EXPECT_EQ(file.find_tensor("output.weight"), nullptr);
+      }
+      if (arch == "gemma2") {  // llama.cpp's gemma2 keys; no Q/K norms
+        EXPECT_FLOAT_EQ(*file.get_float("gemma2.attn_logit_softcapping"), 50.0f);
+        EXPECT_FLOAT_EQ(*file.get_float("gemma2.final_logit_softcapping"), 30.0f);
+        EXPECT_EQ(*file.get_int("gemma2.attention.key_length"), 32);
+        EXPECT_NE(file.find_tensor("blk.1.post_ffw_norm.weight"), nullptr);
+        EXPECT_EQ(file.find_tensor("blk.1.attn_q_norm.weight"), nullptr);
         EXPECT_EQ(file.find_tensor("output.weight"), nullptr);
       }
     }

@@ -72,7 +72,7 @@ std::vector<float> run_attention(const float* queries, int64_t n_queries, const 
   kernel_table(Isa::Avx512)
       .attention(queries, n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
                  f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), n_ctx, cache.head_dim,
-                 scratch.data(), out.data());
+                 scratch.data(), out.data(), 0.0f);
   return out;
 }
 
@@ -165,7 +165,7 @@ std::vector<float> run_tokens(TokensKernel kernel, const TokenRun& run, const Ca
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   kernel(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(),
          f32_kv_rows(cache.keys.data(), cache.kv_width), f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset,
-         cache.slots.data(), run.head_dim, scratch.data(), out.data(), run.out_stride);
+         cache.slots.data(), run.head_dim, scratch.data(), out.data(), run.out_stride, 0.0f);
   return out;
 }
 
@@ -175,10 +175,10 @@ std::vector<float> run_token_by_token(Isa isa, const TokenRun& run, const Cache&
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(run.group)));
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   for (int64_t t = 0; t < n_tokens; ++t)
-    kernel_table(isa).attention(run.queries.data() + t * run.query_stride, run.group,
-                                f32_kv_rows(cache.keys.data(), cache.kv_width),
-                                f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(),
-                                run.positions[t] + 1, run.head_dim, scratch.data(), out.data() + t * run.out_stride);
+    kernel_table(isa).attention(
+        run.queries.data() + t * run.query_stride, run.group, f32_kv_rows(cache.keys.data(), cache.kv_width),
+        f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), run.positions[t] + 1,
+        run.head_dim, scratch.data(), out.data() + t * run.out_stride, 0.0f);
   return out;
 }
 

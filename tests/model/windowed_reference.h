@@ -3,8 +3,10 @@
 // 0..n-1; in a local layer position p attends to (p - window, p]. Gemma 3: embeddings times
 // sqrt(d_model); per-head RMSNorm of Q and K; RoPE on half-split pairs at the local base in
 // local layers and the global base in global ones; RMSNorm of the attention output and of the
-// FFN output before each joins the residual; gelu(tanh) gating; soft-capped logits. Each
-// `Variant` flag computes a wrong model, to show the comparison can fail.
+// FFN output before each joins the residual; gelu(tanh) gating; soft-capped logits. Gemma 2:
+// the same blocks without Q/K norms, even layers local, one RoPE base, attention scores
+// soft-capped (cap·tanh(score / cap)) before the softmax. Each `Variant` flag computes a wrong
+// model, to show the comparison can fail.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +30,8 @@ struct Variant {
   bool no_post_norms = false;           // gemma3: skip the post-attention / post-FFN norms
   bool no_embedding_scale = false;      // gemma3: embeddings not times sqrt(d_model)
   bool no_softcap = false;              // gemma3: logits not soft-capped
+  bool no_attn_softcap = false;         // gemma2: attention scores not soft-capped
+  bool odd_layers_local = false;        // gemma2: the local/global alternation the other way round
 };
 
 inline std::vector<double> matvec(const RandomMatrix& m, const std::vector<double>& x) {
@@ -67,6 +71,7 @@ inline double gelu_tanh(double x) {
 // Is layer l local? Mirrors the file's meaning (every pattern-th layer global; all for llama).
 inline bool layer_is_local(const RandomModelSpec& s, int64_t l) {
   if (s.sliding_window == 0) return false;
+  if (s.architecture == "gemma2") return l % 2 == 0;
   if (s.architecture != "gemma3" || s.window_pattern == 0) return true;
   return (l + 1) % s.window_pattern != 0;
 }
@@ -74,7 +79,8 @@ inline bool layer_is_local(const RandomModelSpec& s, int64_t l) {
 // Logits [n_tokens, vocab_size].
 inline std::vector<double> reference_logits(const RandomModelSpec& s, const RandomWeights& w,
                                             const std::vector<int32_t>& tokens, Variant variant = {}) {
-  const bool gemma = s.architecture == "gemma3";
+  const bool gemma = s.architecture == "gemma2" || s.architecture == "gemma3";
+  const bool local_base = s.architecture == "gemma3";  // gemma2 turns at one base everywhere
   const bool adjacent = s.architecture == "llama";
   const int64_t n = static_cast<int64_t>(tokens.size()), d = s.d_model, hd = s.head_dim();
   const int64_t group = s.n_heads / s.n_kv_heads;
@@ -85,9 +91,10 @@ inline std::vector<double> reference_logits(const RandomModelSpec& s, const Rand
       x[t].push_back(w.token_embedding.at(tokens[static_cast<size_t>(t)], i) * embedding_scale);
   for (int64_t l = 0; l < static_cast<int64_t>(w.layers.size()); ++l) {
     const auto& layer = w.layers[static_cast<size_t>(l)];
-    const bool local = layer_is_local(s, l);
+    const bool local = layer_is_local(s, l) != (variant.odd_layers_local && s.sliding_window > 0);
     const int64_t window = local && !variant.no_window ? s.sliding_window : 0;
-    const double base = gemma && local && !variant.global_rope_everywhere ? s.rope_freq_base_local : s.rope_freq_base;
+    const double base =
+        local_base && local && !variant.global_rope_everywhere ? s.rope_freq_base_local : s.rope_freq_base;
     std::vector<std::vector<double>> q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       std::vector<double> normed = x[t];
@@ -112,7 +119,10 @@ inline std::vector<double> reference_logits(const RandomModelSpec& s, const Rand
         for (int64_t p = first; p <= t; ++p) {
           double dot = 0.0;
           for (int64_t i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[p][kv + i];
-          scores.push_back(dot / std::sqrt(static_cast<double>(hd)));
+          double score = dot / std::sqrt(static_cast<double>(hd));
+          if (s.attn_logit_softcap > 0.0f && !variant.no_attn_softcap)
+            score = s.attn_logit_softcap * std::tanh(score / s.attn_logit_softcap);
+          scores.push_back(score);
           max_score = std::max(max_score, scores.back());
         }
         for (double& score : scores) sum += (score = std::exp(score - max_score));

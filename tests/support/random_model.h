@@ -43,7 +43,10 @@ struct RandomModelSpec {
   int64_t sliding_window = 0;
   int64_t window_pattern = 2;
   float rope_freq_base_local = 10000.0f;
-  float final_logit_softcap = 0.0f;  // gemma3.final_logit_softcapping when > 0
+  float final_logit_softcap = 0.0f;  // <arch>.final_logit_softcapping when > 0
+  // "gemma2": gemma3's blocks without Q/K norms, even layers local (window_pattern unused, no
+  // local RoPE base), gemma2.attn_logit_softcapping = attn_logit_softcap when > 0.
+  float attn_logit_softcap = 0.0f;
   // Mixture of experts ("qwen3moe", or "llama" as Mixtral) when n_experts > 0: <arch>.expert_count,
   // .expert_used_count (and for qwen3moe .expert_feed_forward_length = d_ff_expert; a llama's
   // experts are d_ff wide), an f32 router ffn_gate_inp and stacked ffn_{gate,up,down}_exps
@@ -138,6 +141,7 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     writer.set(a + ".rope.freq_base_swa", GgufValue::f32(s.rope_freq_base_local));
   }
   if (s.final_logit_softcap > 0.0f) writer.set(a + ".final_logit_softcapping", GgufValue::f32(s.final_logit_softcap));
+  if (s.attn_logit_softcap > 0.0f) writer.set(a + ".attn_logit_softcapping", GgufValue::f32(s.attn_logit_softcap));
   if (s.n_experts > 0) {
     writer.set(a + ".expert_count", GgufValue::u32(static_cast<uint32_t>(s.n_experts)));
     writer.set(a + ".expert_used_count", GgufValue::u32(static_cast<uint32_t>(s.n_experts_used)));
@@ -186,7 +190,7 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     }
     layer.wv = matrix(p + "attn_v.weight", kv_width, d, fan_in(d));
     layer.wo = matrix(p + "attn_output.weight", d, q_width, fan_in(q_width));
-    if (s.architecture == "gemma3") layer.post_attn_norm = norm(p + "post_attention_norm.weight", d);
+    if (a == "gemma2" || a == "gemma3") layer.post_attn_norm = norm(p + "post_attention_norm.weight", d);
     layer.ffn_norm = norm(p + "ffn_norm.weight", d);
     if (s.n_experts > 0) {
       // The router stays f32 in any file, as llama.cpp's converter and quantizer keep it.
@@ -201,7 +205,7 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
       layer.w_up = matrix(p + "ffn_up.weight", s.d_ff, d, fan_in(d));
       layer.w_down = matrix(p + "ffn_down.weight", d, s.d_ff, fan_in(s.d_ff));
     }
-    if (s.architecture == "gemma3") layer.post_ffn_norm = norm(p + "post_ffw_norm.weight", d);
+    if (a == "gemma2" || a == "gemma3") layer.post_ffn_norm = norm(p + "post_ffw_norm.weight", d);
     w.layers.push_back(std::move(layer));
   }
   w.output_norm = norm("output_norm.weight", d);

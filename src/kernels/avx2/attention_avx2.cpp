@@ -267,6 +267,7 @@ struct QuerySet {
   float* const* outs;           // [n_queries] -> [head_dim]
   const int64_t* n_ctx;         // [n_queries]
   int64_t n_queries;            // 1..kMaxQueries
+  float softcap = 0.0f;         // > 0: scores soft-capped (softcap_score) before the softmax
 };
 
 // Per tile: every query's scores, then each query's softmax step, then the weighted values,
@@ -338,6 +339,14 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
               _mm256_blendv_ps(minus_infinity, _mm256_mul_ps(scores[i], scale), first_lanes(visible(j + i, b))));
       });
     }
+
+    // Soft-capping (Gemma 2) on the positions each query sees; the masked ones stay -inf.
+    if (set.softcap > 0.0f)
+      for (int64_t j = tile_first; j < n_queries; ++j) {
+        float* tile_scores = weights + j * kAttentionTile;
+        const int64_t n_visible = std::min(kAttentionTile, n_ctx[j] - tile);
+        for (int64_t p = 0; p < n_visible; ++p) tile_scores[p] = softcap_score(tile_scores[p], set.softcap);
+      }
 
     for (int64_t j = tile_first; j < n_queries; ++j) {
       float* tile_weights = weights + j * kAttentionTile;
@@ -434,9 +443,10 @@ bool vector_kernel_fits(int64_t head_dim) {
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out) {
+                     float* out, float softcap) {
   if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
-    portable::attention_group(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out);
+    portable::attention_group(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out,
+                              softcap);
     return;
   }
   const float* query_of[kMaxGroup];
@@ -447,17 +457,18 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
     out_of[g] = out + g * head_dim;
     n_ctx_of[g] = n_ctx;
   }
-  queries_kernel(keys, values, head_dim)(QuerySet{query_of, out_of, n_ctx_of, n_queries}, keys, values, kv_offset,
-                                         slots);
+  queries_kernel(keys, values, head_dim)(QuerySet{query_of, out_of, n_ctx_of, n_queries, softcap}, keys, values,
+                                         kv_offset, slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride) {
+                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                      float softcap) {
   if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
     for (int64_t t = 0; t < n_tokens; ++t)
       portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
-                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride);
+                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap);
     return;
   }
   const QueriesKernel kernel = queries_kernel(keys, values, head_dim);
@@ -475,7 +486,7 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
         n_ctx_of[t * group + g] = int64_t{positions[first + t]} + 1;
       }
     }
-    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group}, keys, values, kv_offset, slots);
+    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group, softcap}, keys, values, kv_offset, slots);
   }
 }
 
