@@ -59,9 +59,11 @@ tsan: setup
 	cd build-tsan && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1 $(TSAN_OPTIONS)" \
 	  ctest --output-on-failure -j $(JOBS) -L '^(base|kv|server)$$' -LE '^(levels|slow)$$'
 
-# libFuzzer targets (clang), each run briefly.
+# libFuzzer targets (clang), each run briefly; -O1 with line tables, as libFuzzer's docs build
+# (the fuzz phase with 5 s a target: 14.8 CPU-minutes at -O2 -g, 10.9 at -O1 -g1, on 2 cores).
 fuzz: setup
-	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_FUZZ=ON $(CMAKE_ARGS) >/dev/null
+	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
+	  -DTANDEM_FUZZ=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 	@for target in build-fuzz/fuzz_*; do \
 	  [ -x "$$target" ] || continue; echo "fuzz: $$target"; \
