@@ -17,18 +17,12 @@
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
+#include "support/random_floats.h"
 
 namespace tandem {
 namespace {
 
 bool has_avx512() { return static_cast<int>(detect_isa()) >= static_cast<int>(Isa::Avx512); }
-
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float low, float high) {
-  std::uniform_real_distribution<float> uniform(low, high);
-  std::vector<float> values(static_cast<size_t>(n));
-  for (float& v : values) v = uniform(rng);
-  return values;
-}
 
 // A KV cache of n_slots rows holding n_kv_heads heads, and a shuffled position -> slot table.
 struct Cache {

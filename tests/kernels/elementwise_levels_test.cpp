@@ -19,6 +19,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/kernel_table.h"
+#include "support/random_floats.h"
 
 namespace tandem {
 namespace {
@@ -64,13 +65,6 @@ class GuardedFloats {
   uint8_t* base_ = nullptr;
   float* data_ = nullptr;
 };
-
-std::vector<float> random_floats(std::mt19937& rng, int64_t n, float low, float high) {
-  std::uniform_real_distribution<float> uniform(low, high);
-  std::vector<float> values(static_cast<size_t>(n));
-  for (float& v : values) v = uniform(rng);
-  return values;
-}
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
