@@ -166,7 +166,10 @@ TEST(ChatTerminal, HistoryCarriesOverTurnsAndResetForgetsIt) {
   // Multi-line input: a line ending in '\' continues.
   const size_t before_reset = terminal.output().size();
   terminal.type("/reset\n");
-  ASSERT_TRUE(terminal.wait_for(std::regex("conversation cleared"), before_reset, 10.0)) << terminal.output();
+  // Up to the prompt that follows: typing earlier would let the next turn's wait take that
+  // prompt for the end of the turn (seen in CI on a loaded machine).
+  ASSERT_TRUE(terminal.wait_for(std::regex(R"(\(conversation cleared\)\n> $)"), before_reset, 10.0))
+      << terminal.output();
   const std::optional<Turn> two_lines = converse(terminal, "The dream\\\nwent on");
   ASSERT_TRUE(two_lines) << terminal.output();
   EXPECT_NE(two_lines->prompt.find("The dream\nwent on"), std::string::npos) << two_lines->prompt;
