@@ -10,6 +10,7 @@
 #include "cli/kv_type_options.h"
 #include "kernels/cpu_features.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_pool_plan.h"
 #include "model/attention_window.h"
 #include "model/model.h"
 
@@ -139,7 +140,7 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   if (c.kv_window() > 0) {
     // Blocks wholly behind the window go back to the pool as a sequence advances: what a
     // decoding sequence holds is the window's blocks plus the one being filled.
-    const int64_t window_blocks = (c.kv_window() + block_tokens - 2) / block_tokens + 1;
+    const int64_t window_blocks = windowed_blocks_per_sequence(block_tokens, c.kv_window(), 1);
     fmt::print("KV kept:         the window only: at most {} blocks ({}) per decoding sequence\n", window_blocks,
                human_bytes(window_blocks * block_tokens * kv_per_token));
   }

@@ -112,7 +112,8 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       kv_pool_([&] {
         check_kv_types(model_->config.kv_shape(), config_.kv_types);
         const KvPoolPlan plan = plan_kv_pool(model_->config.kv_shape(), config_.kv_types, config_.block_size,
-                                             config_.context_length, config_.kv_memory_bytes, config_.max_seqs);
+                                             config_.context_length, config_.kv_memory_bytes, config_.max_seqs,
+                                             model_->config.kv_window(), config_.max_batch_tokens);
         // One sequence at full context must always fit, or a lone request could never finish.
         TANDEM_CHECK_INPUT(plan.full_contexts >= 1,
                            "the KV pool holds {} blocks of {} tokens but one {}-token context needs {} "

@@ -24,10 +24,11 @@ void Scheduler::add(Request* request) {
   waiting_.push_back(request);
 }
 
-bool Scheduler::admit(Request* request) {
+bool Scheduler::admit(Request* request, int64_t first_chunk) {
   if (static_cast<int32_t>(running_.size()) >= config_.max_seqs) return false;
   // A mean-pooled embedding needs every prompt row's hidden state: it computes all of them.
-  const int64_t cached = blocks_.assign(request->blocks, request->tokens, request->params.pooling != Pooling::Mean);
+  const int64_t cached =
+      blocks_.assign(request->blocks, request->tokens, request->params.pooling != Pooling::Mean, first_chunk);
   if (cached < 0) return false;
   request->n_computed = cached;
   if (request->cached_prompt_tokens < 0) {
@@ -85,16 +86,18 @@ StepPlan Scheduler::schedule() {
   }
 
   // 2. Prefill chunks of admitted requests, oldest first.
-  for (Request* request : running_) {
+  for (size_t i = 0; i < running_.size(); ++i) {
     if (budget <= 0) break;
+    Request* request = running_[i];
     if (request->state != RequestState::Prefilling) continue;
-    const int64_t n = std::min(request->n_pending(), budget);
+    const int64_t n = hold_prefill_chunk(request, std::min(request->n_pending(), budget), plan);
+    if (n == 0) continue;
     plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending(), 0});
     budget -= n;
   }
 
   // 3. Admit waiting requests in order while the budget, max_seqs and blocks allow.
-  while (budget > 0 && !waiting_.empty() && admit(waiting_.front())) {
+  while (budget > 0 && !waiting_.empty() && admit(waiting_.front(), budget)) {
     Request* request = waiting_.front();
     waiting_.pop_front();
     const int64_t n = std::min(request->n_pending(), budget);
@@ -115,6 +118,26 @@ void Scheduler::complete(const StepPlan& plan) {
     blocks_.drop_out_of_window(request->blocks, request->n_computed);
     if (chunk.samples) request->state = RequestState::Decoding;
   }
+}
+
+int64_t Scheduler::hold_prefill_chunk(Request* request, int64_t n, StepPlan& plan) {
+  const int64_t end = request->n_computed + n;
+  // Only a sliding-window sequence can lack blocks here (it was given them a chunk at a
+  // time); the others got their whole prompt's at admission and return at once.
+  while (!blocks_.grow(request->blocks, end)) {
+    // Newer sequences not in this step's plan give theirs back, newest first, as a decode
+    // would make them; one already planned keeps its blocks, and this one shrinks its chunk to
+    // what it holds. The oldest always progresses: a request is only ever preempted by older
+    // ones, and the planned ones it waits for finish their steps.
+    Request* victim = running_.back();
+    const bool planned = std::any_of(plan.chunks.begin(), plan.chunks.end(),
+                                     [victim](const ScheduledChunk& chunk) { return chunk.request == victim; });
+    if (victim == request || planned) break;
+    preempt(victim);
+    plan.preempted.push_back(victim);
+  }
+  const int64_t held = static_cast<int64_t>(request->blocks.table.size()) * blocks_.block_size();
+  return std::clamp<int64_t>(held - request->n_computed, 0, n);
 }
 
 int64_t Scheduler::fit_draft(Request* request, int64_t budget) {

@@ -69,7 +69,12 @@ class Scheduler {
   int64_t blocks_for(int64_t n_tokens) const { return blocks_.blocks_for(n_tokens); }
 
  private:
-  bool admit(Request* request);
+  // Admits a request with blocks for its reused prefix and (windowed models) its first chunk
+  // of at most first_chunk positions.
+  bool admit(Request* request, int64_t first_chunk);
+  // Blocks for the next n positions of a prefilling request, preempting newer requests not
+  // planned this step if the pool is short; returns how many of the n it can compute now.
+  int64_t hold_prefill_chunk(Request* request, int64_t n, StepPlan& plan);
   void preempt(Request* request);
   // Grows the request's blocks for as many of its proposed tokens as `budget` and the free
   // blocks allow, trims its draft to that, and returns the count.

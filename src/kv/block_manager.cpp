@@ -7,9 +7,10 @@
 
 namespace tandem {
 
-int64_t BlockManager::assign(SequenceBlocks& sequence, std::span<const int32_t> tokens, bool reuse_prefix) {
-  TANDEM_ASSERT(sequence.empty() && !tokens.empty());
-  if (window_ > 0) return assign_windowed(sequence, tokens);
+int64_t BlockManager::assign(SequenceBlocks& sequence, std::span<const int32_t> tokens, bool reuse_prefix,
+                             int64_t first_chunk) {
+  TANDEM_ASSERT(sequence.empty() && !tokens.empty() && first_chunk >= 1);
+  if (window_ > 0) return assign_windowed(sequence, tokens, first_chunk);
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   std::vector<int32_t> matched =
       allocator_.match_prefix(tokens, reuse_prefix ? (n_tokens - 1) / block_size() : 0, sequence.hashes);
@@ -24,7 +25,7 @@ int64_t BlockManager::assign(SequenceBlocks& sequence, std::span<const int32_t> 
   return static_cast<int64_t>(sequence.hashes.size()) * block_size();
 }
 
-int64_t BlockManager::assign_windowed(SequenceBlocks& sequence, std::span<const int32_t> tokens) {
+int64_t BlockManager::assign_windowed(SequenceBlocks& sequence, std::span<const int32_t> tokens, int64_t first_chunk) {
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   const int64_t block = block_size();
   // Every full block's prefix hash (known from the tokens alone) and its cached copy, if any.
@@ -48,7 +49,8 @@ int64_t BlockManager::assign_windowed(SequenceBlocks& sequence, std::span<const 
     for (int64_t j = first_kept(k); j < k && all_cached; ++j) all_cached = cached[static_cast<size_t>(j)] >= 0;
     if (all_cached) break;
   }
-  const int64_t needed = blocks_for(n_tokens) - k;
+  const int64_t covered = k * block + std::min(n_tokens - k * block, first_chunk);
+  const int64_t needed = blocks_for(covered) - k;
   // Retained before the availability check, as assign() does: a revived cached block no longer
   // counts as available.
   sequence.table.assign(static_cast<size_t>(first_kept(k)), kDroppedBlock);
@@ -61,7 +63,7 @@ int64_t BlockManager::assign_windowed(SequenceBlocks& sequence, std::span<const 
     return -1;
   }
   sequence.hashes.assign(chain.begin(), chain.begin() + k);
-  TANDEM_ASSERT(grow(sequence, n_tokens));
+  TANDEM_ASSERT(grow(sequence, covered));
   return k * block;
 }
 

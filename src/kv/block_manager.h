@@ -56,7 +56,13 @@ class BlockManager {
   // Returns how many leading tokens already have their K/V (a multiple of block_size), or
   // -1, holding nothing, when the pool cannot take the rest. reuse_prefix false: no cached
   // block is reused (all of `tokens` will be computed).
-  int64_t assign(SequenceBlocks& sequence, std::span<const int32_t> tokens, bool reuse_prefix = true);
+  // first_chunk (with a window only): blocks are given for no more than that many positions
+  // after the reused prefix, the first prefill chunk; the caller grows the table chunk by
+  // chunk and drops what falls behind the window, so a long prompt never holds more than its
+  // window and a chunk. Without a window every block is needed by the prompt's end anyway, and
+  // taking them all at admission leaves admission the only place a prompt can be refused.
+  int64_t assign(SequenceBlocks& sequence, std::span<const int32_t> tokens, bool reuse_prefix = true,
+                 int64_t first_chunk = INT64_MAX);
   // Grows the table to cover n_tokens positions; false if the pool ran dry (the blocks
   // taken so far stay with the sequence).
   bool grow(SequenceBlocks& sequence, int64_t n_tokens);
@@ -84,7 +90,7 @@ class BlockManager {
   void count_lookup(int64_t prompt_tokens, int64_t hit_tokens) { allocator_.count_lookup(prompt_tokens, hit_tokens); }
 
  private:
-  int64_t assign_windowed(SequenceBlocks& sequence, std::span<const int32_t> tokens);
+  int64_t assign_windowed(SequenceBlocks& sequence, std::span<const int32_t> tokens, int64_t first_chunk);
 
   BlockAllocator allocator_;
   int64_t window_ = 0;

@@ -3,6 +3,7 @@
 // still gives every request exactly the tokens it would get alone.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -38,8 +39,9 @@ struct FakeRun {
 };
 
 // Drives the scheduler to completion, checking every plan against the budget and blocks.
+// max_held: the most blocks any admitted request may hold after a step is planned.
 FakeRun run_to_completion(Scheduler& scheduler, BlockManager& blocks, std::vector<std::unique_ptr<Request>>& requests,
-                          int64_t arrive_every = 0) {
+                          int64_t arrive_every = 0, int64_t max_held = INT64_MAX) {
   FakeRun run;
   size_t next = 0;
   const auto arrive = [&] {
@@ -55,6 +57,9 @@ FakeRun run_to_completion(Scheduler& scheduler, BlockManager& blocks, std::vecto
     const StepPlan plan = scheduler.schedule();
     run.preemptions += static_cast<int64_t>(plan.preempted.size());
     ++run.steps;
+    for (const Request* r : scheduler.running()) {
+      EXPECT_LE(r->blocks.n_held(), max_held) << "request " << r->id << " at position " << r->n_computed;
+    }
     EXPECT_LE(run.steps, 100000) << "no progress";
     if (run.steps > 100000) return run;
     int64_t n_tokens = 0;
@@ -219,6 +224,25 @@ TEST(Scheduler, SlidingWindowKeepsOnlyTheWindowsBlocks) {
   run_to_completion(scheduler, blocks, again);
   EXPECT_GE(again[0]->cached_prompt_tokens, 36) << "blocks inside the window of the resume point were cached";
   expect_outputs_and_no_leak(again, blocks);
+}
+
+// Prompts of 100 tokens (25 blocks of 4) with a window of 6 and a budget of 8 tokens a step,
+// in a pool of 9 blocks: a prompt gets its blocks a chunk at a time and gives back those
+// behind the window, so no request ever holds more than the window's and a step's blocks
+// (positions n-5 .. n+7: 4 blocks), the first two run side by side, and every output is
+// unchanged. The third waits for blocks or is preempted, never stuck.
+TEST(Scheduler, SlidingWindowPromptsTakeBlocksAChunkAtATime) {
+  BlockManager blocks(9, 4, /*window=*/6);
+  Scheduler scheduler({3, 8}, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  for (int i = 0; i < 3; ++i) requests.push_back(make_request(i, prompt_of(i + 60, 100), 10));
+  const FakeRun run = run_to_completion(scheduler, blocks, requests, 0, /*max_held=*/4);
+  expect_outputs_and_no_leak(requests, blocks);
+  EXPECT_EQ(run.max_step_tokens, 8);
+  // Without the window the pool could not take one of these prompts at all.
+  BlockManager unwindowed(9, 4);
+  SequenceBlocks sequence;
+  EXPECT_EQ(unwindowed.assign(sequence, prompt_of(60, 100)), -1);
 }
 
 TEST(Scheduler, CancelAnywhereReturnsEveryBlock) {

@@ -66,6 +66,9 @@ TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
   config.max_seqs = 3;
   config.max_batch_tokens = 6;
   config.block_size = 4;
+  // Room for three full contexts (32 blocks each), as without a window: the pool a window
+  // alone would size (4 blocks a sequence) keeps too little for the second round's prefix hits.
+  config.kv_memory_bytes = 3 * 32 * 4 * KvCache::bytes_per_token(model->config.kv_shape(), config.kv_types);
   Engine engine(model, tokenizer, config, pool);
   for (int round = 0; round < 2; ++round) {
     std::vector<std::vector<int32_t>> outputs(prompts.size());
@@ -93,6 +96,54 @@ TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
       EXPECT_EQ(cached[2], 28) << "the 30-token prompt again: blocks inside the window of position 28 were cached";
     }
   }
+}
+
+// Prompts longer than the pool: with the window every layer has, the engine's default pool is
+// --parallel sequences of the window plus one step (4 blocks of 4 each here, 8 in all, where a
+// full 128-token context would need 32), and 100- and 90-token prompts still run side by side,
+// taking their blocks a chunk at a time, with the plain loop's greedy ids.
+TEST(SlidingWindowEngine, PromptsLongerThanThePoolRunAChunkAtATime) {
+  TANDEM_REQUIRE_SHARED(kGpt2Vocab);
+  test_support::TempDir dir;
+  test_support::RandomModelSpec spec;
+  spec.d_model = 48, spec.n_heads = 4, spec.n_kv_heads = 2, spec.sliding_window = 6;
+  spec.vocab_size = kVocab, spec.context_length = 128, spec.seed = 64;
+  const std::string path = dir.file("sliding.gguf");
+  test_support::write_random_model(spec, path);
+  const auto model = load_model(path);
+  const Tokenizer tokenizer = load_tokenizer(testing::shared_path(kGpt2Vocab), "", kVocab);
+  ThreadPool pool(2);
+
+  std::mt19937 rng(10);
+  std::uniform_int_distribution<int32_t> id(0, kVocab - 1);
+  std::vector<std::vector<int32_t>> prompts(2);
+  for (int i = 0; i < 100; ++i) prompts[0].push_back(id(rng));
+  for (int i = 0; i < 90; ++i) prompts[1].push_back(id(rng));
+  const int64_t max_tokens = 12;
+
+  EngineConfig config;
+  config.max_seqs = 2;
+  config.max_batch_tokens = 6;
+  config.block_size = 4;
+  Engine engine(model, tokenizer, config, pool);
+  EXPECT_EQ(engine.stats().kv_pool.n_blocks, 8);
+  std::vector<std::vector<int32_t>> outputs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationParams params;
+    params.sampling.temperature = 0.0f;
+    params.max_tokens = max_tokens;
+    params.ignore_eos = true;
+    engine.submit(prompts[i], params, [&outputs, i](RequestEvent&& event) {
+      outputs[i].insert(outputs[i].end(), event.tokens.begin(), event.tokens.end());
+    });
+  }
+  int64_t most_running = 0;
+  while (engine.step()) most_running = std::max(most_running, engine.stats().running);
+  engine.run_until_idle();
+  EXPECT_EQ(most_running, 2) << "both prompts in flight at once";
+  EXPECT_EQ(engine.stats().blocks.used, 0) << "leaked KV blocks";
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(outputs[i], plain_greedy(model, prompts[i], max_tokens, pool)) << "prompt " << i;
 }
 
 }  // namespace

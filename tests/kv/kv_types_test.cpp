@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -114,6 +115,22 @@ TEST(KvPoolPlan, OneGibOfTinyLlamaContextsPerType) {
   EXPECT_EQ(q4.full_contexts, 62);
   EXPECT_EQ(describe_kv_pool(f16, 2048),
             "KV pool: 2978 blocks of 16 tokens, 22528 bytes/token (K f16, V f16), fits 23 full contexts of 2048");
+}
+
+// Every layer local (window 4096, Mistral 7B v0.1's) on a 32768-token context: a sequence holds
+// its window and one step's tokens (512), (4095 + 511) / 16 rounded up, plus one: 289 blocks,
+// not 2048; the default pool (--parallel 2) is that many per sequence.
+TEST(KvPoolPlan, WindowedSequencesHoldTheirWindowAndAStep) {
+  const KvPoolPlan plan = plan_kv_pool(kTinyLlama, kDefaultKvTypes, 16, 32768, 0, 2, 4096, 512);
+  EXPECT_EQ(plan.blocks_per_context, 289);
+  EXPECT_EQ(plan.n_blocks, 578);
+  EXPECT_EQ(plan.full_contexts, 2);
+  EXPECT_EQ(plan.window, 4096);
+  EXPECT_NE(describe_kv_pool(plan, 32768).find("fits 2 full contexts of 32768 (window 4096: 289 blocks each)"),
+            std::string::npos)
+      << describe_kv_pool(plan, 32768);
+  // A window longer than the context changes nothing.
+  EXPECT_EQ(plan_kv_pool(kTinyLlama, kDefaultKvTypes, 16, 100, 0, 3, 4096, 512).blocks_per_context, 7);
 }
 
 TEST(KvPoolPlan, WithoutAMemoryBudgetParallelFullContexts) {

@@ -4,9 +4,11 @@
 // position it resumes at are cached — earlier blocks may be gone — and never otherwise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kv/block_manager.h"
+#include "kv/kv_pool_plan.h"
 
 namespace tandem {
 namespace {
@@ -116,6 +118,46 @@ TEST(SlidingWindowBlocks, ResumesBeforeTheLastTokensBlock) {
   EXPECT_EQ(again.n_held(), 2);
   blocks.release(again);
   EXPECT_EQ(blocks.stats().used, 0);
+}
+
+// With a window, assign() gives a long prompt blocks for its first chunk only (the caller grows
+// the table as chunks go); without one, for the whole prompt.
+TEST(SlidingWindowBlocks, AssignTakesTheFirstChunkOnly) {
+  BlockManager windowed(16, 4, /*window=*/6), whole(16, 4);
+  const std::vector<int32_t> prompt = tokens_of(40, 7);
+  SequenceBlocks a, b;
+  ASSERT_EQ(windowed.assign(a, prompt, true, /*first_chunk=*/6), 0);
+  EXPECT_EQ(a.table.size(), 2u) << "positions 0..5";
+  ASSERT_EQ(whole.assign(b, prompt, true, /*first_chunk=*/6), 0);
+  EXPECT_EQ(b.table.size(), 10u);
+  // Computing the next chunk: grow, then drop what fell behind the window.
+  windowed.publish_computed(a, prompt, 6);
+  windowed.drop_out_of_window(a, 6);
+  ASSERT_TRUE(windowed.grow(a, 12));
+  EXPECT_EQ(a.n_held(), 3);
+  windowed.publish_computed(a, prompt, 12);
+  windowed.drop_out_of_window(a, 12);  // position 12 reads 7..12: block 0 goes
+  EXPECT_EQ(a.table[0], kDroppedBlock);
+  EXPECT_EQ(a.n_held(), 2);
+  windowed.release(a);
+  whole.release(b);
+}
+
+// windowed_blocks_per_sequence against a count of the blocks each step actually spans: for
+// every position a step can start at, the blocks from the window's first position to the
+// step's last. The bound is reached, never passed.
+TEST(SlidingWindowBlocks, BlocksPerSequenceIsTheMostAStepSpans) {
+  for (int32_t block = 1; block <= 8; ++block)
+    for (int64_t window = 1; window <= 20; ++window)
+      for (int64_t step = 1; step <= 12; ++step) {
+        int64_t most = 0;
+        for (int64_t start = window; start < window + 3 * block; ++start) {
+          const int64_t first_read = start - window + 1, last = start + step - 1;
+          most = std::max(most, last / block - first_read / block + 1);
+        }
+        EXPECT_EQ(windowed_blocks_per_sequence(block, window, step), most)
+            << "block " << block << " window " << window << " step " << step;
+      }
 }
 
 // Assignment that cannot fit takes nothing, with or without revived blocks.
