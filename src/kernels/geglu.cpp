@@ -1,7 +1,9 @@
-// GeGLU and soft-capping (see geglu.h): the scalar loops.
+// GeGLU and soft-capping (see geglu.h): the active level's dispatch and the scalar loops.
 #include "kernels/geglu.h"
 
 #include <cmath>
+
+#include "kernels/kernel_table.h"
 
 namespace tandem {
 
@@ -10,9 +12,9 @@ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrtTwoOverPi * (x + 0.044715f * x * x * x)));
 }
 
-void geglu_row(const float* gate, const float* up, int64_t n, float* out) { portable::geglu_row(gate, up, n, out); }
+void geglu_row(const float* gate, const float* up, int64_t n, float* out) { kernel_table().geglu(gate, up, n, out); }
 
-void softcap_row(const float* x, int64_t n, float cap, float* out) { portable::softcap_row(x, n, cap, out); }
+void softcap_row(const float* x, int64_t n, float cap, float* out) { kernel_table().softcap(x, n, cap, out); }
 
 namespace portable {
 
