@@ -53,9 +53,10 @@ void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_r
 constexpr int64_t attention_scratch_floats(int64_t n_queries) { return n_queries * kAttentionTile; }
 
 // Gemma 2's attention logit soft-capping: a score s (q·k / sqrt(head_dim)) becomes
-// cap·tanh(s / cap) before the softmax. Every level computes it with this function on the
-// scores of the positions a query sees (the masked ones stay -inf); a cap of 0 leaves the
-// kernels' arithmetic exactly as without it.
+// cap·tanh(s / cap) before the softmax, on the scores of the positions a query sees (the
+// masked ones stay -inf); a cap of 0 leaves the kernels' arithmetic exactly as without it.
+// The portable kernel computes it with this function, the AVX2 and AVX-512 kernels a tile at
+// a time with their level's softcap_row (kernels/geglu.h: a vector tanh within a few ulp).
 inline float softcap_score(float score, float cap) { return cap * std::tanh(score / cap); }
 
 // queries: [n_queries, head_dim] (the group's query heads, contiguous); keys/values: the

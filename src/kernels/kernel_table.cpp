@@ -14,6 +14,7 @@
 #include "kernels/avx512/gemm_float_packed.h"
 #include "kernels/avx512/gemm_packed.h"
 #include "kernels/elementwise.h"
+#include "kernels/geglu.h"
 #include "kernels/packed/kquant_layout.h"
 #include "kernels/packed/q8_layout.h"
 
@@ -132,6 +133,8 @@ const KernelTable& kernel_table(Isa isa) {
                                    portable::swiglu_row,
                                    rmsnorm_row,
                                    rope_apply,
+                                   portable::geglu_row,
+                                   portable::softcap_row,
                                    {}};
   static const KernelTable kAvx2{Isa::Avx2,
                                  avx2::gemm_float,
@@ -146,6 +149,8 @@ const KernelTable& kernel_table(Isa isa) {
                                  avx2::swiglu_row,
                                  avx2::rmsnorm_row,
                                  avx2::rope_apply,
+                                 avx2::geglu_row,
+                                 avx2::softcap_row,
                                  {packable_int8, packed_bytes_int8, pack_into_int8}};
   static const KernelTable kAvx512{Isa::Avx512,
                                    gemm_float_avx512,
@@ -160,6 +165,8 @@ const KernelTable& kernel_table(Isa isa) {
                                    avx512::swiglu_row,
                                    avx512::rmsnorm_row,
                                    avx512::rope_apply,
+                                   avx512::geglu_row,
+                                   avx512::softcap_row,
                                    {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   static const KernelTable kAmx{Isa::Amx,
                                 gemm_float_avx512,
@@ -174,6 +181,8 @@ const KernelTable& kernel_table(Isa isa) {
                                 avx512::swiglu_row,
                                 avx512::rmsnorm_row,
                                 avx512::rope_apply,
+                                avx512::geglu_row,
+                                avx512::softcap_row,
                                 {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
   switch (isa) {

@@ -1,5 +1,5 @@
 // The dispatch table: every per-CPU choice of the kernels — matrix products per weight type,
-// activation quantizers, attention, SwiGLU, RMSNorm, RoPE, whether weights are repacked at load
+// activation quantizers, attention, SwiGLU, RMSNorm, RoPE, GeGLU, soft-caps, whether weights are repacked at load
 // — for one instruction-set level. Chosen once per process (kernel_table(), from active_isa()
 // in cpu_features.h); nothing else in the build tests the CPU level. Tests call each level's
 // table directly (kernel_table(isa)) to hold it against the scalar references, and
@@ -54,6 +54,9 @@ using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* 
 using RmsnormFn = void (*)(const float* x, const float* weight, int64_t n, float eps, float* out);
 using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
                         const float* sin_table);
+// geglu_row and softcap_row (kernels/geglu.h) of one level.
+using GegluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+using SoftcapFn = void (*)(const float* x, int64_t n, float cap, float* out);
 
 // A level's own weight layouts, written once at load (model/weight_packing.cpp) into
 // TensorView::packed, which that level's GEMMs then read. packable says which weights it
@@ -80,6 +83,8 @@ struct KernelTable {
   SwigluFn swiglu;
   RmsnormFn rmsnorm;  // sum of squares in a fixed order per level
   RopeFn rope;
+  GegluFn geglu;      // Gemma's FFN activation
+  SoftcapFn softcap;  // Gemma 2's final-logit soft-cap (the attention kernels cap their own tiles)
   WeightPacker packer;
 };
 

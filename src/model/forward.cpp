@@ -258,10 +258,8 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
   if (n_rows == 0) return {};
   norm_rows(OpRole::OutputNorm, -1, w.output_norm.f32(), logit_rows_.data(), logit_rows_.data(), n_rows);
   project(OpRole::Output, -1, w.output, logit_rows_.data(), n_rows, logits_.data());
-  if (c.final_logit_softcap > 0.0f) {
-    const float cap = c.final_logit_softcap;
-    for (int64_t i = 0; i < n_rows * c.vocab_size; ++i) logits_[i] = cap * std::tanh(logits_[i] / cap);
-  }
+  if (c.final_logit_softcap > 0.0f)
+    softcap_row(logits_.data(), n_rows * c.vocab_size, c.final_logit_softcap, logits_.data());
   return {logits_.data(), static_cast<size_t>(n_rows * c.vocab_size)};
 }
 

@@ -78,6 +78,14 @@ class GgufModelBuilder {
       config.rope_freq_factors.assign(factors.f32(), factors.f32() + factors.n_elements());
     }
     config.rope_scaling = read_gguf_rope_scaling(file_, p, config.rope_dims, config.context_length);
+    // llama.cpp's gemma3 scales the global layers only by freq_scale, which only linear scaling
+    // sets alone (its converter asserts linear); the local layers turn unscaled either way.
+    if (arch == "gemma3")
+      TANDEM_CHECK_INPUT(config.rope_freq_factors.empty() && (config.rope_scaling.type == RopeScalingType::None ||
+                                                              config.rope_scaling.type == RopeScalingType::Linear),
+                         "{}rope.scaling.type '{}' is not supported for gemma3 (linear only)", p,
+                         config.rope_freq_factors.empty() ? rope_scaling_type_name(config.rope_scaling.type)
+                                                          : "llama3 (rope_freqs.weight)");
     const GgufTensorInfo* embedding = file_.find_tensor("token_embd.weight");
     TANDEM_CHECK_INPUT(embedding != nullptr, "missing tensor 'token_embd.weight'");
     TANDEM_CHECK_INPUT(embedding->view.n_dims == 2, "'token_embd.weight' must be 2-D, is {}",

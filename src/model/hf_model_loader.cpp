@@ -112,7 +112,15 @@ class HfModelBuilder {
     if (c.architecture == "gemma3") read_gemma3_config();
     if (type == "qwen3_moe" || type == "mixtral") read_expert_config(type);
     c.validate();
-    c.rope_scaling = read_hf_rope_scaling(json_, c.rope_dims, c.rope_freq_base, c.context_length, c.rope_freq_factors);
+    c.rope_scaling = read_hf_rope_scaling(global_rope_.is_null() ? json_ : global_rope_, c.rope_dims, c.rope_freq_base,
+                                          c.context_length, c.rope_freq_factors);
+    if (c.architecture == "gemma3") {
+      const bool llama3 = !c.rope_freq_factors.empty();
+      TANDEM_CHECK_INPUT(
+          !llama3 && (c.rope_scaling.type == RopeScalingType::None || c.rope_scaling.type == RopeScalingType::Linear),
+          "config.json rope_scaling rope_type '{}' is not supported for gemma3 (linear only)",
+          llama3 ? "llama3" : rope_scaling_type_name(c.rope_scaling.type));
+    }
     c.validate();
   }
 
@@ -245,12 +253,56 @@ class HfModelBuilder {
       }
       c.rope_freq_base_local = static_cast<float>(number_or("rope_local_base_freq", 10000.0));
     }
+    read_gemma3_rope_parameters();
     c.final_logit_softcap = static_cast<float>(number_or("final_logit_softcapping", 0.0));
     const double query_scalar = number_or("query_pre_attn_scalar", static_cast<double>(c.head_dim));
     TANDEM_CHECK_INPUT(query_scalar > 0.0 && query_scalar < 1e9, "config.json query_pre_attn_scalar {} is out of range",
                        query_scalar);
     if (query_scalar != static_cast<double>(c.head_dim))
       c.attention_scale = static_cast<float>(1.0 / std::sqrt(query_scalar));
+  }
+
+  // Gemma 3's RoPE: the global layers turn at rope_theta scaled by rope_scaling (4B and up:
+  // linear, factor 8), the local ones at rope_local_base_freq unscaled — as HF's Gemma3 and
+  // llama.cpp (its converter writes rope.scaling.type/factor, and its gemma3 layers with a
+  // window keep a frequency scale of 1); the forward pass scales the global layers only.
+  // Newer configs give both as rope_parameters per layer type, {"full_attention": {rope_type,
+  // factor, rope_theta}, "sliding_attention": {...}}: read here into the same fields, the
+  // global object kept for read_hf_rope_scaling.
+  void read_gemma3_rope_parameters() {
+    ModelConfig& c = model_.config;
+    const json* parameters = field("rope_parameters");
+    if (parameters == nullptr || !parameters->is_object() ||
+        (!parameters->contains("full_attention") && !parameters->contains("sliding_attention")))
+      return;
+    auto layer_type = [&](const char* name) -> const json* {
+      const auto it = parameters->find(name);
+      if (it == parameters->end() || it->is_null()) return nullptr;
+      TANDEM_CHECK_INPUT(it->is_object(), "config.json rope_parameters.{} is not an object", name);
+      return &*it;
+    };
+    auto theta = [](const json& object, double fallback) {
+      const auto it = object.find("rope_theta");
+      if (it == object.end() || it->is_null()) return fallback;
+      TANDEM_CHECK_INPUT(it->is_number(), "config.json rope_parameters rope_theta is not a number");
+      return it->get<double>();
+    };
+    if (const json* global = layer_type("full_attention")) {
+      c.rope_freq_base = static_cast<float>(theta(*global, c.rope_freq_base));
+      global_rope_ = json{{"rope_scaling", *global}};
+    } else {
+      global_rope_ = json::object();  // no scaling: not a top-level rope_parameters either
+    }
+    const json* local = layer_type("sliding_attention");
+    if (local != nullptr && c.sliding_window > 0) {
+      const auto type = local->find("rope_type");
+      const std::string name = type != local->end() && type->is_string() ? type->get<std::string>() : "default";
+      TANDEM_CHECK_INPUT(name == "default",
+                         "config.json rope_parameters.sliding_attention rope_type '{}' is not supported "
+                         "(gemma3's local layers turn unscaled)",
+                         name);
+      c.rope_freq_base_local = static_cast<float>(theta(*local, c.rope_freq_base_local));
+    }
   }
 
   // Gemma2ForCausalLM: even layers local (sliding_window; layer_types when the config lists
@@ -416,6 +468,9 @@ class HfModelBuilder {
   }
 
   const json& json_;
+  // gemma3's rope_parameters per layer type: {"rope_scaling": its full_attention object}, what
+  // read_hf_rope_scaling reads instead of the top level (null: the top level).
+  json global_rope_;
   const SafetensorsCheckpoint& checkpoint_;
   Model& model_;
 };

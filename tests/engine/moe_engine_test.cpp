@@ -6,10 +6,8 @@
 // and on two; no KV block is left in use.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "engine/engine.h"
-#include "model/forward.h"
+#include "support/engine_greedy.h"
 #include "support/random_model.h"
 #include "support/shared_data.h"
 #include "tokenizer/load_tokenizer.h"
@@ -19,29 +17,6 @@ namespace {
 
 constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 constexpr int64_t kVocab = 50257;  // the GPT-2 vocabulary's size
-
-std::vector<int32_t> greedy_alone(const std::shared_ptr<const Model>& model, std::vector<int32_t> tokens,
-                                  int64_t max_tokens) {
-  ThreadPool pool(1);
-  const auto n_prompt = static_cast<int64_t>(tokens.size());
-  Forward forward(model, n_prompt, pool);
-  // The engine's cache types: K/V rounded the same way on both sides.
-  KvCache cache(model->config.kv_shape(), n_prompt + max_tokens, 1, kDefaultKvTypes);
-  Sampler sampler(SamplingParams{.temperature = 0.0f}, model->config.vocab_size);
-  Batch batch;
-  batch.add_sequence(cache.whole_pool_blocks());
-  for (int64_t i = 0; i < n_prompt; ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i == n_prompt - 1);
-  std::vector<int32_t> generated;
-  while (static_cast<int64_t>(generated.size()) < max_tokens) {
-    const int32_t next = sampler.sample(forward.run(batch, cache), tokens);
-    tokens.push_back(next);
-    generated.push_back(next);
-    batch.clear();
-    batch.add_sequence(cache.whole_pool_blocks());
-    batch.add(next, static_cast<int32_t>(tokens.size() - 1), 0, true);
-  }
-  return generated;
-}
 
 TEST(MoeEngine, BatchedChunkedRequestsEqualEachAlone) {
   TANDEM_REQUIRE_SHARED(kGpt2Vocab);
@@ -59,17 +34,14 @@ TEST(MoeEngine, BatchedChunkedRequestsEqualEachAlone) {
     const auto model = load_model(path);
     const Tokenizer tokenizer = load_tokenizer(testing::shared_path(kGpt2Vocab), "", kVocab);
 
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int32_t> id(0, kVocab - 1);
-    std::vector<std::vector<int32_t>> prompts;
-    for (int length : {1, 5, 19, 11, 19}) {
-      prompts.emplace_back();
-      for (int i = 0; i < length; ++i) prompts.back().push_back(id(rng));
-    }
+    auto prompts = test_support::random_prompts(7, kVocab, {1, 5, 19, 11, 19});
     prompts[4] = prompts[2];  // the same tokens, side by side: the same experts in one step
     const int64_t max_tokens = 12;
+    // Alone on one thread, with the engine's cache types: K/V rounded the same way on both sides.
+    ThreadPool one_thread(1);
     std::vector<std::vector<int32_t>> alone;
-    for (const std::vector<int32_t>& prompt : prompts) alone.push_back(greedy_alone(model, prompt, max_tokens));
+    for (const std::vector<int32_t>& prompt : prompts)
+      alone.push_back(test_support::greedy_alone(model, prompt, max_tokens, one_thread, kDefaultKvTypes));
 
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
@@ -79,20 +51,11 @@ TEST(MoeEngine, BatchedChunkedRequestsEqualEachAlone) {
       config.block_size = 4;
       config.kv_types = kDefaultKvTypes;
       Engine engine(model, tokenizer, config, pool);
-      std::vector<std::vector<int32_t>> outputs(prompts.size());
-      for (size_t i = 0; i < prompts.size(); ++i) {
-        GenerationParams params;
-        params.sampling.temperature = 0.0f;
-        params.max_tokens = max_tokens;
-        params.ignore_eos = true;
-        engine.submit(prompts[i], params, [&outputs, i](RequestEvent&& event) {
-          outputs[i].insert(outputs[i].end(), event.tokens.begin(), event.tokens.end());
-        });
-      }
-      engine.run_until_idle();
+      const test_support::GreedyOutputs outputs = test_support::run_greedy(engine, prompts, max_tokens);
       EXPECT_EQ(engine.stats().blocks.used, 0) << "leaked KV blocks";
       for (size_t i = 0; i < prompts.size(); ++i)
-        EXPECT_EQ(outputs[i], alone[i]) << spec.architecture << ", prompt " << i << ", " << threads << " threads";
+        EXPECT_EQ(outputs.tokens[i], alone[i])
+            << spec.architecture << ", prompt " << i << ", " << threads << " threads";
     }
   }
 }

@@ -5,10 +5,8 @@
 // no KV block is left in use.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "engine/engine.h"
-#include "model/forward.h"
+#include "support/engine_greedy.h"
 #include "support/random_model.h"
 #include "support/shared_data.h"
 #include "tokenizer/load_tokenizer.h"
@@ -18,27 +16,6 @@ namespace {
 
 constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 constexpr int64_t kVocab = 50257;  // the GPT-2 vocabulary's size
-
-std::vector<int32_t> plain_greedy(const std::shared_ptr<const Model>& model, std::vector<int32_t> tokens,
-                                  int64_t max_tokens, ThreadPool& pool) {
-  const auto n_prompt = static_cast<int64_t>(tokens.size());
-  Forward forward(model, n_prompt, pool);
-  KvCache cache(model->config.kv_shape(), n_prompt + max_tokens, 1);
-  Sampler sampler(SamplingParams{.temperature = 0.0f}, model->config.vocab_size);
-  Batch batch;
-  batch.add_sequence(cache.whole_pool_blocks());
-  for (int64_t i = 0; i < n_prompt; ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i == n_prompt - 1);
-  std::vector<int32_t> generated;
-  while (static_cast<int64_t>(generated.size()) < max_tokens) {
-    const int32_t next = sampler.sample(forward.run(batch, cache), tokens);
-    tokens.push_back(next);
-    generated.push_back(next);
-    batch.clear();
-    batch.add_sequence(cache.whole_pool_blocks());
-    batch.add(next, static_cast<int32_t>(tokens.size() - 1), 0, true);
-  }
-  return generated;
-}
 
 TEST(Qwen3Engine, BatchedChunkedRequestsEqualThePlainLoop) {
   TANDEM_REQUIRE_SHARED(kGpt2Vocab);
@@ -52,13 +29,7 @@ TEST(Qwen3Engine, BatchedChunkedRequestsEqualThePlainLoop) {
   const Tokenizer tokenizer = load_tokenizer(testing::shared_path(kGpt2Vocab), "", kVocab);
   ThreadPool pool(2);
 
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int32_t> id(0, kVocab - 1);
-  std::vector<std::vector<int32_t>> prompts;
-  for (int length : {1, 5, 19, 11}) {
-    prompts.emplace_back();
-    for (int i = 0; i < length; ++i) prompts.back().push_back(id(rng));
-  }
+  const auto prompts = test_support::random_prompts(7, kVocab, {1, 5, 19, 11});
   const int64_t max_tokens = 12;
 
   EngineConfig config;
@@ -66,20 +37,10 @@ TEST(Qwen3Engine, BatchedChunkedRequestsEqualThePlainLoop) {
   config.max_batch_tokens = 6;  // prompts prefilled in chunks, next to others' decode tokens
   config.block_size = 4;
   Engine engine(model, tokenizer, config, pool);
-  std::vector<std::vector<int32_t>> outputs(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerationParams params;
-    params.sampling.temperature = 0.0f;
-    params.max_tokens = max_tokens;
-    params.ignore_eos = true;
-    engine.submit(prompts[i], params, [&outputs, i](RequestEvent&& event) {
-      outputs[i].insert(outputs[i].end(), event.tokens.begin(), event.tokens.end());
-    });
-  }
-  engine.run_until_idle();
+  const test_support::GreedyOutputs outputs = test_support::run_greedy(engine, prompts, max_tokens);
   EXPECT_EQ(engine.stats().blocks.used, 0) << "leaked KV blocks";
   for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(outputs[i], plain_greedy(model, prompts[i], max_tokens, pool)) << "prompt " << i;
+    EXPECT_EQ(outputs.tokens[i], test_support::greedy_alone(model, prompts[i], max_tokens, pool)) << "prompt " << i;
 }
 
 }  // namespace

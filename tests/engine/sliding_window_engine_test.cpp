@@ -5,10 +5,10 @@
 // early blocks were dropped, with the same outputs; no block is left in use.
 #include <gtest/gtest.h>
 
-#include <random>
+#include <algorithm>
 
 #include "engine/engine.h"
-#include "model/forward.h"
+#include "support/engine_greedy.h"
 #include "support/random_model.h"
 #include "support/shared_data.h"
 #include "tokenizer/load_tokenizer.h"
@@ -18,27 +18,6 @@ namespace {
 
 constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 constexpr int64_t kVocab = 50257;  // the GPT-2 vocabulary's size
-
-std::vector<int32_t> plain_greedy(const std::shared_ptr<const Model>& model, std::vector<int32_t> tokens,
-                                  int64_t max_tokens, ThreadPool& pool) {
-  const auto n_prompt = static_cast<int64_t>(tokens.size());
-  Forward forward(model, n_prompt, pool);
-  KvCache cache(model->config.kv_shape(), n_prompt + max_tokens, 1);
-  Sampler sampler(SamplingParams{.temperature = 0.0f}, model->config.vocab_size);
-  Batch batch;
-  batch.add_sequence(cache.whole_pool_blocks());
-  for (int64_t i = 0; i < n_prompt; ++i) batch.add(tokens[i], static_cast<int32_t>(i), 0, i == n_prompt - 1);
-  std::vector<int32_t> generated;
-  while (static_cast<int64_t>(generated.size()) < max_tokens) {
-    const int32_t next = sampler.sample(forward.run(batch, cache), tokens);
-    tokens.push_back(next);
-    generated.push_back(next);
-    batch.clear();
-    batch.add_sequence(cache.whole_pool_blocks());
-    batch.add(next, static_cast<int32_t>(tokens.size() - 1), 0, true);
-  }
-  return generated;
-}
 
 TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
   TANDEM_REQUIRE_SHARED(kGpt2Vocab);
@@ -53,13 +32,7 @@ TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
   const Tokenizer tokenizer = load_tokenizer(testing::shared_path(kGpt2Vocab), "", kVocab);
   ThreadPool pool(2);
 
-  std::mt19937 rng(9);
-  std::uniform_int_distribution<int32_t> id(0, kVocab - 1);
-  std::vector<std::vector<int32_t>> prompts;
-  for (int length : {3, 17, 30, 9}) {
-    prompts.emplace_back();
-    for (int i = 0; i < length; ++i) prompts.back().push_back(id(rng));
-  }
+  const auto prompts = test_support::random_prompts(9, kVocab, {3, 17, 30, 9});
   const int64_t max_tokens = 30;
 
   EngineConfig config;
@@ -71,29 +44,19 @@ TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
   config.kv_memory_bytes = 3 * 32 * 4 * KvCache::bytes_per_token(model->config.kv_shape(), config.kv_types);
   Engine engine(model, tokenizer, config, pool);
   for (int round = 0; round < 2; ++round) {
-    std::vector<std::vector<int32_t>> outputs(prompts.size());
-    std::vector<int64_t> cached(prompts.size(), -1);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      GenerationParams params;
-      params.sampling.temperature = 0.0f;
-      params.max_tokens = max_tokens;
-      params.ignore_eos = true;
-      engine.submit(prompts[i], params, [&outputs, &cached, i](RequestEvent&& event) {
-        outputs[i].insert(outputs[i].end(), event.tokens.begin(), event.tokens.end());
-        if (event.finished) cached[i] = event.cached_tokens;
-      });
-    }
     int64_t most_used = 0;
-    while (engine.step()) most_used = std::max(most_used, engine.stats().blocks.used);
-    engine.run_until_idle();
+    const test_support::GreedyOutputs outputs = test_support::run_greedy(
+        engine, prompts, max_tokens, -1, [&] { most_used = std::max(most_used, engine.stats().blocks.used); });
     // Three sequences of up to 60 positions (15 blocks each) at once; each holds at most the
     // blocks of a window of 6 plus a chunk of 6, 4 blocks, once its prompt is in.
     EXPECT_LE(most_used, 3 * 8) << "round " << round;
     EXPECT_EQ(engine.stats().blocks.used, 0) << "leaked KV blocks";
     for (size_t i = 0; i < prompts.size(); ++i)
-      EXPECT_EQ(outputs[i], plain_greedy(model, prompts[i], max_tokens, pool)) << "round " << round << " prompt " << i;
+      EXPECT_EQ(outputs.tokens[i], test_support::greedy_alone(model, prompts[i], max_tokens, pool))
+          << "round " << round << " prompt " << i;
     if (round == 1) {
-      EXPECT_EQ(cached[2], 28) << "the 30-token prompt again: blocks inside the window of position 28 were cached";
+      EXPECT_EQ(outputs.cached_tokens[2], 28)
+          << "the 30-token prompt again: blocks inside the window of position 28 were cached";
     }
   }
 }

@@ -5,15 +5,18 @@
 // tests/support (gemma3's norms there hold 1 + w, as llama.cpp's converter stores them): loading
 // the folder and loading the GGUF give the same logits bit for bit, past the window, and so
 // does the GGUF `tandem convert` writes from the folder, whose window keys llama.cpp reads.
+// Gemma 3's linear rope_scaling turns the global layers only, as llama.cpp's gemma3 does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "hf/hf_model_writer.h"
 #include "hf/hf_test_support.h"
 #include "io/gguf_file.h"
+#include "model/rope_scaling.h"
 
 namespace tandem {
 namespace {
@@ -156,6 +159,109 @@ TEST(HfWindowed, Gemma3RejectsWhatItCannotRun) {
   } catch (const InputError& error) {
     EXPECT_NE(std::string(error.what()).find("hidden_activation 'relu'"), std::string::npos) << error.what();
   }
+}
+
+nlohmann::json read_config(const std::string& dir) {
+  std::ifstream in(dir + "/config.json");
+  return nlohmann::json::parse(in);
+}
+
+// Gemma 3 4B and up: rope_scaling {"rope_type": "linear", "factor": 8} on the global layers
+// only. The folder with it equals the GGUF carrying gemma3.rope.scaling.type "linear" and
+// .factor 8 (llama.cpp's converter's keys for it), and differs from the unscaled model; so do
+// its conversion and the newer form of the same config, rope_parameters per layer type.
+TEST(HfWindowed, Gemma3LinearRopeScalingEqualsItsGguf) {
+  TempDir tmp;
+  RandomModelSpec s = gemma3_spec();  // layer 2 global, 0 and 1 local
+  const RandomWeights g = write_random_model(s, tmp.file("unscaled.gguf"));
+  s.rope_scaling_type = "linear", s.rope_scaling_factor = 8.0f;
+  write_random_model(s, tmp.file("scaled.gguf"));  // the same seed: the same weights
+  const std::string dir = make_dir(tmp.file("hf"));
+  write_gemma3_folder(s, g, dir);
+  nlohmann::json config = read_config(dir);
+  config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  write_text(dir + "/config.json", config.dump());
+
+  const auto from_hf = load_model(dir);
+  EXPECT_EQ(from_hf->config.rope_scaling.type, RopeScalingType::Linear);
+  EXPECT_EQ(from_hf->config.rope_scaling.factor, 8.0);
+  const std::vector<int32_t> prompt = prompt_of(24, s.vocab_size);
+  const std::vector<float> scaled = prefill_logits(load_model(tmp.file("scaled.gguf")), prompt);
+  EXPECT_EQ(prefill_logits(from_hf, prompt), scaled);
+  EXPECT_NE(prefill_logits(load_model(tmp.file("unscaled.gguf")), prompt), scaled);
+
+  const testing::CommandResult result = tandem_convert(dir, tmp.file("converted.gguf"), "F32");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const GgufFile file = GgufFile::open(tmp.file("converted.gguf"));
+  EXPECT_EQ(file.get_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_EQ(file.get_float("gemma3.rope.scaling.factor"), 8.0);
+  EXPECT_EQ(prefill_logits(load_model(tmp.file("converted.gguf")), prompt), scaled);
+
+  config.erase("rope_scaling");
+  config.erase("rope_theta");
+  config.erase("rope_local_base_freq");
+  config["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", s.rope_freq_base}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", s.rope_freq_base_local}}}};
+  write_text(dir + "/config.json", config.dump());
+  EXPECT_EQ(prefill_logits(load_model(dir), prompt), scaled) << "rope_parameters per layer type";
+}
+
+// The scaling turns only the global layers: with every layer local (pattern 0) the scaled and
+// unscaled models are the same, from the GGUF and from the folder.
+TEST(HfWindowed, Gemma3RopeScalingLeavesLocalLayersUnscaled) {
+  TempDir tmp;
+  RandomModelSpec s = gemma3_spec();
+  s.window_pattern = 0;
+  const RandomWeights g = write_random_model(s, tmp.file("unscaled.gguf"));
+  s.rope_scaling_type = "linear", s.rope_scaling_factor = 8.0f;
+  write_random_model(s, tmp.file("scaled.gguf"));
+  const std::string dir = make_dir(tmp.file("hf"));
+  write_gemma3_folder(s, g, dir);
+  nlohmann::json config = read_config(dir);
+  config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  write_text(dir + "/config.json", config.dump());
+
+  const std::vector<int32_t> prompt = prompt_of(24, s.vocab_size);
+  const std::vector<float> unscaled = prefill_logits(load_model(tmp.file("unscaled.gguf")), prompt);
+  const auto scaled_gguf = load_model(tmp.file("scaled.gguf"));
+  ASSERT_EQ(scaled_gguf->config.rope_scaling.type, RopeScalingType::Linear);
+  EXPECT_EQ(prefill_logits(scaled_gguf, prompt), unscaled);
+  EXPECT_EQ(prefill_logits(load_model(dir), prompt), unscaled);
+}
+
+// A scaling Gemma 3 does not use is a one-line error naming it, from a folder or a GGUF.
+TEST(HfWindowed, Gemma3OtherRopeScalingIsAOneLineError) {
+  TempDir tmp;
+  RandomModelSpec s = gemma3_spec();
+  const RandomWeights g = write_random_model(s, tmp.file("model.gguf"));
+  const std::string dir = make_dir(tmp.file("hf"));
+  write_gemma3_folder(s, g, dir);
+  const nlohmann::json original = read_config(dir);
+  auto expect_error = [&](const std::string& path, const std::string& needle) {
+    try {
+      load_model(path);
+      ADD_FAILURE() << "loaded " << path << ", expected an error with " << needle;
+    } catch (const InputError& error) {
+      const std::string what = error.what();
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  };
+  auto with_config = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json config = original;
+    config[key] = value;
+    write_text(dir + "/config.json", config.dump());
+    return dir;
+  };
+  expect_error(with_config("rope_scaling", {{"rope_type", "yarn"}, {"factor", 8.0}}),
+               "rope_type 'yarn' is not supported for gemma3");
+  expect_error(with_config("rope_scaling", {{"rope_type", "dynamic"}, {"factor", 8.0}}), "'dynamic'");
+  expect_error(with_config("rope_parameters", {{"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}}),
+               "sliding_attention rope_type 'linear'");
+  s.rope_scaling_type = "yarn";
+  write_random_model(s, tmp.file("yarn.gguf"));
+  expect_error(tmp.file("yarn.gguf"), "gemma3.rope.scaling.type 'yarn' is not supported for gemma3");
 }
 
 RandomModelSpec gemma2_spec() {

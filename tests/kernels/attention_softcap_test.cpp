@@ -15,15 +15,10 @@
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
+#include "support/cpu_levels.h"
 
 namespace tandem {
 namespace {
-
-std::vector<Isa> levels() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(detect_isa()); ++i) out.push_back(static_cast<Isa>(i));
-  return out;
-}
 
 std::vector<float> random_floats(std::mt19937& rng, int64_t n, float spread) {
   std::uniform_real_distribution<float> uniform(-spread, spread);
@@ -86,7 +81,7 @@ const std::vector<int64_t> kContextLengths = {1, 7, 16, 17, 63, 64, 65, 130};
 
 TEST(AttentionSoftcapTest, EveryLevelMatchesDouble) {
   std::mt19937 rng(20261203);
-  for (Isa isa : levels()) {
+  for (Isa isa : supported_levels()) {
     for (int64_t head_dim : kHeadDims) {
       for (int64_t group : {1, 3}) {
         const int64_t n_kv_heads = 2, kv_offset = head_dim;  // the second KV head
@@ -113,7 +108,7 @@ TEST(AttentionSoftcapTest, EveryLevelMatchesDouble) {
 
 TEST(AttentionSoftcapTest, CapChangesLargeScores) {
   std::mt19937 rng(7);
-  for (Isa isa : levels()) {
+  for (Isa isa : supported_levels()) {
     const int64_t head_dim = 64, n_ctx = 70;
     const Cache cache = make_cache(rng, 80, 1, head_dim);
     const std::vector<float> queries = random_floats(rng, head_dim, 12.0f);
@@ -133,7 +128,7 @@ TEST(AttentionSoftcapTest, CapChangesLargeScores) {
 // With a cap, a prefill block through attention_tokens gives each token what it gets alone.
 TEST(AttentionSoftcapTest, TokensEqualTokenByTokenWithCap) {
   std::mt19937 rng(11);
-  for (Isa isa : levels()) {
+  for (Isa isa : supported_levels()) {
     for (int64_t head_dim : {16, 24, 64, 13}) {
       const int64_t group = 2, n_tokens = 21, stride = group * head_dim;
       const Cache cache = make_cache(rng, 160, 1, head_dim);

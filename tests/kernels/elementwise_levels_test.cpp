@@ -3,8 +3,6 @@
 // at a page the process may not touch, so a kernel reading (or writing) past a row faults;
 // outputs carry guard values past n. Levels this CPU lacks are listed and skipped.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -19,52 +17,12 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/kernel_table.h"
+#include "support/cpu_levels.h"
+#include "support/guarded_floats.h"
 #include "support/random_floats.h"
 
 namespace tandem {
 namespace {
-
-std::vector<Isa> supported_levels() {
-  std::vector<Isa> levels;
-  std::string skipped;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
-    if (static_cast<int>(isa) <= static_cast<int>(detect_isa()))
-      levels.push_back(isa);
-    else
-      skipped.append(" ").append(isa_name(isa));
-  }
-  if (!skipped.empty()) std::cout << "[ skipped  ] levels not on this CPU:" << skipped << "\n";
-  return levels;
-}
-
-// n floats ending exactly where an inaccessible page begins: touching element n faults.
-class GuardedFloats {
- public:
-  explicit GuardedFloats(int64_t n) {
-    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t data_bytes = (static_cast<size_t>(n) * sizeof(float) + page - 1) / page * page;
-    bytes_ = data_bytes + page;
-    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) std::abort();
-    base_ = static_cast<uint8_t*>(base);
-    if (mprotect(base_ + data_bytes, page, PROT_NONE) != 0) std::abort();
-    data_ = reinterpret_cast<float*>(base_ + data_bytes) - n;
-  }
-  explicit GuardedFloats(const std::vector<float>& values) : GuardedFloats(static_cast<int64_t>(values.size())) {
-    std::memcpy(data_, values.data(), values.size() * sizeof(float));
-  }
-  ~GuardedFloats() { munmap(base_, bytes_); }
-  GuardedFloats(const GuardedFloats&) = delete;
-  GuardedFloats& operator=(const GuardedFloats&) = delete;
-
-  float* data() { return data_; }
-  float operator[](int64_t i) const { return data_[i]; }
-
- private:
-  size_t bytes_ = 0;
-  uint8_t* base_ = nullptr;
-  float* data_ = nullptr;
-};
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 

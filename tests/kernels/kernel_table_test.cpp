@@ -14,16 +14,10 @@
 #include "base/quant.h"
 #include "kernels/kernel_table.h"
 #include "kernels/ref/reference_kernels.h"
+#include "support/cpu_levels.h"
 
 namespace tandem {
 namespace {
-
-std::vector<Isa> supported_levels() {
-  std::vector<Isa> levels;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx})
-    if (static_cast<int>(isa) <= static_cast<int>(detect_isa())) levels.push_back(isa);
-  return levels;
-}
 
 struct Case {
   DType dtype;

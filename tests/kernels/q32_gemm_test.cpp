@@ -17,21 +17,12 @@
 #include "base/half.h"
 #include "base/quant.h"
 #include "kernels/kernel_table.h"
+#include "support/cpu_levels.h"
 
 namespace tandem {
 namespace {
 
 constexpr DType kTypes[] = {DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4};
-
-std::vector<Isa> supported_levels() {
-  std::vector<Isa> levels;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx})
-    if (static_cast<int>(isa) <= static_cast<int>(detect_isa()))
-      levels.push_back(isa);
-    else
-      std::printf("level %s: not on this CPU, skipped\n", std::string(isa_name(isa)).c_str());
-  return levels;
-}
 
 // A normal f16 scale of either sign, magnitude in [2^-8, 2).
 uint16_t random_scale(std::mt19937& rng) {

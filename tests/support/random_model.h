@@ -47,6 +47,10 @@ struct RandomModelSpec {
   // "gemma2": gemma3's blocks without Q/K norms, even layers local (window_pattern unused, no
   // local RoPE base), gemma2.attn_logit_softcapping = attn_logit_softcap when > 0.
   float attn_logit_softcap = 0.0f;
+  // <arch>.rope.scaling.type and .factor when the type is set, as llama.cpp's converter writes
+  // Gemma 3's ("linear", 8).
+  std::string rope_scaling_type;
+  float rope_scaling_factor = 1.0f;
   // Mixture of experts ("qwen3moe", or "llama" as Mixtral) when n_experts > 0: <arch>.expert_count,
   // .expert_used_count (and for qwen3moe .expert_feed_forward_length = d_ff_expert; a llama's
   // experts are d_ff wide), an f32 router ffn_gate_inp and stacked ffn_{gate,up,down}_exps
@@ -142,6 +146,10 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
   }
   if (s.final_logit_softcap > 0.0f) writer.set(a + ".final_logit_softcapping", GgufValue::f32(s.final_logit_softcap));
   if (s.attn_logit_softcap > 0.0f) writer.set(a + ".attn_logit_softcapping", GgufValue::f32(s.attn_logit_softcap));
+  if (!s.rope_scaling_type.empty()) {
+    writer.set(a + ".rope.scaling.type", GgufValue::string(s.rope_scaling_type));
+    writer.set(a + ".rope.scaling.factor", GgufValue::f32(s.rope_scaling_factor));
+  }
   if (s.n_experts > 0) {
     writer.set(a + ".expert_count", GgufValue::u32(static_cast<uint32_t>(s.n_experts)));
     writer.set(a + ".expert_used_count", GgufValue::u32(static_cast<uint32_t>(s.n_experts_used)));

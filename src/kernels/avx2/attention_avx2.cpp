@@ -345,7 +345,7 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
       for (int64_t j = tile_first; j < n_queries; ++j) {
         float* tile_scores = weights + j * kAttentionTile;
         const int64_t n_visible = std::min(kAttentionTile, n_ctx[j] - tile);
-        for (int64_t p = 0; p < n_visible; ++p) tile_scores[p] = softcap_score(tile_scores[p], set.softcap);
+        softcap_row(tile_scores, n_visible, set.softcap, tile_scores);  // the level's vector tanh
       }
 
     for (int64_t j = tile_first; j < n_queries; ++j) {

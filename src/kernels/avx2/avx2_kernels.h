@@ -46,6 +46,10 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
 void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out);
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
                 const float* sin_table);
+// Gemma's tanh-based rows (kernels/avx2/geglu_avx2.cpp; contracts in kernels/geglu.h): GeGLU
+// as x·sigmoid(2u) with the vector exp, soft-capping with a vector tanh; masked tails.
+void geglu_row(const float* gate, const float* up, int64_t n, float* out);
+void softcap_row(const float* x, int64_t n, float cap, float* out);
 
 // Attention (kernels/avx2/attention_avx2.cpp): attention_group for one token, and
 // attention_tokens sharing each K/V row loaded among the tokens of a prefill block.
