@@ -77,36 +77,21 @@ TEST(SlidingWindowEngine, PromptsLongerThanThePoolRunAChunkAtATime) {
   const Tokenizer tokenizer = load_tokenizer(testing::shared_path(kGpt2Vocab), "", kVocab);
   ThreadPool pool(2);
 
-  std::mt19937 rng(10);
-  std::uniform_int_distribution<int32_t> id(0, kVocab - 1);
-  std::vector<std::vector<int32_t>> prompts(2);
-  for (int i = 0; i < 100; ++i) prompts[0].push_back(id(rng));
-  for (int i = 0; i < 90; ++i) prompts[1].push_back(id(rng));
+  const auto prompts = test_support::random_prompts(10, kVocab, {100, 90});
   const int64_t max_tokens = 12;
-
   EngineConfig config;
   config.max_seqs = 2;
   config.max_batch_tokens = 6;
   config.block_size = 4;
   Engine engine(model, tokenizer, config, pool);
   EXPECT_EQ(engine.stats().kv_pool.n_blocks, 8);
-  std::vector<std::vector<int32_t>> outputs(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerationParams params;
-    params.sampling.temperature = 0.0f;
-    params.max_tokens = max_tokens;
-    params.ignore_eos = true;
-    engine.submit(prompts[i], params, [&outputs, i](RequestEvent&& event) {
-      outputs[i].insert(outputs[i].end(), event.tokens.begin(), event.tokens.end());
-    });
-  }
   int64_t most_running = 0;
-  while (engine.step()) most_running = std::max(most_running, engine.stats().running);
-  engine.run_until_idle();
+  const test_support::GreedyOutputs outputs = test_support::run_greedy(
+      engine, prompts, max_tokens, -1, [&] { most_running = std::max(most_running, engine.stats().running); });
   EXPECT_EQ(most_running, 2) << "both prompts in flight at once";
   EXPECT_EQ(engine.stats().blocks.used, 0) << "leaked KV blocks";
   for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(outputs[i], plain_greedy(model, prompts[i], max_tokens, pool)) << "prompt " << i;
+    EXPECT_EQ(outputs.tokens[i], test_support::greedy_alone(model, prompts[i], max_tokens, pool)) << "prompt " << i;
 }
 
 }  // namespace
