@@ -96,7 +96,7 @@ void BM_attention_prefill(benchmark::State& state) {
       for (int64_t t = 0; t < n_tokens; ++t)
         portable::attention_group(q.data() + t * stride, group, f32_kv_rows(cache.keys.data(), cache.kv_width),
                                   f32_kv_rows(cache.values.data(), cache.kv_width), kHeadDim, cache.slots.data(), t + 1,
-                                  kHeadDim, scratch.data(), out.data() + t * stride, 0.0f);
+                                  kHeadDim, scratch.data(), out.data() + t * stride, 0.0f, nullptr);
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
