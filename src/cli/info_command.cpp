@@ -54,7 +54,12 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
     fmt::print("head_dim:        {} (own size, not d_model / n_heads: Q width {} x {} = {}, d_model {})\n", c.head_dim,
                c.n_heads, c.head_dim, c.q_width(), c.d_model);
   fmt::print("d_ff:            {}{}\n", c.d_ff, c.has_experts() ? " (unused: every layer's FFN is experts)" : "");
-  if (c.has_experts()) {
+  if (c.has_experts() && c.gpt_oss_experts) {
+    fmt::print(
+        "experts:         {} per layer, {} used per token, expert width {}; router (with bias) top {}, softmax over "
+        "the chosen; clamped SwiGLU (alpha 1.702, limit 7) with biases\n",
+        c.n_experts, c.n_experts_used, c.d_ff_expert, c.n_experts_used);
+  } else if (c.has_experts()) {
     fmt::print("experts:         {} per layer, {} used per token, expert width {}; router softmax over all, top {}{}\n",
                c.n_experts, c.n_experts_used, c.d_ff_expert, c.n_experts_used,
                c.expert_weights_norm ? ", weights renormalised to sum 1" : ", weights not renormalised");
@@ -74,6 +79,8 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
     fmt::print("gemma blocks:    GeGLU (tanh GELU), RMSNorm after attention and after the FFN, embeddings x sqrt({})\n",
                c.d_model);
   if (c.final_logit_softcap > 0.0f) fmt::print("logit softcap:   {}\n", c.final_logit_softcap);
+  if (c.attention_sinks)
+    fmt::print("attn sinks:      a learned logit per query head in each softmax's denominator (attn_sinks)\n");
   if (c.attn_logit_softcap > 0.0f)
     fmt::print("attn softcap:    {} (scores -> cap * tanh(score / cap))\n", c.attn_logit_softcap);
   const bool biases = !model->weights.layers.empty() && model->weights.layers[0].bq.data != nullptr;
@@ -94,14 +101,17 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   count(w.output_norm);
   if (w.output.data != w.token_embedding.data) count(w.output);
   for (const LayerWeights& layer : w.layers)
-    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
-                                   &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq, &layer.bk, &layer.bv,
-                                   &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffn_norm})
+    for (const TensorView* view :
+         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
+          &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm,
+          &layer.post_ffn_norm, &layer.bo, &layer.sinks, &layer.router_bias})
       if (view->data != nullptr) count(*view);
   // Experts: one stacked tensor per kind and layer in the file (router counted as a tensor).
   for (const LayerWeights& layer : w.layers) {
     if (layer.router.data != nullptr) count(layer.router);
-    for (const std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down}) {
+    for (const std::vector<TensorView>* experts :
+         {&layer.expert_gate, &layer.expert_up, &layer.expert_down, &layer.expert_gate_bias, &layer.expert_up_bias,
+          &layer.expert_down_bias}) {
       if (experts->empty()) continue;
       auto& [tensors, bytes] = by_type[std::string(dtype_name(experts->front().dtype))];
       ++tensors;

@@ -61,7 +61,7 @@ namespace portable {
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap) {
+                     float* out, float softcap, const float* sinks) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   TANDEM_ASSERT(head_dim <= kMaxConvertedHeadDim || (keys.type == DType::F32 && values.type == DType::F32));
   const int64_t key_offset = kv_row_offset_bytes(keys.type, kv_offset);
@@ -103,7 +103,8 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
     }
   }
   for (int64_t g = 0; g < n_queries; ++g) {
-    const float inverse = static_cast<float>(1.0 / running_sum[g]);
+    const float inverse = sinks != nullptr ? sink_normaliser(running_max[g], running_sum[g], sinks[g])
+                                           : static_cast<float>(1.0 / running_sum[g]);
     float* acc = out + g * head_dim;
     for (int64_t d = 0; d < head_dim; ++d) acc[d] *= inverse;
   }
@@ -113,20 +114,21 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap) {
+                     float* out, float softcap, const float* sinks) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   TANDEM_ASSERT(softcap >= 0.0f);
-  kernel_table().attention(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out, softcap);
+  kernel_table().attention(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out, softcap,
+                           sinks);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap) {
+                      float softcap, const float* sinks) {
   TANDEM_ASSERT(n_tokens >= 1 && group >= 1 && group <= kMaxGroup && positions[0] >= 0);
   TANDEM_ASSERT(softcap >= 0.0f);
   kernel_table().attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_offset, slots,
-                                  head_dim, scratch, out, out_stride, softcap);
+                                  head_dim, scratch, out, out_stride, softcap, sinks);
 }
 
 namespace portable {
@@ -134,10 +136,10 @@ namespace portable {
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap) {
+                      float softcap, const float* sinks) {
   for (int64_t t = 0; t < n_tokens; ++t)
     portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
-                              int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap);
+                              int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks);
 }
 }  // namespace portable
 

@@ -59,15 +59,28 @@ constexpr int64_t attention_scratch_floats(int64_t n_queries) { return n_queries
 // a time with their level's softcap_row (kernels/geglu.h: a vector tanh within a few ulp).
 inline float softcap_score(float score, float cap) { return cap * std::tanh(score / cap); }
 
+// Attention sinks (gpt-oss): a learned logit per query head that joins the softmax's
+// denominator and adds no value, so a query may attend to "nothing". With the online softmax's
+// running max m and sum s over the visible scores (s counted at m), the output accumulated at m
+// is multiplied by the returned factor instead of 1/s: with m' = max(m, sink) and c = exp(m - m'),
+// c / (s·c + exp(sink - m')) — the max taken over the scores and the sink, so a sink far above
+// every score gives 0 and nothing overflows. Every level calls this one function.
+inline float sink_normaliser(float running_max, double running_sum, float sink) {
+  const float new_max = std::fmax(running_max, sink);
+  const double correction = std::exp(static_cast<double>(running_max - new_max));
+  return static_cast<float>(correction / (running_sum * correction + std::exp(static_cast<double>(sink - new_max))));
+}
+
 // queries: [n_queries, head_dim] (the group's query heads, contiguous); keys/values: the
 // cache's rows [n_slots, row] (KvCache::keys/values), this KV head's columns start at
 // element kv_offset; slots: [n_ctx];
 // scratch: attention_scratch_floats(n_queries); out: [n_queries, head_dim].
 // Positions 0..n_ctx-1 are visible (the caller's causal mask). softcap > 0: scores soft-capped
-// (softcap_score) before the softmax.
+// (softcap_score) before the softmax. sinks: [n_queries] each query head's sink logit
+// (sink_normaliser), or null for none.
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap = 0.0f);
+                     float* out, float softcap = 0.0f, const float* sinks = nullptr);
 
 // attention_group for n_tokens tokens of one sequence attending to one KV head, token t
 // seeing positions 0..positions[t] (positions ascending, as a prefill chunk's). Token t's
@@ -75,10 +88,11 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
 // to out + t·out_stride. Every query's result is bit-identical to attention_group's for it
 // alone; on AVX-512 the tokens share each K/V row loaded (with one query per token, MHA, a
 // single token would have no query to share it with). scratch: attention_scratch_floats(group).
+// sinks: [group] the sink logits of the group's query heads (the same for every token), or null.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap = 0.0f);
+                      float softcap = 0.0f, const float* sinks = nullptr);
 
 // The portable kernel's online-softmax step for one query and one tile (the AVX-512 kernel
 // has its own, vectorized one): scores[0..tile_len) become exp(score - new running max) in place,
@@ -100,7 +114,7 @@ void attention_exp(const float* x, int64_t n, float* out);
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap);
+                      float softcap, const float* sinks);
 }  // namespace avx512
 
 }  // namespace tandem

@@ -41,11 +41,11 @@ using DotQ8KFn = float (*)(DType type, const void* weight_row, const ActivationB
 // attention_group and attention_tokens (kernels/attention.h) of one level.
 using AttentionFn = void (*)(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                              int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                             float* out, float softcap);
+                             float* out, float softcap, const float* sinks);
 using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                                    const int32_t* positions, const KvRows& keys, const KvRows& values,
                                    int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch,
-                                   float* out, int64_t out_stride, float softcap);
+                                   float* out, int64_t out_stride, float softcap, const float* sinks);
 // convert_kv_rows (kernels/attention.h) of one level: the same floats at every level.
 using ConvertKvRowsFn = void (*)(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset,
                                  int64_t n, float* out);
@@ -104,12 +104,12 @@ void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kerne
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap);
+                     float* out, float softcap, const float* sinks);
 // Token by token through portable::attention_group.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap);
+                      float softcap, const float* sinks);
 // Row by row through dequantize_row (kernels/attention.cpp).
 void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
                      float* out);
@@ -129,7 +129,7 @@ void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kerne
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap);
+                     float* out, float softcap, const float* sinks);
 void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
                      float* out);
 }  // namespace avx512

@@ -7,6 +7,7 @@
 // Gemma blocks (gemma3) add: x = embed(tokens) · sqrt(d_model); RMSNorm of the attention and
 // FFN outputs before they join x; gelu(tanh) for silu; logits soft-capped when the file says.
 // A local (sliding-window) layer's token at position p attends to (p - window, p] only.
+// gpt-oss adds a bias to Wo's output and a learned sink logit per query head to the softmax.
 #include "model/forward.h"
 
 #include <algorithm>
@@ -212,6 +213,7 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     attention(batch, cache, l);
     // Wo's output goes to normed_, free once Q, K and V are computed.
     project(OpRole::Wo, li, layer.wo, attn_out_.data(), n_tokens, normed_.data());
+    add_bias_rows(li, layer.bo, normed_.data(), n_tokens);  // gpt-oss; no-op otherwise
     if (c.gemma_blocks)
       norm_rows(OpRole::AttnNorm, li, layer.post_attn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
     add_into_hidden(OpRole::AttnResidual, li, normed_.data());
@@ -382,6 +384,9 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     // Positions relative to each token's window: what the kernel reads.
     return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * c.n_layers));
   });
+  // gpt-oss: the sink logits of the query heads, [n_heads]; a KV head's group is contiguous.
+  const TensorView& sink_view = model_->weights.layers[static_cast<size_t>(layer)].sinks;
+  const float* sinks = sink_view.data != nullptr ? sink_view.f32() : nullptr;
   pool_.parallel_for(n_blocks * c.n_kv_heads, [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scores_.data() + thread * attention_scratch_floats(group);
     for (int64_t item = begin; item < end; ++item) {
@@ -394,7 +399,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       const int64_t first_query = first * c.q_width() + kv_head * group * head_dim;
       attention_tokens(q_.data() + first_query, c.q_width(), block_tokens, group, attention_positions_.data() + first,
                        keys, values, kv_head * head_dim, slots, head_dim, scratch, attn_out_.data() + first_query,
-                       c.q_width(), c.attn_logit_softcap);
+                       c.q_width(), c.attn_logit_softcap, sinks != nullptr ? sinks + kv_head * group : nullptr);
     }
   });
 }

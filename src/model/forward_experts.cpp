@@ -3,6 +3,9 @@
 //   (model/moe_router) -> each expert's rows gathered (tokens in batch order) through that
 //   expert's gate/up/down with the same matmul kernels as a dense FFN -> each token's output the
 //   sum of its experts' outputs times their weights, in the token's own rank order.
+// gpt-oss (ModelConfig::gpt_oss_experts): the router's bias joins its logits, top-k comes before
+// a softmax over the chosen logits, and each expert adds its biases after gate, up and down,
+// with clamped SwiGLU (kernels/swiglu_oai.h) between.
 // Only the experts some token chose are read: a decode step reads n_experts_used of them.
 // Batch invariance: the matmul kernels give every row the same bits whatever the other rows
 // (kernels/kernel_table.h), routing is per row, and the sum runs over a token's own ranks, so
@@ -11,6 +14,7 @@
 
 #include "base/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/swiglu_oai.h"
 #include "model/forward.h"
 #include "model/moe_router.h"
 
@@ -28,14 +32,32 @@ void Forward::experts_ffn(int64_t layer, float* rows, int64_t n_rows) {
     });
     matmul(weight, x, count, out, pool_, matmul_scratch_);
   };
+  // rows [count, bias width] += bias, when the model has it (gpt-oss).
+  auto add_bias = [](const TensorView& bias, float* out, int64_t count) {
+    if (bias.data == nullptr) return;
+    const int64_t width = bias.n_elements();
+    const float* b = bias.f32();
+    for (int64_t j = 0; j < count; ++j)
+      for (int64_t i = 0; i < width; ++i) out[j * width + i] += b[i];
+  };
+  auto bias_of = [](const std::vector<TensorView>& biases, size_t expert) {
+    return biases.empty() ? TensorView{} : biases[expert];
+  };
 
   // Route every token: [n_rows, n_experts] logits, then its n_used experts and weights.
   project(OpRole::Router, weights.router, rows, n_rows, router_logits_.data());
   ProfileOp route_op(profiler_, OpRole::Router, li,
                      [&] { return elementwise_cost(n_rows * n_experts, n_rows * n_used * 2, 4 * n_rows * n_experts); });
-  for (int64_t t = 0; t < n_rows; ++t)
-    route_token(router_logits_.data() + t * n_experts, n_experts, n_used, c.expert_weights_norm,
-                router_probabilities_.data(), routed_experts_.data() + t * n_used, routed_weights_.data() + t * n_used);
+  add_bias(weights.router_bias, router_logits_.data(), n_rows);
+  for (int64_t t = 0; t < n_rows; ++t) {
+    const float* logits = router_logits_.data() + t * n_experts;
+    if (c.gpt_oss_experts)
+      route_token_topk_softmax(logits, n_experts, n_used, routed_experts_.data() + t * n_used,
+                               routed_weights_.data() + t * n_used);
+    else
+      route_token(logits, n_experts, n_used, c.expert_weights_norm, router_probabilities_.data(),
+                  routed_experts_.data() + t * n_used, routed_weights_.data() + t * n_used);
+  }
   // Group the (token, rank) entries by expert, tokens ascending within each (a counting sort).
   std::fill(expert_first_.begin(), expert_first_.end(), 0);
   for (int64_t i = 0; i < n_rows * n_used; ++i) ++expert_first_[static_cast<size_t>(routed_experts_[i]) + 1];
@@ -57,12 +79,16 @@ void Forward::experts_ffn(int64_t layer, float* rows, int64_t n_rows) {
     project(OpRole::Up, weights.expert_up[expert], expert_in_.data(), count, up_.data());
     ProfileOp swiglu_op(profiler_, OpRole::Swiglu, li,
                         [&] { return elementwise_cost(2 * count * width, count * width, 5 * count * width); });
+    add_bias(bias_of(weights.expert_gate_bias, expert), gate_.data(), count);
+    add_bias(bias_of(weights.expert_up_bias, expert), up_.data(), count);
+    const auto activation = c.gpt_oss_experts ? swiglu_oai_row : swiglu_row;
     pool_.parallel_for(count, [&](int64_t first, int64_t last, int) {
       for (int64_t j = first; j < last; ++j)
-        swiglu_row(gate_.data() + j * width, up_.data() + j * width, width, gate_.data() + j * width);
+        activation(gate_.data() + j * width, up_.data() + j * width, width, gate_.data() + j * width);
     });
     swiglu_op.end();
     project(OpRole::Down, weights.expert_down[expert], gate_.data(), count, expert_out_.data());
+    add_bias(bias_of(weights.expert_down_bias, expert), expert_out_.data(), count);
     for (int64_t j = 0; j < count; ++j)
       std::copy_n(expert_out_.data() + j * d, d,
                   routed_out_.data() + static_cast<int64_t>(expert_entries_[begin + j]) * d);

@@ -1,4 +1,5 @@
-// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma2`, `gemma3` or `phi3` into a Model:
+// Loads a GGUF file of architecture `llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma2`, `gemma3`, `phi3` or `gpt-oss`
+// into a Model:
 // hyperparameters from the <arch>.* keys, tensors by llama.cpp's names (qwen2 adds
 // attn_{q,k,v}.bias, qwen3 attn_{q,k}_norm and a head size of its own, attention.key_length;
 // phi3 fuses gate and up in ffn_up, and Q, K, V in attn_qkv, which any architecture may),
@@ -9,7 +10,9 @@
 // gives a window (every layer of a llama; gemma2's and gemma3's local layers, see read_gemma*_config); phi3
 // ignores it, as llama.cpp does. Experts (qwen3moe; llama with expert_count > 0, Mixtral): the
 // router ffn_gate_inp and the stacked ffn_{gate,up,down}_exps [n_experts, rows, cols] (GGUF
-// ne = {cols, rows, n_experts}), each expert's slice a 2-D view.
+// ne = {cols, rows, n_experts}), each expert's slice a 2-D view. gpt-oss (read_gpt_oss_config):
+// biases on Q/K/V/output, the router and every expert projection, attn_sinks, and its FFN norm
+// named post_attention_norm.
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
 // f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
 #include <cmath>
@@ -34,9 +37,9 @@ class GgufModelBuilder {
   void read_config() {
     const std::string arch = file_.get_string("general.architecture").value_or("");
     TANDEM_CHECK_INPUT(arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ||
-                           arch == "gemma2" || arch == "gemma3" || arch == "phi3",
+                           arch == "gemma2" || arch == "gemma3" || arch == "phi3" || arch == "gpt-oss",
                        "unsupported architecture '{}' (Tandem runs 'llama', 'qwen2', 'qwen3', 'qwen3moe', 'gemma2', "
-                       "'gemma3', 'phi3')",
+                       "'gemma3', 'phi3', 'gpt-oss')",
                        arch);
     // The architectures name their keys alike, under their own prefix.
     const std::string p = arch + ".";
@@ -72,6 +75,7 @@ class GgufModelBuilder {
       config.sliding_window = file_.get_int(p + "attention.sliding_window").value_or(0);
     if (arch == "gemma2") read_gemma2_config(p);
     if (arch == "gemma3") read_gemma3_config(p);
+    if (arch == "gpt-oss") read_gpt_oss_config(p);
     config.rope_dims = file_.get_int(p + "rope.dimension_count").value_or(config.head_dim);
     if (file_.find_tensor("rope_freqs.weight") != nullptr) {
       const TensorView factors = vector("rope_freqs.weight", config.rope_dims / 2);
@@ -99,8 +103,10 @@ class GgufModelBuilder {
     ModelWeights& w = model_.weights;
     w.token_embedding = matrix("token_embd.weight", c.vocab_size, c.d_model);
     w.output_norm = vector("output_norm.weight", c.d_model);
-    w.output = file_.find_tensor("output.weight") != nullptr ? matrix("output.weight", c.vocab_size, c.d_model)
-                                                             : w.token_embedding;
+    // gpt-oss's head is never tied (llama.cpp requires output.weight).
+    w.output = file_.find_tensor("output.weight") != nullptr || c.architecture == "gpt-oss"
+                   ? matrix("output.weight", c.vocab_size, c.d_model)
+                   : w.token_embedding;
     w.layers.resize(static_cast<size_t>(c.n_layers));
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const std::string prefix = fmt::format("blk.{}.", l);
@@ -119,7 +125,9 @@ class GgufModelBuilder {
         layer.wv = matrix(prefix + "attn_v.weight", c.kv_width(), c.d_model);
       }
       layer.wo = matrix(prefix + "attn_output.weight", c.d_model, c.q_width());
-      layer.ffn_norm = vector(prefix + "ffn_norm.weight", c.d_model);
+      // gpt-oss names its FFN input norm post_attention_norm (llama.cpp's attn_post_norm).
+      layer.ffn_norm =
+          vector(prefix + (c.gpt_oss_experts ? "post_attention_norm.weight" : "ffn_norm.weight"), c.d_model);
       if (c.has_experts()) {
         layer.router = matrix(prefix + "ffn_gate_inp.weight", c.n_experts, c.d_model);
         layer.expert_gate = experts(prefix + "ffn_gate_exps.weight", c.d_ff_expert, c.d_model);
@@ -139,7 +147,8 @@ class GgufModelBuilder {
         layer.bq = make_view(bias.f32(), DType::F32, {c.q_width()});
         layer.bk = make_view(bias.f32() + c.q_width(), DType::F32, {c.kv_width()});
         layer.bv = make_view(bias.f32() + c.q_width() + c.kv_width(), DType::F32, {c.kv_width()});
-      } else if (file_.find_tensor(prefix + "attn_q.bias") != nullptr || c.architecture == "qwen2") {
+      } else if (file_.find_tensor(prefix + "attn_q.bias") != nullptr || c.architecture == "qwen2" ||
+                 c.architecture == "gpt-oss") {
         layer.bq = vector(prefix + "attn_q.bias", c.q_width());
         layer.bk = vector(prefix + "attn_k.bias", c.kv_width());
         layer.bv = vector(prefix + "attn_v.bias", c.kv_width());
@@ -151,6 +160,14 @@ class GgufModelBuilder {
       if (c.gemma_blocks) {
         layer.post_attn_norm = vector(prefix + "post_attention_norm.weight", c.d_model);
         layer.post_ffn_norm = vector(prefix + "post_ffw_norm.weight", c.d_model);
+      }
+      if (c.architecture == "gpt-oss") {
+        layer.bo = vector(prefix + "attn_output.bias", c.d_model);
+        layer.sinks = vector(prefix + "attn_sinks.weight", c.n_heads);
+        layer.router_bias = vector(prefix + "ffn_gate_inp.bias", c.n_experts);
+        layer.expert_gate_bias = expert_vectors(prefix + "ffn_gate_exps.bias", c.d_ff_expert);
+        layer.expert_up_bias = expert_vectors(prefix + "ffn_up_exps.bias", c.d_ff_expert);
+        layer.expert_down_bias = expert_vectors(prefix + "ffn_down_exps.bias", c.d_model);
       }
     }
   }
@@ -223,6 +240,24 @@ class GgufModelBuilder {
       config.attention_scale = 1.0f / std::sqrt(static_cast<float>(config.d_model / config.n_heads));
   }
 
+  // gpt-oss as llama.cpp reads it (LLM_ARCH_OPENAI_MOE): experts of expert_feed_forward_length
+  // chosen by top-k on the biased router logits with a softmax over the chosen ones, clamped
+  // SwiGLU experts with biases, attention sinks, half-split RoPE (YaRN from the rope.scaling
+  // keys), and attention.sliding_window (required) in the even layers, the odd ones global
+  // (llama.cpp's swa pattern 2). Scores are scaled by 1/sqrt(head_dim), as everywhere.
+  void read_gpt_oss_config(const std::string& p) {
+    ModelConfig& config = model_.config;
+    config.n_experts = required_int(p + "expert_count");
+    config.n_experts_used = required_int(p + "expert_used_count");
+    config.d_ff_expert = required_int(p + "expert_feed_forward_length");
+    config.gpt_oss_experts = true;
+    config.attention_sinks = true;
+    config.sliding_window = required_int(p + "attention.sliding_window");
+    TANDEM_CHECK_INPUT(config.sliding_window > 0, "{}attention.sliding_window {} must be positive", p,
+                       config.sliding_window);
+    config.local_layers = interleaved_local_layers(config.n_layers, 2);
+  }
+
   // A soft-cap key: positive and finite, `fallback` when absent.
   float checked_softcap(const std::string& key, double fallback) {
     const double cap = file_.get_float(key).value_or(fallback);
@@ -266,6 +301,26 @@ class GgufModelBuilder {
       TensorView view = make_view(info.view.row(e * rows), info.view.dtype, {rows, cols});
       views.push_back(view);
     }
+    return views;
+  }
+
+  // A stacked per-expert vector [n_experts, length] (gpt-oss's expert biases) as one f32 view per expert.
+  std::vector<TensorView> expert_vectors(const std::string& name, int64_t length) {
+    const GgufTensorInfo& info = tensor(name);
+    const int64_t n = model_.config.n_experts;
+    TANDEM_CHECK_INPUT(info.view.n_dims == 2 && info.view.dim(0) == n && info.view.dim(1) == length,
+                       "tensor '{}' has shape {}, expected [{}, {}] (experts, elements)", name,
+                       info.view.shape_string(), n, length);
+    const float* values = static_cast<const float*>(info.view.data);
+    if (info.view.dtype != DType::F32) {
+      auto converted = std::make_shared<std::vector<float>>(static_cast<size_t>(n * length));
+      for (int64_t e = 0; e < n; ++e)
+        dequantize_row(info.view.dtype, info.view.row(e), converted->data() + e * length, length);
+      model_.storage.push_back(converted);
+      values = converted->data();
+    }
+    std::vector<TensorView> views;
+    for (int64_t e = 0; e < n; ++e) views.push_back(make_view(values + e * length, DType::F32, {length}));
     return views;
   }
 

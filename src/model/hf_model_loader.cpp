@@ -7,7 +7,9 @@
 // Gemma's RMSNorms scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's converter stores them, so
 // both formats run plain RMSNorm on the same values. Experts (Qwen3MoeForCausalLM's mlp.gate +
 // mlp.experts.E.{gate,up,down}_proj; MixtralForCausalLM's block_sparse_moe.gate + experts.E.{w1,w3,w2}) are one 2-D
-// view per expert. Tokenizer files are not read here.
+// view per expert. GptOssForCausalLM (model_type gpt_oss, bf16/f32 experts): its stacked, transposed
+// mlp.experts.gate_up_proj (gate and up columns interleaved) and down_proj are copied into per-expert
+// [rows, cols] matrices; its MXFP4 *_blocks/*_scales checkpoints are refused. Tokenizer files are not read here.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -66,15 +68,16 @@ class HfModelBuilder {
     const std::string type = string_or("model_type", "");
     TANDEM_CHECK_INPUT(
         type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "qwen3" ||
-            type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "phi3",
+            type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "phi3" || type == "gpt_oss",
         "config.json model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-        "gemma2, gemma3_text, phi3)",
+        "gemma2, gemma3_text, phi3, gpt_oss)",
         type);
     ModelConfig& c = model_.config;
     // Mistral and Mixtral: a Llama layout (Mixtral with experts); Qwen3-MoE: llama.cpp's qwen3moe.
     c.architecture = type == "mistral" || type == "mixtral" ? "llama"
                      : type == "gemma3_text"                ? "gemma3"
                      : type == "qwen3_moe"                  ? "qwen3moe"
+                     : type == "gpt_oss"                    ? "gpt-oss"
                                                             : type;
     // Qwen's GGUFs keep HF's half-split Q/K rows (llama.cpp's NEOX RoPE), so they are kept here
     // too: a converted file is then what llama.cpp expects, and both paths run the same rows.
@@ -111,6 +114,7 @@ class HfModelBuilder {
     if (c.architecture == "gemma2") read_gemma2_config();
     if (c.architecture == "gemma3") read_gemma3_config();
     if (type == "qwen3_moe" || type == "mixtral") read_expert_config(type);
+    if (type == "gpt_oss") read_gpt_oss_config();
     c.validate();
     c.rope_scaling = read_hf_rope_scaling(global_rope_.is_null() ? json_ : global_rope_, c.rope_dims, c.rope_freq_base,
                                           c.context_length, c.rope_freq_factors);
@@ -160,7 +164,9 @@ class HfModelBuilder {
       }
       layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
       layer.ffn_norm = vector(p + "post_attention_layernorm.weight", c.d_model);
-      if (c.has_experts()) {
+      if (c.gpt_oss_experts) {
+        read_gpt_oss_layer(p, layer);
+      } else if (c.has_experts()) {
         read_experts(p, layer);
       } else if (c.architecture == "phi3") {  // gate_up_proj: gate rows, then up rows (HF's chunk(2))
         const TensorView gate_up = matrix(p + "mlp.gate_up_proj.weight", 2 * c.d_ff, c.d_model);
@@ -222,6 +228,118 @@ class HfModelBuilder {
       layer.expert_down.push_back(
           matrix(expert + (mixtral ? "w2.weight" : "down_proj.weight"), c.d_model, c.d_ff_expert));
     }
+  }
+
+  // GptOssForCausalLM: num_local_experts of intermediate_size, num_experts_per_tok (older configs:
+  // experts_per_token), sliding_window in the layers layer_types calls sliding_attention (the even
+  // ones in the released models; llama.cpp can only say that pattern), swiglu_limit 7 (the
+  // activation's constant). MXFP4 checkpoints (quantization_config mxfp4, *_blocks/*_scales
+  // tensors) are refused: Tandem reads the bf16 layout.
+  void read_gpt_oss_config() {
+    ModelConfig& c = model_.config;
+    if (const json* quantization = field("quantization_config")) {
+      const std::string method = quantization->is_object() && quantization->contains("quant_method") &&
+                                         (*quantization)["quant_method"].is_string()
+                                     ? (*quantization)["quant_method"].get<std::string>()
+                                     : quantization->dump();
+      throw InputError(fmt::format(
+          "config.json quantization_config '{}': quantized gpt-oss checkpoints (MXFP4 *_blocks/*_scales experts) are "
+          "not supported; use the bf16 checkpoint or llama.cpp's MXFP4 GGUF",
+          method));
+    }
+    c.gpt_oss_experts = true;
+    c.attention_sinks = true;
+    c.n_experts = required_int("num_local_experts");
+    c.n_experts_used = field("num_experts_per_tok") != nullptr ? required_int("num_experts_per_tok")
+                                                               : required_int("experts_per_token");
+    c.d_ff_expert = c.d_ff;
+    TANDEM_CHECK_INPUT(c.n_experts > 0, "config.json expert count {} must be positive", c.n_experts);
+    const double limit = number_or("swiglu_limit", 7.0);
+    TANDEM_CHECK_INPUT(limit == 7.0, "config.json swiglu_limit {} is not supported (7, as llama.cpp has it)", limit);
+    c.sliding_window = required_int("sliding_window");
+    TANDEM_CHECK_INPUT(c.sliding_window > 0, "config.json sliding_window {} must be positive", c.sliding_window);
+    c.local_layers = interleaved_local_layers(c.n_layers, 2);
+    if (const json* types = field("layer_types")) {
+      TANDEM_CHECK_INPUT(types->is_array() && static_cast<int64_t>(types->size()) == c.n_layers,
+                         "config.json layer_types must list one type per layer ({})", c.n_layers);
+      for (size_t l = 0; l < types->size(); ++l) {
+        const json& layer_type = (*types)[l];
+        TANDEM_CHECK_INPUT(layer_type == "sliding_attention" || layer_type == "full_attention",
+                           "config.json layer_types holds {}, not sliding_attention or full_attention",
+                           layer_type.dump());
+        c.local_layers[l] = layer_type == "sliding_attention" ? 1 : 0;
+      }
+    }
+  }
+
+  // gpt-oss's layer beyond the common attention: biases on o_proj, the sinks, the router with its
+  // bias, and the experts. HF keeps them stacked and transposed for x @ W: gate_up_proj
+  // [n_experts, d_model, 2 d_ff_expert] with gate in the even columns and up in the odd ones,
+  // gate_up_proj_bias [n_experts, 2 d_ff_expert] alike, down_proj [n_experts, d_ff_expert, d_model],
+  // down_proj_bias [n_experts, d_model]. Each expert's matrices are copied out as [rows, cols]
+  // in the stored type (element by element: no rounding).
+  void read_gpt_oss_layer(const std::string& p, LayerWeights& layer) {
+    const ModelConfig& c = model_.config;
+    const int64_t n = c.n_experts, d = c.d_model, width = c.d_ff_expert;
+    TANDEM_CHECK_INPUT(checkpoint_.find(p + "mlp.experts.gate_up_proj_blocks") == nullptr,
+                       "tensor '{}mlp.experts.gate_up_proj_blocks': MXFP4-quantized gpt-oss experts are not "
+                       "supported; use the bf16 checkpoint or llama.cpp's MXFP4 GGUF",
+                       p);
+    layer.bo = vector(p + "self_attn.o_proj.bias", d);
+    layer.sinks = vector(p + "self_attn.sinks", c.n_heads);
+    layer.router = matrix(p + "mlp.router.weight", n, d);
+    layer.router_bias = vector(p + "mlp.router.bias", n);
+    const TensorView gate_up = stacked(p + "mlp.experts.gate_up_proj", {n, d, 2 * width});
+    const TensorView down = stacked(p + "mlp.experts.down_proj", {n, width, d});
+    const TensorView gate_up_bias = stacked(p + "mlp.experts.gate_up_proj_bias", {n, 2 * width});
+    const TensorView down_bias = stacked(p + "mlp.experts.down_proj_bias", {n, d});
+    const auto element = static_cast<int64_t>(dtype_traits(gate_up.dtype).block_bytes);
+    TANDEM_CHECK_INPUT(dtype_traits(gate_up.dtype).block_size == 1 && dtype_traits(down.dtype).block_size == 1,
+                       "{}mlp.experts tensors must be F32, F16 or BF16", p);
+    // Column `first + step * r` of the [rows_in, cols_in] matrix `source` as row r of [rows, rows_in].
+    auto transposed = [&](const TensorView& source, int64_t expert, int64_t rows_in, int64_t cols_in, int64_t first,
+                          int64_t step, int64_t rows) {
+      const auto* base = static_cast<const uint8_t*>(source.data) + expert * rows_in * cols_in * element;
+      std::vector<uint8_t> bytes(static_cast<size_t>(rows * rows_in * element));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < rows_in; ++k)
+          std::memcpy(bytes.data() + (r * rows_in + k) * element, base + (k * cols_in + first + step * r) * element,
+                      static_cast<size_t>(element));
+      return own(std::move(bytes), source.dtype, rows, rows_in);
+    };
+    // Elements first, first + step, ... (count of them) of row `expert` of a [n, cols] bias, as f32.
+    auto bias = [&](const TensorView& source, int64_t expert, int64_t cols, int64_t first, int64_t step,
+                    int64_t count) {
+      const auto bias_element = static_cast<int64_t>(dtype_traits(source.dtype).block_bytes);
+      std::vector<uint8_t> gathered(static_cast<size_t>(count * bias_element));
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(gathered.data() + i * bias_element,
+                    static_cast<const uint8_t*>(source.data) + (expert * cols + first + step * i) * bias_element,
+                    static_cast<size_t>(bias_element));
+      std::vector<uint8_t> bytes(static_cast<size_t>(count) * sizeof(float));
+      dequantize_row(source.dtype, gathered.data(), reinterpret_cast<float*>(bytes.data()), count);
+      return own(std::move(bytes), DType::F32, count, 0);
+    };
+    for (int64_t e = 0; e < n; ++e) {
+      layer.expert_gate.push_back(transposed(gate_up, e, d, 2 * width, 0, 2, width));
+      layer.expert_up.push_back(transposed(gate_up, e, d, 2 * width, 1, 2, width));
+      layer.expert_down.push_back(transposed(down, e, width, d, 0, 1, d));
+      layer.expert_gate_bias.push_back(bias(gate_up_bias, e, 2 * width, 0, 2, width));
+      layer.expert_up_bias.push_back(bias(gate_up_bias, e, 2 * width, 1, 2, width));
+      layer.expert_down_bias.push_back(bias(down_bias, e, d, 0, 1, d));
+    }
+  }
+
+  // A tensor of exactly `shape` (any float type), as stored.
+  TensorView stacked(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorView& view = tensor(name).view;
+    bool same = view.n_dims == static_cast<int>(shape.size());
+    for (size_t i = 0; same && i < shape.size(); ++i) same = view.dim(static_cast<int>(i)) == shape[i];
+    std::string expected;
+    for (int64_t dim : shape) expected += (expected.empty() ? "" : ", ") + std::to_string(dim);
+    TANDEM_CHECK_INPUT(same, "tensor '{}' has shape {}, but config.json implies [{}]", name, view.shape_string(),
+                       expected);
+    return view;
   }
 
   // Gemma3ForCausalLM's text config: windowed layers from layer_types ("sliding_attention" /

@@ -200,6 +200,11 @@ void add_window_keys(const ModelConfig& c, GgufWriter& writer) {
   const std::string& arch = c.architecture;
   if (c.sliding_window > 0)
     writer.set(arch + ".attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(c.sliding_window)));
+  if (arch == "gpt-oss") {
+    TANDEM_CHECK_INPUT(c.local_layers == interleaved_local_layers(c.n_layers, 2),
+                       "a gpt-oss layer pattern other than even layers local has no GGUF key");
+    return;
+  }
   if (arch == "gemma2") {
     // llama.cpp's gemma2: even layers local, odd global, one RoPE base; no key says otherwise.
     TANDEM_CHECK_INPUT(c.local_layers == interleaved_local_layers(c.n_layers, 2),
@@ -262,7 +267,7 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
   add_window_keys(c, writer);
   if (c.has_experts()) {
     // llama.cpp's qwen3moe and llama both renormalise the chosen experts' weights, whatever the file.
-    TANDEM_CHECK_INPUT(c.expert_weights_norm,
+    TANDEM_CHECK_INPUT(c.expert_weights_norm || c.gpt_oss_experts,
                        "norm_topk_prob false: llama.cpp's {} always renormalises the top-k weights, so a GGUF "
                        "would be another model (run the folder with -m instead)",
                        arch);
@@ -323,7 +328,18 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
     f32(p + "attn_k_norm.weight", layer.k_norm);
     matrix(p + "attn_output.weight", layer.wo);
     f32(p + "post_attention_norm.weight", layer.post_attn_norm);
-    f32(p + "ffn_norm.weight", layer.ffn_norm);
+    // gpt-oss names its FFN input norm post_attention_norm (llama.cpp's attn_post_norm).
+    f32(p + (c.gpt_oss_experts ? "post_attention_norm.weight" : "ffn_norm.weight"), layer.ffn_norm);
+    f32(p + "attn_output.bias", layer.bo);
+    f32(p + "attn_sinks.weight", layer.sinks);
+    f32(p + "ffn_gate_inp.bias", layer.router_bias);
+    // gpt-oss's expert biases: [n_experts, width] f32 stacks.
+    for (const auto& [name, biases] : {std::pair{"ffn_gate_exps.bias", &layer.expert_gate_bias},
+                                       std::pair{"ffn_up_exps.bias", &layer.expert_up_bias},
+                                       std::pair{"ffn_down_exps.bias", &layer.expert_down_bias}}) {
+      if (biases->empty()) continue;
+      pending.push_back({p + name, *biases, DType::F32, true});
+    }
     if (c.has_experts()) {
       f32(p + "ffn_gate_inp.weight", layer.router);  // f32, as llama.cpp's converter keeps it
       for (const auto& [name, experts] :

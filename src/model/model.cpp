@@ -49,13 +49,16 @@ int64_t Model::weight_bytes_total() const {
   int64_t total = weights.token_embedding.n_bytes() + weights.output_norm.n_bytes();
   if (weights.output.data != weights.token_embedding.data) total += weights.output.n_bytes();
   for (const LayerWeights& layer : weights.layers)
-    for (const TensorView* view : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm,
-                                   &layer.w_gate, &layer.w_up, &layer.w_down, &layer.bq, &layer.bk, &layer.bv,
-                                   &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffn_norm})
+    for (const TensorView* view :
+         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
+          &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm,
+          &layer.post_ffn_norm, &layer.bo, &layer.sinks, &layer.router_bias})
       if (view->data != nullptr) total += view->n_bytes();
   for (const LayerWeights& layer : weights.layers) {
     if (layer.router.data != nullptr) total += layer.router.n_bytes();
-    for (const std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down})
+    for (const std::vector<TensorView>* experts :
+         {&layer.expert_gate, &layer.expert_up, &layer.expert_down, &layer.expert_gate_bias, &layer.expert_up_bias,
+          &layer.expert_down_bias})
       for (const TensorView& view : *experts) total += view.n_bytes();
   }
   return total;
@@ -67,7 +70,9 @@ int64_t Model::weight_bytes_per_token() const {
   if (weights.output.data == weights.token_embedding.data) total += weights.output.n_bytes();
   // A token reads n_experts_used of each layer's experts (all of the same size).
   for (const LayerWeights& layer : weights.layers)
-    for (const std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down})
+    for (const std::vector<TensorView>* experts :
+         {&layer.expert_gate, &layer.expert_up, &layer.expert_down, &layer.expert_gate_bias, &layer.expert_up_bias,
+          &layer.expert_down_bias})
       if (!experts->empty())
         total -= (static_cast<int64_t>(experts->size()) - config.n_experts_used) * experts->front().n_bytes();
   return total;

@@ -41,6 +41,14 @@ struct LayerWeights {
   // Gemma's RMSNorms of the attention and FFN outputs before the residual add, f32; null otherwise.
   TensorView post_attn_norm;  // [d_model]
   TensorView post_ffn_norm;   // [d_model]
+  // gpt-oss, f32; data null otherwise: the output projection's bias, each query head's sink
+  // logit (ModelConfig::attention_sinks), the router's bias and each expert's projection biases.
+  TensorView bo;                             // [d_model]
+  TensorView sinks;                          // [n_heads]
+  TensorView router_bias;                    // [n_experts]
+  std::vector<TensorView> expert_gate_bias;  // [n_experts] of [d_ff_expert]
+  std::vector<TensorView> expert_up_bias;    // [n_experts] of [d_ff_expert]
+  std::vector<TensorView> expert_down_bias;  // [n_experts] of [d_model]
 };
 
 struct ModelWeights {

@@ -1,5 +1,5 @@
 // ModelConfig: the hyperparameters of a Llama-family decoder (llama, qwen2, qwen3, qwen3moe, gemma2,
-// gemma3, phi3; Mixtral as a llama with experts), whatever file they came from.
+// gemma3, phi3, gpt-oss; Mixtral as a llama with experts), whatever file they came from.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +80,13 @@ struct ModelConfig {
   int64_t n_experts_used = 0;
   int64_t d_ff_expert = 0;
   bool expert_weights_norm = true;
+  // gpt-oss's experts: the n_experts_used largest router logits (router bias added) are chosen
+  // first and their weights are the softmax over those logits alone (llama.cpp's SOFTMAX_WEIGHT
+  // gating; expert_weights_norm does not apply), and every expert's FFN is clamped SwiGLU with
+  // biases after each of its projections (kernels/swiglu_oai.h).
+  bool gpt_oss_experts = false;
+  // gpt-oss: every query head has a learned sink logit in its softmax (LayerWeights::sinks).
+  bool attention_sinks = false;
 
   // Linear / YaRN / LongRoPE (model/rope_scaling.h); type None for most models.
   RopeScaling rope_scaling;

@@ -1,7 +1,7 @@
-// Random GGUF writer (llama, qwen3, qwen3moe, gemma2, gemma3, phi3; Mixtral as a llama with experts): metadata as
-// llama.cpp names it, weights N(0, 0.02) from a self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed, tensor
-// name, row), so the bytes do not depend on thread count or the standard library's distributions. Tensors are streamed
-// to the file one at a time; rows are generated in parallel.
+// Random GGUF writer (llama, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss; Mixtral as a llama with experts): metadata
+// as llama.cpp names it, weights N(0, 0.02) from a self-contained PRNG (splitmix64 + Box-Muller) seeded per (seed,
+// tensor name, row), so the bytes do not depend on thread count or the standard library's distributions. Tensors are
+// streamed to the file one at a time; rows are generated in parallel.
 #include "model/model_generator.h"
 
 #include <algorithm>
@@ -111,6 +111,27 @@ GeneratedShape mixtral_shape(std::string name, int64_t d_model, int64_t n_layers
   return shape;
 }
 
+// gpt-oss-20b's config.json: hidden 2880, 24 layers, 64 heads of 64 (not 2880 / 64), 8 KV heads,
+// 32 experts of width 2880 (intermediate_size), 4 per token, sliding_window 128 in the even
+// layers, rope_theta 150000 with YaRN factor 32 from 4096 to 131072 positions, rms_norm_eps 1e-5,
+// untied head. (Its vocabulary, o200k_harmony of 201088 tokens, is not in ../shared: gen-model
+// takes whichever it is given.)
+GeneratedShape gpt_oss_shape(std::string name, int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                             int64_t head_dim, int64_t expert_width, int64_t context_length, int64_t n_experts,
+                             int64_t n_used, int64_t window, double yarn_factor, int64_t yarn_original) {
+  GeneratedShape shape{std::move(name), d_model, n_layers, n_heads, n_kv_heads, expert_width, context_length};
+  shape.architecture = "gpt-oss";
+  shape.head_dim = head_dim;
+  shape.rope_freq_base = 150000.0f;
+  shape.n_experts = n_experts;
+  shape.n_experts_used = n_used;
+  shape.d_ff_expert = expert_width;
+  shape.sliding_window = window;
+  shape.yarn_factor = yarn_factor;
+  shape.yarn_original_context = yarn_original;
+  return shape;
+}
+
 const std::array kShapes = {
     GeneratedShape{"llama-160m", 768, 12, 12, 12, 2048, 2048},
     GeneratedShape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048},
@@ -139,6 +160,10 @@ const std::array kShapes = {
     // 4 experts, 2 per token, rows of whole 32-blocks (experts 64 wide; test-mixtral's 96).
     qwen3moe_shape("test-qwen3moe", 64, 2, 4, 2, 32, 96, 1024, 4, 2, 64),
     mixtral_shape("test-mixtral", 64, 2, 4, 2, 96, 1024, 4, 2),
+    gpt_oss_shape("gpt-oss-20b", 2880, 24, 64, 8, 64, 2880, 131072, 32, 4, 128, 32.0, 4096),
+    // Heads of 32 while d_model / n_heads is 16; 4 experts of 64 (whole MXFP4 blocks), 2 per
+    // token; window 32 in layers 0 and 2, so 256 positions pass it eight times; YaRN 4x from 256.
+    gpt_oss_shape("test-gpt-oss", 64, 4, 4, 2, 32, 64, 1024, 4, 2, 32, 4.0, 256),
 };
 
 // What gen-model writes for RoPE scaling: the keys' values, and Llama 3's divisors.
@@ -150,15 +175,17 @@ struct RopePlan {
 RopePlan plan_rope(const GeneratedShape& shape, const GeneratorOptions& options) {
   RopePlan plan;
   std::string type = options.rope_scaling;
-  if (type.empty()) type = shape.longrope_original_context > 0 ? "longrope" : "none";
+  if (type.empty()) type = shape.longrope_original_context > 0 ? "longrope" : shape.yarn_factor > 0.0 ? "yarn" : "none";
+  const bool shape_yarn = options.rope_scaling.empty() && shape.yarn_factor > 0.0;
   TANDEM_CHECK_INPUT(std::isfinite(options.rope_factor) && options.rope_factor >= 0.0 && options.rope_factor < 1e6,
                      "--rope-factor {} is out of range", options.rope_factor);
   TANDEM_CHECK_INPUT(options.rope_original_context >= 0 && options.rope_original_context <= shape.context_length,
                      "--rope-original-context {} is outside 1..{} (the context)", options.rope_original_context,
                      shape.context_length);
   const int64_t rope_dims = shape.rotary_dims(), pairs = rope_dims / 2;
-  const double factor = options.rope_factor > 0.0 ? options.rope_factor : 4.0;
+  const double factor = options.rope_factor > 0.0 ? options.rope_factor : shape_yarn ? shape.yarn_factor : 4.0;
   int64_t original = options.rope_original_context;
+  if (original == 0 && shape_yarn) original = shape.yarn_original_context;
   if (original == 0)
     original = type == "longrope" && shape.longrope_original_context > 0
                    ? shape.longrope_original_context
@@ -188,6 +215,9 @@ RopePlan plan_rope(const GeneratedShape& shape, const GeneratorOptions& options)
 }
 
 constexpr float kWeightStddev = 0.02f;
+// gpt-oss's biases, and its sink logits (of the size of the attention scores, so they matter).
+constexpr float kBiasStddev = 0.2f;
+constexpr float kSinkStddev = 1.0f;
 
 uint64_t mix64(uint64_t z) {  // the splitmix64 finaliser
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -262,6 +292,10 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
                                         const RopePlan& rope) {
   if (q4_k_m) type = DType::Q4_K;
   if (q3_k_m) type = DType::Q3_K;
+  // gpt-oss in MXFP4 is llama.cpp's MXFP4_MOE: experts MXFP4, every other matrix Q8_0.
+  const bool gpt_oss = shape.gpt_oss();
+  const DType expert_type = type;
+  if (gpt_oss && type == DType::MXFP4) type = DType::Q8_0;
   const int64_t head_dim = shape.head_size();
   const int64_t q_width = shape.n_heads * head_dim;
   const int64_t kv_width = shape.n_kv_heads * head_dim;
@@ -283,12 +317,17 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
   const bool gemma = shape.architecture == "gemma2" || shape.architecture == "gemma3";
   // Phi-3 fuses Q, K, V into attn_qkv and gate, up into ffn_up (gate rows first).
   const bool phi3 = shape.architecture == "phi3";
+
   for (int64_t layer = 0; layer < shape.n_layers; ++layer) {
     const std::string prefix = fmt::format("blk.{}.", layer);
     auto add = [&](const char* name, DType dtype, std::vector<int64_t> dims, bool constant, float scale = 1.0f) {
       plan.push_back({prefix + name, dtype, std::move(dims), constant, 1.0f, kWeightStddev * scale});
     };
     add("attn_norm.weight", DType::F32, {shape.d_model}, true);
+    // gpt-oss: random biases and sinks, so that each is exercised; sinks of the scores' size.
+    auto add_random = [&](const char* name, std::vector<int64_t> dims, float stddev) {
+      plan.push_back({prefix + name, DType::F32, std::move(dims), false, 1.0f, stddev});
+    };
     if (phi3) {  // llama.cpp's Q4_K_M / Q3_K_M give attn_qkv Q5_K / Q4_K
       add("attn_qkv.weight",
           q4_k_m   ? DType::Q5_K
@@ -314,14 +353,27 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     if (!phi3) add("attn_v.weight", attn_v, {kv_width, shape.d_model}, false);
     add("attn_output.weight", attn_output, {shape.d_model, q_width}, false, branch_scale);
     if (gemma) add("post_attention_norm.weight", DType::F32, {shape.d_model}, true);
-    add("ffn_norm.weight", DType::F32, {shape.d_model}, true);
+    if (gpt_oss) {  // the names llama.cpp's converter gives gpt-oss's biases, sinks and FFN norm
+      add_random("attn_q.bias", {q_width}, kBiasStddev);
+      add_random("attn_k.bias", {kv_width}, kBiasStddev);
+      add_random("attn_v.bias", {kv_width}, kBiasStddev);
+      add_random("attn_output.bias", {shape.d_model}, kBiasStddev * branch_scale);
+      add_random("attn_sinks.weight", {shape.n_heads}, kSinkStddev);
+    }
+    add(gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight", DType::F32, {shape.d_model}, true);
     if (shape.n_experts > 0) {
       // The router stays f32, as llama.cpp's converter writes it and its quantizer keeps it.
       const int64_t n = shape.n_experts, width = shape.expert_width();
       add("ffn_gate_inp.weight", DType::F32, {n, shape.d_model}, false);
-      add("ffn_gate_exps.weight", type, {n, width, shape.d_model}, false);
-      add("ffn_up_exps.weight", type, {n, width, shape.d_model}, false);
-      add("ffn_down_exps.weight", ffn_down, {n, shape.d_model, width}, false, branch_scale);
+      add("ffn_gate_exps.weight", expert_type, {n, width, shape.d_model}, false);
+      add("ffn_up_exps.weight", expert_type, {n, width, shape.d_model}, false);
+      add("ffn_down_exps.weight", gpt_oss ? expert_type : ffn_down, {n, shape.d_model, width}, false, branch_scale);
+      if (gpt_oss) {
+        add_random("ffn_gate_inp.bias", {n}, kBiasStddev);
+        add_random("ffn_gate_exps.bias", {n, width}, kBiasStddev);
+        add_random("ffn_up_exps.bias", {n, width}, kBiasStddev);
+        add_random("ffn_down_exps.bias", {n, shape.d_model}, kBiasStddev * branch_scale);
+      }
     } else if (phi3) {
       add("ffn_up.weight", type, {2 * shape.d_ff, shape.d_model}, false);
     } else {
@@ -449,7 +501,8 @@ void generate_random_gguf(const GeneratorOptions& options) {
   if (shape->n_experts > 0) {  // as llama.cpp's converter writes Mixtral's and Qwen3-MoE's
     writer.set(arch + ".expert_count", u32(shape->n_experts));
     writer.set(arch + ".expert_used_count", u32(shape->n_experts_used));
-    if (arch == "qwen3moe") writer.set(arch + ".expert_feed_forward_length", u32(shape->expert_width()));
+    if (arch == "qwen3moe" || arch == "gpt-oss")
+      writer.set(arch + ".expert_feed_forward_length", u32(shape->expert_width()));
   }
   if (arch == "gemma3" && shape->sliding_window > 0) {
     writer.set(arch + ".attention.sliding_window_pattern", u32(shape->sliding_window_pattern));

@@ -1,7 +1,8 @@
 // Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
 // test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; mixture of experts: qwen3moe-1b,
 // test-qwen3moe (qwen3moe), mixtral-1b, test-mixtral (llama with experts); gemma2: gemma2-2b,
-// test-gemma2; gemma3: gemma3-1b, test-gemma3, test-gemma3-local; phi3: phi3-mini, phi-4-mini, test-phi3), for
+// test-gemma2; gemma3: gemma3-1b, test-gemma3, test-gemma3-local; phi3: phi3-mini, phi-4-mini, test-phi3;
+// gpt-oss: gpt-oss-20b, test-gpt-oss), for
 // benchmarks and tests without downloading a model, with any RoPE scaling on request. The tokenizer is copied from a
 // vocabulary GGUF (for phi3 shapes a SentencePiece one gets Phi-3's chat tokens, as Phi-3's own
 // has). Output is a pure function of (shape, type, vocabulary, seed, options).
@@ -42,10 +43,15 @@ struct GeneratedShape {
   int64_t n_experts = 0;
   int64_t n_experts_used = 0;
   int64_t d_ff_expert = 0;
+  // YaRN with this factor from yarn_original_context positions when the options name no
+  // scaling (gpt-oss: 32 from 4096); 0: none.
+  double yarn_factor = 0.0;
+  int64_t yarn_original_context = 0;
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
   int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_size(); }
   int64_t expert_width() const { return architecture == "llama" || d_ff_expert == 0 ? d_ff : d_ff_expert; }
+  bool gpt_oss() const { return architecture == "gpt-oss"; }
 };
 
 // The shapes gen-model knows; nullopt for an unknown name.
@@ -55,7 +61,8 @@ std::vector<std::string> generated_shape_names();
 struct GeneratorOptions {
   std::string shape;  // one of generated_shape_names()
   // Matrices and token_embd: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K,
-  // Q5_K, Q6_K or IQ4_XS.
+  // Q5_K, Q6_K or IQ4_XS. A gpt-oss shape with MXFP4 gets llama.cpp's MXFP4_MOE mix: the experts
+  // MXFP4, the other matrices Q8_0.
   DType type = DType::Q8_0;
   // llama.cpp's Q4_K_M recipe instead of one type: Q4_K, with Q6_K for output.weight and for
   // attn_v / ffn_down in the layers that recipe favours. `type` is ignored when set.

@@ -1,4 +1,4 @@
-// Mixture-of-experts models through the engine: random qwen3moe and Mixtral-style llama models
+// Mixture-of-experts models through the engine: random qwen3moe, Mixtral-style llama and gpt-oss models
 // (tests/support's writer) with the GPT-2 vocabulary from ../shared. Requests run together in
 // chunked batches of a few tokens — some with the same prompt, so their tokens choose the same
 // experts in the same step — give, token for token, the greedy ids each gets alone (the whole
@@ -26,7 +26,14 @@ TEST(MoeEngine, BatchedChunkedRequestsEqualEachAlone) {
   test_support::RandomModelSpec mixtral;
   mixtral.n_experts = 4, mixtral.n_experts_used = 2, mixtral.d_model = 64, mixtral.n_heads = 4;
   mixtral.n_kv_heads = 2, mixtral.d_ff = 96, mixtral.dtype = DType::Q8_0, mixtral.seed = 72;
-  for (test_support::RandomModelSpec spec : {qwen, mixtral}) {
+  // gpt-oss: sinks, biases, window 8 in the even layers (prompts and outputs run past it), YaRN,
+  // top-k-then-softmax routing with clamped SwiGLU experts.
+  test_support::RandomModelSpec gpt_oss;
+  gpt_oss.architecture = "gpt-oss", gpt_oss.d_model = 40, gpt_oss.head_size = 12, gpt_oss.n_heads = 4;
+  gpt_oss.n_kv_heads = 2, gpt_oss.n_layers = 3, gpt_oss.n_experts = 5, gpt_oss.n_experts_used = 2;
+  gpt_oss.d_ff_expert = 29, gpt_oss.sliding_window = 8, gpt_oss.yarn_factor = 4.0, gpt_oss.yarn_original = 32;
+  gpt_oss.seed = 73;
+  for (test_support::RandomModelSpec spec : {qwen, mixtral, gpt_oss}) {
     spec.vocab_size = kVocab, spec.context_length = 128;
     test_support::TempDir dir;
     const std::string path = dir.file("moe.gguf");

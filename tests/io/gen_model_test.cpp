@@ -363,6 +363,74 @@ TEST(GenModel, WindowedShapesWriteTheirWindows) {
   }
 }
 
+// gpt-oss-20b is gpt-oss-20b's config.json (defined, not generated: 21B parameters);
+// test-gpt-oss writes llama.cpp's gpt-oss keys and tensors (biases, sinks, window, YaRN,
+// expert width) that load, in F32, Q8_0 and MXFP4 (llama.cpp's MXFP4_MOE mix: experts MXFP4, the
+// other matrices Q8_0, router and vectors f32), and tandem info says what is gpt-oss's own.
+TEST(GenModel, GptOssShapesWriteGptOssFiles) {
+  TANDEM_REQUIRE_SHARED(kVocab);
+  const std::optional<GeneratedShape> real = find_generated_shape("gpt-oss-20b");
+  ASSERT_TRUE(real.has_value());
+  EXPECT_EQ(real->architecture, "gpt-oss");
+  EXPECT_EQ(real->d_model, 2880);
+  EXPECT_EQ(real->n_layers, 24);
+  EXPECT_EQ(real->n_heads, 64);
+  EXPECT_EQ(real->n_kv_heads, 8);
+  EXPECT_EQ(real->head_size(), 64);
+  EXPECT_EQ(real->n_experts, 32);
+  EXPECT_EQ(real->n_experts_used, 4);
+  EXPECT_EQ(real->expert_width(), 2880);
+  EXPECT_EQ(real->expert_width() % 32, 0);  // whole MXFP4 blocks
+  EXPECT_EQ(real->sliding_window, 128);
+  EXPECT_EQ(real->yarn_factor, 32.0);
+  EXPECT_EQ(real->yarn_original_context, 4096);
+  EXPECT_EQ(real->context_length, 131072);
+  EXPECT_FALSE(real->tied_output);
+  for (DType type : {DType::F32, DType::Q8_0, DType::MXFP4}) {
+    GeneratorOptions options;
+    options.shape = "test-gpt-oss";
+    options.type = type;
+    options.vocab_path = testing::shared_path(kVocab);
+    options.out_path = ::testing::TempDir() + "tandem_gen_gpt_oss_" + std::to_string(getpid()) + ".gguf";
+    generate_random_gguf(options);
+    {
+      const GgufFile file = GgufFile::open(options.out_path);
+      EXPECT_EQ(*file.get_string("general.architecture"), "gpt-oss");
+      EXPECT_EQ(*file.get_int("gpt-oss.attention.sliding_window"), 32);
+      EXPECT_EQ(*file.get_int("gpt-oss.expert_count"), 4);
+      EXPECT_EQ(*file.get_int("gpt-oss.expert_used_count"), 2);
+      EXPECT_EQ(*file.get_int("gpt-oss.expert_feed_forward_length"), 64);
+      EXPECT_EQ(*file.get_int("gpt-oss.attention.key_length"), 32);
+      EXPECT_EQ(*file.get_string("gpt-oss.rope.scaling.type"), "yarn");
+      EXPECT_FLOAT_EQ(*file.get_float("gpt-oss.rope.scaling.factor"), 4.0f);
+      EXPECT_EQ(*file.get_int("gpt-oss.rope.scaling.original_context_length"), 256);
+      for (const char* name :
+           {"blk.3.attn_sinks.weight", "blk.3.attn_q.bias", "blk.3.attn_output.bias", "blk.3.ffn_gate_inp.bias",
+            "blk.3.ffn_down_exps.bias", "blk.3.post_attention_norm.weight", "output.weight"})
+        EXPECT_NE(file.find_tensor(name), nullptr) << name;
+      EXPECT_EQ(file.find_tensor("blk.0.ffn_norm.weight"), nullptr);
+      const DType matrices = type == DType::MXFP4 ? DType::Q8_0 : type;
+      EXPECT_EQ(file.find_tensor("blk.0.ffn_up_exps.weight")->view.dtype, type) << dtype_name(type);
+      EXPECT_EQ(file.find_tensor("blk.0.attn_q.weight")->view.dtype, matrices) << dtype_name(type);
+      EXPECT_EQ(file.find_tensor("token_embd.weight")->view.dtype, matrices) << dtype_name(type);
+      EXPECT_EQ(file.find_tensor("blk.0.ffn_gate_inp.weight")->view.dtype, DType::F32);
+      EXPECT_EQ(file.find_tensor("blk.0.attn_sinks.weight")->view.dtype, DType::F32);
+      // Sinks are random, not zero: they must change the attention.
+      const float* sinks = file.find_tensor("blk.0.attn_sinks.weight")->view.f32();
+      EXPECT_NE(sinks[0], 0.0f);
+      EXPECT_NE(sinks[0], sinks[1]);
+    }
+    const testing::CommandResult info = testing::run_tandem("info -m " + testing::shell_quote(options.out_path));
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    for (const char* line :
+         {"architecture:    gpt-oss", "sliding window:  32 positions, 2 of 4 layers local, global layers 1,3\n",
+          "attn sinks:      a learned logit per query head", "router (with bias) top 2, softmax over the chosen",
+          "rope scaling:    yarn, factor 4, original context 256", "head_dim:        32 (own size"})
+      EXPECT_NE(info.out.find(line), std::string::npos) << line << "\n" << info.out;
+    std::remove(options.out_path.c_str());
+  }
+}
+
 TEST(GenModel, OutputScaleMultipliesTheLogitsAndNothingElse) {
   // output_norm.weight = S scales the final hidden state, so the logits by S. A power of two
   // scales every float exactly (Q8 activation scales too), so the logits are exactly 4x.

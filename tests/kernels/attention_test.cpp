@@ -66,7 +66,7 @@ std::vector<float> run_attention(const float* queries, int64_t n_queries, const 
   kernel_table(Isa::Avx512)
       .attention(queries, n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
                  f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), n_ctx, cache.head_dim,
-                 scratch.data(), out.data(), 0.0f);
+                 scratch.data(), out.data(), 0.0f, nullptr);
   return out;
 }
 
@@ -159,7 +159,7 @@ std::vector<float> run_tokens(TokensKernel kernel, const TokenRun& run, const Ca
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   kernel(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(),
          f32_kv_rows(cache.keys.data(), cache.kv_width), f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset,
-         cache.slots.data(), run.head_dim, scratch.data(), out.data(), run.out_stride, 0.0f);
+         cache.slots.data(), run.head_dim, scratch.data(), out.data(), run.out_stride, 0.0f, nullptr);
   return out;
 }
 
@@ -172,7 +172,7 @@ std::vector<float> run_token_by_token(Isa isa, const TokenRun& run, const Cache&
     kernel_table(isa).attention(
         run.queries.data() + t * run.query_stride, run.group, f32_kv_rows(cache.keys.data(), cache.kv_width),
         f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), run.positions[t] + 1,
-        run.head_dim, scratch.data(), out.data() + t * run.out_stride, 0.0f);
+        run.head_dim, scratch.data(), out.data() + t * run.out_stride, 0.0f, nullptr);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// Test helper: small random-weight Llama (or Qwen3, Gemma 3, MoE) models written as GGUF files (odd shapes,
+// Test helper: small random-weight Llama (or Qwen3, Gemma 3, MoE, gpt-oss) models written as GGUF files (odd shapes,
 // any computable weight type, tied or untied head), plus the float weights the file actually
 // holds (after the round trip through the stored type) so a reference can use them without
 // going through the loader under test.
@@ -60,6 +60,13 @@ struct RandomModelSpec {
   int64_t d_ff_expert = 0;
   bool expert_weights_norm = true;
   float router_scale = 3.0f;  // router logits spread over a few units: clear top-k choices
+  // "gpt-oss" (with n_experts > 0 and a sliding_window, even layers local): random biases on
+  // Q/K/V/output, the router and every expert projection, random attn_sinks, the FFN norm named
+  // post_attention_norm, gpt-oss.expert_feed_forward_length = d_ff_expert; YaRN keys when
+  // yarn_factor > 0 (rope.scaling.type yarn, factor, original_context_length = yarn_original).
+  double yarn_factor = 0.0;
+  int64_t yarn_original = 0;
+  float sink_scale = 1.5f;  // sinks uniform in +-this: the size of the attention scores
 
   int64_t head_dim() const { return head_size > 0 ? head_size : d_model / n_heads; }
   int64_t rotary_dims() const { return rope_dims > 0 ? rope_dims : head_dim(); }
@@ -81,6 +88,9 @@ struct RandomLayer {
   // Mixture of experts (empty otherwise): router [n_experts, d_model], then per expert.
   RandomMatrix router;
   std::vector<RandomMatrix> expert_gate, expert_up, expert_down;
+  // gpt-oss (empty otherwise): biases, sinks [n_heads], router bias [n_experts], expert biases.
+  std::vector<float> bq, bk, bv, bo, sinks, router_bias;
+  std::vector<std::vector<float>> expert_gate_bias, expert_up_bias, expert_down_bias;  // [n_experts][width]
 };
 
 struct RandomWeights {
@@ -144,6 +154,11 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     writer.set(a + ".attention.sliding_window_pattern", GgufValue::u32(static_cast<uint32_t>(s.window_pattern)));
     writer.set(a + ".rope.freq_base_swa", GgufValue::f32(s.rope_freq_base_local));
   }
+  if (s.yarn_factor > 0.0) {
+    writer.set(a + ".rope.scaling.type", GgufValue::string("yarn"));
+    writer.set(a + ".rope.scaling.factor", GgufValue::f32(static_cast<float>(s.yarn_factor)));
+    writer.set(a + ".rope.scaling.original_context_length", GgufValue::u32(static_cast<uint32_t>(s.yarn_original)));
+  }
   if (s.final_logit_softcap > 0.0f) writer.set(a + ".final_logit_softcapping", GgufValue::f32(s.final_logit_softcap));
   if (s.attn_logit_softcap > 0.0f) writer.set(a + ".attn_logit_softcapping", GgufValue::f32(s.attn_logit_softcap));
   if (!s.rope_scaling_type.empty()) {
@@ -184,6 +199,25 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     return experts;
   };
   const bool qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3";
+  const bool gpt_oss = a == "gpt-oss";
+  // f32 values uniform in +-scale, `shape` the tensor's dims (a stack of rows for expert biases).
+  auto f32_tensor = [&](const std::string& name, std::vector<int64_t> shape, float scale) {
+    std::uniform_real_distribution<float> uniform(-scale, scale);
+    int64_t n = 1;
+    for (int64_t dim : shape) n *= dim;
+    std::vector<float> values(static_cast<size_t>(n));
+    for (float& v : values) v = uniform(rng);
+    bytes.resize(values.size() * sizeof(float));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    writer.add_tensor(name, DType::F32, std::move(shape), std::move(bytes));
+    return values;
+  };
+  auto per_expert = [&](const std::vector<float>& values, int64_t width) {
+    std::vector<std::vector<float>> rows;
+    for (int64_t e = 0; e < s.n_experts; ++e)
+      rows.emplace_back(values.begin() + e * width, values.begin() + (e + 1) * width);
+    return rows;
+  };
 
   w.token_embedding = matrix("token_embd.weight", s.vocab_size, d, 1.0f);
   for (int64_t l = 0; l < s.n_layers; ++l) {
@@ -199,7 +233,14 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     layer.wv = matrix(p + "attn_v.weight", kv_width, d, fan_in(d));
     layer.wo = matrix(p + "attn_output.weight", d, q_width, fan_in(q_width));
     if (a == "gemma2" || a == "gemma3") layer.post_attn_norm = norm(p + "post_attention_norm.weight", d);
-    layer.ffn_norm = norm(p + "ffn_norm.weight", d);
+    if (gpt_oss) {
+      layer.bq = f32_tensor(p + "attn_q.bias", {q_width}, 0.3f);
+      layer.bk = f32_tensor(p + "attn_k.bias", {kv_width}, 0.3f);
+      layer.bv = f32_tensor(p + "attn_v.bias", {kv_width}, 0.3f);
+      layer.bo = f32_tensor(p + "attn_output.bias", {d}, 0.3f);
+      layer.sinks = f32_tensor(p + "attn_sinks.weight", {s.n_heads}, s.sink_scale);
+    }
+    layer.ffn_norm = norm(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), d);
     if (s.n_experts > 0) {
       // The router stays f32 in any file, as llama.cpp's converter and quantizer keep it.
       layer.router = detail::random_matrix(rng, s.n_experts, d, DType::F32, s.router_scale * fan_in(d), bytes);
@@ -208,6 +249,12 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
       layer.expert_gate = stacked(p + "ffn_gate_exps.weight", width, d, fan_in(d));
       layer.expert_up = stacked(p + "ffn_up_exps.weight", width, d, fan_in(d));
       layer.expert_down = stacked(p + "ffn_down_exps.weight", d, width, fan_in(width));
+      if (gpt_oss) {
+        layer.router_bias = f32_tensor(p + "ffn_gate_inp.bias", {s.n_experts}, 1.0f);
+        layer.expert_gate_bias = per_expert(f32_tensor(p + "ffn_gate_exps.bias", {s.n_experts, width}, 0.5f), width);
+        layer.expert_up_bias = per_expert(f32_tensor(p + "ffn_up_exps.bias", {s.n_experts, width}, 0.5f), width);
+        layer.expert_down_bias = per_expert(f32_tensor(p + "ffn_down_exps.bias", {s.n_experts, d}, 0.3f), d);
+      }
     } else {
       layer.w_gate = matrix(p + "ffn_gate.weight", s.d_ff, d, fan_in(d));
       layer.w_up = matrix(p + "ffn_up.weight", s.d_ff, d, fan_in(d));

@@ -232,6 +232,10 @@ struct QuerySet {
   const int64_t* n_ctx;         // [n_queries]
   int64_t n_queries;            // 1..kMaxQueries
   float softcap = 0.0f;         // > 0: scores soft-capped (softcap_score) before the softmax
+  // Null, or query j's sink logit is sinks[j % sink_period] (sink_normaliser; a run of tokens
+  // repeats its group's heads).
+  const float* sinks = nullptr;
+  int64_t sink_period = 1;
 };
 
 // Per tile: every query's scores, then each query's softmax step, then the weighted values.
@@ -389,7 +393,9 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
     }
   }
   for (int64_t j = 0; j < n_queries; ++j) {
-    const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(running_sum[j]));
+    const float sum = _mm512_reduce_add_ps(running_sum[j]);
+    const __m512 inverse = _mm512_set1_ps(
+        set.sinks != nullptr ? sink_normaliser(running_max[j], sum, set.sinks[j % set.sink_period]) : 1.0f / sum);
     float* acc_out = set.outs[j];
     for (int64_t v = 0; v < kVectors; ++v)
       _mm512_storeu_ps(acc_out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), inverse));
@@ -426,10 +432,10 @@ bool vector_kernel_fits(int64_t head_dim) {
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap) {
+                     float* out, float softcap, const float* sinks) {
   if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
     portable::attention_group(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out,
-                              softcap);
+                              softcap, sinks);
     return;
   }
   const float* query_of[kMaxGroup];
@@ -440,18 +446,18 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
     out_of[g] = out + g * head_dim;
     n_ctx_of[g] = n_ctx;
   }
-  queries_kernel(keys, values, head_dim)(QuerySet{query_of, out_of, n_ctx_of, n_queries, softcap}, keys, values,
-                                         kv_offset, slots);
+  queries_kernel(keys, values, head_dim)(QuerySet{query_of, out_of, n_ctx_of, n_queries, softcap, sinks, n_queries},
+                                         keys, values, kv_offset, slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap) {
+                      float softcap, const float* sinks) {
   if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
     for (int64_t t = 0; t < n_tokens; ++t)
       portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
-                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap);
+                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks);
     return;
   }
   const QueriesKernel kernel = queries_kernel(keys, values, head_dim);
@@ -469,7 +475,7 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
         n_ctx_of[t * group + g] = int64_t{positions[first + t]} + 1;
       }
     }
-    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group, softcap}, keys, values, kv_offset, slots);
+    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group, softcap, sinks, group}, keys, values, kv_offset, slots);
   }
 }
 
