@@ -258,18 +258,7 @@ class HfModelBuilder {
     TANDEM_CHECK_INPUT(limit == 7.0, "config.json swiglu_limit {} is not supported (7, as llama.cpp has it)", limit);
     c.sliding_window = required_int("sliding_window");
     TANDEM_CHECK_INPUT(c.sliding_window > 0, "config.json sliding_window {} must be positive", c.sliding_window);
-    c.local_layers = interleaved_local_layers(c.n_layers, 2);
-    if (const json* types = field("layer_types")) {
-      TANDEM_CHECK_INPUT(types->is_array() && static_cast<int64_t>(types->size()) == c.n_layers,
-                         "config.json layer_types must list one type per layer ({})", c.n_layers);
-      for (size_t l = 0; l < types->size(); ++l) {
-        const json& layer_type = (*types)[l];
-        TANDEM_CHECK_INPUT(layer_type == "sliding_attention" || layer_type == "full_attention",
-                           "config.json layer_types holds {}, not sliding_attention or full_attention",
-                           layer_type.dump());
-        c.local_layers[l] = layer_type == "sliding_attention" ? 1 : 0;
-      }
-    }
+    c.local_layers = local_layers_from_layer_types(2);
   }
 
   // gpt-oss's layer beyond the common attention: biases on o_proj, the sinks, the router with its
@@ -357,18 +346,7 @@ class HfModelBuilder {
                        "config.json attn_logit_softcapping is not supported (Gemma 2's)");
     c.sliding_window = int_or("sliding_window", 0);
     if (c.sliding_window > 0) {
-      if (const json* types = field("layer_types")) {
-        TANDEM_CHECK_INPUT(types->is_array() && static_cast<int64_t>(types->size()) == c.n_layers,
-                           "config.json layer_types must list one type per layer ({})", c.n_layers);
-        for (const json& layer_type : *types) {
-          TANDEM_CHECK_INPUT(layer_type == "sliding_attention" || layer_type == "full_attention",
-                             "config.json layer_types holds {}, not sliding_attention or full_attention",
-                             layer_type.dump());
-          c.local_layers.push_back(layer_type == "sliding_attention" ? 1 : 0);
-        }
-      } else {
-        c.local_layers = interleaved_local_layers(c.n_layers, int_or("sliding_window_pattern", 6));
-      }
+      c.local_layers = local_layers_from_layer_types(int_or("sliding_window_pattern", 6));
       c.rope_freq_base_local = static_cast<float>(number_or("rope_local_base_freq", 10000.0));
     }
     read_gemma3_rope_parameters();
@@ -434,18 +412,7 @@ class HfModelBuilder {
                        "config.json hidden_activation '{}' is not supported (gelu_pytorch_tanh)", activation);
     c.sliding_window = int_or("sliding_window", 4096);
     TANDEM_CHECK_INPUT(c.sliding_window > 0, "config.json sliding_window {} must be positive", c.sliding_window);
-    c.local_layers = interleaved_local_layers(c.n_layers, 2);
-    if (const json* types = field("layer_types")) {
-      TANDEM_CHECK_INPUT(types->is_array() && static_cast<int64_t>(types->size()) == c.n_layers,
-                         "config.json layer_types must list one type per layer ({})", c.n_layers);
-      for (size_t l = 0; l < types->size(); ++l) {
-        const json& layer_type = (*types)[l];
-        TANDEM_CHECK_INPUT(layer_type == "sliding_attention" || layer_type == "full_attention",
-                           "config.json layer_types holds {}, not sliding_attention or full_attention",
-                           layer_type.dump());
-        c.local_layers[l] = layer_type == "sliding_attention" ? 1 : 0;
-      }
-    }
+    c.local_layers = local_layers_from_layer_types(2);
     // Absent: Gemma2Config's defaults (50, 30); null: no cap.
     auto softcap = [&](const char* key, double fallback) {
       const bool null = json_.contains(key) && json_[key].is_null();
@@ -492,6 +459,24 @@ class HfModelBuilder {
       layer.w_down = matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
       layer.post_ffn_norm = vector(p + "post_feedforward_layernorm.weight", c.d_model, 1.0f);
     }
+  }
+
+  // Which layers are local: config.json's layer_types (one "sliding_attention" or
+  // "full_attention" per layer) when it has them, else every `period`-th layer global.
+  std::vector<uint8_t> local_layers_from_layer_types(int64_t period) const {
+    const int64_t n_layers = model_.config.n_layers;
+    const json* types = field("layer_types");
+    if (types == nullptr) return interleaved_local_layers(n_layers, period);
+    TANDEM_CHECK_INPUT(types->is_array() && static_cast<int64_t>(types->size()) == n_layers,
+                       "config.json layer_types must list one type per layer ({})", n_layers);
+    std::vector<uint8_t> local;
+    for (const json& layer_type : *types) {
+      TANDEM_CHECK_INPUT(layer_type == "sliding_attention" || layer_type == "full_attention",
+                         "config.json layer_types holds {}, not sliding_attention or full_attention",
+                         layer_type.dump());
+      local.push_back(layer_type == "sliding_attention" ? 1 : 0);
+    }
+    return local;
   }
 
   const json* field(const char* key) const {

@@ -19,15 +19,20 @@ namespace {
 constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 constexpr int64_t kVocab = 50257;  // the GPT-2 vocabulary's size
 
-TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
-  TANDEM_REQUIRE_SHARED(kGpt2Vocab);
+// A random llama with a window of 6 on every layer and a 128-token context.
+std::shared_ptr<const Model> sliding_model(uint32_t seed) {
   test_support::TempDir dir;
   test_support::RandomModelSpec spec;
   spec.d_model = 48, spec.n_heads = 4, spec.n_kv_heads = 2, spec.sliding_window = 6;
-  spec.vocab_size = kVocab, spec.context_length = 128, spec.seed = 63;
+  spec.vocab_size = kVocab, spec.context_length = 128, spec.seed = seed;
   const std::string path = dir.file("sliding.gguf");
   test_support::write_random_model(spec, path);
-  const auto model = load_model(path);
+  return load_model(path);
+}
+
+TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
+  TANDEM_REQUIRE_SHARED(kGpt2Vocab);
+  const auto model = sliding_model(63);
   ASSERT_EQ(model->config.kv_window(), 6);
   const Tokenizer tokenizer = load_tokenizer(testing::shared_path(kGpt2Vocab), "", kVocab);
   ThreadPool pool(2);
@@ -67,13 +72,7 @@ TEST(SlidingWindowEngine, KeepsOnlyTheWindowAndMatchesThePlainLoop) {
 // taking their blocks a chunk at a time, with the plain loop's greedy ids.
 TEST(SlidingWindowEngine, PromptsLongerThanThePoolRunAChunkAtATime) {
   TANDEM_REQUIRE_SHARED(kGpt2Vocab);
-  test_support::TempDir dir;
-  test_support::RandomModelSpec spec;
-  spec.d_model = 48, spec.n_heads = 4, spec.n_kv_heads = 2, spec.sliding_window = 6;
-  spec.vocab_size = kVocab, spec.context_length = 128, spec.seed = 64;
-  const std::string path = dir.file("sliding.gguf");
-  test_support::write_random_model(spec, path);
-  const auto model = load_model(path);
+  const auto model = sliding_model(64);
   const Tokenizer tokenizer = load_tokenizer(testing::shared_path(kGpt2Vocab), "", kVocab);
   ThreadPool pool(2);
 
