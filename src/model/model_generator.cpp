@@ -138,6 +138,8 @@ const std::array kShapes = {
     GeneratedShape{"test-tiny", 64, 2, 4, 2, 96, 256},
     GeneratedShape{"test-kquant", 256, 2, 4, 2, 512, 256},  // rows of whole k-quant blocks
     qwen3_shape("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 40960),
+    // Qwen3-1.7B's config.json: hidden 2048, 28 layers, 16 heads of 128, 8 KV heads, 6144 wide.
+    qwen3_shape("qwen3-1.7b", 2048, 28, 16, 8, 128, 6144, 40960),
     // Heads of 32 while d_model / n_heads is 16: every place that assumed the quotient shows.
     qwen3_shape("test-qwen3", 64, 2, 4, 2, 32, 96, 256),
     sliding_shape(),

@@ -1,5 +1,5 @@
 // Random-weight GGUF files of known shapes (llama: llama-160m, tinyllama-1.1b, test-tiny,
-// test-kquant, test-sliding; qwen3: qwen3-0.6b, test-qwen3; mixture of experts: qwen3moe-1b,
+// test-kquant, test-sliding; qwen3: qwen3-0.6b, qwen3-1.7b, test-qwen3; mixture of experts: qwen3moe-1b,
 // test-qwen3moe (qwen3moe), mixtral-1b, test-mixtral (llama with experts); gemma2: gemma2-2b,
 // test-gemma2; gemma3: gemma3-1b, test-gemma3, test-gemma3-local; phi3: phi3-mini, phi-4-mini, test-phi3;
 // gpt-oss: gpt-oss-20b, test-gpt-oss), for

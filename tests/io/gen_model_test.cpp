@@ -251,6 +251,15 @@ TEST(GenModel, Qwen3ShapeWritesQwen3Files) {
   EXPECT_EQ(real->n_heads * real->head_size(), 2048);
   EXPECT_EQ(real->context_length, 40960);
   EXPECT_TRUE(real->tied_output);
+  // Qwen3-1.7B's config.json: hidden 2048, 16 heads of 128, 8 KV heads, intermediate 6144.
+  const std::optional<GeneratedShape> bigger = find_generated_shape("qwen3-1.7b");
+  ASSERT_TRUE(bigger.has_value());
+  EXPECT_EQ(bigger->d_model, 2048);
+  EXPECT_EQ(bigger->n_layers, 28);
+  EXPECT_EQ(bigger->n_kv_heads, 8);
+  EXPECT_EQ(bigger->head_size(), 128);
+  EXPECT_EQ(bigger->d_ff, 6144);
+  EXPECT_TRUE(bigger->tied_output);
 
   GeneratorOptions options;
   options.shape = "test-qwen3";
