@@ -19,6 +19,8 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
 #include "kv/kv_types.h"
+#include "support/attention_reference.h"
+#include "support/random_floats.h"
 
 namespace tandem {
 namespace {
@@ -32,11 +34,9 @@ std::vector<Isa> levels_here() {
   return levels;
 }
 
+// Uniform in [-bound, bound).
 std::vector<float> random_floats(std::mt19937& rng, int64_t n, float bound) {
-  std::uniform_real_distribution<float> uniform(-bound, bound);
-  std::vector<float> values(static_cast<size_t>(n));
-  for (float& v : values) v = uniform(rng);
-  return values;
+  return tandem::random_floats(rng, n, -bound, bound);
 }
 
 // One layer's K (or V) rows three ways: the original floats, stored as `type` (with padding
@@ -86,21 +86,8 @@ std::vector<float> run_group(Isa isa, const float* queries, int64_t group, const
 std::vector<double> attention_in_double(const float* q, const StoredRows& keys, const StoredRows& values,
                                         int64_t kv_offset, const std::vector<int32_t>& slots, int64_t n_ctx,
                                         int64_t head_dim) {
-  std::vector<double> weights(static_cast<size_t>(n_ctx));
-  double max_score = -INFINITY, denominator = 0.0;
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    const float* k = keys.original.data() + slots[p] * keys.width + kv_offset;
-    double dot = 0.0;
-    for (int64_t i = 0; i < head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
-    weights[p] = dot / std::sqrt(static_cast<double>(head_dim));
-    max_score = std::max(max_score, weights[p]);
-  }
-  for (double& w : weights) denominator += (w = std::exp(w - max_score));
-  std::vector<double> out(static_cast<size_t>(head_dim), 0.0);
-  for (int64_t p = 0; p < n_ctx; ++p)
-    for (int64_t i = 0; i < head_dim; ++i)
-      out[i] += weights[p] / denominator * values.original[slots[p] * values.width + kv_offset + i];
-  return out;
+  return reference_attention(q, {keys.original.data(), values.original.data(), keys.width, slots.data()}, kv_offset,
+                             n_ctx, head_dim);
 }
 
 // Largest |error| of an attention output element (|v| <= 1) on typed rows against the double

@@ -18,16 +18,12 @@
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
+#include "support/attention_reference.h"
+#include "support/cpu_levels.h"
 #include "support/random_floats.h"
 
 namespace tandem {
 namespace {
-
-std::vector<Isa> levels() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(detect_isa()); ++i) out.push_back(static_cast<Isa>(i));
-  return out;
-}
 
 // One layer's K and V rows [n_slots, kv_width] stored as `type` (rows padded as the cache's
 // are), the values the kernels see (dequantized) for the double reference, and shuffled slots.
@@ -63,29 +59,13 @@ Cache make_cache(std::mt19937& rng, DType type, int64_t n_slots, int64_t n_kv_he
   return cache;
 }
 
-// One query head's output in double: scores q·k / sqrt(head_dim) (soft-capped when cap > 0),
-// softmax over the scores and, when has_sink, the sink logit, whose weight goes nowhere.
+// One query head's output in double over the dequantized rows (soft-capped when cap > 0, with
+// the sink logit when has_sink).
 std::vector<double> attention_in_double(const float* q, const Cache& cache, int64_t kv_offset, int64_t n_ctx,
                                         double cap, bool has_sink, double sink) {
-  const int64_t head_dim = cache.head_dim;
-  std::vector<double> weights(static_cast<size_t>(n_ctx));
-  double max_score = has_sink ? sink : -INFINITY;
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    const float* k = cache.keys_float.data() + cache.slots[p] * cache.kv_width + kv_offset;
-    double dot = 0.0;
-    for (int64_t i = 0; i < head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
-    double score = dot / std::sqrt(static_cast<double>(head_dim));
-    if (cap > 0.0) score = cap * std::tanh(score / cap);
-    weights[p] = score;
-    max_score = std::max(max_score, score);
-  }
-  double denominator = has_sink ? std::exp(sink - max_score) : 0.0;
-  for (double& w : weights) denominator += (w = std::exp(w - max_score));
-  std::vector<double> out(static_cast<size_t>(head_dim), 0.0);
-  for (int64_t p = 0; p < n_ctx; ++p)
-    for (int64_t i = 0; i < head_dim; ++i)
-      out[i] += weights[p] / denominator * cache.values_float[cache.slots[p] * cache.kv_width + kv_offset + i];
-  return out;
+  return reference_attention(
+      q, {cache.keys_float.data(), cache.values_float.data(), cache.kv_width, cache.slots.data()}, kv_offset, n_ctx,
+      cache.head_dim, cap, has_sink ? std::optional<double>(sink) : std::nullopt);
 }
 
 std::vector<float> run_group(Isa isa, const float* queries, int64_t group, const Cache& cache, int64_t kv_offset,
@@ -104,7 +84,7 @@ const std::vector<int64_t> kContextLengths = {1, 7, 16, 17, 63, 64, 65, 130};
 
 TEST(AttentionSinksTest, EveryLevelMatchesDouble) {
   std::mt19937 rng(20261203);
-  for (Isa isa : levels()) {
+  for (Isa isa : supported_levels()) {
     for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
       for (int64_t head_dim : kHeadDims) {
         if (type != DType::F32 && head_dim % 32 != 0) continue;
@@ -143,7 +123,7 @@ TEST(AttentionSinksTest, EveryLevelMatchesDouble) {
 // result is the kernel's plain softmax bit for bit (the existing path is untouched).
 TEST(AttentionSinksTest, SinkChangesTheOutput) {
   std::mt19937 rng(7);
-  for (Isa isa : levels()) {
+  for (Isa isa : supported_levels()) {
     const int64_t head_dim = 64, n_ctx = 70;
     const Cache cache = make_cache(rng, DType::F32, 80, 1, head_dim);
     const std::vector<float> queries = random_floats(rng, head_dim, -3.0f, 3.0f);
@@ -165,7 +145,7 @@ TEST(AttentionSinksTest, SinkChangesTheOutput) {
 // With sinks, a prefill block through attention_tokens gives each token what it gets alone.
 TEST(AttentionSinksTest, TokensEqualTokenByTokenWithSinks) {
   std::mt19937 rng(11);
-  for (Isa isa : levels()) {
+  for (Isa isa : supported_levels()) {
     for (int64_t head_dim : {16, 24, 64, 13}) {
       for (int64_t group : {1, 2, 5}) {
         const int64_t n_tokens = 21, stride = group * head_dim;

@@ -15,16 +15,16 @@
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
+#include "support/attention_reference.h"
 #include "support/cpu_levels.h"
+#include "support/random_floats.h"
 
 namespace tandem {
 namespace {
 
+// Uniform in [-spread, spread).
 std::vector<float> random_floats(std::mt19937& rng, int64_t n, float spread) {
-  std::uniform_real_distribution<float> uniform(-spread, spread);
-  std::vector<float> values(static_cast<size_t>(n));
-  for (float& v : values) v = uniform(rng);
-  return values;
+  return tandem::random_floats(rng, n, -spread, spread);
 }
 
 struct Cache {
@@ -41,27 +41,11 @@ Cache make_cache(std::mt19937& rng, int64_t n_slots, int64_t n_kv_heads, int64_t
   return cache;
 }
 
-// One query head's output in double: scores q·k / sqrt(head_dim), soft-capped when cap > 0.
+// One query head's output in double, soft-capped when cap > 0.
 std::vector<double> capped_attention_in_double(const float* q, const Cache& cache, int64_t kv_offset, int64_t n_ctx,
                                                double cap) {
-  const int64_t head_dim = cache.head_dim;
-  std::vector<double> weights(static_cast<size_t>(n_ctx));
-  double max_score = -INFINITY, denominator = 0.0;
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    const float* k = cache.keys.data() + cache.slots[p] * cache.kv_width + kv_offset;
-    double dot = 0.0;
-    for (int64_t i = 0; i < head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
-    double score = dot / std::sqrt(static_cast<double>(head_dim));
-    if (cap > 0.0) score = cap * std::tanh(score / cap);
-    weights[p] = score;
-    max_score = std::max(max_score, score);
-  }
-  for (double& w : weights) denominator += (w = std::exp(w - max_score));
-  std::vector<double> out(static_cast<size_t>(head_dim), 0.0);
-  for (int64_t p = 0; p < n_ctx; ++p)
-    for (int64_t i = 0; i < head_dim; ++i)
-      out[i] += weights[p] / denominator * cache.values[cache.slots[p] * cache.kv_width + kv_offset + i];
-  return out;
+  return reference_attention(q, {cache.keys.data(), cache.values.data(), cache.kv_width, cache.slots.data()}, kv_offset,
+                             n_ctx, cache.head_dim, cap);
 }
 
 std::vector<float> run_group(Isa isa, const float* queries, int64_t group, const Cache& cache, int64_t kv_offset,

@@ -17,6 +17,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
+#include "support/attention_reference.h"
 #include "support/random_floats.h"
 
 namespace tandem {
@@ -41,22 +42,8 @@ Cache make_cache(std::mt19937& rng, int64_t n_slots, int64_t n_kv_heads, int64_t
 
 // One query head's attention output in double.
 std::vector<double> attention_in_double(const float* q, const Cache& cache, int64_t kv_offset, int64_t n_ctx) {
-  const int64_t head_dim = cache.head_dim;
-  std::vector<double> weights(static_cast<size_t>(n_ctx));
-  double max_score = -INFINITY, denominator = 0.0;
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    const float* k = cache.keys.data() + cache.slots[p] * cache.kv_width + kv_offset;
-    double dot = 0.0;
-    for (int64_t i = 0; i < head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
-    weights[p] = dot / std::sqrt(static_cast<double>(head_dim));
-    max_score = std::max(max_score, weights[p]);
-  }
-  for (double& w : weights) denominator += (w = std::exp(w - max_score));
-  std::vector<double> out(static_cast<size_t>(head_dim), 0.0);
-  for (int64_t p = 0; p < n_ctx; ++p)
-    for (int64_t i = 0; i < head_dim; ++i)
-      out[i] += weights[p] / denominator * cache.values[cache.slots[p] * cache.kv_width + kv_offset + i];
-  return out;
+  return reference_attention(q, {cache.keys.data(), cache.values.data(), cache.kv_width, cache.slots.data()}, kv_offset,
+                             n_ctx, cache.head_dim);
 }
 
 std::vector<float> run_attention(const float* queries, int64_t n_queries, const Cache& cache, int64_t kv_offset,
