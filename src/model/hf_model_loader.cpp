@@ -7,9 +7,12 @@
 // Gemma's RMSNorms scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's converter stores them, so
 // both formats run plain RMSNorm on the same values. Experts (Qwen3MoeForCausalLM's mlp.gate +
 // mlp.experts.E.{gate,up,down}_proj; MixtralForCausalLM's block_sparse_moe.gate + experts.E.{w1,w3,w2}) are one 2-D
-// view per expert. GptOssForCausalLM (model_type gpt_oss, bf16/f32 experts): its stacked, transposed
-// mlp.experts.gate_up_proj (gate and up columns interleaved) and down_proj are copied into per-expert
-// [rows, cols] matrices; its MXFP4 *_blocks/*_scales checkpoints are refused. Tokenizer files are not read here.
+// view per expert. GptOssForCausalLM (model_type gpt_oss): bf16/f32 experts (its stacked, transposed
+// mlp.experts.gate_up_proj, gate and up columns interleaved, and down_proj) are copied into per-expert
+// [rows, cols] matrices; the released checkpoints' MXFP4 experts (*_blocks/*_scales, U8) are repacked
+// losslessly into per-expert MXFP4 matrices (model/hf_mxfp4), the layout an MXFP4_MOE GGUF has.
+// Only float tensors (F32/F16/BF16) are read as numbers: U8 anywhere else is an error. Tokenizer
+// files are not read here.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -21,8 +24,10 @@
 
 #include "base/error.h"
 #include "base/quant.h"
+#include "base/quant32.h"
 #include "io/safetensors_file.h"
 #include "model/attention_window.h"
+#include "model/hf_mxfp4.h"
 #include "model/model.h"
 #include "model/rope_scaling.h"
 #include "model/weight_packing.h"
@@ -233,8 +238,8 @@ class HfModelBuilder {
   // GptOssForCausalLM: num_local_experts of intermediate_size, num_experts_per_tok (older configs:
   // experts_per_token), sliding_window in the layers layer_types calls sliding_attention (the even
   // ones in the released models; llama.cpp can only say that pattern), swiglu_limit 7 (the
-  // activation's constant). MXFP4 checkpoints (quantization_config mxfp4, *_blocks/*_scales
-  // tensors) are refused: Tandem reads the bf16 layout.
+  // activation's constant). quantization_config: mxfp4 only (the released checkpoints: experts in
+  // *_blocks/*_scales, read_gpt_oss_layer), whose modules_to_not_convert are the bf16 tensors.
   void read_gpt_oss_config() {
     ModelConfig& c = model_.config;
     if (const json* quantization = field("quantization_config")) {
@@ -242,10 +247,11 @@ class HfModelBuilder {
                                          (*quantization)["quant_method"].is_string()
                                      ? (*quantization)["quant_method"].get<std::string>()
                                      : quantization->dump();
-      throw InputError(fmt::format(
-          "config.json quantization_config '{}': quantized gpt-oss checkpoints (MXFP4 *_blocks/*_scales experts) are "
-          "not supported; use the bf16 checkpoint or llama.cpp's MXFP4 GGUF",
-          method));
+      TANDEM_CHECK_INPUT(method == "mxfp4",
+                         "config.json quantization_config '{}' is not supported for gpt-oss (mxfp4, as released, or "
+                         "no quantization_config for the bf16 layout)",
+                         method.substr(0, 64));
+      mxfp4_config_ = true;
     }
     c.gpt_oss_experts = true;
     c.attention_sinks = true;
@@ -262,40 +268,21 @@ class HfModelBuilder {
   }
 
   // gpt-oss's layer beyond the common attention: biases on o_proj, the sinks, the router with its
-  // bias, and the experts. HF keeps them stacked and transposed for x @ W: gate_up_proj
-  // [n_experts, d_model, 2 d_ff_expert] with gate in the even columns and up in the odd ones,
-  // gate_up_proj_bias [n_experts, 2 d_ff_expert] alike, down_proj [n_experts, d_ff_expert, d_model],
-  // down_proj_bias [n_experts, d_model]. Each expert's matrices are copied out as [rows, cols]
-  // in the stored type (element by element: no rounding).
+  // bias, and the experts, stacked: gate_up_proj_bias [n_experts, 2 d_ff_expert] with gate in the
+  // even columns and up in the odd ones, down_proj_bias [n_experts, d_model]. The bf16 layout keeps
+  // the matrices transposed for x @ W: gate_up_proj [n_experts, d_model, 2 d_ff_expert] (gate and
+  // up interleaved as in the bias), down_proj [n_experts, d_ff_expert, d_model]; each expert's
+  // matrices are copied out as [rows, cols] in the stored type (element by element: no rounding).
+  // The MXFP4 layout (read_gpt_oss_mxfp4_experts) is taken when the *_blocks tensors are there.
   void read_gpt_oss_layer(const std::string& p, LayerWeights& layer) {
     const ModelConfig& c = model_.config;
     const int64_t n = c.n_experts, d = c.d_model, width = c.d_ff_expert;
-    TANDEM_CHECK_INPUT(checkpoint_.find(p + "mlp.experts.gate_up_proj_blocks") == nullptr,
-                       "tensor '{}mlp.experts.gate_up_proj_blocks': MXFP4-quantized gpt-oss experts are not "
-                       "supported; use the bf16 checkpoint or llama.cpp's MXFP4 GGUF",
-                       p);
     layer.bo = vector(p + "self_attn.o_proj.bias", d);
     layer.sinks = vector(p + "self_attn.sinks", c.n_heads);
     layer.router = matrix(p + "mlp.router.weight", n, d);
     layer.router_bias = vector(p + "mlp.router.bias", n);
-    const TensorView gate_up = stacked(p + "mlp.experts.gate_up_proj", {n, d, 2 * width});
-    const TensorView down = stacked(p + "mlp.experts.down_proj", {n, width, d});
     const TensorView gate_up_bias = stacked(p + "mlp.experts.gate_up_proj_bias", {n, 2 * width});
     const TensorView down_bias = stacked(p + "mlp.experts.down_proj_bias", {n, d});
-    const auto element = static_cast<int64_t>(dtype_traits(gate_up.dtype).block_bytes);
-    TANDEM_CHECK_INPUT(dtype_traits(gate_up.dtype).block_size == 1 && dtype_traits(down.dtype).block_size == 1,
-                       "{}mlp.experts tensors must be F32, F16 or BF16", p);
-    // Column `first + step * r` of the [rows_in, cols_in] matrix `source` as row r of [rows, rows_in].
-    auto transposed = [&](const TensorView& source, int64_t expert, int64_t rows_in, int64_t cols_in, int64_t first,
-                          int64_t step, int64_t rows) {
-      const auto* base = static_cast<const uint8_t*>(source.data) + expert * rows_in * cols_in * element;
-      std::vector<uint8_t> bytes(static_cast<size_t>(rows * rows_in * element));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t k = 0; k < rows_in; ++k)
-          std::memcpy(bytes.data() + (r * rows_in + k) * element, base + (k * cols_in + first + step * r) * element,
-                      static_cast<size_t>(element));
-      return own(std::move(bytes), source.dtype, rows, rows_in);
-    };
     // Elements first, first + step, ... (count of them) of row `expert` of a [n, cols] bias, as f32.
     auto bias = [&](const TensorView& source, int64_t expert, int64_t cols, int64_t first, int64_t step,
                     int64_t count) {
@@ -310,24 +297,84 @@ class HfModelBuilder {
       return own(std::move(bytes), DType::F32, count, 0);
     };
     for (int64_t e = 0; e < n; ++e) {
-      layer.expert_gate.push_back(transposed(gate_up, e, d, 2 * width, 0, 2, width));
-      layer.expert_up.push_back(transposed(gate_up, e, d, 2 * width, 1, 2, width));
-      layer.expert_down.push_back(transposed(down, e, width, d, 0, 1, d));
       layer.expert_gate_bias.push_back(bias(gate_up_bias, e, 2 * width, 0, 2, width));
       layer.expert_up_bias.push_back(bias(gate_up_bias, e, 2 * width, 1, 2, width));
       layer.expert_down_bias.push_back(bias(down_bias, e, d, 0, 1, d));
     }
+    // A quantized config without either layout's tensor: name the MXFP4 ones as missing.
+    const bool mxfp4 = checkpoint_.find(p + "mlp.experts.gate_up_proj_blocks") != nullptr ||
+                       (mxfp4_config_ && checkpoint_.find(p + "mlp.experts.gate_up_proj") == nullptr);
+    if (mxfp4) return read_gpt_oss_mxfp4_experts(p, layer);
+
+    const TensorView gate_up = stacked(p + "mlp.experts.gate_up_proj", {n, d, 2 * width});
+    const TensorView down = stacked(p + "mlp.experts.down_proj", {n, width, d});
+    // Column `first + step * r` of the [rows_in, cols_in] matrix `source` as row r of [rows, rows_in].
+    auto transposed = [&](const TensorView& source, int64_t expert, int64_t rows_in, int64_t cols_in, int64_t first,
+                          int64_t step, int64_t rows) {
+      const auto element = static_cast<int64_t>(dtype_traits(source.dtype).block_bytes);
+      const auto* base = static_cast<const uint8_t*>(source.data) + expert * rows_in * cols_in * element;
+      std::vector<uint8_t> bytes(static_cast<size_t>(rows * rows_in * element));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < rows_in; ++k)
+          std::memcpy(bytes.data() + (r * rows_in + k) * element, base + (k * cols_in + first + step * r) * element,
+                      static_cast<size_t>(element));
+      return own(std::move(bytes), source.dtype, rows, rows_in);
+    };
+    for (int64_t e = 0; e < n; ++e) {
+      layer.expert_gate.push_back(transposed(gate_up, e, d, 2 * width, 0, 2, width));
+      layer.expert_up.push_back(transposed(gate_up, e, d, 2 * width, 1, 2, width));
+      layer.expert_down.push_back(transposed(down, e, width, d, 0, 1, d));
+    }
   }
 
-  // A tensor of exactly `shape` (any float type), as stored.
-  TensorView stacked(const std::string& name, const std::vector<int64_t>& shape) {
-    const TensorView& view = tensor(name).view;
+  // The released checkpoints' experts: gate_up_proj_blocks/_scales over [n_experts, 2 d_ff_expert]
+  // output rows of d_model inputs (gate the even rows, up the odd ones, as the bf16 layout's
+  // columns), down_proj_blocks/_scales over [n_experts, d_model] rows of d_ff_expert inputs. Each
+  // expert's gate, up and down become [rows, cols] MXFP4 matrices (repacked, owned).
+  void read_gpt_oss_mxfp4_experts(const std::string& p, LayerWeights& layer) {
+    const ModelConfig& c = model_.config;
+    const int64_t n = c.n_experts, d = c.d_model, width = c.d_ff_expert;
+    const HfMxfp4Tensor gate_up = mxfp4_tensor(p + "mlp.experts.gate_up_proj", n, 2 * width, d);
+    const HfMxfp4Tensor down = mxfp4_tensor(p + "mlp.experts.down_proj", n, d, width);
+    for (int64_t e = 0; e < n; ++e) {
+      layer.expert_gate.push_back(own(repack_hf_mxfp4_rows(gate_up, e, 0, 2, width), DType::MXFP4, width, d));
+      layer.expert_up.push_back(own(repack_hf_mxfp4_rows(gate_up, e, 1, 2, width), DType::MXFP4, width, d));
+      layer.expert_down.push_back(own(repack_hf_mxfp4_rows(down, e, 0, 1, d), DType::MXFP4, d, width));
+    }
+  }
+
+  // `<name>_blocks` U8 [n, rows, cols / 32, 16] and `<name>_scales` U8 [n, rows, cols / 32].
+  HfMxfp4Tensor mxfp4_tensor(const std::string& name, int64_t n, int64_t rows, int64_t cols) {
+    TANDEM_CHECK_INPUT(cols % kQ32BlockSize == 0,
+                       "tensor '{}_blocks': rows of {} inputs (from config.json) are not whole MXFP4 blocks of 32",
+                       name, cols);
+    auto bytes = [&](const std::string& part, const std::vector<int64_t>& shape) {
+      const SafetensorsTensor& found = tensor(name + part);
+      TANDEM_CHECK_INPUT(!found.is_float(), "tensor '{}{}' has dtype {}, expected U8 (MXFP4 {})", name, part,
+                         found.stored_dtype, part == "_blocks" ? "codes" : "exponents");
+      expect_shape(found.view, name + part, shape);
+      return static_cast<const uint8_t*>(found.view.data);
+    };
+    HfMxfp4Tensor experts{.name = name, .n_experts = n, .rows = rows, .cols = cols};
+    experts.blocks = bytes("_blocks", {n, rows, cols / kQ32BlockSize, 16});
+    experts.scales = bytes("_scales", {n, rows, cols / kQ32BlockSize});
+    return experts;
+  }
+
+  // A tensor of exactly `shape`: a one-line error naming it and both shapes otherwise.
+  static void expect_shape(const TensorView& view, const std::string& name, const std::vector<int64_t>& shape) {
     bool same = view.n_dims == static_cast<int>(shape.size());
     for (size_t i = 0; same && i < shape.size(); ++i) same = view.dim(static_cast<int>(i)) == shape[i];
     std::string expected;
     for (int64_t dim : shape) expected += (expected.empty() ? "" : ", ") + std::to_string(dim);
     TANDEM_CHECK_INPUT(same, "tensor '{}' has shape {}, but config.json implies [{}]", name, view.shape_string(),
                        expected);
+  }
+
+  // A tensor of exactly `shape` (any float type), as stored.
+  TensorView stacked(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorView& view = float_tensor(name).view;
+    expect_shape(view, name, shape);
     return view;
   }
 
@@ -511,6 +558,13 @@ class HfModelBuilder {
     TANDEM_CHECK_INPUT(found != nullptr, "missing tensor '{}'", name);
     return *found;
   }
+  // A tensor read as numbers: U8 (MXFP4's bytes) is not one.
+  const SafetensorsTensor& float_tensor(const std::string& name) const {
+    const SafetensorsTensor& found = tensor(name);
+    TANDEM_CHECK_INPUT(found.is_float(), "tensor '{}' has dtype {}, expected F32, F16 or BF16", name,
+                       found.stored_dtype);
+    return found;
+  }
 
   // Keeps `bytes` alive with the model and returns a view of them.
   TensorView own(std::vector<uint8_t> bytes, DType dtype, int64_t rows, int64_t cols) {
@@ -520,7 +574,7 @@ class HfModelBuilder {
   }
 
   TensorView matrix(const std::string& name, int64_t rows, int64_t cols) {
-    const TensorView& view = tensor(name).view;
+    const TensorView& view = float_tensor(name).view;
     TANDEM_CHECK_INPUT(view.n_dims == 2 && view.dim(0) == rows && view.dim(1) == cols,
                        "tensor '{}' has shape {}, but config.json implies [{}, {}]", name, view.shape_string(), rows,
                        cols);
@@ -544,7 +598,7 @@ class HfModelBuilder {
   // Norm weights and biases are used as f32 by the kernels: converted once, at load, with
   // `offset` added to each (Gemma's 1 + w).
   TensorView vector(const std::string& name, int64_t length, float offset = 0.0f) {
-    const TensorView& view = tensor(name).view;
+    const TensorView& view = float_tensor(name).view;
     TANDEM_CHECK_INPUT(view.n_dims == 1 && view.dim(0) == length,
                        "tensor '{}' has shape {}, but config.json implies [{}]", name, view.shape_string(), length);
     // Copy through bytes: the source may be unaligned.
@@ -574,6 +628,7 @@ class HfModelBuilder {
   // gemma3's rope_parameters per layer type: {"rope_scaling": its full_attention object}, what
   // read_hf_rope_scaling reads instead of the top level (null: the top level).
   json global_rope_;
+  bool mxfp4_config_ = false;  // gpt-oss's quantization_config says mxfp4
   const SafetensorsCheckpoint& checkpoint_;
   Model& model_;
 };
