@@ -336,11 +336,12 @@ class HfModelBuilder {
     const int64_t n = c.n_experts, d = c.d_model, width = c.d_ff_expert;
     const HfMxfp4Tensor gate_up = mxfp4_tensor(p + "mlp.experts.gate_up_proj", n, 2 * width, d);
     const HfMxfp4Tensor down = mxfp4_tensor(p + "mlp.experts.down_proj", n, d, width);
-    for (int64_t e = 0; e < n; ++e) {
-      layer.expert_gate.push_back(own(repack_hf_mxfp4_rows(gate_up, e, 0, 2, width), DType::MXFP4, width, d));
-      layer.expert_up.push_back(own(repack_hf_mxfp4_rows(gate_up, e, 1, 2, width), DType::MXFP4, width, d));
-      layer.expert_down.push_back(own(repack_hf_mxfp4_rows(down, e, 0, 1, d), DType::MXFP4, d, width));
-    }
+    for (std::vector<uint8_t>& gate : repack_hf_mxfp4_experts(gate_up, 0, 2, width))
+      layer.expert_gate.push_back(own(std::move(gate), DType::MXFP4, width, d));
+    for (std::vector<uint8_t>& up : repack_hf_mxfp4_experts(gate_up, 1, 2, width))
+      layer.expert_up.push_back(own(std::move(up), DType::MXFP4, width, d));
+    for (std::vector<uint8_t>& rows : repack_hf_mxfp4_experts(down, 0, 1, d))
+      layer.expert_down.push_back(own(std::move(rows), DType::MXFP4, d, width));
   }
 
   // `<name>_blocks` U8 [n, rows, cols / 32, 16] and `<name>_scales` U8 [n, rows, cols / 32].

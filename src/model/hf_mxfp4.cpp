@@ -4,7 +4,10 @@
 // so e = s.
 #include "model/hf_mxfp4.h"
 
-#include <cstring>
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 
 #include "base/dtype.h"
 #include "base/error.h"
@@ -43,6 +46,31 @@ std::vector<uint8_t> repack_hf_mxfp4_rows(const HfMxfp4Tensor& tensor, int64_t e
     }
   }
   return out;
+}
+
+std::vector<std::vector<uint8_t>> repack_hf_mxfp4_experts(const HfMxfp4Tensor& tensor, int64_t first, int64_t step,
+                                                          int64_t n_rows) {
+  const auto n = static_cast<size_t>(tensor.n_experts);
+  std::vector<std::vector<uint8_t>> experts(n);
+  std::vector<std::exception_ptr> failures(n);
+  std::atomic<size_t> next{0};
+  auto repack_some = [&] {
+    for (size_t e = next++; e < n; e = next++) {
+      try {
+        experts[e] = repack_hf_mxfp4_rows(tensor, static_cast<int64_t>(e), first, step, n_rows);
+      } catch (...) {
+        failures[e] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  const size_t n_workers = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  for (size_t i = 1; i < n_workers; ++i) workers.emplace_back(repack_some);
+  repack_some();
+  for (std::thread& worker : workers) worker.join();
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+  return experts;
 }
 
 }  // namespace tandem

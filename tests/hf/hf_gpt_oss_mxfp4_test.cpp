@@ -76,7 +76,7 @@ struct Mxfp4Model {
 };
 
 // Scales 117..123: weights of 2^-8 .. 0.375, the spread of a trained model's, so the forward
-// pass stays in a sane range (every scale byte goes through the repack test below).
+// pass stays in a sane range (every scale byte: RepackEqualsTheHfDecodeForEveryScale).
 Mxfp4Model random_mxfp4_model(const RandomModelSpec& spec, const std::string& gguf) {
   Mxfp4Model model{spec, write_random_model(spec, gguf), {}};
   const int64_t n = spec.n_experts, d = spec.d_model, width = spec.d_ff_expert;
@@ -143,6 +143,32 @@ TEST(HfGptOssMxfp4, RepackEqualsTheHfDecodeForEveryScale) {
           ASSERT_EQ(got[static_cast<size_t>(c)], expected[static_cast<size_t>(c)])
               << "expert " << expert << " row " << first + step * r << " column " << c;
       }
+    }
+  }
+}
+
+// The experts repacked on several threads are those repacked one at a time; with NaN scales in
+// experts 1 and 2 the error names expert 1 (the one a serial loop meets first), on every run.
+TEST(HfGptOssMxfp4, ParallelRepackIsTheSerialOne) {
+  std::mt19937 rng(8);
+  const int64_t n = 9, rows = 6, cols = 3 * 32;
+  std::vector<uint8_t> blocks = random_bytes(rng, n * rows * (cols / 32) * 16, 0, 255);
+  std::vector<uint8_t> scales = random_bytes(rng, n * rows * (cols / 32), 100, 140);
+  HfMxfp4Tensor tensor{
+      .name = "t", .blocks = blocks.data(), .scales = scales.data(), .n_experts = n, .rows = rows, .cols = cols};
+  const std::vector<std::vector<uint8_t>> all = repack_hf_mxfp4_experts(tensor, 1, 2, 3);
+  ASSERT_EQ(static_cast<int64_t>(all.size()), n);
+  for (int64_t e = 0; e < n; ++e) EXPECT_EQ(all[static_cast<size_t>(e)], repack_hf_mxfp4_rows(tensor, e, 1, 2, 3));
+  scales[2 * rows * 3 + 3] = 0xff;   // expert 2, row 1
+  scales[1 * rows * 3 + 16] = 0xff;  // expert 1, row 5
+  for (int run = 0; run < 5; ++run) {
+    try {
+      repack_hf_mxfp4_experts(tensor, 1, 2, 3);
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find("tensor 't_scales' holds 0xFF (E8M0 NaN) at expert 1, row 5"),
+                std::string::npos)
+          << error.what();
     }
   }
 }
