@@ -232,4 +232,9 @@ const std::string& SafetensorsCheckpoint::file_of(const std::string& name) const
   return it == tensors_.end() ? kNone : paths_[it->second.first];
 }
 
+std::shared_ptr<const MappedFile> SafetensorsCheckpoint::mapping_of(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : files_[it->second.first]->mapping();
+}
+
 }  // namespace tandem

@@ -68,6 +68,8 @@ class SafetensorsCheckpoint {
   std::vector<std::shared_ptr<const MappedFile>> mappings() const;
   // The file `name` was found in (for messages).
   const std::string& file_of(const std::string& name) const;
+  // The map holding `name`'s data (null when not found): to release pages once copied.
+  std::shared_ptr<const MappedFile> mapping_of(const std::string& name) const;
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

@@ -342,6 +342,15 @@ class HfModelBuilder {
       layer.expert_up.push_back(own(std::move(up), DType::MXFP4, width, d));
     for (std::vector<uint8_t>& rows : repack_hf_mxfp4_experts(down, 0, 1, d))
       layer.expert_down.push_back(own(std::move(rows), DType::MXFP4, d, width));
+    // The experts live in the repacked copies now: let the OS drop the mapped originals' pages
+    // (they would otherwise stay resident beside the copies: 12 GB in gpt-oss-20b).
+    for (const char* part : {"gate_up_proj_blocks", "gate_up_proj_scales", "down_proj_blocks", "down_proj_scales"}) {
+      const std::string name = p + "mlp.experts." + part;
+      if (const auto mapping = checkpoint_.mapping_of(name)) {
+        const TensorView& view = tensor(name).view;
+        mapping->release_pages(view.data, static_cast<size_t>(view.n_bytes()));
+      }
+    }
   }
 
   // `<name>_blocks` U8 [n, rows, cols / 32, 16] and `<name>_scales` U8 [n, rows, cols / 32].

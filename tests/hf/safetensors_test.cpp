@@ -69,6 +69,21 @@ TEST(Safetensors, ReadsU8AsBytes) {
   EXPECT_TRUE(file.find("f")->is_float());
 }
 
+// The map a tensor's data lies in (what the MXFP4 loader releases pages of after repacking).
+TEST(Safetensors, CheckpointNamesEachTensorsMapping) {
+  TempDir tmp;
+  const std::vector<float> a = {1, 2};
+  write_bytes(make_dir(tmp.file("folder")) + "/model.safetensors",
+              safetensors_bytes({{"a", {2}, &a}}, DType::F32, false));
+  const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(make_dir(tmp.file("folder")));
+  ASSERT_EQ(checkpoint.mappings().size(), 1u);
+  EXPECT_EQ(checkpoint.mapping_of("a"), checkpoint.mappings()[0]);
+  const auto* data = static_cast<const uint8_t*>(checkpoint.find("a")->view.data);
+  EXPECT_TRUE(data >= checkpoint.mapping_of("a")->bytes().data() &&
+              data < checkpoint.mapping_of("a")->bytes().data() + checkpoint.mapping_of("a")->bytes().size());
+  EXPECT_EQ(checkpoint.mapping_of("missing"), nullptr);
+}
+
 TEST(Safetensors, RejectsBadHeaders) {
   expect_parse_error({1, 2, 3}, "too short");
   std::vector<uint8_t> huge = with_header("{}", 0);
