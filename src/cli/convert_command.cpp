@@ -51,7 +51,10 @@ void add_convert_command(CLI::App& app) {
   command->add_option("dir", flags->model_dir, "Folder with config.json and model.safetensors (or an index)")
       ->required();
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
-  command->add_option("--type", flags->type, "Matrix type: F16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, BF16 or F32")
+  command
+      ->add_option("--type", flags->type,
+                   "Matrix type: F16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, BF16 or F32 (MXFP4 experts of a released "
+                   "gpt-oss checkpoint stay MXFP4, losslessly)")
       ->capture_default_str();
   command->callback([flags] { run_convert(*flags); });
 }

@@ -24,19 +24,21 @@ struct SafetensorsDType {
   const char* name;
   DType dtype;
 };
-constexpr SafetensorsDType kReadableDTypes[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}};
+// U8 as I8: see SafetensorsTensor::view.
+constexpr SafetensorsDType kReadableDTypes[] = {
+    {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"U8", DType::I8}};
 // Valid safetensors dtypes Tandem does not read: named in the error instead of "unknown".
-constexpr const char* kOtherDTypes[] = {"F64", "I64",  "I32",     "I16",     "I8",      "U64", "U32",     "U16",
-                                        "U8",  "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2"};
+constexpr const char* kOtherDTypes[] = {"F64",  "I64",     "I32",     "I16", "I8",      "U64",     "U32",    "U16",
+                                        "BOOL", "F8_E4M3", "F8_E5M2", "F4",  "F6_E2M3", "F6_E3M2", "F8_E8M0"};
 
 bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
-DType parse_dtype(const std::string& name, const std::string& tensor) {
+const SafetensorsDType& parse_dtype(const std::string& name, const std::string& tensor) {
   for (const SafetensorsDType& known : kReadableDTypes)
-    if (name == known.name) return known.dtype;
+    if (name == known.name) return known;
   for (const char* other : kOtherDTypes)
-    TANDEM_CHECK_INPUT(name != other, "tensor '{}' has dtype {}, which Tandem does not read (F32, F16, BF16)", tensor,
-                       name);
+    TANDEM_CHECK_INPUT(name != other, "tensor '{}' has dtype {}, which Tandem does not read (F32, F16, BF16, U8)",
+                       tensor, name);
   throw InputError(fmt::format("tensor '{}' has unknown dtype '{}'", tensor, name.substr(0, 32)));
 }
 
@@ -60,7 +62,9 @@ SafetensorsTensor parse_entry(const std::string& name, const json& entry, std::s
 
   SafetensorsTensor tensor;
   tensor.name = name;
-  tensor.view.dtype = parse_dtype(dtype_it->get<std::string>(), name);
+  const SafetensorsDType& dtype = parse_dtype(dtype_it->get<std::string>(), name);
+  tensor.view.dtype = dtype.dtype;
+  tensor.stored_dtype = dtype.name;
   TANDEM_CHECK_INPUT(shape_it->size() <= TensorView::kMaxDims, "tensor '{}' has {} dimensions (at most {})", name,
                      shape_it->size(), TensorView::kMaxDims);
   uint64_t n_elements = 1;
@@ -226,6 +230,11 @@ const std::string& SafetensorsCheckpoint::file_of(const std::string& name) const
   static const std::string kNone;
   const auto it = tensors_.find(name);
   return it == tensors_.end() ? kNone : paths_[it->second.first];
+}
+
+std::shared_ptr<const MappedFile> SafetensorsCheckpoint::mapping_of(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : files_[it->second.first]->mapping();
 }
 
 }  // namespace tandem

@@ -2,6 +2,7 @@
 // raw data) whose tensor views point into the memory map; SafetensorsCheckpoint: one file or
 // the shards named by model.safetensors.index.json, looked up by tensor name. Validation is
 // as strict as the GGUF reader's: anything malformed throws InputError with one line.
+// Reads F32, F16, BF16 and U8 (raw bytes: gpt-oss's MXFP4 blocks and scales).
 // No model logic lives here (which tensors a Llama needs is src/model's business).
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/tensor_view.h"
@@ -19,9 +21,15 @@ namespace tandem {
 
 struct SafetensorsTensor {
   std::string name;
-  TensorView view;     // data points into the bytes; shape outermost first, as stored
-  uint64_t begin = 0;  // data_offsets, relative to the start of the data section
+  // data points into the bytes; shape outermost first, as stored. U8 has no DType (GGUF has no
+  // such type): its view is typed I8, one byte an element and not computable, so no kernel or
+  // dequantizer accepts it by accident; stored_dtype says what the bytes are.
+  TensorView view;
+  std::string_view stored_dtype;  // "F32", "F16", "BF16" or "U8", as the header names it
+  uint64_t begin = 0;             // data_offsets, relative to the start of the data section
   uint64_t end = 0;
+
+  bool is_float() const { return stored_dtype != "U8"; }
 };
 
 class SafetensorsFile {
@@ -60,6 +68,8 @@ class SafetensorsCheckpoint {
   std::vector<std::shared_ptr<const MappedFile>> mappings() const;
   // The file `name` was found in (for messages).
   const std::string& file_of(const std::string& name) const;
+  // The map holding `name`'s data (null when not found): to release pages once copied.
+  std::shared_ptr<const MappedFile> mapping_of(const std::string& name) const;
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

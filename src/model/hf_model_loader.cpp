@@ -7,9 +7,12 @@
 // Gemma's RMSNorms scale by (1 + w): its norm weights get the 1 added at load, as llama.cpp's converter stores them, so
 // both formats run plain RMSNorm on the same values. Experts (Qwen3MoeForCausalLM's mlp.gate +
 // mlp.experts.E.{gate,up,down}_proj; MixtralForCausalLM's block_sparse_moe.gate + experts.E.{w1,w3,w2}) are one 2-D
-// view per expert. GptOssForCausalLM (model_type gpt_oss, bf16/f32 experts): its stacked, transposed
-// mlp.experts.gate_up_proj (gate and up columns interleaved) and down_proj are copied into per-expert
-// [rows, cols] matrices; its MXFP4 *_blocks/*_scales checkpoints are refused. Tokenizer files are not read here.
+// view per expert. GptOssForCausalLM (model_type gpt_oss): bf16/f32 experts (its stacked, transposed
+// mlp.experts.gate_up_proj, gate and up columns interleaved, and down_proj) are copied into per-expert
+// [rows, cols] matrices; the released checkpoints' MXFP4 experts (*_blocks/*_scales, U8) are repacked
+// losslessly into per-expert MXFP4 matrices, the layout an MXFP4_MOE GGUF has (model/hf_gpt_oss_layer).
+// Tensors are read through model/hf_tensor_reader: only F32/F16/BF16 ones as numbers, so U8 anywhere
+// else is an error. Tokenizer files are not read here.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -20,9 +23,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "base/quant.h"
 #include "io/safetensors_file.h"
 #include "model/attention_window.h"
+#include "model/hf_gpt_oss_layer.h"
+#include "model/hf_tensor_reader.h"
 #include "model/model.h"
 #include "model/rope_scaling.h"
 #include "model/weight_packing.h"
@@ -62,7 +66,7 @@ json read_json_file(const std::string& path) {
 class HfModelBuilder {
  public:
   HfModelBuilder(const json& config, const SafetensorsCheckpoint& checkpoint, Model& model)
-      : json_(config), checkpoint_(checkpoint), model_(model) {}
+      : json_(config), checkpoint_(checkpoint), model_(model), reader_(checkpoint, model) {}
 
   void read_config() {
     const std::string type = string_or("model_type", "");
@@ -165,7 +169,7 @@ class HfModelBuilder {
       layer.wo = matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_width());
       layer.ffn_norm = vector(p + "post_attention_layernorm.weight", c.d_model);
       if (c.gpt_oss_experts) {
-        read_gpt_oss_layer(p, layer);
+        read_hf_gpt_oss_layer(reader_, c, mxfp4_config_, p, layer);
       } else if (c.has_experts()) {
         read_experts(p, layer);
       } else if (c.architecture == "phi3") {  // gate_up_proj: gate rows, then up rows (HF's chunk(2))
@@ -233,8 +237,8 @@ class HfModelBuilder {
   // GptOssForCausalLM: num_local_experts of intermediate_size, num_experts_per_tok (older configs:
   // experts_per_token), sliding_window in the layers layer_types calls sliding_attention (the even
   // ones in the released models; llama.cpp can only say that pattern), swiglu_limit 7 (the
-  // activation's constant). MXFP4 checkpoints (quantization_config mxfp4, *_blocks/*_scales
-  // tensors) are refused: Tandem reads the bf16 layout.
+  // activation's constant). quantization_config: mxfp4 only (the released checkpoints: experts in
+  // *_blocks/*_scales, model/hf_gpt_oss_layer), whose modules_to_not_convert are the bf16 tensors.
   void read_gpt_oss_config() {
     ModelConfig& c = model_.config;
     if (const json* quantization = field("quantization_config")) {
@@ -242,10 +246,11 @@ class HfModelBuilder {
                                          (*quantization)["quant_method"].is_string()
                                      ? (*quantization)["quant_method"].get<std::string>()
                                      : quantization->dump();
-      throw InputError(fmt::format(
-          "config.json quantization_config '{}': quantized gpt-oss checkpoints (MXFP4 *_blocks/*_scales experts) are "
-          "not supported; use the bf16 checkpoint or llama.cpp's MXFP4 GGUF",
-          method));
+      TANDEM_CHECK_INPUT(method == "mxfp4",
+                         "config.json quantization_config '{}' is not supported for gpt-oss (mxfp4, as released, or "
+                         "no quantization_config for the bf16 layout)",
+                         method.substr(0, 64));
+      mxfp4_config_ = true;
     }
     c.gpt_oss_experts = true;
     c.attention_sinks = true;
@@ -259,76 +264,6 @@ class HfModelBuilder {
     c.sliding_window = required_int("sliding_window");
     TANDEM_CHECK_INPUT(c.sliding_window > 0, "config.json sliding_window {} must be positive", c.sliding_window);
     c.local_layers = local_layers_from_layer_types(2);
-  }
-
-  // gpt-oss's layer beyond the common attention: biases on o_proj, the sinks, the router with its
-  // bias, and the experts. HF keeps them stacked and transposed for x @ W: gate_up_proj
-  // [n_experts, d_model, 2 d_ff_expert] with gate in the even columns and up in the odd ones,
-  // gate_up_proj_bias [n_experts, 2 d_ff_expert] alike, down_proj [n_experts, d_ff_expert, d_model],
-  // down_proj_bias [n_experts, d_model]. Each expert's matrices are copied out as [rows, cols]
-  // in the stored type (element by element: no rounding).
-  void read_gpt_oss_layer(const std::string& p, LayerWeights& layer) {
-    const ModelConfig& c = model_.config;
-    const int64_t n = c.n_experts, d = c.d_model, width = c.d_ff_expert;
-    TANDEM_CHECK_INPUT(checkpoint_.find(p + "mlp.experts.gate_up_proj_blocks") == nullptr,
-                       "tensor '{}mlp.experts.gate_up_proj_blocks': MXFP4-quantized gpt-oss experts are not "
-                       "supported; use the bf16 checkpoint or llama.cpp's MXFP4 GGUF",
-                       p);
-    layer.bo = vector(p + "self_attn.o_proj.bias", d);
-    layer.sinks = vector(p + "self_attn.sinks", c.n_heads);
-    layer.router = matrix(p + "mlp.router.weight", n, d);
-    layer.router_bias = vector(p + "mlp.router.bias", n);
-    const TensorView gate_up = stacked(p + "mlp.experts.gate_up_proj", {n, d, 2 * width});
-    const TensorView down = stacked(p + "mlp.experts.down_proj", {n, width, d});
-    const TensorView gate_up_bias = stacked(p + "mlp.experts.gate_up_proj_bias", {n, 2 * width});
-    const TensorView down_bias = stacked(p + "mlp.experts.down_proj_bias", {n, d});
-    const auto element = static_cast<int64_t>(dtype_traits(gate_up.dtype).block_bytes);
-    TANDEM_CHECK_INPUT(dtype_traits(gate_up.dtype).block_size == 1 && dtype_traits(down.dtype).block_size == 1,
-                       "{}mlp.experts tensors must be F32, F16 or BF16", p);
-    // Column `first + step * r` of the [rows_in, cols_in] matrix `source` as row r of [rows, rows_in].
-    auto transposed = [&](const TensorView& source, int64_t expert, int64_t rows_in, int64_t cols_in, int64_t first,
-                          int64_t step, int64_t rows) {
-      const auto* base = static_cast<const uint8_t*>(source.data) + expert * rows_in * cols_in * element;
-      std::vector<uint8_t> bytes(static_cast<size_t>(rows * rows_in * element));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t k = 0; k < rows_in; ++k)
-          std::memcpy(bytes.data() + (r * rows_in + k) * element, base + (k * cols_in + first + step * r) * element,
-                      static_cast<size_t>(element));
-      return own(std::move(bytes), source.dtype, rows, rows_in);
-    };
-    // Elements first, first + step, ... (count of them) of row `expert` of a [n, cols] bias, as f32.
-    auto bias = [&](const TensorView& source, int64_t expert, int64_t cols, int64_t first, int64_t step,
-                    int64_t count) {
-      const auto bias_element = static_cast<int64_t>(dtype_traits(source.dtype).block_bytes);
-      std::vector<uint8_t> gathered(static_cast<size_t>(count * bias_element));
-      for (int64_t i = 0; i < count; ++i)
-        std::memcpy(gathered.data() + i * bias_element,
-                    static_cast<const uint8_t*>(source.data) + (expert * cols + first + step * i) * bias_element,
-                    static_cast<size_t>(bias_element));
-      std::vector<uint8_t> bytes(static_cast<size_t>(count) * sizeof(float));
-      dequantize_row(source.dtype, gathered.data(), reinterpret_cast<float*>(bytes.data()), count);
-      return own(std::move(bytes), DType::F32, count, 0);
-    };
-    for (int64_t e = 0; e < n; ++e) {
-      layer.expert_gate.push_back(transposed(gate_up, e, d, 2 * width, 0, 2, width));
-      layer.expert_up.push_back(transposed(gate_up, e, d, 2 * width, 1, 2, width));
-      layer.expert_down.push_back(transposed(down, e, width, d, 0, 1, d));
-      layer.expert_gate_bias.push_back(bias(gate_up_bias, e, 2 * width, 0, 2, width));
-      layer.expert_up_bias.push_back(bias(gate_up_bias, e, 2 * width, 1, 2, width));
-      layer.expert_down_bias.push_back(bias(down_bias, e, d, 0, 1, d));
-    }
-  }
-
-  // A tensor of exactly `shape` (any float type), as stored.
-  TensorView stacked(const std::string& name, const std::vector<int64_t>& shape) {
-    const TensorView& view = tensor(name).view;
-    bool same = view.n_dims == static_cast<int>(shape.size());
-    for (size_t i = 0; same && i < shape.size(); ++i) same = view.dim(static_cast<int>(i)) == shape[i];
-    std::string expected;
-    for (int64_t dim : shape) expected += (expected.empty() ? "" : ", ") + std::to_string(dim);
-    TANDEM_CHECK_INPUT(same, "tensor '{}' has shape {}, but config.json implies [{}]", name, view.shape_string(),
-                       expected);
-    return view;
   }
 
   // Gemma3ForCausalLM's text config: windowed layers from layer_types ("sliding_attention" /
@@ -506,29 +441,9 @@ class HfModelBuilder {
     return value->get<std::string>();
   }
 
-  const SafetensorsTensor& tensor(const std::string& name) const {
-    const SafetensorsTensor* found = checkpoint_.find(name);
-    TANDEM_CHECK_INPUT(found != nullptr, "missing tensor '{}'", name);
-    return *found;
-  }
-
-  // Keeps `bytes` alive with the model and returns a view of them.
-  TensorView own(std::vector<uint8_t> bytes, DType dtype, int64_t rows, int64_t cols) {
-    auto buffer = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
-    model_.storage.push_back(buffer);
-    return cols > 0 ? make_view(buffer->data(), dtype, {rows, cols}) : make_view(buffer->data(), dtype, {rows});
-  }
-
-  TensorView matrix(const std::string& name, int64_t rows, int64_t cols) {
-    const TensorView& view = tensor(name).view;
-    TANDEM_CHECK_INPUT(view.n_dims == 2 && view.dim(0) == rows && view.dim(1) == cols,
-                       "tensor '{}' has shape {}, but config.json implies [{}, {}]", name, view.shape_string(), rows,
-                       cols);
-    // Safetensors does not align tensor data; kernels read whole elements, so realign a copy.
-    const auto element_bytes = static_cast<uintptr_t>(dtype_traits(view.dtype).block_bytes);
-    if (reinterpret_cast<uintptr_t>(view.data) % element_bytes == 0) return view;
-    const auto* bytes = static_cast<const uint8_t*>(view.data);
-    return own(std::vector<uint8_t>(bytes, bytes + view.n_bytes()), view.dtype, rows, cols);
+  TensorView matrix(const std::string& name, int64_t rows, int64_t cols) { return reader_.matrix(name, rows, cols); }
+  TensorView vector(const std::string& name, int64_t length, float offset = 0.0f) {
+    return reader_.vector(name, length, offset);
   }
 
   // Wq / Wk: for adjacent pairing, rows permuted per head into the interleaved RoPE layout,
@@ -537,35 +452,14 @@ class HfModelBuilder {
     const ModelConfig& c = model_.config;
     const TensorView view = matrix(name, n_heads * c.head_dim, c.d_model);
     if (c.rope_pairing == RopePairing::HalfSplit) return view;
-    return own(permute_rope_rows(static_cast<const uint8_t*>(view.data), n_heads, c.head_dim, view.row_bytes()),
-               view.dtype, view.dim(0), view.dim(1));
-  }
-
-  // Norm weights and biases are used as f32 by the kernels: converted once, at load, with
-  // `offset` added to each (Gemma's 1 + w).
-  TensorView vector(const std::string& name, int64_t length, float offset = 0.0f) {
-    const TensorView& view = tensor(name).view;
-    TANDEM_CHECK_INPUT(view.n_dims == 1 && view.dim(0) == length,
-                       "tensor '{}' has shape {}, but config.json implies [{}]", name, view.shape_string(), length);
-    // Copy through bytes: the source may be unaligned.
-    std::vector<float> values(static_cast<size_t>(length));
-    if (view.dtype == DType::F32) {
-      std::memcpy(values.data(), view.data, values.size() * sizeof(float));
-    } else {
-      std::vector<uint8_t> aligned(static_cast<const uint8_t*>(view.data),
-                                   static_cast<const uint8_t*>(view.data) + view.n_bytes());
-      dequantize_row(view.dtype, aligned.data(), values.data(), length);
-    }
-    for (float& value : values) value += offset;
-    std::vector<uint8_t> bytes(values.size() * sizeof(float));
-    std::memcpy(bytes.data(), values.data(), bytes.size());
-    return own(std::move(bytes), DType::F32, length, 0);
+    return reader_.own(permute_rope_rows(static_cast<const uint8_t*>(view.data), n_heads, c.head_dim, view.row_bytes()),
+                       view.dtype, view.dim(0), view.dim(1));
   }
 
   TensorView rope_vector(const std::string& name, int64_t n_heads) {
     const TensorView plain = vector(name, n_heads * model_.config.head_dim);
     if (model_.config.rope_pairing == RopePairing::HalfSplit) return plain;
-    return own(
+    return reader_.own(
         permute_rope_rows(static_cast<const uint8_t*>(plain.data), n_heads, model_.config.head_dim, sizeof(float)),
         DType::F32, plain.dim(0), 0);
   }
@@ -574,8 +468,10 @@ class HfModelBuilder {
   // gemma3's rope_parameters per layer type: {"rope_scaling": its full_attention object}, what
   // read_hf_rope_scaling reads instead of the top level (null: the top level).
   json global_rope_;
+  bool mxfp4_config_ = false;  // gpt-oss's quantization_config says mxfp4
   const SafetensorsCheckpoint& checkpoint_;
   Model& model_;
+  HfTensorReader reader_;
 };
 
 }  // namespace

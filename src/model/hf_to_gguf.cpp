@@ -237,10 +237,15 @@ void add_window_keys(const ModelConfig& c, GgufWriter& writer) {
 }  // namespace
 
 void convert_hf_to_gguf(const HfConvertOptions& options) {
-  const uint32_t file_type = file_type_of(options.type);
+  uint32_t file_type = file_type_of(options.type);
   const std::shared_ptr<const Model> model = load_hf_model(options.model_dir);
   const ModelConfig& c = model->config;
   const ModelWeights& w = model->weights;
+  // MXFP4 experts (the released gpt-oss checkpoints) are kept and are most of the bytes: the file
+  // is llama.cpp's MXFP4_MOE whatever --type the other matrices take.
+  const bool mxfp4_experts = c.has_experts() && !w.layers.empty() && !w.layers[0].expert_gate.empty() &&
+                             w.layers[0].expert_gate[0].dtype == DType::MXFP4;
+  if (mxfp4_experts) file_type = *llama_file_type(DType::MXFP4);
 
   GgufWriter writer;
   const std::string arch = c.architecture;
@@ -345,7 +350,10 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
       for (const auto& [name, experts] :
            {std::pair{"ffn_gate_exps.weight", &layer.expert_gate}, std::pair{"ffn_up_exps.weight", &layer.expert_up},
             std::pair{"ffn_down_exps.weight", &layer.expert_down}}) {
-        fused(p + name, *experts);
+        if (experts->front().dtype == DType::MXFP4)  // a released gpt-oss checkpoint's: its blocks as they are
+          pending.push_back({p + name, *experts, DType::MXFP4});
+        else
+          fused(p + name, *experts);
         pending.back().stacked = true;
       }
     } else if (phi3) {

@@ -4,7 +4,9 @@
 // phi3's Q/K/V and gate/up fused into attn_qkv and ffn_up), RoPE scaling as rope.scaling.* keys
 // (LongRoPE's factors as rope_factors_long/short.weight),
 // norms (Qwen3's per-head Q/K norms too) and biases f32, matrices in the requested type, and tokenizer.ggml.*
-// keys from tokenizer.json when the folder has one. No tokenization happens here.
+// keys from tokenizer.json when the folder has one. MXFP4 experts (the released gpt-oss
+// checkpoints') are written as they are, whatever the type of the other matrices (file type
+// MOSTLY_MXFP4_MOE). No tokenization happens here.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@ struct HfConvertOptions {
   std::string out_path;
   // Matrices and token_embd: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL or MXFP4 (the types of
   // 32-element blocks). Quantized types fall back to F16
-  // for matrices whose rows are not a multiple of 32 elements.
+  // for matrices whose rows are not a multiple of 32 elements. Experts loaded as MXFP4 stay MXFP4.
   DType type = DType::F16;
   // Called after each tensor is written: tensors done, tensors total, bytes done, bytes total.
   std::function<void(int64_t, int64_t, int64_t, int64_t)> progress;

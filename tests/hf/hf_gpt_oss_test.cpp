@@ -1,20 +1,17 @@
-// gpt-oss Hugging Face folders (GptOssForCausalLM, bf16-style layout) written here from the
-// weights of a tests/support/random_model.h GGUF (held against a float64 reference in
-// tests/model/gpt_oss_forward_test): HF's stacked, transposed experts (gate_up_proj
-// [n_experts, d_model, 2 width] with gate and up in alternate columns, down_proj
-// [n_experts, width, d_model]) and their biases, self_attn.sinks, mlp.router with bias,
-// layer_types and YaRN rope_scaling. The folder loads to the GGUF's logits; `tandem convert`
-// writes a GGUF with llama.cpp's gpt-oss keys and tensors that gives the folder's logits;
-// gate and up swapped in the interleave is another model; MXFP4 checkpoints are one-line errors.
+// gpt-oss Hugging Face folders (GptOssForCausalLM, bf16-style layout, hf/hf_gpt_oss_writer.h)
+// written from the weights of a tests/support/random_model.h GGUF (held against a float64
+// reference in tests/model/gpt_oss_forward_test). The folder loads to the GGUF's logits;
+// `tandem convert` writes a GGUF with llama.cpp's gpt-oss keys and tensors that gives the
+// folder's logits; gate and up swapped in the interleave is another model; a quantization other
+// than mxfp4 is a one-line error (the MXFP4 layout: hf_gpt_oss_mxfp4_test).
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <deque>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "hf/hf_model_writer.h"
+#include "hf/hf_gpt_oss_writer.h"
 #include "hf/hf_test_support.h"
 #include "io/gguf_file.h"
 
@@ -34,93 +31,6 @@ RandomModelSpec gguf_spec() {
   s.yarn_factor = 4.0, s.yarn_original = 16;
   s.seed = 93;
   return s;
-}
-
-// The GGUF-layout weights as an HF gpt-oss folder (F32 tensors). swap_gate_up: gate in the odd
-// columns and up in the even ones (the wrong interleave).
-void write_gpt_oss_folder(const RandomModelSpec& s, const RandomWeights& w, const std::string& dir,
-                          bool swap_gate_up = false, const nlohmann::ordered_json& extra_config = {}) {
-  const int64_t d = s.d_model, width = s.d_ff_expert, n = s.n_experts;
-  nlohmann::ordered_json layer_types = nlohmann::ordered_json::array();
-  for (int64_t l = 0; l < s.n_layers; ++l) layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
-  nlohmann::ordered_json config = {{"model_type", "gpt_oss"},
-                                   {"architectures", {"GptOssForCausalLM"}},
-                                   {"hidden_size", d},
-                                   {"num_hidden_layers", s.n_layers},
-                                   {"num_attention_heads", s.n_heads},
-                                   {"num_key_value_heads", s.n_kv_heads},
-                                   {"head_dim", s.head_dim()},
-                                   {"intermediate_size", width},
-                                   {"num_local_experts", n},
-                                   {"num_experts_per_tok", s.n_experts_used},
-                                   {"sliding_window", s.sliding_window},
-                                   {"layer_types", layer_types},
-                                   {"vocab_size", s.vocab_size},
-                                   {"max_position_embeddings", s.context_length},
-                                   {"rms_norm_eps", s.rms_norm_eps},
-                                   {"rope_theta", s.rope_freq_base},
-                                   {"rope_scaling",
-                                    {{"rope_type", "yarn"},
-                                     {"factor", s.yarn_factor},
-                                     {"original_max_position_embeddings", s.yarn_original},
-                                     {"beta_fast", 32.0},
-                                     {"beta_slow", 1.0}}},
-                                   {"swiglu_limit", 7.0},
-                                   {"tie_word_embeddings", false}};
-  if (extra_config.is_object())
-    for (auto it = extra_config.begin(); it != extra_config.end(); ++it) config[it.key()] = it.value();
-  write_text(dir + "/config.json", config.dump(2));
-  write_text(dir + "/tokenizer.json", tiny_tokenizer_json());
-
-  std::deque<std::vector<float>> values;  // alive until written
-  std::vector<NamedTensor> tensors;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> data) {
-    values.push_back(std::move(data));
-    tensors.push_back({name, std::move(shape), &values.back()});
-  };
-  add("model.embed_tokens.weight", {s.vocab_size, d}, w.token_embedding.values);
-  add("model.norm.weight", {d}, w.output_norm);
-  add("lm_head.weight", {s.vocab_size, d}, w.output.values);
-  for (int64_t l = 0; l < s.n_layers; ++l) {
-    const RandomLayer& layer = w.layers[static_cast<size_t>(l)];
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {d}, layer.attn_norm);
-    add(p + "post_attention_layernorm.weight", {d}, layer.ffn_norm);
-    add(p + "self_attn.q_proj.weight", {layer.wq.rows, d}, layer.wq.values);
-    add(p + "self_attn.q_proj.bias", {layer.wq.rows}, layer.bq);
-    add(p + "self_attn.k_proj.weight", {layer.wk.rows, d}, layer.wk.values);
-    add(p + "self_attn.k_proj.bias", {layer.wk.rows}, layer.bk);
-    add(p + "self_attn.v_proj.weight", {layer.wv.rows, d}, layer.wv.values);
-    add(p + "self_attn.v_proj.bias", {layer.wv.rows}, layer.bv);
-    add(p + "self_attn.o_proj.weight", {d, layer.wo.cols}, layer.wo.values);
-    add(p + "self_attn.o_proj.bias", {d}, layer.bo);
-    add(p + "self_attn.sinks", {s.n_heads}, layer.sinks);
-    add(p + "mlp.router.weight", {n, d}, layer.router.values);
-    add(p + "mlp.router.bias", {n}, layer.router_bias);
-    // [n, d, 2 width]: element (e, k, 2j) = gate_e[j][k], (e, k, 2j + 1) = up_e[j][k].
-    std::vector<float> gate_up(static_cast<size_t>(n * d * 2 * width)),
-        gate_up_bias(static_cast<size_t>(n * 2 * width));
-    std::vector<float> down(static_cast<size_t>(n * width * d)), down_bias(static_cast<size_t>(n * d));
-    const int gate_column = swap_gate_up ? 1 : 0;
-    for (int64_t e = 0; e < n; ++e) {
-      const auto ex = static_cast<size_t>(e);
-      for (int64_t j = 0; j < width; ++j) {
-        for (int64_t k = 0; k < d; ++k) {
-          gate_up[(e * d + k) * 2 * width + 2 * j + gate_column] = layer.expert_gate[ex].at(j, k);
-          gate_up[(e * d + k) * 2 * width + 2 * j + 1 - gate_column] = layer.expert_up[ex].at(j, k);
-          down[(e * width + j) * d + k] = layer.expert_down[ex].at(k, j);
-        }
-        gate_up_bias[e * 2 * width + 2 * j + gate_column] = layer.expert_gate_bias[ex][j];
-        gate_up_bias[e * 2 * width + 2 * j + 1 - gate_column] = layer.expert_up_bias[ex][j];
-      }
-      for (int64_t k = 0; k < d; ++k) down_bias[e * d + k] = layer.expert_down_bias[ex][k];
-    }
-    add(p + "mlp.experts.gate_up_proj", {n, d, 2 * width}, std::move(gate_up));
-    add(p + "mlp.experts.gate_up_proj_bias", {n, 2 * width}, std::move(gate_up_bias));
-    add(p + "mlp.experts.down_proj", {n, width, d}, std::move(down));
-    add(p + "mlp.experts.down_proj_bias", {n, d}, std::move(down_bias));
-  }
-  write_bytes(dir + "/model.safetensors", safetensors_bytes(tensors, DType::F32, false));
 }
 
 double worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -160,7 +70,7 @@ TEST(HfGptOss, SwappedGateUpInterleaveIsAnotherModel) {
   const std::string gguf = tmp.file("model.gguf");
   const RandomWeights weights = write_random_model(spec, gguf);
   const std::string dir = make_dir(tmp.file("hf"));
-  write_gpt_oss_folder(spec, weights, dir, /*swap_gate_up=*/true);
+  write_gpt_oss_folder(spec, weights, dir, {.swap_gate_up = true});
   EXPECT_GT(worst_difference(prefill_logits(load_model(dir), kPrompt), prefill_logits(load_model(gguf), kPrompt)),
             1e-2);
 }
@@ -220,21 +130,21 @@ void expect_one_line_error(const std::string& dir, const std::string& needle) {
   }
 }
 
-// The released checkpoints' MXFP4 experts (quantization_config mxfp4, *_blocks / *_scales) are
-// refused by name; a config without the window is an error too.
+// A quantization_config other than mxfp4 is refused by name (the MXFP4 layout's own errors are in
+// hf_gpt_oss_mxfp4_test); a config without the window or with another swiglu_limit is an error too.
 TEST(HfGptOss, UnsupportedCheckpointsAreOneLineErrors) {
   TempDir tmp;
   const RandomModelSpec spec = gguf_spec();
   const RandomWeights weights = write_random_model(spec, tmp.file("model.gguf"));
-  const std::string mxfp4 = make_dir(tmp.file("mxfp4"));
-  write_gpt_oss_folder(spec, weights, mxfp4, false,
-                       {{"quantization_config", {{"quant_method", "mxfp4"}, {"modules_to_not_convert", {}}}}});
-  expect_one_line_error(mxfp4, "quantized gpt-oss checkpoints (MXFP4");
+  const std::string quantized = make_dir(tmp.file("quantized"));
+  write_gpt_oss_folder(spec, weights, quantized,
+                       {.extra_config = {{"quantization_config", {{"quant_method", "bitsandbytes"}}}}});
+  expect_one_line_error(quantized, "quantization_config 'bitsandbytes' is not supported");
   const std::string no_window = make_dir(tmp.file("no_window"));
-  write_gpt_oss_folder(spec, weights, no_window, false, {{"sliding_window", nullptr}});
+  write_gpt_oss_folder(spec, weights, no_window, {.extra_config = {{"sliding_window", nullptr}}});
   expect_one_line_error(no_window, "config.json is missing 'sliding_window'");
   const std::string limit = make_dir(tmp.file("limit"));
-  write_gpt_oss_folder(spec, weights, limit, false, {{"swiglu_limit", 5.0}});
+  write_gpt_oss_folder(spec, weights, limit, {.extra_config = {{"swiglu_limit", 5.0}}});
   expect_one_line_error(limit, "swiglu_limit 5");
 }
 

@@ -174,11 +174,13 @@ inline HfWeights hf_weights_from_gguf_layout(const RandomWeights& g, const HfMod
   return w;
 }
 
-// Raw safetensors bytes of named float tensors stored as `dtype`.
+// Raw safetensors bytes of named float tensors stored as `dtype`, and of U8 tensors (`bytes`
+// set, written as they are: gpt-oss's MXFP4 blocks and scales).
 struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   const std::vector<float>* values;
+  const std::vector<uint8_t>* bytes = nullptr;  // U8 when set (values unused)
 };
 
 inline std::vector<uint8_t> safetensors_bytes(const std::vector<NamedTensor>& tensors, DType dtype, bool unaligned) {
@@ -187,6 +189,12 @@ inline std::vector<uint8_t> safetensors_bytes(const std::vector<NamedTensor>& te
   std::vector<uint8_t> data;
   const char* dtype_name = dtype == DType::F32 ? "F32" : dtype == DType::F16 ? "F16" : "BF16";
   for (const NamedTensor& t : tensors) {
+    if (t.bytes != nullptr) {
+      const size_t begin = data.size();
+      data.insert(data.end(), t.bytes->begin(), t.bytes->end());
+      header[t.name] = {{"dtype", "U8"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+      continue;
+    }
     const auto n = static_cast<int64_t>(t.values->size());
     const size_t begin = data.size();
     data.resize(begin + static_cast<size_t>(dtype_row_bytes(dtype, n)));

@@ -48,6 +48,42 @@ TEST(Safetensors, ParsesTensorsAndMetadata) {
   EXPECT_EQ(file.find("missing"), nullptr);
 }
 
+// U8 (gpt-oss's MXFP4 blocks and scales) is read as bytes: typed I8 (one byte an element, no kernel
+// takes it) and named U8, so loaders can tell it from a float tensor.
+TEST(Safetensors, ReadsU8AsBytes) {
+  const std::vector<uint8_t> codes = {0x00, 0x7f, 0x80, 0xff, 0x12, 0x34};
+  const std::vector<float> f = {1, 2};
+  const std::vector<uint8_t> bytes =
+      safetensors_bytes({{"codes", {2, 3}, nullptr, &codes}, {"f", {2}, &f}}, DType::BF16, false);
+  const SafetensorsFile file = SafetensorsFile::parse(bytes);
+  const SafetensorsTensor* found = file.find("codes");
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->stored_dtype, "U8");
+  EXPECT_FALSE(found->is_float());
+  EXPECT_EQ(found->view.dtype, DType::I8);
+  EXPECT_FALSE(dtype_is_computable(found->view.dtype));
+  EXPECT_EQ(found->view.shape_string(), "[2, 3]");
+  EXPECT_EQ(found->view.n_bytes(), 6);
+  EXPECT_EQ(static_cast<const uint8_t*>(found->view.data)[3], 0xff);
+  EXPECT_EQ(file.find("f")->stored_dtype, "BF16");
+  EXPECT_TRUE(file.find("f")->is_float());
+}
+
+// The map a tensor's data lies in (what the MXFP4 loader releases pages of after repacking).
+TEST(Safetensors, CheckpointNamesEachTensorsMapping) {
+  TempDir tmp;
+  const std::vector<float> a = {1, 2};
+  write_bytes(make_dir(tmp.file("folder")) + "/model.safetensors",
+              safetensors_bytes({{"a", {2}, &a}}, DType::F32, false));
+  const SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(make_dir(tmp.file("folder")));
+  ASSERT_EQ(checkpoint.mappings().size(), 1u);
+  EXPECT_EQ(checkpoint.mapping_of("a"), checkpoint.mappings()[0]);
+  const auto* data = static_cast<const uint8_t*>(checkpoint.find("a")->view.data);
+  EXPECT_TRUE(data >= checkpoint.mapping_of("a")->bytes().data() &&
+              data < checkpoint.mapping_of("a")->bytes().data() + checkpoint.mapping_of("a")->bytes().size());
+  EXPECT_EQ(checkpoint.mapping_of("missing"), nullptr);
+}
+
 TEST(Safetensors, RejectsBadHeaders) {
   expect_parse_error({1, 2, 3}, "too short");
   std::vector<uint8_t> huge = with_header("{}", 0);
@@ -73,6 +109,7 @@ TEST(Safetensors, RejectsBadEntries) {
   expect_parse_error(with_header(entry("F32", "[2]", "[0, 8]"), 12), "4 bytes after the last tensor");
   expect_parse_error(with_header(entry("Q9", "[2]", "[0, 8]"), 8), "unknown dtype 'Q9'");
   expect_parse_error(with_header(entry("I64", "[1]", "[0, 8]"), 8), "dtype I64, which Tandem does not read");
+  expect_parse_error(with_header(entry("U8", "[3]", "[0, 4]"), 4), "needs 3 bytes");
   expect_parse_error(with_header(entry("F32", "[-2]", "[0, 8]"), 8), "non-negative integers");
   expect_parse_error(with_header(entry("F32", "[2]", "[0]"), 8), "[begin, end]");
   expect_parse_error(with_header(entry("F32", "[0]", "[0, 0]"), 0), "dimension of size 0");
