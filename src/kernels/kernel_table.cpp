@@ -17,6 +17,7 @@
 #include "kernels/geglu.h"
 #include "kernels/packed/kquant_layout.h"
 #include "kernels/packed/q8_layout.h"
+#include "kernels/swiglu_oai.h"
 
 namespace tandem {
 
@@ -135,6 +136,7 @@ const KernelTable& kernel_table(Isa isa) {
                                    rope_apply,
                                    portable::geglu_row,
                                    portable::softcap_row,
+                                   portable::swiglu_oai_row,
                                    {}};
   static const KernelTable kAvx2{Isa::Avx2,
                                  avx2::gemm_float,
@@ -151,6 +153,7 @@ const KernelTable& kernel_table(Isa isa) {
                                  avx2::rope_apply,
                                  avx2::geglu_row,
                                  avx2::softcap_row,
+                                 avx2::swiglu_oai_row,
                                  {packable_int8, packed_bytes_int8, pack_into_int8}};
   static const KernelTable kAvx512{Isa::Avx512,
                                    gemm_float_avx512,
@@ -167,6 +170,7 @@ const KernelTable& kernel_table(Isa isa) {
                                    avx512::rope_apply,
                                    avx512::geglu_row,
                                    avx512::softcap_row,
+                                   avx512::swiglu_oai_row,
                                    {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   static const KernelTable kAmx{Isa::Amx,
                                 gemm_float_avx512,
@@ -183,6 +187,7 @@ const KernelTable& kernel_table(Isa isa) {
                                 avx512::rope_apply,
                                 avx512::geglu_row,
                                 avx512::softcap_row,
+                                avx512::swiglu_oai_row,
                                 {packable_avx512, packed_bytes_avx512, pack_into_avx512}};
   TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
   switch (isa) {

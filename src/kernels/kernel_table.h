@@ -1,9 +1,10 @@
 // The dispatch table: every per-CPU choice of the kernels — matrix products per weight type,
-// activation quantizers, attention, SwiGLU, RMSNorm, RoPE, GeGLU, soft-caps, whether weights are repacked at load
-// — for one instruction-set level. Chosen once per process (kernel_table(), from active_isa()
-// in cpu_features.h); nothing else in the build tests the CPU level. Tests call each level's
-// table directly (kernel_table(isa)) to hold it against the scalar references, and
-// TANDEM_ISA=avx2|avx512|scalar runs a lower level's real code on a newer CPU.
+// activation quantizers, attention, SwiGLU (plain and gpt-oss's clamped one), RMSNorm, RoPE,
+// GeGLU, soft-caps, whether weights are repacked at load — for one instruction-set level.
+// Chosen once per process (kernel_table(), from active_isa() in cpu_features.h); nothing else
+// in the build tests the CPU level. Tests call each level's table directly (kernel_table(isa))
+// to hold it against the scalar references, and TANDEM_ISA=avx2|avx512|scalar runs a lower
+// level's real code on a newer CPU.
 //
 // How the levels are written: hand-written intrinsics per level, each file under
 // kernels/<level>/ compiled for its ISA with a target pragma (the rest of the build stays
@@ -57,6 +58,8 @@ using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t rop
 // geglu_row and softcap_row (kernels/geglu.h) of one level.
 using GegluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
 using SoftcapFn = void (*)(const float* x, int64_t n, float cap, float* out);
+// swiglu_oai_row (kernels/swiglu_oai.h) of one level.
+using SwigluOaiFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
 
 // A level's own weight layouts, written once at load (model/weight_packing.cpp) into
 // TensorView::packed, which that level's GEMMs then read. packable says which weights it
@@ -83,8 +86,9 @@ struct KernelTable {
   SwigluFn swiglu;
   RmsnormFn rmsnorm;  // sum of squares in a fixed order per level
   RopeFn rope;
-  GegluFn geglu;      // Gemma's FFN activation
-  SoftcapFn softcap;  // Gemma 2's final-logit soft-cap (the attention kernels cap their own tiles)
+  GegluFn geglu;           // Gemma's FFN activation
+  SoftcapFn softcap;       // Gemma 2's final-logit soft-cap (the attention kernels cap their own tiles)
+  SwigluOaiFn swiglu_oai;  // gpt-oss's clamped expert activation
   WeightPacker packer;
 };
 

@@ -1,10 +1,18 @@
-// swiglu_oai_row (see swiglu_oai.h): g / (1 + exp(-alpha·g)) in float, as ggml computes it.
+// swiglu_oai_row (see swiglu_oai.h): the active level's dispatch and the scalar loop.
 #include "kernels/swiglu_oai.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/kernel_table.h"
+
 namespace tandem {
+
+void swiglu_oai_row(const float* gate, const float* up, int64_t n, float* out) {
+  kernel_table().swiglu_oai(gate, up, n, out);
+}
+
+namespace portable {
 
 void swiglu_oai_row(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
@@ -14,4 +22,5 @@ void swiglu_oai_row(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+}  // namespace portable
 }  // namespace tandem

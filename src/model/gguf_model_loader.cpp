@@ -10,7 +10,9 @@
 // gives a window (every layer of a llama; gemma2's and gemma3's local layers, see read_gemma*_config); phi3
 // ignores it, as llama.cpp does. Experts (qwen3moe; llama with expert_count > 0, Mixtral): the
 // router ffn_gate_inp and the stacked ffn_{gate,up,down}_exps [n_experts, rows, cols] (GGUF
-// ne = {cols, rows, n_experts}), each expert's slice a 2-D view. gpt-oss (read_gpt_oss_config):
+// ne = {cols, rows, n_experts}), each expert's slice a 2-D view; or, as old Mixtral conversions
+// store them, one 2-D tensor per expert, ffn_{gate,up,down}.E, each its expert's view (see
+// layer_experts). gpt-oss (read_gpt_oss_config):
 // biases on Q/K/V/output, the router and every expert projection, attn_sinks, and its FFN norm
 // named post_attention_norm.
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
@@ -130,9 +132,9 @@ class GgufModelBuilder {
           vector(prefix + (c.gpt_oss_experts ? "post_attention_norm.weight" : "ffn_norm.weight"), c.d_model);
       if (c.has_experts()) {
         layer.router = matrix(prefix + "ffn_gate_inp.weight", c.n_experts, c.d_model);
-        layer.expert_gate = experts(prefix + "ffn_gate_exps.weight", c.d_ff_expert, c.d_model);
-        layer.expert_up = experts(prefix + "ffn_up_exps.weight", c.d_ff_expert, c.d_model);
-        layer.expert_down = experts(prefix + "ffn_down_exps.weight", c.d_model, c.d_ff_expert);
+        layer.expert_gate = layer_experts(prefix, "ffn_gate", c.d_ff_expert, c.d_model);
+        layer.expert_up = layer_experts(prefix, "ffn_up", c.d_ff_expert, c.d_model);
+        layer.expert_down = layer_experts(prefix, "ffn_down", c.d_model, c.d_ff_expert);
       } else if (c.architecture == "phi3") {  // ffn_up holds gate (rows 0..d_ff) then up, as HF's gate_up_proj
         const TensorView gate_up = matrix(prefix + "ffn_up.weight", 2 * c.d_ff, c.d_model);
         layer.w_gate = gate_up.rows(0, c.d_ff);
@@ -193,10 +195,6 @@ class GgufModelBuilder {
     config.expert_weights_norm = file_.get_bool(p + "expert_weights_norm").value_or(true);
     const int64_t shared = file_.get_int(p + "expert_shared_count").value_or(0);
     TANDEM_CHECK_INPUT(shared == 0, "{} shared experts (not supported)", shared);
-    // Old Mixtral conversions keep each expert in a tensor of its own.
-    TANDEM_CHECK_INPUT(file_.find_tensor("blk.0.ffn_gate.0.weight") == nullptr,
-                       "experts stored as separate tensors (blk.N.ffn_gate.E.weight, an old Mixtral conversion) are "
-                       "not supported: convert the model again");
   }
 
   // Gemma 3 as llama.cpp writes it: GeGLU and post-norms (gemma_blocks), Q/K head norms,
@@ -288,8 +286,50 @@ class GgufModelBuilder {
     return info.view;
   }
 
+  // One layer's experts of one kind (`kind` ffn_gate, ffn_up or ffn_down; `prefix` blk.N.), a
+  // 2-D view [rows, cols] each: slices of the stacked <kind>_exps, or, where the layer's experts
+  // are tensors of their own (old Mixtral conversions: <kind>.E for E = 0..n_experts-1), those
+  // tensors as they are. A layer is one or the other for all three kinds: a file mixing them, or
+  // missing an expert, is damaged rather than a layout to guess at.
+  std::vector<TensorView> layer_experts(const std::string& prefix, const std::string& kind, int64_t rows,
+                                        int64_t cols) {
+    const std::string first_own = prefix + "ffn_gate.0.weight";
+    if (file_.find_tensor(first_own) == nullptr) {
+      for (const char* other : {"ffn_gate", "ffn_up", "ffn_down"}) {
+        const std::string own = fmt::format("{}{}.0.weight", prefix, other);
+        TANDEM_CHECK_INPUT(file_.find_tensor(own) == nullptr,
+                           "tensor '{}' is one expert's, but '{}' is missing: a layer's experts are either all "
+                           "stacked (ffn_{{gate,up,down}}_exps) or all tensors of their own",
+                           own, first_own);
+      }
+      return stacked_experts(prefix + kind + "_exps.weight", rows, cols);
+    }
+    for (const char* other : {"ffn_gate", "ffn_up", "ffn_down"}) {
+      const std::string stacked = fmt::format("{}{}_exps.weight", prefix, other);
+      TANDEM_CHECK_INPUT(file_.find_tensor(stacked) == nullptr,
+                         "tensor '{}' is stacked, but '{}' holds one expert: a layer's experts are either all "
+                         "stacked or all tensors of their own",
+                         stacked, first_own);
+    }
+    const int64_t n = model_.config.n_experts;
+    const std::string past_last = fmt::format("{}{}.{}.weight", prefix, kind, n);
+    TANDEM_CHECK_INPUT(file_.find_tensor(past_last) == nullptr, "tensor '{}' is past the {} experts of expert_count",
+                       past_last, n);
+    std::vector<TensorView> views;
+    for (int64_t e = 0; e < n; ++e) {
+      const std::string name = fmt::format("{}{}.{}.weight", prefix, kind, e);
+      views.push_back(matrix(name, rows, cols));
+      // The stacked layout has one type per kind, and the cost model and `tandem info` count a
+      // kind's experts as one tensor of one type.
+      TANDEM_CHECK_INPUT(views.back().dtype == views.front().dtype,
+                         "tensor '{}' has type {}, but expert 0's is {}: a layer's experts of one kind share a type",
+                         name, dtype_name(views.back().dtype), dtype_name(views.front().dtype));
+    }
+    return views;
+  }
+
   // A stacked expert tensor [n_experts, rows, cols] as one 2-D view per expert.
-  std::vector<TensorView> experts(const std::string& name, int64_t rows, int64_t cols) {
+  std::vector<TensorView> stacked_experts(const std::string& name, int64_t rows, int64_t cols) {
     const GgufTensorInfo& info = tensor(name);
     const int64_t n = model_.config.n_experts;
     TANDEM_CHECK_INPUT(

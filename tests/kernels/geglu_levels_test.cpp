@@ -30,6 +30,7 @@
 #include "kernels/geglu.h"
 #include "kernels/kernel_table.h"
 #include "support/cpu_levels.h"
+#include "support/float_ulps.h"
 #include "support/guarded_floats.h"
 #include "support/random_floats.h"
 
@@ -39,27 +40,6 @@ namespace {
 constexpr float kGuard = -12345.5f;  // written past the outputs; must survive
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNan = std::numeric_limits<float>::quiet_NaN();
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
-// The spacing of floats at |v| (v a float64 value): 2^(e-23) for |v| in [2^e, 2^(e+1)), the
-// subnormal spacing below FLT_MIN.
-double float_ulp(double v) {
-  v = std::fabs(v);
-  if (v < FLT_MIN) return std::ldexp(1.0, -149);
-  int exponent = 0;
-  std::frexp(v, &exponent);  // v in [2^(exponent-1), 2^exponent)
-  return std::ldexp(1.0, exponent - 24);
-}
-
-// |got - exact| in ulps of exact; 0 when both are the same infinity or both NaN, infinite when
-// only one is. An exact value past FLT_MAX is the infinity a float result rounds to.
-double ulp_error(float got, double exact) {
-  if (std::fabs(exact) > FLT_MAX) exact = std::copysign(INFINITY, exact);
-  if (std::isnan(exact) || std::isnan(got)) return std::isnan(exact) && std::isnan(got) ? 0.0 : INFINITY;
-  if (std::isinf(exact) || std::isinf(got)) return static_cast<double>(got) == exact ? 0.0 : INFINITY;
-  return std::fabs(static_cast<double>(got) - exact) / float_ulp(exact);
-}
 
 std::vector<int64_t> row_lengths() {
   std::vector<int64_t> lengths;

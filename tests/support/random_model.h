@@ -59,6 +59,9 @@ struct RandomModelSpec {
   int64_t n_experts_used = 0;
   int64_t d_ff_expert = 0;
   bool expert_weights_norm = true;
+  // Each expert as a tensor of its own, blk.N.ffn_{gate,up,down}.E.weight [rows, cols], as old
+  // Mixtral conversions store them, instead of the stacked ffn_*_exps (the same values either way).
+  bool experts_as_own_tensors = false;
   float router_scale = 3.0f;  // router logits spread over a few units: clear top-k choices
   // "gpt-oss" (with n_experts > 0 and a sliding_window, even layers local): random biases on
   // Q/K/V/output, the router and every expert projection, random attn_sinks, the FFN norm named
@@ -187,15 +190,20 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
     return values;
   };
   auto fan_in = [](int64_t n) { return 1.7f / std::sqrt(static_cast<float>(n)); };
-  // n_experts matrices [rows, cols] stacked as one [n_experts, rows, cols] tensor.
-  auto stacked = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
+  // n_experts matrices [rows, cols] of one kind (`p` blk.N., `kind` ffn_gate...) stacked as one
+  // [n_experts, rows, cols] tensor <kind>_exps, or each its own <kind>.E when the spec says so.
+  auto experts_of = [&](const std::string& p, const std::string& kind, int64_t rows, int64_t cols, float scale) {
     std::vector<RandomMatrix> experts;
     std::vector<uint8_t> all;
     for (int64_t e = 0; e < s.n_experts; ++e) {
       experts.push_back(detail::random_matrix(rng, rows, cols, s.dtype, scale, bytes));
-      all.insert(all.end(), bytes.begin(), bytes.end());
+      if (s.experts_as_own_tensors)
+        writer.add_tensor(p + kind + "." + std::to_string(e) + ".weight", s.dtype, {rows, cols}, std::move(bytes));
+      else
+        all.insert(all.end(), bytes.begin(), bytes.end());
     }
-    writer.add_tensor(name, s.dtype, {s.n_experts, rows, cols}, std::move(all));
+    if (!s.experts_as_own_tensors)
+      writer.add_tensor(p + kind + "_exps.weight", s.dtype, {s.n_experts, rows, cols}, std::move(all));
     return experts;
   };
   const bool qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3";
@@ -246,9 +254,9 @@ inline RandomWeights write_random_model(const RandomModelSpec& s, const std::str
       layer.router = detail::random_matrix(rng, s.n_experts, d, DType::F32, s.router_scale * fan_in(d), bytes);
       writer.add_tensor(p + "ffn_gate_inp.weight", DType::F32, {s.n_experts, d}, std::move(bytes));
       const int64_t width = s.expert_width();
-      layer.expert_gate = stacked(p + "ffn_gate_exps.weight", width, d, fan_in(d));
-      layer.expert_up = stacked(p + "ffn_up_exps.weight", width, d, fan_in(d));
-      layer.expert_down = stacked(p + "ffn_down_exps.weight", d, width, fan_in(width));
+      layer.expert_gate = experts_of(p, "ffn_gate", width, d, fan_in(d));
+      layer.expert_up = experts_of(p, "ffn_up", width, d, fan_in(d));
+      layer.expert_down = experts_of(p, "ffn_down", d, width, fan_in(width));
       if (gpt_oss) {
         layer.router_bias = f32_tensor(p + "ffn_gate_inp.bias", {s.n_experts}, 1.0f);
         layer.expert_gate_bias = per_expert(f32_tensor(p + "ffn_gate_exps.bias", {s.n_experts, width}, 0.5f), width);

@@ -50,6 +50,9 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, 
 // as x·sigmoid(2u) with the vector exp, soft-capping with a vector tanh; masked tails.
 void geglu_row(const float* gate, const float* up, int64_t n, float* out);
 void softcap_row(const float* x, int64_t n, float cap, float* out);
+// gpt-oss's clamped SwiGLU (kernels/avx2/swiglu_oai_avx2.cpp; contract in kernels/swiglu_oai.h)
+// with the vector exp; masked tails.
+void swiglu_oai_row(const float* gate, const float* up, int64_t n, float* out);
 
 // Attention (kernels/avx2/attention_avx2.cpp): attention_group for one token, and
 // attention_tokens sharing each K/V row loaded among the tokens of a prefill block.
