@@ -106,7 +106,8 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
           &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm,
           &layer.post_ffn_norm, &layer.bo, &layer.sinks, &layer.router_bias})
       if (view->data != nullptr) count(*view);
-  // Experts: one stacked tensor per kind and layer in the file (router counted as a tensor).
+  // Experts: one tensor per kind and layer, as a stacked file holds them (router counted as a tensor;
+  // an old Mixtral file's separate per-expert tensors count as that one).
   for (const LayerWeights& layer : w.layers) {
     if (layer.router.data != nullptr) count(layer.router);
     for (const std::vector<TensorView>* experts :
