@@ -23,8 +23,8 @@ struct ReferenceKv {
 // One query head's output over positions 0..n_ctx-1: scores q·k / sqrt(head_dim), soft-capped
 // to cap·tanh(score / cap) when cap > 0, softmax over the scores and, when there is one, the
 // sink logit, whose weight goes to no value.
-inline std::vector<double> reference_attention(const float* q, const ReferenceKv& kv, int64_t kv_offset,
-                                               int64_t n_ctx, int64_t head_dim, double cap = 0.0,
+inline std::vector<double> reference_attention(const float* q, const ReferenceKv& kv, int64_t kv_offset, int64_t n_ctx,
+                                               int64_t head_dim, double cap = 0.0,
                                                std::optional<double> sink = std::nullopt) {
   std::vector<double> weights(static_cast<size_t>(n_ctx));
   double max_score = sink.value_or(-INFINITY);
@@ -42,8 +42,8 @@ inline std::vector<double> reference_attention(const float* q, const ReferenceKv
   std::vector<double> out(static_cast<size_t>(head_dim), 0.0);
   for (int64_t p = 0; p < n_ctx; ++p)
     for (int64_t i = 0; i < head_dim; ++i)
-      out[static_cast<size_t>(i)] += weights[static_cast<size_t>(p)] / denominator *
-                                     kv.values[kv.slots[p] * kv.kv_width + kv_offset + i];
+      out[static_cast<size_t>(i)] +=
+          weights[static_cast<size_t>(p)] / denominator * kv.values[kv.slots[p] * kv.kv_width + kv_offset + i];
   return out;
 }
 
