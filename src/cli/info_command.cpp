@@ -27,8 +27,9 @@ void print_rope_scaling(const ModelConfig& c) {
   }
   std::string details;
   if (s.type == RopeScalingType::Yarn)
-    details = fmt::format(", beta_fast {}, beta_slow {}, ext_factor {}, magnitude {:.4f}", s.yarn_beta_fast,
-                          s.yarn_beta_slow, s.yarn_ext_factor, s.magnitude());
+    details = fmt::format(", beta_fast {}, beta_slow {}, ext_factor {}, magnitude {:.4f}{}", s.yarn_beta_fast,
+                          s.yarn_beta_slow, s.yarn_ext_factor, s.magnitude(),
+                          s.yarn_truncate ? "" : ", ramp ends not rounded (truncate false)");
   else if (s.type == RopeScalingType::LongRope)
     details = fmt::format(", long factors when the context exceeds {} (short otherwise), magnitude {:.4f}",
                           s.original_context, s.magnitude());

@@ -4,7 +4,8 @@
 //   linear:   f_i / s.
 //   YaRN:     a blend of f_i / s (interpolated) and f_i (extrapolated): weight of f_i is
 //             ext_factor x ramp_i, ramp_i = 1 - clamp((i - low) / max(0.001, high - low), 0, 1),
-//             low = floor(c(beta_fast)), high = ceil(c(beta_slow)) clamped to [0, d - 1], with
+//             low = floor(c(beta_fast)), high = ceil(c(beta_slow)) clamped to [0, d - 1] (without
+//             floor and ceil when truncate is off: HF's "truncate": false), with
 //             c(r) = d ln(L / (2 pi r)) / (2 ln base) the pair that turns r times in L positions;
 //             magnitude 0.1 ln s + 1 (YaRN paper, eq. 22; HF's attention_factor, llama.cpp's mscale).
 //   LongRoPE: f_i with ff = long factors when the run's context exceeds L, else short ones;
@@ -121,11 +122,11 @@ RopeRotation make_rope_rotation(int64_t rope_dims, double freq_base, const std::
   // YaRN's band of pairs between extrapolation (below low) and interpolation (above high).
   double low = 0.0, high = 0.0;
   if (scaling.type == RopeScalingType::Yarn) {
-    low = std::max(
-        0.0, std::floor(yarn_correction_pair(rope_dims, scaling.original_context, scaling.yarn_beta_fast, freq_base)));
-    high = std::min(
-        static_cast<double>(rope_dims - 1),
-        std::ceil(yarn_correction_pair(rope_dims, scaling.original_context, scaling.yarn_beta_slow, freq_base)));
+    low = yarn_correction_pair(rope_dims, scaling.original_context, scaling.yarn_beta_fast, freq_base);
+    high = yarn_correction_pair(rope_dims, scaling.original_context, scaling.yarn_beta_slow, freq_base);
+    if (scaling.yarn_truncate) low = std::floor(low), high = std::ceil(high);
+    low = std::max(0.0, low);
+    high = std::min(static_cast<double>(rope_dims - 1), high);
   }
   for (int64_t i = 0; i < pairs; ++i) {
     double frequency = std::pow(freq_base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
@@ -182,6 +183,11 @@ RopeScaling read_gguf_rope_scaling(const GgufFile& file, const std::string& pref
   s.yarn_attn_factor = file.get_float(p + "yarn_attn_factor").value_or(0.0);
   s.yarn_beta_fast = file.get_float(p + "yarn_beta_fast").value_or(32.0);
   s.yarn_beta_slow = file.get_float(p + "yarn_beta_slow").value_or(1.0);
+  if (const GgufValue* truncate = file.find(p + "yarn_truncate")) {
+    const std::optional<bool> value = truncate->as_bool();
+    TANDEM_CHECK_INPUT(value.has_value(), "{}yarn_truncate must be a boolean", p);
+    s.yarn_truncate = *value;
+  }
   // LongRoPE's factors are what make it LongRoPE: llama.cpp's phi3 converter writes them (and
   // attn_factor) without a type key.
   auto factors = [&](const char* name) {
@@ -227,6 +233,7 @@ void write_gguf_rope_scaling(GgufWriter& writer, const std::string& prefix, cons
   if (s.yarn_attn_factor != 0.0) writer.set(p + "yarn_attn_factor", f32(s.yarn_attn_factor));
   if (s.yarn_beta_fast != 32.0) writer.set(p + "yarn_beta_fast", f32(s.yarn_beta_fast));
   if (s.yarn_beta_slow != 1.0) writer.set(p + "yarn_beta_slow", f32(s.yarn_beta_slow));
+  if (!s.yarn_truncate) writer.set(p + "yarn_truncate", GgufValue::boolean(false));
 }
 
 RopeScaling read_hf_rope_scaling(const json& config, int64_t rope_dims, double freq_base, int64_t max_positions,
@@ -294,9 +301,11 @@ RopeScaling read_hf_rope_scaling(const json& config, int64_t rope_dims, double f
       s.yarn_beta_fast = number("beta_fast").value_or(32.0);
       s.yarn_beta_slow = number("beta_slow").value_or(1.0);
       s.yarn_ext_factor = number("extrapolation_factor").value_or(1.0);
-      const json* truncate = find("truncate");
-      TANDEM_CHECK_INPUT(truncate == nullptr || !truncate->is_boolean() || truncate->get<bool>(),
-                         "rope_scaling truncate false (YaRN without whole-pair bounds) is not supported");
+      if (const json* truncate = find("truncate")) {
+        TANDEM_CHECK_INPUT(truncate->is_boolean(), "rope_scaling truncate must be true or false, not {}",
+                           truncate->dump().substr(0, 32));
+        s.yarn_truncate = truncate->get<bool>();
+      }
       break;
     }
     case RopeScalingType::LongRope: {

@@ -37,6 +37,11 @@ struct RopeScaling {
   double yarn_attn_factor = 0.0;  // YaRN's magnitude; 0: 0.1 ln s + 1 (the paper's sqrt(1/t))
   double yarn_beta_fast = 32.0;   // pairs turning more than this many times in L keep their frequency
   double yarn_beta_slow = 1.0;    // pairs turning fewer times are interpolated by s
+  // The ramp's ends rounded out to whole pairs (floor / ceil), as llama.cpp always does and HF
+  // does by default. HF's rope_scaling "truncate": false (gpt-oss's config) keeps them
+  // fractional; Tandem writes that as rope.scaling.yarn_truncate = false, a key of its own
+  // (llama.cpp ignores it and rounds).
+  bool yarn_truncate = true;
   // LongRoPE: per-pair frequency divisors [rope_dims / 2], long past the original context.
   std::vector<float> long_factors, short_factors;
 

@@ -118,6 +118,45 @@ TEST(HfGptOss, ConvertWritesLlamaCppsGptOss) {
   expect_all_close(prefill_logits(load_model(out), kPrompt), folder, 1e-6, "converted vs folder");
 }
 
+// The released configs say "truncate": false (YaRN's ramp ends stay fractional instead of
+// being rounded out to whole pairs): the folder loads with it, runs another model than the
+// rounded one, and convert keeps it (rope.scaling.yarn_truncate), so the GGUF gives the folder's
+// logits. Betas 4 and 0.25 put the ramp's upper end at pair 1.17 of 6 (rounded: 2), where the
+// two differ; the writer's defaults (32, 1) land on whole pairs either way.
+TEST(HfGptOss, TruncateFalseIsKeptThroughConvert) {
+  TempDir tmp;
+  const RandomModelSpec spec = gguf_spec();
+  const RandomWeights weights = write_random_model(spec, tmp.file("model.gguf"));
+  auto folder_with = [&](const char* name, bool truncate) {
+    const std::string dir = make_dir(tmp.file(name));
+    const nlohmann::ordered_json scaling = {
+        {"rope_type", "yarn"}, {"factor", spec.yarn_factor}, {"original_max_position_embeddings", spec.yarn_original},
+        {"beta_fast", 4.0},    {"beta_slow", 0.25},          {"truncate", truncate}};
+    write_gpt_oss_folder(spec, weights, dir, {.extra_config = {{"rope_scaling", scaling}}});
+    return dir;
+  };
+  const std::string rounded = folder_with("rounded", true), exact = folder_with("exact", false);
+  const auto model = load_model(exact);
+  EXPECT_FALSE(model->config.rope_scaling.yarn_truncate);
+  EXPECT_TRUE(load_model(rounded)->config.rope_scaling.yarn_truncate);
+  const std::vector<float> folder = prefill_logits(model, kPrompt);
+  EXPECT_GT(worst_difference(folder, prefill_logits(load_model(rounded), kPrompt)), 1e-4);
+  const std::string out = tmp.file("converted.gguf");
+  const testing::CommandResult result = tandem_convert(exact, out, "F32");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(GgufFile::open(out).get_bool("gpt-oss.rope.scaling.yarn_truncate"), std::optional<bool>(false));
+  expect_all_close(prefill_logits(load_model(out), kPrompt), folder, 1e-6, "converted vs folder");
+  // Anything but a boolean is refused.
+  const std::string bad = make_dir(tmp.file("bad"));
+  write_gpt_oss_folder(spec, weights, bad,
+                       {.extra_config = {{"rope_scaling",
+                                          {{"rope_type", "yarn"},
+                                           {"factor", spec.yarn_factor},
+                                           {"original_max_position_embeddings", spec.yarn_original},
+                                           {"truncate", "no"}}}}});
+  EXPECT_THROW(load_model(bad), InputError);
+}
+
 void expect_one_line_error(const std::string& dir, const std::string& needle) {
   try {
     load_model(dir);

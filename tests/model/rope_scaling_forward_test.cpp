@@ -7,6 +7,8 @@
 // one-line errors for an unknown type or inconsistent keys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "model/rope_scaling.h"
 #include "support/rope_reference.h"
@@ -48,11 +50,15 @@ std::vector<ScalingCase> cases() {
   Scaling yarn_keys;  // every yarn_* key and attn_factor set, a ramp over pairs 1..5
   yarn_keys.type = "yarn", yarn_keys.factor = 8.0, yarn_keys.original = 512, yarn_keys.beta_fast = 16.0;
   yarn_keys.beta_slow = 2.0, yarn_keys.ext_factor = 0.75, yarn_keys.attn_factor = 1.1;
+  // gpt-oss's "truncate": false: the ramp runs over pairs 1.41..3.22 instead of 1..4.
+  Scaling yarn_untruncated = yarn_keys;
+  yarn_untruncated.truncate = false;
   Scaling llama3;
   llama3.type = "llama3", llama3.factor = 8.0, llama3.original = 32;
   return {{"linear", linear},
           {"yarn", yarn},
           {"yarn_keys", yarn_keys},
+          {"yarn_untruncated", yarn_untruncated},
           {"longrope", longrope(8, 64, 16)},
           {"llama3", llama3}};
 }
@@ -79,6 +85,7 @@ RandomWeights write_scaled(const RandomModelSpec& spec, const Scaling& s, const 
     if (s.type == "yarn" && s.beta_fast != 32.0) keys[p + "yarn_beta_fast"] = f32(s.beta_fast);
     if (s.type == "yarn" && s.beta_slow != 1.0) keys[p + "yarn_beta_slow"] = f32(s.beta_slow);
     if (s.type == "yarn" && s.ext_factor != 1.0) keys[p + "yarn_ext_factor"] = f32(s.ext_factor);
+    if (s.type == "yarn" && !s.truncate) keys[p + "yarn_truncate"] = GgufValue::boolean(false);
     if (s.type == "longrope") {  // the converter's magnitude; the reference derives its own
       keys[p + "attn_factor"] = f32(std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original))));
       tensors["rope_factors_long.weight"] = s.long_f;
@@ -122,6 +129,10 @@ TEST_P(RopeScalingForwardTest, MatchesReferenceAndItsWrongVariantsDoNot) {
     EXPECT_GT(worst_relative_error(prefill, reference({.no_magnitude = true}), spec.vocab_size), 1e-2)
         << c.name << ": no magnitude should be a different model";
   }
+  if (!c.scaling.truncate) {
+    EXPECT_GT(worst_relative_error(prefill, reference({.rounded_ramp = true}), spec.vocab_size), 1e-3)
+        << c.name << ": the ramp's ends rounded to whole pairs should be a different model";
+  }
   if (c.scaling.type == "longrope") {
     EXPECT_GT(worst_relative_error(prefill, reference({.short_for_long = true}), spec.vocab_size), 1e-2)
         << c.name << ": the short factors should be a different model";
@@ -135,7 +146,10 @@ TEST(RopeScaling, LoadsTheKeysAsLlamaCppNamesThem) {
   TempDir dir;
   const RandomModelSpec spec = llama_spec();
   const std::vector<ScalingCase> all = cases();
-  write_scaled(spec, all[2].scaling, dir.file("yarn.gguf"));
+  auto scaling_of = [&](const std::string& name) {
+    return std::find_if(all.begin(), all.end(), [&](const ScalingCase& c) { return c.name == name; })->scaling;
+  };
+  write_scaled(spec, scaling_of("yarn_keys"), dir.file("yarn.gguf"));
   const RopeScaling yarn = load_model(dir.file("yarn.gguf"))->config.rope_scaling;
   EXPECT_EQ(yarn.type, RopeScalingType::Yarn);
   EXPECT_DOUBLE_EQ(yarn.factor, 8.0);
@@ -145,13 +159,17 @@ TEST(RopeScaling, LoadsTheKeysAsLlamaCppNamesThem) {
   EXPECT_DOUBLE_EQ(yarn.yarn_ext_factor, 0.75);
   EXPECT_NEAR(yarn.attn_factor, 1.1, 1e-6);
   EXPECT_NEAR(yarn.magnitude(), 1.1 * (1.0 + 0.1 * std::log(8.0)), 1e-6);
+  EXPECT_TRUE(yarn.yarn_truncate);
+  write_scaled(spec, scaling_of("yarn_untruncated"), dir.file("untruncated.gguf"));
+  EXPECT_FALSE(load_model(dir.file("untruncated.gguf"))->config.rope_scaling.yarn_truncate);
 
-  write_scaled(spec, all[3].scaling, dir.file("longrope.gguf"));
+  const Scaling longrope_scaling = scaling_of("longrope");
+  write_scaled(spec, longrope_scaling, dir.file("longrope.gguf"));
   const RopeScaling lr = load_model(dir.file("longrope.gguf"))->config.rope_scaling;
   EXPECT_EQ(lr.type, RopeScalingType::LongRope);
   EXPECT_DOUBLE_EQ(lr.factor, 4.0);  // context 64 over 16, as no factor key says otherwise
-  EXPECT_EQ(lr.long_factors, all[3].scaling.long_f);
-  EXPECT_EQ(lr.short_factors, all[3].scaling.short_f);
+  EXPECT_EQ(lr.long_factors, longrope_scaling.long_f);
+  EXPECT_EQ(lr.short_factors, longrope_scaling.short_f);
 
   // A file without scaling keys, and one with the default type and no factor: no scaling.
   test_support::write_random_model(spec, dir.file("plain.gguf"));
@@ -214,6 +232,12 @@ TEST(RopeScaling, BadKeysAreOneLineErrors) {
                         {"llama.rope.scaling.factor", GgufValue::f32(-2.0f)}},
                        {})
                 .find("RoPE scaling factor -2 is out of range"),
+            std::string::npos);
+  EXPECT_NE(load_error({{"llama.rope.scaling.type", GgufValue::string("yarn")},
+                        {"llama.rope.scaling.factor", GgufValue::f32(4.0f)},
+                        {"llama.rope.scaling.yarn_truncate", GgufValue::string("no")}},
+                       {})
+                .find("yarn_truncate must be a boolean"),
             std::string::npos);
 }
 

@@ -37,6 +37,7 @@ struct Scaling {
   double factor = 1.0;        // s
   int64_t original = 0;       // L
   double beta_fast = 32.0, beta_slow = 1.0, ext_factor = 1.0;
+  bool truncate = true;                // YaRN: ramp ends at whole pairs (HF's "truncate": false keeps them fractional)
   double attn_factor = 1.0;            // the file's rope.scaling.attn_factor
   std::vector<float> long_f, short_f;  // LongRoPE
   double llama3_low = 1.0, llama3_high = 4.0;
@@ -49,6 +50,7 @@ struct Variant {
   bool short_for_long = false;     // LongRoPE: the other factor set
   bool adjacent_pairs = false;     // (2i, 2i+1) instead of (i, i + d/2) for a half-split model
   bool swap_gate_up = false;       // Phi-3: up rows taken as the gate
+  bool rounded_ramp = false;       // YaRN: the ramp's ends at whole pairs even when truncate is off
 };
 
 // Pair i's frequency, from the definitions:
@@ -56,7 +58,8 @@ struct Variant {
 //  YaRN (Peng et al., "YaRN", sec. 3.2 "NTK-by-parts"; HF _compute_yarn_parameters): with
 //   r(i) = L / wavelength_i = L theta_i / (2 pi), pairs with r >= beta_fast keep theta_i, those
 //   with r <= beta_slow get theta_i / s, linear in i between; HF and llama.cpp take the bounds
-//   at whole pairs: low = floor(d ln(L / (2 pi beta_fast)) / (2 ln b)), high = ceil(... beta_slow).
+//   at whole pairs: low = floor(d ln(L / (2 pi beta_fast)) / (2 ln b)), high = ceil(... beta_slow)
+//   (HF without floor and ceil when rope_scaling says "truncate": false, as gpt-oss's does).
 //  LongRoPE (Ding et al.; HF _compute_longrope_parameters): theta_i / lambda_i, lambda the long
 //   factors when the context exceeds L, else the short ones.
 //  Llama 3 (HF _compute_llama3_parameters): wavelength > L / low: theta / s; < L / high: theta;
@@ -75,8 +78,10 @@ inline std::vector<double> frequencies(const Scaling& s, int64_t d, double base,
                std::log(static_cast<double>(s.original) / (2.0 * std::numbers::pi * rotations)) /
                (2.0 * std::log(base));
       };
-      const double low = std::max(0.0, std::floor(bound(s.beta_fast)));
-      const double high = std::min(static_cast<double>(d - 1), std::ceil(bound(s.beta_slow)));
+      const bool whole_pairs = s.truncate || v.rounded_ramp;
+      const double low = std::max(0.0, whole_pairs ? std::floor(bound(s.beta_fast)) : bound(s.beta_fast));
+      const double high =
+          std::min(static_cast<double>(d - 1), whole_pairs ? std::ceil(bound(s.beta_slow)) : bound(s.beta_slow));
       const double span = high > low ? high - low : 0.001;
       const double interpolated_share = std::clamp((static_cast<double>(i) - low) / span, 0.0, 1.0);
       const double extrapolated = (1.0 - interpolated_share) * s.ext_factor;
