@@ -42,12 +42,11 @@ void print_rope_scaling(const ModelConfig& c) {
 // --pipeline S: what each stage (an MPI rank of issue 16) would hold of the split
 // split_layers makes: its layers, weight bytes (the embedding on the first, the final norm and
 // head on the last) and KV cache of its layers, per token and at full context.
-void print_pipeline(const Model& model, int64_t n_stages, const KvTypes& kv_types) {
+void print_pipeline(const Model& model, const std::vector<LayerRange>& ranges, const KvTypes& kv_types) {
   const ModelConfig& c = model.config;
-  const std::vector<LayerRange> ranges = split_layers(c.n_layers, n_stages);
   fmt::print("pipeline:        {} stages; each holds its layers' weights and KV cache, and passes the next the "
              "hidden state of every token of a batch ({} floats, f32)\n",
-             n_stages, c.d_model);
+             ranges.size(), c.d_model);
   for (size_t s = 0; s < ranges.size(); ++s) {
     const LayerRange& range = ranges[s];
     KvShape shape = c.kv_shape();
@@ -66,6 +65,9 @@ void print_pipeline(const Model& model, int64_t n_stages, const KvTypes& kv_type
 void print_info(const std::string& path, const KvTypes& kv_types, int64_t pipeline_stages) {
   std::shared_ptr<const Model> model = load_model(path);
   const ModelConfig& c = model->config;
+  // Checked before anything is printed: a bad split is the whole answer.
+  const std::vector<LayerRange> stages =
+      pipeline_stages > 0 ? split_layers(c.n_layers, pipeline_stages) : std::vector<LayerRange>{};
   fmt::print("file:            {}\n", path);
   fmt::print("format:          {}\n", model->format);
   fmt::print("architecture:    {}\n", c.architecture);
@@ -182,7 +184,7 @@ void print_info(const std::string& path, const KvTypes& kv_types, int64_t pipeli
   }
   fmt::print("decode floor:    {} of weights read per token ({} bytes); tokens/s <= bandwidth / this\n",
              human_bytes(model->weight_bytes_per_token()), model->weight_bytes_per_token());
-  if (pipeline_stages > 0) print_pipeline(*model, pipeline_stages, kv_types);
+  if (!stages.empty()) print_pipeline(*model, stages, kv_types);
 }
 
 }  // namespace
