@@ -253,6 +253,12 @@ TEST(PipelineStageShared, Llama2cCheckpointStagesGiveTheWholeModelsLogits) {
       EXPECT_EQ(stages.back()->weights.token_embedding.data, nullptr);
     }
   }
+  try {
+    load_model(path, {.layers = LayerRange{2, 6}});
+    ADD_FAILURE() << "no error for layers [2, 6) of 5";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": layer range [2, 6)"), std::string::npos) << e.what();
+  }
 }
 
 class PipelineStageErrors : public ::testing::Test {
@@ -280,6 +286,13 @@ TEST_F(PipelineStageErrors, AnEmptyOrOutOfRangeLayerRangeIsAOneLineError) {
           << message;
       EXPECT_NE(message.find("[0, 4)"), std::string::npos) << message;
     }
+  }
+  // A Hugging Face folder loads whole: a range is refused before anything is read.
+  try {
+    load_model(dir_.file(""), {.layers = LayerRange{0, 1}});
+    ADD_FAILURE() << "no error for a folder";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a GGUF or llama2.c file"), std::string::npos) << e.what();
   }
   EXPECT_THROW(split_layers(4, 0), InputError);
   EXPECT_THROW(split_layers(4, 5), InputError);
