@@ -17,6 +17,7 @@ set(TANDEM_MODEL_TESTS
     "^StreamingDetokenizer\\."
     "^CApi\\."
     "^ProfileRun\\."
+    "^PipelineStageShared\\."
     "^GenModelReference\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."

@@ -1,6 +1,6 @@
 // tandem info: what a model file holds — architecture, hyperparameters, weight types and
 // bytes, KV cache cost per token and at full context, and the decode floor (bytes of
-// weights read per generated token).
+// weights read per generated token); with --pipeline S, each pipeline stage's share.
 #include <cstdio>
 #include <map>
 
@@ -13,6 +13,7 @@
 #include "kv/kv_pool_plan.h"
 #include "model/attention_window.h"
 #include "model/model.h"
+#include "model/pipeline_stage.h"
 
 namespace tandem::cli {
 namespace {
@@ -39,9 +40,35 @@ void print_rope_scaling(const ModelConfig& c) {
              s.original_context, details);
 }
 
-void print_info(const std::string& path, const KvTypes& kv_types) {
+// --pipeline S: what each stage (an MPI rank of issue 16) would hold of the split
+// split_layers makes: its layers, weight bytes (the embedding on the first, the final norm and
+// head on the last) and KV cache of its layers, per token and at full context.
+void print_pipeline(const Model& model, const std::vector<LayerRange>& ranges, const KvTypes& kv_types) {
+  const ModelConfig& c = model.config;
+  fmt::print("pipeline:        {} stages; each holds its layers' weights and KV cache, and passes the next the "
+             "hidden state of every token of a batch ({} floats, f32)\n",
+             ranges.size(), c.d_model);
+  for (size_t s = 0; s < ranges.size(); ++s) {
+    const LayerRange& range = ranges[s];
+    KvShape shape = c.kv_shape();
+    shape.n_layers = range.size();
+    const int64_t weights = stage_weight_bytes(model, range);
+    const int64_t kv_per_token = KvCache::bytes_per_token(shape, kv_types);
+    std::string ends;
+    if (range.first == 0) ends += " + embedding";
+    if (range.end == c.n_layers) ends += " + final norm and head";
+    fmt::print("  stage {}:       layers [{}, {}){}: weights {} ({} bytes), KV {} bytes/token, {} at full context\n", s,
+               range.first, range.end, ends, human_bytes(weights), weights, kv_per_token,
+               human_bytes(kv_per_token * c.context_length));
+  }
+}
+
+void print_info(const std::string& path, const KvTypes& kv_types, int64_t pipeline_stages) {
   std::shared_ptr<const Model> model = load_model(path);
   const ModelConfig& c = model->config;
+  // Checked before anything is printed: a bad split is the whole answer.
+  const std::vector<LayerRange> stages =
+      pipeline_stages > 0 ? split_layers(c.n_layers, pipeline_stages) : std::vector<LayerRange>{};
   fmt::print("file:            {}\n", path);
   fmt::print("format:          {}\n", model->format);
   fmt::print("architecture:    {}\n", c.architecture);
@@ -158,6 +185,7 @@ void print_info(const std::string& path, const KvTypes& kv_types) {
   }
   fmt::print("decode floor:    {} of weights read per token ({} bytes); tokens/s <= bandwidth / this\n",
              human_bytes(model->weight_bytes_per_token()), model->weight_bytes_per_token());
+  if (!stages.empty()) print_pipeline(*model, stages, kv_types);
 }
 
 }  // namespace
@@ -171,9 +199,17 @@ void add_info_command(CLI::App& app) {
   command->add_option("-m,--model", *path, "Model file (.gguf or llama2.c model.bin)");
   command->add_flag("--cpu", *cpu, "Print the kernels chosen for this CPU and its features");
   add_kv_type_options(command, kv_types.get());
-  command->callback([path, cpu, kv_types] {
+  auto pipeline = std::make_shared<int64_t>(0);  // 0: not asked for
+  CLI::Option* pipeline_option = command->add_option(
+      "--pipeline", *pipeline,
+      "Also print what each of S pipeline stages (layers split evenly) holds: layers, weight and KV "
+      "bytes");
+  command->callback([path, cpu, kv_types, pipeline, pipeline_option] {
+    // Checked here, not only where the model is read: --pipeline 0 must not pass as "not asked".
+    if (pipeline_option->count() > 0)
+      TANDEM_CHECK_INPUT(*pipeline >= 1, "--pipeline {} must be at least 1 (stages)", *pipeline);
     if (*cpu) fmt::print("{}\n", cpu_feature_summary());
-    if (!path->empty()) print_info(*path, kv_types->resolve());
+    if (!path->empty()) print_info(*path, kv_types->resolve(), *pipeline);
     if (!*cpu && path->empty()) throw InputError("info needs -m MODEL or --cpu");
   });
 }

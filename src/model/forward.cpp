@@ -8,6 +8,8 @@
 // FFN outputs before they join x; gelu(tanh) for silu; logits soft-capped when the file says.
 // A local (sliding-window) layer's token at position p attends to (p - window, p] only.
 // gpt-oss adds a bias to Wo's output and a learned sink logit per query head to the softmax.
+// A pipeline stage runs its layers only: from embed(tokens) or the previous stage's x, to the
+// logits or its x (model/pipeline_stage.h).
 #include "model/forward.h"
 
 #include <algorithm>
@@ -103,10 +105,12 @@ void Forward::set_profiler(Profiler* profiler) {
   profiler_ = profiler;
 }
 
-std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
+std::span<const float> Forward::run_stage(const Batch& batch, std::span<const float> hidden_in, KvCache& cache) {
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
+  const LayerRange layers = model_->held_layers();
   const int64_t n_tokens = batch.n_tokens();
+  TANDEM_ASSERT(cache.n_layers() == layers.size());
   ProfileStep profile_step(profiler_, n_tokens == batch.n_sequences() ? Phase::Decode : Phase::Prefill, n_tokens);
   ProfileOp setup_op(profiler_, OpRole::Setup, -1, [] { return OpCost{}; });
   TANDEM_CHECK_INPUT(n_tokens > 0 && n_tokens <= max_batch_tokens_, "batch of {} tokens (allowed 1..{})", n_tokens,
@@ -123,15 +127,27 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
                        "sequence id {} is out of range (the batch has {} sequences)", batch.seq_ids[t],
                        batch.n_sequences());
   }
+  const int64_t d = c.d_model;
+  const bool embeds = model_->holds_embedding();
+  if (embeds)
+    TANDEM_CHECK_INPUT(hidden_in.empty(), "the first pipeline stage takes token ids, not {} hidden-state floats",
+                       hidden_in.size());
+  else
+    TANDEM_CHECK_INPUT(static_cast<int64_t>(hidden_in.size()) == n_tokens * d,
+                       "pipeline stage from layer {} takes the hidden states of {} tokens x {} floats, got {} floats",
+                       layers.first, n_tokens, d, hidden_in.size());
   map_slots(batch, cache);
   last_n_tokens_ = n_tokens;
   setup_op.end();
 
-  const int64_t d = c.d_model;
+  // A later stage's input (the previous stage's hidden states) is copied in where the first
+  // embeds: the profiler shows it as this op.
   ProfileOp embedding_op(profiler_, OpRole::Embedding, -1, [&] {
+    if (!embeds) return OpCost{2 * n_tokens * d * 4, 0};
     return OpCost{n_tokens * (w.token_embedding.row_bytes() + d * 4), n_tokens * d};
   });
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  if (!embeds) std::copy(hidden_in.begin(), hidden_in.end(), hidden_.begin());
+  for (int64_t t = 0; t < n_tokens && embeds; ++t) {
     const void* row = w.token_embedding.row(batch.tokens[t]);
     if (model_->embedding_file != nullptr) {
       model_->embedding_file->read(row, embedding_row_.size(), embedding_row_.data());
@@ -198,7 +214,7 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     matmul(weight, x, rows, out, pool_, matmul_scratch_);
   };
 
-  for (int64_t l = 0; l < c.n_layers; ++l) {
+  for (int64_t l = layers.first; l < layers.end; ++l) {
     const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
     const auto li = static_cast<int32_t>(l);
     norm_rows(OpRole::AttnNorm, li, layer.attn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
@@ -247,6 +263,8 @@ std::span<const float> Forward::run(const Batch& batch, KvCache& cache) {
     if (observer_) observer_(l, std::span<const float>(hidden_.data(), static_cast<size_t>(n_tokens * d)));
   }
 
+  // A stage without the head hands every token's hidden state on.
+  if (!model_->holds_head()) return {hidden_.data(), static_cast<size_t>(n_tokens * d)};
   // Only the rows that want logits go through the final norm and the output head.
   int64_t n_wanted = 0;
   for (int64_t t = 0; t < n_tokens; ++t) n_wanted += batch.wants_logits[t] ? 1 : 0;
@@ -309,8 +327,10 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   const ModelConfig& c = model_->config;
   const int64_t n_tokens = batch.n_tokens();
   const int64_t kv_width = c.kv_width(), head_dim = c.head_dim, half_rope = c.rope_dims / 2;
-  const KvRows keys = cache.keys(layer);
-  const KvRows values = cache.values(layer);
+  // A stage's cache holds its layers only, from its first on.
+  const int64_t cache_layer = layer - model_->held_layers().first;
+  const KvRows keys = cache.keys(cache_layer);
+  const KvRows values = cache.values(cache_layer);
   const int64_t window = c.layer_window(layer);
   const bool local_rope = window > 0 && c.rope_freq_base_local > 0.0f;
   const float* cos_tables = local_rope ? rope_cos_local_.data() : rope_cos_.data();
@@ -345,7 +365,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
       for (int64_t i = 0; i < c.q_width(); ++i) q_[t * c.q_width() + i] *= query_scale;
     const int32_t slot =
         slots_[static_cast<size_t>(seq_slot_start_[static_cast<size_t>(batch.seq_ids[t])] + batch.positions[t])];
-    cache.store(layer, slot, k_.data() + t * kv_width, v_.data() + t * kv_width);
+    cache.store(cache_layer, slot, k_.data() + t * kv_width, v_.data() + t * kv_width);
   }
   rope_op.end();
 
@@ -382,7 +402,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   auto block_of = [n_blocks](int64_t i) { return i % 2 == 0 ? i / 2 : n_blocks - 1 - i / 2; };
   ProfileOp attention_op(profiler_, OpRole::Attention, li, [&] {
     // Positions relative to each token's window: what the kernel reads.
-    return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * c.n_layers));
+    return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * cache.n_layers()));
   });
   // gpt-oss: the sink logits of the query heads, [n_heads]; a KV head's group is contiguous.
   const TensorView& sink_view = model_->weights.layers[static_cast<size_t>(layer)].sinks;

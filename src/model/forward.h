@@ -2,7 +2,8 @@
 // for the rows that asked for them. One code path for prefill and decode: per layer the
 // projections are matrix products over all tokens of the batch; attention reads each
 // token's sequence history through the KV blocks of its block table, with the causal mask.
-// Scratch buffers are allocated once for `max_batch_tokens` and reused.
+// Scratch buffers are allocated once for `max_batch_tokens` and reused. A pipeline stage runs
+// its layers only, from the previous stage's hidden states (run_stage).
 #pragma once
 
 #include <functional>
@@ -29,7 +30,16 @@ class Forward {
   // (blocks from the cache's pool). Returns [n_logit_rows, vocab_size] row-major, rows in
   // batch order of tokens with wants_logits; valid until the next run().
   // Throws InputError for out-of-range tokens/positions or a batch larger than max.
-  std::span<const float> run(const Batch& batch, KvCache& cache);
+  std::span<const float> run(const Batch& batch, KvCache& cache) { return run_stage(batch, {}, cache); }
+
+  // run() over the layers of a pipeline stage (a model loaded with ModelLoadOptions::layers;
+  // model/pipeline_stage.h). `hidden_in` is the previous stage's output, the hidden state of
+  // every token of the batch, [n_tokens, d_model] f32; empty on the stage holding layer 0,
+  // which embeds batch.tokens. Returns what run() does on the stage holding the last layer (the
+  // logits rows), and otherwise the hidden states for the next stage, [n_tokens, d_model] (as
+  // final_residual()); valid until the next run. `cache` holds this stage's layers only
+  // (Model::kv_shape). For a whole model run_stage(batch, {}, cache) is run(batch, cache).
+  std::span<const float> run_stage(const Batch& batch, std::span<const float> hidden_in, KvCache& cache);
 
   // The residual stream after the last layer, before the final norm, of the last run():
   // [n_tokens, d_model] in batch order; valid until the next run(). Embedding requests pool it.

@@ -17,6 +17,7 @@
 // named post_attention_norm.
 // Matrices stay in the memory map in their stored type; 1-D norm weights are converted to
 // f32 when stored otherwise. The output head is tied to token_embd when output.weight is absent.
+// With ModelLoadOptions::layers only a pipeline stage's tensors are read (model/pipeline_stage.h).
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "io/gguf_file.h"
 #include "model/attention_window.h"
 #include "model/model.h"
+#include "model/pipeline_stage.h"
 #include "model/rope_scaling.h"
 #include "model/weight_packing.h"
 
@@ -100,17 +102,24 @@ class GgufModelBuilder {
     config.validate();
   }
 
-  void read_weights() {
+  // Only the tensors of `range` (a pipeline stage's layers; the embedding at its start, the
+  // final norm and head at its end) are looked at: a norm stored in another type is converted
+  // here, which would read the file's pages of layers the stage does not hold.
+  void read_weights(const LayerRange& range) {
     const ModelConfig& c = model_.config;
     ModelWeights& w = model_.weights;
-    w.token_embedding = matrix("token_embd.weight", c.vocab_size, c.d_model);
-    w.output_norm = vector("output_norm.weight", c.d_model);
-    // gpt-oss's head is never tied (llama.cpp requires output.weight).
-    w.output = file_.find_tensor("output.weight") != nullptr || c.architecture == "gpt-oss"
-                   ? matrix("output.weight", c.vocab_size, c.d_model)
-                   : w.token_embedding;
+    if (range.first == 0) w.token_embedding = matrix("token_embd.weight", c.vocab_size, c.d_model);
+    if (range.end == c.n_layers) {
+      w.output_norm = vector("output_norm.weight", c.d_model);
+      // gpt-oss's head is never tied (llama.cpp requires output.weight). A tied head is the
+      // embedding's view (the same data pointer: code tells tying by it).
+      w.output =
+          matrix(file_.find_tensor("output.weight") != nullptr || c.architecture == "gpt-oss" ? "output.weight"
+                                                                                              : "token_embd.weight",
+                 c.vocab_size, c.d_model);
+    }
     w.layers.resize(static_cast<size_t>(c.n_layers));
-    for (int64_t l = 0; l < c.n_layers; ++l) {
+    for (int64_t l = range.first; l < range.end; ++l) {
       const std::string prefix = fmt::format("blk.{}.", l);
       LayerWeights& layer = w.layers[static_cast<size_t>(l)];
       layer.attn_norm = vector(prefix + "attn_norm.weight", c.d_model);
@@ -382,7 +391,7 @@ class GgufModelBuilder {
 
 }  // namespace
 
-std::shared_ptr<const Model> load_gguf_model(const std::string& path) {
+std::shared_ptr<const Model> load_gguf_model(const std::string& path, const ModelLoadOptions& options) {
   GgufFile file = GgufFile::open(path);
   auto model = std::make_shared<Model>();
   model->source_path = path;
@@ -390,7 +399,10 @@ std::shared_ptr<const Model> load_gguf_model(const std::string& path) {
   try {
     GgufModelBuilder builder(file, *model);
     builder.read_config();
-    builder.read_weights();
+    const LayerRange range = options.layers.value_or(LayerRange{0, model->config.n_layers});
+    check_layer_range(range, model->config.n_layers);
+    builder.read_weights(range);
+    if (options.layers) keep_layer_range(*model, range);
   } catch (const InputError& error) {
     throw InputError(fmt::format("{}: {}", path, error.what()));
   }

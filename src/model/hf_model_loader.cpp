@@ -476,11 +476,17 @@ class HfModelBuilder {
 
 }  // namespace
 
-std::shared_ptr<const Model> load_hf_model(const std::string& dir) {
+std::shared_ptr<const Model> load_hf_model(const std::string& dir, const ModelLoadOptions& options) {
   auto model = std::make_shared<Model>();
   model->source_path = dir;
   model->format = "safetensors";
   try {
+    // Its loader converts tensors (norms, permuted Q/K rows, experts) as it reads them, whichever
+    // layer they are of: a stage would read the whole checkpoint anyway.
+    TANDEM_CHECK_INPUT(
+        !options.layers.has_value(),
+        "a layer range (pipeline stage) needs a GGUF or llama2.c file; a Hugging Face folder loads whole "
+        "(convert it with tandem convert)");
     const json config = read_json_file((std::filesystem::path(dir) / "config.json").string());
     SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(dir);
     HfModelBuilder builder(config, checkpoint, *model);

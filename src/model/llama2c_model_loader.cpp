@@ -9,11 +9,12 @@
 #include "base/error.h"
 #include "io/mapped_file.h"
 #include "model/model.h"
+#include "model/pipeline_stage.h"
 #include "model/weight_packing.h"
 
 namespace tandem {
 
-std::shared_ptr<const Model> load_llama2c_model(const std::string& path) {
+std::shared_ptr<const Model> load_llama2c_model(const std::string& path, const ModelLoadOptions& options) {
   auto mapping = std::make_shared<MappedFile>(path);
   const auto bytes = mapping->bytes();
   TANDEM_CHECK_INPUT(bytes.size() >= 28, "{}: too short for a llama2.c checkpoint ({} bytes)", path, bytes.size());
@@ -84,6 +85,15 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path) {
   w.output_norm = take({config.d_model});
   cursor += static_cast<int64_t>(2 * ctx * half_head);  // legacy freq_cis tables: RoPE is computed, not read
   w.output = shared_classifier ? w.token_embedding : take({config.vocab_size, config.d_model});
+  // Views are only pointers into the map: dropping a stage's other layers before packing
+  // leaves their pages unread.
+  if (options.layers) {
+    try {
+      keep_layer_range(*model, *options.layers);
+    } catch (const InputError& error) {
+      throw InputError(fmt::format("{}: {}", path, error.what()));
+    }
+  }
   model->storage.push_back(mapping);
   pack_weights_for_kernels(*model, mapping.get());  // the layout the kernels read, as for GGUF
   return model;

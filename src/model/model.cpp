@@ -45,29 +45,39 @@ void ModelConfig::validate() const {
                      "both rope_freqs.weight and LongRoPE factors (a model has one set of frequency divisors)");
 }
 
+int64_t layer_weight_bytes(const LayerWeights& layer) {
+  int64_t total = 0;
+  for (const TensorView* view :
+       {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
+        &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm,
+        &layer.post_ffn_norm, &layer.bo, &layer.sinks, &layer.router_bias})
+    if (view->data != nullptr) total += view->n_bytes();
+  if (layer.router.data != nullptr) total += layer.router.n_bytes();
+  for (const std::vector<TensorView>* experts :
+       {&layer.expert_gate, &layer.expert_up, &layer.expert_down, &layer.expert_gate_bias, &layer.expert_up_bias,
+        &layer.expert_down_bias})
+    for (const TensorView& view : *experts) total += view.n_bytes();
+  return total;
+}
+
 int64_t Model::weight_bytes_total() const {
-  int64_t total = weights.token_embedding.n_bytes() + weights.output_norm.n_bytes();
-  if (weights.output.data != weights.token_embedding.data) total += weights.output.n_bytes();
-  for (const LayerWeights& layer : weights.layers)
-    for (const TensorView* view :
-         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.ffn_norm, &layer.w_gate, &layer.w_up,
-          &layer.w_down, &layer.bq, &layer.bk, &layer.bv, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm,
-          &layer.post_ffn_norm, &layer.bo, &layer.sinks, &layer.router_bias})
-      if (view->data != nullptr) total += view->n_bytes();
-  for (const LayerWeights& layer : weights.layers) {
-    if (layer.router.data != nullptr) total += layer.router.n_bytes();
-    for (const std::vector<TensorView>* experts :
-         {&layer.expert_gate, &layer.expert_up, &layer.expert_down, &layer.expert_gate_bias, &layer.expert_up_bias,
-          &layer.expert_down_bias})
-      for (const TensorView& view : *experts) total += view.n_bytes();
-  }
+  // A stage holds the embedding, the final norm and the head only at its ends: null views otherwise.
+  int64_t total = 0;
+  if (weights.token_embedding.data != nullptr) total += weights.token_embedding.n_bytes();
+  if (weights.output_norm.data != nullptr) total += weights.output_norm.n_bytes();
+  if (weights.output.data != nullptr && weights.output.data != weights.token_embedding.data)
+    total += weights.output.n_bytes();
+  for (const LayerWeights& layer : weights.layers) total += layer_weight_bytes(layer);
   return total;
 }
 
 int64_t Model::weight_bytes_per_token() const {
   // Every matrix is read once per decode step; of the embedding table only one row.
-  int64_t total = weight_bytes_total() - weights.token_embedding.n_bytes() + weights.token_embedding.row_bytes();
-  if (weights.output.data == weights.token_embedding.data) total += weights.output.n_bytes();
+  int64_t total = weight_bytes_total();
+  if (weights.token_embedding.data != nullptr) {
+    total += weights.token_embedding.row_bytes() - weights.token_embedding.n_bytes();
+    if (weights.output.data == weights.token_embedding.data) total += weights.output.n_bytes();
+  }
   // A token reads n_experts_used of each layer's experts (all of the same size).
   for (const LayerWeights& layer : weights.layers)
     for (const std::vector<TensorView>* experts :
@@ -78,17 +88,17 @@ int64_t Model::weight_bytes_per_token() const {
   return total;
 }
 
-std::shared_ptr<const Model> load_model(const std::string& path) {
-  if (std::filesystem::is_directory(path)) return load_hf_model(path);
+std::shared_ptr<const Model> load_model(const std::string& path, const ModelLoadOptions& options) {
+  if (std::filesystem::is_directory(path)) return load_hf_model(path, options);
   // A .gguf name is a promise of the format: let the GGUF reader say what is wrong with it.
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return load_gguf_model(path);
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return load_gguf_model(path, options);
   std::FILE* file = std::fopen(path.c_str(), "rb");
   TANDEM_CHECK_INPUT(file != nullptr, "cannot open model '{}': {}", path, std::strerror(errno));
   char magic[4] = {};
   const size_t got = std::fread(magic, 1, 4, file);
   std::fclose(file);
-  if (got == 4 && std::memcmp(magic, "GGUF", 4) == 0) return load_gguf_model(path);
-  return load_llama2c_model(path);
+  if (got == 4 && std::memcmp(magic, "GGUF", 4) == 0) return load_gguf_model(path, options);
+  return load_llama2c_model(path, options);
 }
 
 }  // namespace tandem

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,20 @@ struct ModelWeights {
   TensorView output;       // [vocab_size, d_model]; aliases token_embedding when tied
 };
 
+// Layers [first, end) of a model: one pipeline stage's share (model/pipeline_stage.h).
+struct LayerRange {
+  int64_t first = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - first; }
+};
+
+struct ModelLoadOptions {
+  // Hold only these layers' weights, as a pipeline stage (model/pipeline_stage.h); unset: all.
+  std::optional<LayerRange> layers{};
+};
+
 struct Model {
-  ModelConfig config;
+  ModelConfig config;  // the whole model's, whatever the stage holds
   ModelWeights weights;
   std::string source_path;
   std::string format;  // "gguf", "llama2.c" or "safetensors"
@@ -68,21 +81,40 @@ struct Model {
   // Set when weights.token_embedding lies in a file map (held by storage): rows are then
   // read from the file (MappedFile::read) rather than touched through the map.
   const MappedFile* embedding_file = nullptr;
+  // Set when loaded as a pipeline stage: the layers whose weights it holds. weights.layers
+  // keeps n_layers entries, indexed by layer; those outside the range are empty.
+  std::optional<LayerRange> stage;
+  // Bytes of the buffer pack_weights_for_kernels moved the weights into (0: none).
+  int64_t packed_bytes = 0;
+
+  LayerRange held_layers() const { return stage ? *stage : LayerRange{0, config.n_layers}; }
+  bool holds_embedding() const { return held_layers().first == 0; }
+  bool holds_head() const { return held_layers().end == config.n_layers; }
+  // The KV cache a forward pass over this model needs: its held layers only.
+  KvShape kv_shape() const {
+    KvShape shape = config.kv_shape();
+    shape.n_layers = held_layers().size();
+    return shape;
+  }
 
   // Bytes read from weights per decoded token (every matrix once, of a layer's experts the
   // n_experts_used a token runs; embeddings one row).
   int64_t weight_bytes_per_token() const;
-  // Total bytes of all weight tensors (tied output counted once).
+  // Total bytes of all weight tensors held (tied output counted once).
   int64_t weight_bytes_total() const;
 };
 
+// Bytes of one layer's weight tensors (0 for a layer a stage does not hold).
+int64_t layer_weight_bytes(const LayerWeights& layer);
+
 // Loads a GGUF (`.gguf`), a Hugging Face model folder (a directory) or a llama2.c checkpoint
 // (anything else) into a Model.
-// Throws InputError with one line naming the file and the problem.
-std::shared_ptr<const Model> load_model(const std::string& path);
-std::shared_ptr<const Model> load_gguf_model(const std::string& path);
-std::shared_ptr<const Model> load_llama2c_model(const std::string& path);
+// Throws InputError with one line naming the file and the problem (a layer range outside
+// the model's layers, or one asked of a Hugging Face folder, which loads whole, included).
+std::shared_ptr<const Model> load_model(const std::string& path, const ModelLoadOptions& options = {});
+std::shared_ptr<const Model> load_gguf_model(const std::string& path, const ModelLoadOptions& options = {});
+std::shared_ptr<const Model> load_llama2c_model(const std::string& path, const ModelLoadOptions& options = {});
 // `dir` holds config.json and model.safetensors (or model.safetensors.index.json + shards).
-std::shared_ptr<const Model> load_hf_model(const std::string& dir);
+std::shared_ptr<const Model> load_hf_model(const std::string& dir, const ModelLoadOptions& options = {});
 
 }  // namespace tandem

@@ -19,7 +19,10 @@ namespace tandem {
 void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
   const WeightPacker& packer = kernel_table().packer;
   ModelWeights& w = model.weights;
-  std::vector<TensorView*> matrices = {&w.output};
+  // A pipeline stage's model has null views where it does not hold the weights (the head,
+  // other layers): nothing of those is packed, and so none of their pages is read.
+  std::vector<TensorView*> matrices;
+  if (w.output.data != nullptr) matrices.push_back(&w.output);
   for (LayerWeights& layer : w.layers) {
     for (TensorView* view :
          {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down, &layer.router})
@@ -111,6 +114,7 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
     view->data = buffer->data() + offset;
   }
   model.storage.push_back(buffer);
+  model.packed_bytes = static_cast<int64_t>(total);
   // Nothing but the embedding is read from the map now: release the rest (pages a slice's
   // release missed, at slice edges or mapped again by a neighbour's fault-around).
   if (mapping != nullptr) {
