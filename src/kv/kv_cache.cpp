@@ -2,6 +2,8 @@
 // conversion of a token's rows into them.
 #include "kv/kv_cache.h"
 
+#include <cstring>
+
 #include "base/error.h"
 #include "base/quant.h"
 
@@ -18,10 +20,9 @@ int64_t KvCache::row_bytes(const KvShape& shape, DType type) {
 }
 
 KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types)
-    : n_layers_(shape.n_layers),
+    : shape_(shape),
       n_blocks_(n_blocks),
       block_size_(block_size),
-      kv_width_(shape.kv_width()),
       types_([&] {
         check_kv_types(shape, types);
         return types;
@@ -30,16 +31,24 @@ KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvT
       value_row_bytes_(row_bytes(shape, types.v)) {
   TANDEM_ASSERT(n_blocks > 0 && block_size > 0);
   TANDEM_ASSERT(n_slots() <= INT32_MAX);  // slots are int32 in the attention kernels
-  key_lines_.assign(static_cast<size_t>(n_layers_ * n_slots() * key_row_bytes_ / kLine), CacheLine{});
-  value_lines_.assign(static_cast<size_t>(n_layers_ * n_slots() * value_row_bytes_ / kLine), CacheLine{});
+  key_lines_.assign(static_cast<size_t>(shape_.n_layers * n_slots() * key_row_bytes_ / kLine), CacheLine{});
+  value_lines_.assign(static_cast<size_t>(shape_.n_layers * n_slots() * value_row_bytes_ / kLine), CacheLine{});
 }
 
 void KvCache::store(int64_t layer, int64_t slot, const float* key_row, const float* value_row) {
-  TANDEM_ASSERT(layer >= 0 && layer < n_layers_ && slot >= 0 && slot < n_slots());
+  TANDEM_ASSERT(layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
   uint8_t* keys = bytes_of(key_lines_) + (layer * n_slots() + slot) * key_row_bytes_;
   uint8_t* values = bytes_of(value_lines_) + (layer * n_slots() + slot) * value_row_bytes_;
-  quantize_row(types_.k, key_row, keys, kv_width_);
-  quantize_row(types_.v, value_row, values, kv_width_);
+  quantize_row(types_.k, key_row, keys, shape_.kv_width());
+  quantize_row(types_.v, value_row, values, shape_.kv_width());
+}
+
+void KvCache::store_converted(int64_t layer, int64_t slot, const uint8_t* key_bytes, const uint8_t* value_bytes) {
+  TANDEM_ASSERT(layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
+  uint8_t* keys = bytes_of(key_lines_) + (layer * n_slots() + slot) * key_row_bytes_;
+  uint8_t* values = bytes_of(value_lines_) + (layer * n_slots() + slot) * value_row_bytes_;
+  std::memcpy(keys, key_bytes, static_cast<size_t>(dtype_row_bytes(types_.k, shape_.kv_width())));
+  std::memcpy(values, value_bytes, static_cast<size_t>(dtype_row_bytes(types_.v, shape_.kv_width())));
 }
 
 }  // namespace tandem

@@ -26,6 +26,7 @@ class KvCache {
   int32_t block_size() const { return block_size_; }
   int64_t n_slots() const { return n_blocks_ * block_size_; }
   const KvTypes& types() const { return types_; }
+  const KvShape& shape() const { return shape_; }
 
   // The slot of `position` in a sequence whose blocks are `block_table` (one block per
   // block_size positions): block_table[position / block_size] * block_size + position % block_size.
@@ -53,9 +54,13 @@ class KvCache {
   // Writes a token's K and V rows ([kv_width] floats each) into `slot` of `layer`, converted
   // to the cache's types (quantize_row: the same bytes whichever batch the token came in).
   void store(int64_t layer, int64_t slot, const float* key_row, const float* value_row);
+  // Writes a slot's K and V rows that are already in the cache's types (the first
+  // dtype_row_bytes(type, kv_width) bytes of a row, as keys()/values() hold them): a block
+  // received from another rank (dist/kv_block_message.h) is copied in, never converted twice.
+  void store_converted(int64_t layer, int64_t slot, const uint8_t* key_bytes, const uint8_t* value_bytes);
 
   // 2 (K and V) x layers x row bytes: what a token's slot occupies.
-  int64_t bytes_per_token() const { return n_layers_ * (key_row_bytes_ + value_row_bytes_); }
+  int64_t bytes_per_token() const { return shape_.n_layers * (key_row_bytes_ + value_row_bytes_); }
   int64_t bytes_per_block() const { return bytes_per_token() * block_size_; }
   int64_t bytes_total() const { return n_slots() * bytes_per_token(); }
   // The same for a model before any cache exists (pool sizing, `tandem info`).
@@ -70,10 +75,9 @@ class KvCache {
   static int64_t row_bytes(const KvShape& shape, DType type);
 
  private:
-  int64_t n_layers_;
+  KvShape shape_;
   int64_t n_blocks_;
   int32_t block_size_;
-  int64_t kv_width_;
   KvTypes types_;
   struct alignas(64) CacheLine {
     uint8_t bytes[64];

@@ -1,0 +1,17 @@
+# The multi-rank tests (tests/dist/mpi/): one GoogleTest program with its own main (it
+# initialises MPI), run by ctest under mpirun as two ranks on this machine. Included when
+# TANDEM_WITH_MPI. --oversubscribe: CI's machine may have fewer cores than ranks;
+# --allow-run-as-root: CI runs as root, which OpenMPI refuses otherwise. The ranks talk over
+# shared memory only (pml ob1, btl self,vader): they share one machine, and this keeps the
+# test off the network interfaces and UCX transports a container may or may not have.
+# TIMEOUT: a rank whose peer failed can wait forever on it; ctest kills the run instead.
+file(GLOB TANDEM_MPI_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/dist/mpi/*.cpp)
+add_executable(test_dist_mpi ${TANDEM_MPI_TEST_SOURCES})
+target_include_directories(test_dist_mpi PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(test_dist_mpi PRIVATE tandem_dist GTest::gtest)
+target_compile_options(test_dist_mpi PRIVATE $<$<CONFIG:Release>:-O1>)
+add_test(NAME DistMpi.TwoRanks
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe --allow-run-as-root
+                 --mca pml ob1 --mca btl self,vader ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_dist_mpi>
+                 ${MPIEXEC_POSTFLAGS})
+set_tests_properties(DistMpi.TwoRanks PROPERTIES LABELS "dist;mpi;unit" TIMEOUT 60)
