@@ -21,7 +21,7 @@ class KvCache {
   // InputError when the model's head size does not suit the types (check_kv_types).
   KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types = {});
 
-  int64_t n_layers() const { return n_layers_; }
+  int64_t n_layers() const { return shape_.n_layers; }
   int64_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
   int64_t n_slots() const { return n_blocks_ * block_size_; }
