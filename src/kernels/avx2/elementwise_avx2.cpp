@@ -17,7 +17,8 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
-#include "kernels/avx2/vector_exp.h"  // AVX2 code: after the target pragma
+#include "kernels/avx2/first_lanes.h"  // AVX2 code: after the target pragma
+#include "kernels/avx2/vector_exp.h"
 
 namespace tandem::avx2 {
 namespace {
@@ -31,12 +32,6 @@ inline __m256 swiglu_vector(__m256 gate, __m256 up) {
   const __m256 negative = _mm256_cmp_ps(gate, _mm256_setzero_ps(), _CMP_LT_OQ);
   const __m256 numerator = _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, negative);
   return _mm256_mul_ps(_mm256_mul_ps(gate, _mm256_div_ps(numerator, denominator)), up);
-}
-
-// Lanes [0, count) of a vector of 8 (count in 1..8): maskload/maskstore neither read nor
-// write the others (and never fault on them).
-inline __m256i first_lanes(int64_t count) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Four pairs (a, b) = (v[2j], v[2j+1]) rotated by (c[j], s[j]): with c, s each repeated over

@@ -16,6 +16,7 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
+#include "kernels/avx2/first_lanes.h"
 #include "kernels/avx2/vector_exp.h"  // AVX2 code: after the target pragma
 #include "kernels/avx2/vector_tanh.h"
 
@@ -41,11 +42,6 @@ inline __m256 geglu_vector(__m256 gate, __m256 up) {
 
 // cap·tanh(x / cap): the division as the scalar loop does it (not x times 1/cap).
 inline __m256 softcap_vector(__m256 x, __m256 cap) { return _mm256_mul_ps(cap, tanh_vector(_mm256_div_ps(x, cap))); }
-
-// Lanes [0, count) of a vector of 8 (count in 1..8).
-inline __m256i first_lanes(int64_t count) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
+#include "kernels/avx2/first_lanes.h"
 #include "kernels/avx2/vector_exp.h"  // AVX2 code: after the target pragma
 
 namespace tandem::avx2 {
@@ -39,11 +40,6 @@ inline __m256 swiglu_oai_vector(__m256 gate, __m256 up) {
   const __m256 negative = _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ);
   const __m256 numerator = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), negative);
   return _mm256_mul_ps(_mm256_div_ps(numerator, denominator), _mm256_add_ps(u, _mm256_set1_ps(1.0f)));
-}
-
-// Lanes [0, count) of a vector of 8 (count in 1..8).
-inline __m256i first_lanes(int64_t count) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #endif
 
+#include "kernels/avx512/first_lanes.h"
 #include "kernels/avx512/vector_exp.h"  // AVX-512 code: after the target pragma
 
 namespace tandem::avx512 {
@@ -31,9 +32,6 @@ inline __m512 swiglu_vector(__m512 gate, __m512 up) {
   const __m512 numerator = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), negative, e);
   return _mm512_mul_ps(_mm512_mul_ps(gate, _mm512_div_ps(numerator, denominator)), up);
 }
-
-// Lanes [0, count) of a vector of 16 (count in 0..16).
-inline __mmask16 first_lanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
 
 // Eight pairs (a, b) = (v[2j], v[2j+1]) rotated by (c[j], s[j]): with c, s each repeated over
 // its pair and v' the pairs swapped, fmaddsub(v, c, v' * s) = (a c - b s, b c + a s).

@@ -16,6 +16,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 #endif
 
+#include "kernels/avx512/first_lanes.h"
 #include "kernels/avx512/vector_exp.h"  // AVX-512 code: after the target pragma
 #include "kernels/avx512/vector_tanh.h"
 
@@ -35,9 +36,6 @@ inline __m512 geglu_vector(__m512 gate, __m512 up) {
 }
 
 inline __m512 softcap_vector(__m512 x, __m512 cap) { return _mm512_mul_ps(cap, tanh_vector(_mm512_div_ps(x, cap))); }
-
-// Lanes [0, count) of a vector of 16 (count in 1..16).
-inline __mmask16 first_lanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 #endif
 
+#include "kernels/avx512/first_lanes.h"
 #include "kernels/avx512/vector_exp.h"  // AVX-512 code: after the target pragma
 
 namespace tandem::avx512 {
@@ -33,9 +34,6 @@ inline __m512 swiglu_oai_vector(__m512 gate, __m512 up) {
   const __m512 numerator = _mm512_mask_mul_ps(g, negative, g, e);
   return _mm512_mul_ps(_mm512_div_ps(numerator, denominator), _mm512_add_ps(u, _mm512_set1_ps(1.0f)));
 }
-
-// Lanes [0, count) of a vector of 16 (count in 1..16).
-inline __mmask16 first_lanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
 
 }  // namespace
 
