@@ -1,0 +1,84 @@
+// The block-format matmul kernel (matmul.h). Not tensor cores: a prefill GEMM on them
+// (dequantise a tile to F16 in shared memory, then mma) is the next step and needs a device
+// to tune and to hold to the same per-row invariance (README.md).
+#include "backends/cuda/block_dequant.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/matmul.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+__device__ __forceinline__ float warp_sum(float value) {
+  // The same butterfly for every output: lane l's partials meet in a fixed order.
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+// One warp per weight row; the tokens in tiles of kTile held in registers. kTile = 1 is the
+// decode GEMV (fewest registers); its per-token arithmetic is that of any other tile.
+template <DType type, int kTile>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    matmul_kernel(const uint8_t* weight, int64_t row_bytes, int64_t n_rows, int64_t n_cols, const float* x,
+                  int64_t n_tokens, float* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (row >= n_rows) return;  // whole warps leave together: the shuffles below stay full
+  const uint8_t* weight_row = weight + row * row_bytes;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
+    const int tile = static_cast<int>(n_tokens - t0 < kTile ? n_tokens - t0 : kTile);
+    const float* x_tile = x + t0 * n_cols;
+    float acc[kTile];
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) acc[t] = 0.0f;
+#pragma unroll 4
+    for (int64_t c = lane; c < n_cols; c += 32) {
+      const float w = dequant_element<type>(weight_row, c);
+#pragma unroll
+      for (int t = 0; t < kTile; ++t)
+        if (t < tile) acc[t] = __fmaf_rn(w, x_tile[t * n_cols + c], acc[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      if (t < tile) {
+        const float sum = warp_sum(acc[t]);
+        if (lane == 0) out[(t0 + t) * n_rows + row] = sum;
+      }
+    }
+  }
+}
+
+template <DType type>
+void launch(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* out, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((w.n_rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  if (n_tokens == 1)
+    matmul_kernel<type, 1>
+        <<<grid, kWarpsPerBlock * 32, 0, stream>>>(bytes, w.row_bytes, w.n_rows, w.n_cols, x, n_tokens, out);
+  else
+    matmul_kernel<type, kMatmulTokenTile>
+        <<<grid, kWarpsPerBlock * 32, 0, stream>>>(bytes, w.row_bytes, w.n_rows, w.n_cols, x, n_tokens, out);
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void matmul(const DeviceMatrix& weight, const float* x, int64_t n_tokens, float* out, cudaStream_t stream) {
+  if (n_tokens == 0 || weight.n_rows == 0) return;
+  if (!cuda_weight_type_supported(weight.type) || weight.n_cols % cuda_block_elements(weight.type) != 0)
+    throw CudaError("cuda::matmul: weight type " + std::string(dtype_name(weight.type)) + " with " +
+                    std::to_string(weight.n_cols) + " columns is not supported on the device");
+  switch (weight.type) {
+    case DType::F32: launch<DType::F32>(weight, x, n_tokens, out, stream); break;
+    case DType::F16: launch<DType::F16>(weight, x, n_tokens, out, stream); break;
+    case DType::BF16: launch<DType::BF16>(weight, x, n_tokens, out, stream); break;
+    case DType::Q8_0: launch<DType::Q8_0>(weight, x, n_tokens, out, stream); break;
+    case DType::Q4_0: launch<DType::Q4_0>(weight, x, n_tokens, out, stream); break;
+    case DType::Q4_K: launch<DType::Q4_K>(weight, x, n_tokens, out, stream); break;
+    case DType::Q6_K: launch<DType::Q6_K>(weight, x, n_tokens, out, stream); break;
+    default: break;
+  }
+}
+
+}  // namespace tandem::cuda
