@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/human_units.h"
 #include "cli/kv_type_options.h"
 #include "engine/benchmark.h"
@@ -137,7 +138,12 @@ void add_bench_command(CLI::App& app) {
                     "Measure read bandwidth and peak int8/f32 GEMM rates at -t threads and cache them for --profile");
   command->add_option("--machine-mib", flags->machine_mib, "Buffer size of --machine's bandwidth test")
       ->capture_default_str();
-  command->callback([flags] { run_bench(*flags); });
+  auto device = std::make_shared<std::string>("auto");
+  add_device_option(command, device.get());
+  command->callback([flags, device] {
+    select_device(*device);  // the CPU until the CUDA forward exists; refuses --device cuda, saying why
+    run_bench(*flags);
+  });
 }
 
 }  // namespace tandem::cli
