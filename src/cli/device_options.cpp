@@ -18,11 +18,6 @@
 
 namespace tandem::cli {
 
-#if defined(TANDEM_WITH_CUDA)
-// Whether the model can run on the device yet: the switch the CUDA forward pass turns on.
-constexpr bool kCudaForwardAvailable = false;
-#endif
-
 CLI::Option* add_device_option(CLI::App* command, std::string* device) {
   return command
       ->add_option("--device", *device,
@@ -32,17 +27,18 @@ CLI::Option* add_device_option(CLI::App* command, std::string* device) {
       ->capture_default_str();
 }
 
-ComputeDevice select_device(std::string_view flag) {
+ComputeDevice select_device(std::string_view flag, bool has_cuda_path) {
   if (flag == "cpu") return ComputeDevice::Cpu;
 #if defined(TANDEM_WITH_CUDA)
-  if (flag == "auto" && !kCudaForwardAvailable) return ComputeDevice::Cpu;  // no device query: nothing to gain
+  if (flag == "auto" && !has_cuda_path) return ComputeDevice::Cpu;  // no device query: nothing to gain
   std::string why_not;
   const bool present = cuda::find_cuda_device(&why_not).has_value();
   if (flag == "auto") return present ? ComputeDevice::Cuda : ComputeDevice::Cpu;
   TANDEM_CHECK_INPUT(present, "--device cuda: {}", why_not);
-  TANDEM_CHECK_INPUT(kCudaForwardAvailable,
-                     "--device cuda: the CUDA forward pass is not implemented yet (issue 17: the CUDA kernels are "
-                     "built and tested, the model does not run on them); use --device cpu");
+  TANDEM_CHECK_INPUT(has_cuda_path,
+                     "--device cuda: running this command on the GPU is not implemented yet (issue 17: the CUDA "
+                     "forward pass is built, the engine does not call it; tandem bench --device cuda measures it); "
+                     "use --device cpu");
   return ComputeDevice::Cuda;
 #else
   TANDEM_CHECK_INPUT(flag != "cuda",

@@ -295,7 +295,7 @@ void add_serve_command(CLI::App& app) {
   auto device = std::make_shared<std::string>("auto");
   add_device_option(command, device.get());
   command->callback([options, device] {
-    select_device(*device);  // the CPU until the CUDA forward exists; refuses --device cuda, saying why
+    select_device(*device, false);  // the CPU until the engine runs on CUDA; refuses --device cuda, saying why
     serve(*options);
   });
 }

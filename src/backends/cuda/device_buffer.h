@@ -22,6 +22,9 @@ class DeviceBuffer {
     if (n > 0) TANDEM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), static_cast<size_t>(n) * sizeof(T)));
   }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(static_cast<int64_t>(host.size())) { upload(host); }
+  DeviceBuffer(const T* host, int64_t n) : DeviceBuffer(n) {
+    if (n > 0) TANDEM_CUDA_CHECK(cudaMemcpy(data_, host, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice));
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& other) noexcept
