@@ -142,6 +142,8 @@ void CudaForward::prepare_batch(const Batch& batch) {
   const int64_t n_tokens = batch.n_tokens(), d = c.d_model, block_size = options_.block_size;
   TANDEM_CHECK_INPUT(n_tokens > 0 && n_tokens <= options_.max_batch_tokens, "batch of {} tokens (allowed 1..{})",
                      n_tokens, options_.max_batch_tokens);
+  TANDEM_CHECK_INPUT(batch.n_sequences() <= options_.max_batch_tokens, "a batch of {} sequences (allowed up to {})",
+                     batch.n_sequences(), options_.max_batch_tokens);
   max_blocks_in_batch_ = 1;
   for (const std::vector<int32_t>& table : batch.block_tables)
     max_blocks_in_batch_ = std::max<int64_t>(max_blocks_in_batch_, static_cast<int64_t>(table.size()));
