@@ -18,9 +18,10 @@ int count_lines(const std::string& text) {
   return lines;
 }
 
-TEST(DeviceFlag, CudaWithoutACudaForwardRefusesInOneLine) {
-  // bench checks --device before it reads the model, so no model is needed to see the answer.
-  const auto result = run_tandem("bench --device cuda -m /nonexistent/model.gguf -p 8 -n 0 -r 1");
+TEST(DeviceFlag, RunOnCudaRefusesInOneLine) {
+  // run checks --device before it reads the model, so no model is needed to see the answer:
+  // without CUDA or a device the reason is that, with one it is the engine's missing CUDA path.
+  const auto result = run_tandem("run --device cuda -m /nonexistent/model.gguf -p x");
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err.rfind("tandem: error: --device cuda: ", 0), 0u) << result.err;
   EXPECT_EQ(count_lines(result.err), 1) << result.err;
@@ -28,6 +29,18 @@ TEST(DeviceFlag, CudaWithoutACudaForwardRefusesInOneLine) {
                         result.err.find("built without CUDA") != std::string::npos ||
                         result.err.find("not implemented yet") != std::string::npos;
   EXPECT_TRUE(says_why) << result.err;
+}
+
+// bench has a CUDA path: without CUDA or a device it refuses before reading the model; with
+// one it goes on to the model (here missing).
+TEST(DeviceFlag, BenchOnCudaRefusesOnlyWithoutADevice) {
+  const auto result = run_tandem("bench --device cuda -m /nonexistent/model.gguf -p 8 -n 0 -r 1");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(count_lines(result.err), 1) << result.err;
+  const bool refused = result.err.rfind("tandem: error: --device cuda: ", 0) == 0;
+  const bool no_device = result.err.find("no CUDA device: ") != std::string::npos ||
+                         result.err.find("built without CUDA") != std::string::npos;
+  EXPECT_EQ(refused, no_device) << result.err;
 }
 
 TEST(DeviceFlag, UnknownDeviceIsABadFlag) {
