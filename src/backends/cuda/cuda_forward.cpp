@@ -67,7 +67,6 @@ CudaForward::CudaForward(std::shared_ptr<const Model> model, const CudaForwardOp
   TANDEM_CHECK_INPUT(options.max_batch_tokens > 0 && options.kv_blocks > 0 && options.block_size > 0,
                      "CUDA forward: batch of {} tokens, {} KV blocks of {} must all be positive",
                      options.max_batch_tokens, options.kv_blocks, options.block_size);
-  TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   for (const LayerWeights& layer : w.layers) {
@@ -113,6 +112,11 @@ CudaForward::CudaForward(std::shared_ptr<const Model> model, const CudaForwardOp
   block_tables_ = DeviceBuffer<int32_t>(t * options.kv_blocks);
   embedding_row_.resize(static_cast<size_t>(w.token_embedding.row_bytes()));
   hidden_host_.resize(static_cast<size_t>(t * c.d_model));
+  // The uploads above went through the legacy default stream, which a non-blocking stream does
+  // not wait for (and a pageable cudaMemcpy may return before its DMA lands): wait here.
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  // Last: nothing after it can throw, so the destructor always runs on a created stream.
+  TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
 
 CudaForward::~CudaForward() {
