@@ -32,8 +32,8 @@ TEST(CudaElementwise, RmsnormMatchesTheCpuRowAndIsPerRow) {
   std::vector<float> expected(static_cast<size_t>(n));
   for (int64_t r = 0; r < n_rows; ++r) {
     rmsnorm_row(x.data() + r * n, weight.data(), n, 1e-5f, expected.data());
-    for (int64_t i = 0; i < n; ++i)  // the scale's double sum in another order: an ulp or two
-      ASSERT_LE(ulp_error(got[static_cast<size_t>(r * n + i)], expected[static_cast<size_t>(i)]), 2.0)
+    for (int64_t i = 0; i < n; ++i)  // the scale's double sum in another order: a few ulps at most
+      ASSERT_LE(ulp_error(got[static_cast<size_t>(r * n + i)], expected[static_cast<size_t>(i)]), 4.0)
           << "row " << r << " element " << i;
   }
   cuda::rmsnorm(x_device.data() + 3 * n, weight_device.data(), 1, n, 1e-5f, out.data(), nullptr);
@@ -52,8 +52,8 @@ TEST(CudaElementwise, SwigluMatchesThePortableRow) {
   const std::vector<float> got = out.download();
   std::vector<float> expected(static_cast<size_t>(n));
   portable::swiglu_row(gate.data(), up.data(), n, expected.data());
-  for (int64_t i = 0; i < n; ++i)  // CUDA's expf is within 2 ulp of libm's
-    ASSERT_LE(ulp_error(got[static_cast<size_t>(i)], expected[static_cast<size_t>(i)]), 4.0) << "element " << i;
+  for (int64_t i = 0; i < n; ++i)  // CUDA's expf is within 2 ulp, then a division and a product
+    ASSERT_LE(ulp_error(got[static_cast<size_t>(i)], expected[static_cast<size_t>(i)]), 8.0) << "element " << i;
 }
 
 // x [n_tokens, n_heads * head_dim] rotated on the CPU: adjacent pairs by rope_apply; NEOX by
