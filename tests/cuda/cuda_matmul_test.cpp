@@ -60,7 +60,11 @@ TEST_P(CudaMatmul, MatchesTheReferenceOnOddShapes) {
   const int64_t block = type == DType::Q4_K || type == DType::Q6_K ? 256 : 32;
   std::mt19937 rng(17);
   for (const auto& [n_rows, n_cols, n_tokens] :
-       {std::tuple<int64_t, int64_t, int64_t>{37, block * 3, 1}, {129, block * 5, 13}, {5, block * 9, 8}}) {
+       {std::tuple<int64_t, int64_t, int64_t>{37, block * 3, 1},
+        {129, block * 5, 13},
+        {5, block * 9, 8},
+        {23, 512, 1},
+        {23, 1024, 11}}) {  // 512, 1024: whole 256-column groups, F16/BF16's 16-byte-load kernel
     const HostMatrix m = random_matrix(type, n_rows, n_cols, rng);
     const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
     std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows));
@@ -78,9 +82,9 @@ TEST_P(CudaMatmul, MatchesTheReferenceOnOddShapes) {
 TEST_P(CudaMatmul, ARowsOutputDoesNotDependOnTheBatch) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   const DType type = GetParam();
-  const int64_t block = type == DType::Q4_K || type == DType::Q6_K ? 256 : 32;
   std::mt19937 rng(29);
-  const int64_t n_rows = 67, n_cols = block * 4, n_tokens = 21;  // tiles of 8, 8 and 5 tokens
+  // Tiles of 8, 8 and 5 tokens; 1024 columns take F16/BF16's 16-byte-load kernel.
+  const int64_t n_rows = 67, n_cols = 1024, n_tokens = 21;
   const HostMatrix m = random_matrix(type, n_rows, n_cols, rng);
   const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
   const std::vector<float> batched = device_matmul(m, x, n_tokens);
