@@ -3,16 +3,15 @@
 # the one GPU this project is lent, and every extra architecture is another nvcc pass in CI.
 set(TANDEM_WITH_CUDA OFF)
 if(NOT TANDEM_CUDA STREQUAL "OFF")
-  # check_language looks on PATH only; the toolkit's default prefix is where Debian's NVIDIA
-  # packages and the runfile installer put nvcc without adding it to PATH.
-  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
-    find_program(TANDEM_NVCC_ON_PATH nvcc)
-    if(NOT TANDEM_NVCC_ON_PATH)
-      set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
-    endif()
-  endif()
   include(CheckLanguage)
   check_language(CUDA)
+  # check_language looks on PATH (and CUDACXX) only; the toolkit's default prefix is where
+  # NVIDIA's packages and runfile installer put nvcc without adding it to PATH.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    # Both: check_language left a normal variable (NOTFOUND) that would hide the cache entry.
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler" FORCE)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
   if(CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_ARCHITECTURES 90)
     enable_language(CUDA)
