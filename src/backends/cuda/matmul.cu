@@ -19,7 +19,9 @@ __device__ __forceinline__ float warp_sum(float value) {
 }
 
 // One warp per weight row; the tokens in tiles of kTile held in registers. kTile = 1 is the
-// decode GEMV (fewest registers); its per-token arithmetic is that of any other tile.
+// decode GEMV (fewest registers); its per-token arithmetic is that of any other tile. The
+// column loop is unrolled 8 deep so that several weight loads are in flight per warp before
+// the first is used (decode is bound by the bytes waiting on memory); the sums keep its order.
 template <DType type, int kTile>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     matmul_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t n_rows, int64_t n_cols,
@@ -34,9 +36,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     float acc[kTile];
 #pragma unroll
     for (int t = 0; t < kTile; ++t) acc[t] = 0.0f;
-      // Unrolled so that several weight loads are in flight per warp before the first is used:
-      // decode is bound by how many bytes wait on memory at once. The order of the sums is that
-      // of the plain loop.
 #pragma unroll 8
     for (int64_t c = lane; c < n_cols; c += 32) {
       const float w = dequant_element<type>(weight_row, c);
