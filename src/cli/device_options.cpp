@@ -21,8 +21,8 @@ namespace tandem::cli {
 CLI::Option* add_device_option(CLI::App* command, std::string* device) {
   return command
       ->add_option("--device", *device,
-                   "Where the model runs: cpu, cuda, or auto (cuda when built with CUDA, a GPU is present and the CUDA "
-                   "forward pass exists; else cpu)")
+                   "Where the model runs: cpu, cuda, or auto (cuda when built with CUDA, a GPU is present and this "
+                   "command runs on it, which only bench does so far; else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
 }
