@@ -61,7 +61,7 @@ TEST_P(CudaMatmul, MatchesTheReferenceOnOddShapes) {
   std::mt19937 rng(17);
   for (const auto& [n_rows, n_cols, n_tokens] :
        {std::tuple<int64_t, int64_t, int64_t>{37, block * 3, 1},
-        {129, block * 5, 13},
+        {129, block * 5, 37},
         {5, block * 9, 8},
         {23, 512, 1},
         {23, 1024, 11}}) {  // 512, 1024: whole 256-column groups, F16/BF16's 16-byte-load kernel
@@ -83,7 +83,7 @@ TEST_P(CudaMatmul, ARowsOutputDoesNotDependOnTheBatch) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   const DType type = GetParam();
   std::mt19937 rng(29);
-  // Tiles of 8, 8 and 5 tokens; 1024 columns take F16/BF16's 16-byte-load kernel.
+  // A tile of 16 tokens and one of 5; 1024 columns take F16/BF16's 16-byte-load kernel.
   const int64_t n_rows = 67, n_cols = 1024, n_tokens = 21;
   const HostMatrix m = random_matrix(type, n_rows, n_cols, rng);
   const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);

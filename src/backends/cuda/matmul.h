@@ -15,7 +15,7 @@
 
 namespace tandem::cuda {
 
-constexpr int64_t kMatmulTokenTile = 8;
+constexpr int64_t kMatmulTokenTile = 16;
 
 // A [n_rows, n_cols] weight matrix in device memory, row r at data + r * row_bytes.
 struct DeviceMatrix {
