@@ -32,8 +32,9 @@ bench: setup build
 	@if [ -x bench/run ]; then bench/run; else echo "make bench: no benchmarks yet"; fi
 
 # The sanitizer builds carry line tables only (-g1: file:line in every report, at a fraction
-# of full debug info's compile time) and leave out the benchmark programs.
-SANITIZER_BUILD_ARGS = -DTANDEM_BENCHMARKS=OFF
+# of full debug info's compile time) and leave out the benchmark programs and the CUDA backend
+# (nvcc compiles it once per CI run, in `make test`'s build; the sanitizers do not see device code).
+SANITIZER_BUILD_ARGS = -DTANDEM_BENCHMARKS=OFF -DTANDEM_CUDA=OFF
 
 # AddressSanitizer + UBSan build of everything, tests run under it, except `slow` and the
 # `levels` reruns: those run the same code above the kernel table at each lower CPU level, and
@@ -65,7 +66,7 @@ tsan: setup
 # (the fuzz phase with 5 s a target: 14.8 CPU-minutes at -O2 -g, 10.9 at -O1 -g1, on 2 cores).
 fuzz: setup
 	@CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
-	  -DTANDEM_FUZZ=ON $(CMAKE_ARGS) >/dev/null
+	  -DTANDEM_FUZZ=ON -DTANDEM_CUDA=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 	@for target in build-fuzz/fuzz_*; do \
 	  [ -x "$$target" ] || continue; echo "fuzz: $$target"; \
@@ -75,7 +76,8 @@ fuzz: setup
 
 # clang-format (.clang-format) over the C++ sources: `format` rewrites them in place,
 # `check-format` lists the files it would change and fails if there are any.
-FORMAT_FILES = $(shell git ls-files -- $(addsuffix /*.cpp,$(FORMAT_DIRS)) $(addsuffix /*.h,$(FORMAT_DIRS)))
+FORMAT_FILES = $(shell git ls-files -- $(addsuffix /*.cpp,$(FORMAT_DIRS)) $(addsuffix /*.h,$(FORMAT_DIRS)) \
+                 $(addsuffix /*.cu,$(FORMAT_DIRS)))
 format:
 	@$(CLANG_FORMAT) -i $(FORMAT_FILES)
 

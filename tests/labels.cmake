@@ -19,6 +19,7 @@ set(TANDEM_MODEL_TESTS
     "^ProfileRun\\."
     "^PipelineStageShared\\."
     "^GenModelReference\\."
+    "^CudaGreedy\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."
     "^(RunFlags|CliProgress|ChatTerminal|WebChatPage|BuildVersion)\\."

@@ -7,6 +7,8 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/device_bench.h"
+#include "cli/device_options.h"
 #include "cli/human_units.h"
 #include "cli/kv_type_options.h"
 #include "engine/benchmark.h"
@@ -27,6 +29,8 @@ struct BenchFlags {
   std::string trace_path;
   bool machine = false;
   int64_t machine_mib = 512;
+  std::string device = "auto";
+  std::vector<int64_t> decode_batches;  // tgN-bB tests, on the device only
 };
 
 std::string human_count(int64_t n) {
@@ -65,6 +69,8 @@ void run_machine(const BenchFlags& flags) {
 }
 
 void run_bench(BenchFlags flags) {
+  // Before the model is read: a device that cannot be used is the whole answer.
+  ComputeDevice device = select_device(flags.device, true);
   if (flags.options.threads <= 0) flags.options.threads = ThreadPool::default_size();
   if (flags.machine) run_machine(flags);
   if (flags.model_path.empty()) {
@@ -72,6 +78,14 @@ void run_bench(BenchFlags flags) {
     return;
   }
   std::shared_ptr<const Model> model = load_model(flags.model_path);
+  // auto: what the device path cannot do (a model feature it lacks, the CPU profiler) runs on the CPU.
+  if (device == ComputeDevice::Cuda && flags.device == "auto" &&
+      (flags.profile || !flags.trace_path.empty() || !device_unsupported_reason(*model).empty()))
+    device = ComputeDevice::Cpu;
+  TANDEM_CHECK_INPUT(device == ComputeDevice::Cuda || flags.decode_batches.empty(),
+                     "--decode-batches is measured with --device cuda only");
+  TANDEM_CHECK_INPUT(device == ComputeDevice::Cpu || (!flags.profile && flags.trace_path.empty()),
+                     "--profile and --trace measure the CPU forward pass (use --device cpu)");
   BenchModelInfo info = describe_model(*model);
   Profiler profiler;
   BenchOptions options = flags.options;
@@ -84,21 +98,29 @@ void run_bench(BenchFlags flags) {
     for (int64_t n : options.prompt_lengths) steps += options.repetitions * ((n + 127) / 128);
     if (!flags.trace_path.empty()) profiler.enable_trace(options.threads, steps * (model->config.n_layers * 20 + 8));
   }
-  Benchmark benchmark(model, options);
+  const char* device_name = device == ComputeDevice::Cuda ? "cuda" : "cpu";
   if (!flags.json) print_table_header();
-  benchmark.run_all([&](const BenchResult& result) {
+  auto emit = [&](const BenchResult& result) {
     if (flags.json) {
-      fmt::print("{}\n", bench_result_json(result, info).dump());
+      nlohmann::ordered_json line = bench_result_json(result, info);
+      line["device"] = device_name;
+      fmt::print("{}\n", line.dump());
       std::fflush(stdout);
     } else {
       print_table_row(result, info);
     }
-  });
+  };
+  if (device == ComputeDevice::Cuda) {
+    run_device_benchmark(model, options, flags.decode_batches, emit);
+  } else {
+    Benchmark benchmark(model, options);
+    benchmark.run_all(emit);
+  }
   if (!flags.json)
     fmt::print("\ndecode floor: {} of weights per token ({} bytes); tg runs after a {}-token prefill; "
-               "{} timed repetitions + 1 warm-up; KV cache {}\n",
+               "{} timed repetitions + 1 warm-up; KV cache {}; on the {}\n",
                human_bytes(info.weight_bytes_per_token), info.weight_bytes_per_token, options.decode_prefill,
-               options.repetitions, kv_types_description(options.kv_types));
+               options.repetitions, kv_types_description(options.kv_types), device_name);
   if (flags.profile) {
     std::fflush(stdout);
     const std::optional<MachineCeilings> ceilings =
@@ -137,6 +159,11 @@ void add_bench_command(CLI::App& app) {
                     "Measure read bandwidth and peak int8/f32 GEMM rates at -t threads and cache them for --profile");
   command->add_option("--machine-mib", flags->machine_mib, "Buffer size of --machine's bandwidth test")
       ->capture_default_str();
+  add_device_option(command, &flags->device);
+  command
+      ->add_option("--decode-batches", flags->decode_batches,
+                   "Also decode B sequences together, one token each per step, for each B (tgN-bB; --device cuda)")
+      ->delimiter(',');
   command->callback([flags] { run_bench(*flags); });
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/human_units.h"
 #include "cli/kv_type_options.h"
 #include "kernels/cpu_features.h"
@@ -198,19 +199,24 @@ void add_info_command(CLI::App& app) {
       app.add_subcommand("info", "Describe a model (shape, weight types and bytes, KV cost) or the CPU");
   command->add_option("-m,--model", *path, "Model file (.gguf or llama2.c model.bin)");
   command->add_flag("--cpu", *cpu, "Print the kernels chosen for this CPU and its features");
+  auto device = std::make_shared<bool>(false);
+  command->add_flag("--device", *device,
+                    "Print the GPU (name, compute capability, memory) and its measured read bandwidth, or why there is "
+                    "none");
   add_kv_type_options(command, kv_types.get());
   auto pipeline = std::make_shared<int64_t>(0);  // 0: not asked for
   CLI::Option* pipeline_option = command->add_option(
       "--pipeline", *pipeline,
       "Also print what each of S pipeline stages (layers split evenly) holds: layers, weight and KV "
       "bytes");
-  command->callback([path, cpu, kv_types, pipeline, pipeline_option] {
+  command->callback([path, cpu, device, kv_types, pipeline, pipeline_option] {
     // Checked here, not only where the model is read: --pipeline 0 must not pass as "not asked".
     if (pipeline_option->count() > 0)
       TANDEM_CHECK_INPUT(*pipeline >= 1, "--pipeline {} must be at least 1 (stages)", *pipeline);
     if (*cpu) fmt::print("{}\n", cpu_feature_summary());
+    if (*device) fmt::print("{}\n", device_summary());
     if (!path->empty()) print_info(*path, kv_types->resolve(), *pipeline);
-    if (!*cpu && path->empty()) throw InputError("info needs -m MODEL or --cpu");
+    if (!*cpu && !*device && path->empty()) throw InputError("info needs -m MODEL, --cpu or --device");
   });
 }
 

@@ -13,6 +13,7 @@
 
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/grammar_options.h"
 #include "cli/kv_type_options.h"
 #include "cli/sampling_options.h"
@@ -242,7 +243,12 @@ void add_run_command(CLI::App& app) {
   command->add_flag("--profile", options->profile,
                     "Per-op time, bytes, FLOPs and roofline summary (prefill and decode) on stderr");
   command->add_option("--trace", options->trace_path, "Write a Chrome trace (Perfetto) of the run to FILE");
-  command->callback([options] { run(*options); });
+  auto device = std::make_shared<std::string>("auto");
+  add_device_option(command, device.get());
+  command->callback([options, device] {
+    select_device(*device, false);  // the CPU until the engine runs on CUDA; refuses --device cuda, saying why
+    run(*options);
+  });
 }
 
 }  // namespace tandem::cli

@@ -16,6 +16,7 @@
 #include "chat/model_chat_renderer.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/kv_type_options.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -291,7 +292,12 @@ void add_serve_command(CLI::App& app) {
   add_byte_size_option(command, "--max-body-bytes", &options->http.max_body_bytes,
                        "Largest request body (any encoding); 413 past it")
       ->default_str(std::to_string(options->http.max_body_bytes));
-  command->callback([options] { serve(*options); });
+  auto device = std::make_shared<std::string>("auto");
+  add_device_option(command, device.get());
+  command->callback([options, device] {
+    select_device(*device, false);  // the CPU until the engine runs on CUDA; refuses --device cuda, saying why
+    serve(*options);
+  });
 }
 
 }  // namespace tandem::cli

@@ -1,0 +1,177 @@
+// The paged attention kernel (paged_attention.h). Per tile of positions: the group's K and V
+// rows are dequantised into shared memory, one warp per (query head, position) score, then
+// one thread per query head updates its running max and sum in position order, and the
+// threads over (query head, element) rescale and accumulate V. Every reduction runs in a
+// fixed order.
+#include <string>
+
+#include "backends/cuda/block_dequant.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/paged_attention.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kTile = static_cast<int>(kAttentionTileCuda);
+
+struct SharedLayout {
+  int64_t q, k, v, acc, probs, corr, max, sum, total_floats;
+};
+
+__host__ __device__ inline SharedLayout shared_layout(int64_t group, int64_t head_dim) {
+  SharedLayout s{};
+  s.q = 0;
+  s.k = s.q + group * head_dim;
+  s.v = s.k + kTile * head_dim;
+  s.acc = s.v + kTile * head_dim;
+  s.probs = s.acc + group * head_dim;
+  s.corr = s.probs + group * kTile;
+  s.max = s.corr + group;
+  s.sum = s.max + group;
+  s.total_floats = s.sum + group;
+  return s;
+}
+
+__device__ __forceinline__ float warp_sum(float value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+template <DType type>
+__global__ void __launch_bounds__(kThreads)
+    paged_attention_kernel(const float* queries, int64_t q_stride, int64_t group, int64_t head_dim,
+                           const int32_t* positions, const int32_t* seq_ids, PagedKv kv, float* out,
+                           int64_t out_stride) {
+  extern __shared__ float shared[];
+  const SharedLayout layout = shared_layout(group, head_dim);
+  float* q_s = shared + layout.q;
+  float* k_s = shared + layout.k;
+  float* v_s = shared + layout.v;
+  float* acc = shared + layout.acc;
+  float* probs = shared + layout.probs;
+  float* corr = shared + layout.corr;
+  float* running_max = shared + layout.max;
+  float* running_sum = shared + layout.sum;
+
+  const int64_t t = blockIdx.x, kv_head = blockIdx.y;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int n_warps = kThreads / 32;
+  const int64_t n_ctx = static_cast<int64_t>(positions[t]) + 1;
+  const int32_t* table = kv.block_tables + static_cast<int64_t>(seq_ids[t]) * kv.max_blocks;
+  const float* q_group = queries + t * q_stride + kv_head * group * head_dim;
+  const int64_t group_elements = group * head_dim;
+  const int64_t head_offset = kv_head * head_dim;  // elements into a K/V row
+  const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
+
+  for (int64_t i = tid; i < group_elements; i += kThreads) {
+    q_s[i] = q_group[i];
+    acc[i] = 0.0f;
+  }
+  if (tid < group) {
+    running_max[tid] = -INFINITY;
+    running_sum[tid] = 0.0f;
+  }
+  __syncthreads();
+
+  for (int64_t p0 = 0; p0 < n_ctx; p0 += kTile) {
+    const int len = static_cast<int>(n_ctx - p0 < kTile ? n_ctx - p0 : kTile);
+    for (int64_t i = tid; i < len * head_dim; i += kThreads) {
+      const int64_t p = p0 + i / head_dim, d = i % head_dim;
+      const int64_t slot = static_cast<int64_t>(table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
+      k_s[i] = dequant_element<type>(kv.keys + slot * kv.key_row_bytes, head_offset + d);
+      v_s[i] = dequant_element<type>(kv.values + slot * kv.value_row_bytes, head_offset + d);
+    }
+    __syncthreads();
+    for (int pair = warp; pair < group * len; pair += n_warps) {
+      const int g = pair / len, j = pair % len;
+      float dot = 0.0f;
+      for (int64_t d = lane; d < head_dim; d += 32) dot = __fmaf_rn(q_s[g * head_dim + d], k_s[j * head_dim + d], dot);
+      dot = warp_sum(dot);
+      if (lane == 0) probs[g * kTile + j] = __fmul_rn(dot, scale);
+    }
+    __syncthreads();
+    if (tid < group) {
+      float* row = probs + tid * kTile;
+      const float old_max = running_max[tid];
+      float new_max = old_max;
+      for (int j = 0; j < len; ++j) new_max = fmaxf(new_max, row[j]);
+      const float correction = expf(old_max - new_max);  // 0 on the first tile (old_max = -inf)
+      float sum = __fmul_rn(running_sum[tid], correction);
+      for (int j = 0; j < len; ++j) {
+        row[j] = expf(row[j] - new_max);
+        sum = __fadd_rn(sum, row[j]);
+      }
+      running_max[tid] = new_max;
+      running_sum[tid] = sum;
+      corr[tid] = correction;
+    }
+    __syncthreads();
+    for (int64_t i = tid; i < group_elements; i += kThreads) {
+      const int64_t g = i / head_dim, d = i % head_dim;
+      float value = __fmul_rn(acc[i], corr[g]);
+      for (int j = 0; j < len; ++j) value = __fmaf_rn(probs[g * kTile + j], v_s[j * head_dim + d], value);
+      acc[i] = value;
+    }
+    __syncthreads();
+  }
+  float* out_group = out + t * out_stride + kv_head * group * head_dim;
+  for (int64_t i = tid; i < group_elements; i += kThreads) out_group[i] = __fdiv_rn(acc[i], running_sum[i / head_dim]);
+}
+
+template <DType type>
+void launch(const float* queries, int64_t q_stride, int64_t n_tokens, int64_t n_kv_heads, int64_t group,
+            int64_t head_dim, const int32_t* positions, const int32_t* seq_ids, const PagedKv& kv, float* out,
+            int64_t out_stride, cudaStream_t stream) {
+  const size_t shared_bytes = static_cast<size_t>(shared_layout(group, head_dim).total_floats) * sizeof(float);
+  // Past 48 KiB a kernel must opt in to more shared memory (head_dim 256 with large groups).
+  TANDEM_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<type>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared_bytes)));
+  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(n_kv_heads));
+  paged_attention_kernel<type><<<grid, kThreads, shared_bytes, stream>>>(queries, q_stride, group, head_dim, positions,
+                                                                         seq_ids, kv, out, out_stride);
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, int64_t n_heads, int64_t n_kv_heads,
+                     int64_t head_dim, const int32_t* positions, const int32_t* seq_ids, const PagedKv& kv, float* out,
+                     int64_t out_stride, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  const int64_t group = n_kv_heads > 0 ? n_heads / n_kv_heads : 0;
+  const bool shapes_ok = group >= 1 && group * n_kv_heads == n_heads && group <= kMaxAttentionGroup && head_dim >= 1 &&
+                         head_dim <= kMaxAttentionHeadDim && head_dim % cuda_block_elements(kv.type) == 0 &&
+                         kv.block_size > 0;
+  if (!shapes_ok)
+    throw CudaError("cuda::paged_attention: " + std::to_string(n_heads) + " heads over " + std::to_string(n_kv_heads) +
+                    " KV heads of " + std::to_string(head_dim) + " elements (" + std::string(dtype_name(kv.type)) +
+                    ") is not a shape the device kernel takes");
+  switch (kv.type) {
+    case DType::F32:
+      launch<DType::F32>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
+                         out_stride, stream);
+      break;
+    case DType::F16:
+      launch<DType::F16>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
+                         out_stride, stream);
+      break;
+    case DType::BF16:
+      launch<DType::BF16>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
+                          out_stride, stream);
+      break;
+    case DType::Q8_0:
+      launch<DType::Q8_0>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
+                          out_stride, stream);
+      break;
+    case DType::Q4_0:
+      launch<DType::Q4_0>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
+                          out_stride, stream);
+      break;
+    default:
+      throw CudaError("cuda::paged_attention: KV type " + std::string(dtype_name(kv.type)) +
+                      " is not one the device kernel reads");
+  }
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,81 @@
+// The CUDA kernels' per-element dequantisation (backends/cuda/block_dequant.h) is host code
+// too: here it is held against the reference row conversion (base/quant.h dequantize_row),
+// bit for bit, for every element of random rows of each type the device takes. This runs on
+// any machine; the device kernels then only add how rows are walked (cuda_kernels_test.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/block_dequant.h"
+#include "base/half.h"
+#include "base/quant.h"
+#include "support/random_floats.h"
+
+namespace tandem {
+namespace {
+
+uint32_t bits_of(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+template <DType type>
+void expect_matches_reference(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  // A wide spread, so the k-quant sub-block scales and mins differ from each other.
+  std::vector<float> x = random_floats(rng, n, -2.0f, 2.0f);
+  for (int64_t i = 0; i < n; i += 37) x[static_cast<size_t>(i)] *= 9.0f;
+  std::vector<uint8_t> row(static_cast<size_t>(dtype_row_bytes(type, n)));
+  quantize_row(type, x.data(), row.data(), n);
+  std::vector<float> expected(static_cast<size_t>(n));
+  dequantize_row(type, row.data(), expected.data(), n);
+  int mismatches = 0;
+  for (int64_t k = 0; k < n && mismatches < 5; ++k) {
+    const float got = cuda::dequant_element<type>(row.data(), k);
+    if (bits_of(got) != bits_of(expected[static_cast<size_t>(k)])) {
+      ++mismatches;
+      ADD_FAILURE() << dtype_name(type) << " element " << k << ": " << got << " vs reference "
+                    << expected[static_cast<size_t>(k)];
+    }
+  }
+}
+
+TEST(CudaBlockDequant, EveryTypeMatchesTheReferenceBitForBit) {
+  expect_matches_reference<DType::F32>(96, 1);
+  expect_matches_reference<DType::F16>(96, 2);
+  expect_matches_reference<DType::BF16>(96, 3);
+  expect_matches_reference<DType::Q8_0>(32 * 7, 4);
+  expect_matches_reference<DType::Q4_0>(32 * 7, 5);
+  expect_matches_reference<DType::Q4_K>(256 * 3, 6);
+  expect_matches_reference<DType::Q6_K>(256 * 3, 7);
+}
+
+// Sub-block scales 4..7 of Q4_K take their top bits from other bytes: a row whose scales are
+// all large exercises them (random rows mostly have small ones).
+TEST(CudaBlockDequant, Q4KHighScaleBitsMatch) {
+  std::vector<float> x(512);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 257) * ((i / 32) % 2 ? 1.0f : -0.01f);
+  std::vector<uint8_t> row(static_cast<size_t>(dtype_row_bytes(DType::Q4_K, 512)));
+  quantize_row(DType::Q4_K, x.data(), row.data(), 512);
+  std::vector<float> expected(512);
+  dequantize_row(DType::Q4_K, row.data(), expected.data(), 512);
+  for (int64_t k = 0; k < 512; ++k)
+    ASSERT_EQ(bits_of(cuda::dequant_element<DType::Q4_K>(row.data(), k)), bits_of(expected[static_cast<size_t>(k)]))
+        << "element " << k;
+}
+
+// Every half, including subnormals, infinities and NaNs, converts as base/half.h does.
+TEST(CudaBlockDequant, EveryHalfConvertsExactly) {
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const float expected = f16_to_f32(static_cast<uint16_t>(h));
+    ASSERT_EQ(bits_of(cuda::f16_bits_to_float(static_cast<uint16_t>(h))), bits_of(expected))
+        << "half 0x" << std::hex << h;
+  }
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,132 @@
+// The device forward pass (backends/cuda/cuda_forward.h) on random-weight Llama models: its
+// logits against the CPU forward pass's on the same batch (scattered KV blocks, GQA, F32, F16
+// and Q8_0 weights), prefill equal to decode bit for bit, and a sequence's logits the same
+// alone or batched with another. Which models it refuses is host logic and runs everywhere;
+// the rest skips without a device.
+#if defined(TANDEM_WITH_CUDA)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_forward.h"
+#include "base/thread_pool.h"
+#include "cuda/cuda_test_device.h"
+#include "model/forward.h"
+#include "support/float_ulps.h"
+#include "support/random_model.h"
+
+namespace tandem {
+namespace {
+
+using test_support::RandomModelSpec;
+using test_support::TempDir;
+
+std::shared_ptr<const Model> random_model(const RandomModelSpec& spec, const TempDir& dir) {
+  const std::string path = dir.file(spec.architecture + "-" + std::to_string(spec.seed) + ".gguf");
+  test_support::write_random_model(spec, path);
+  return load_model(path);
+}
+
+RandomModelSpec llama_spec(DType dtype) {
+  RandomModelSpec spec;
+  spec.d_model = 64, spec.n_heads = 4, spec.n_kv_heads = 2, spec.d_ff = 96, spec.vocab_size = 67;
+  spec.n_layers = 2, spec.context_length = 64, spec.dtype = dtype, spec.seed = 7;
+  return spec;
+}
+
+const std::vector<int32_t> kPrompt = {1, 5, 9, 13, 2, 44, 60, 3, 7, 21, 11};
+const std::vector<int32_t> kBlocks = {5, 0, 3};  // block size 4: positions 0..11, scattered over the pool
+
+Batch prompt_batch(const std::vector<int32_t>& tokens, int32_t first_position, const std::vector<int32_t>& blocks) {
+  Batch batch;
+  const int32_t seq = batch.add_sequence(blocks);
+  for (size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], first_position + static_cast<int32_t>(i), seq, true);
+  return batch;
+}
+
+TEST(CudaForward, NamesWhatItDoesNotRun) {
+  TempDir dir;
+  EXPECT_EQ(cuda::CudaForward::unsupported_reason(*random_model(llama_spec(DType::Q8_0), dir)), "");
+  RandomModelSpec qwen3 = llama_spec(DType::F32);
+  qwen3.architecture = "qwen3", qwen3.seed = 8;
+  EXPECT_NE(cuda::CudaForward::unsupported_reason(*random_model(qwen3, dir)).find("Q/K norms"), std::string::npos);
+  RandomModelSpec windowed = llama_spec(DType::F16);
+  windowed.sliding_window = 8, windowed.seed = 9;
+  EXPECT_NE(cuda::CudaForward::unsupported_reason(*random_model(windowed, dir)).find("sliding-window"),
+            std::string::npos);
+}
+
+class CudaForwardTypes : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaForwardTypes, LogitsMatchTheCpuForward) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  TempDir dir;
+  const std::shared_ptr<const Model> model = random_model(llama_spec(GetParam()), dir);
+  const Batch batch = prompt_batch(kPrompt, 0, kBlocks);
+  ThreadPool pool(2);
+  Forward cpu(model, 16, pool);
+  KvCache cache(model->config.kv_shape(), 8, 4, KvTypes{DType::F32, DType::F32});
+  const std::span<const float> cpu_logits = cpu.run(batch, cache);
+  const std::vector<float> expected(cpu_logits.begin(), cpu_logits.end());
+  cuda::CudaForward device(model, {.max_batch_tokens = 16, .kv_blocks = 8, .block_size = 4, .kv_type = DType::F32});
+  const std::span<const float> got = device.run(batch);
+  ASSERT_EQ(got.size(), expected.size());
+  // F32/F16 weights: both sides multiply f32 activations, so only the order of the f32 sums
+  // differs, through two layers. Q8_0: the CPU quantises activations to 8 bits (gemm_q8), the
+  // device does not, so the CPU's logits carry that rounding: bounded by a share of the row's
+  // largest logit.
+  const int64_t vocab = model->config.vocab_size;
+  const bool quantized = GetParam() == DType::Q8_0;
+  for (size_t row = 0; row < got.size() / static_cast<size_t>(vocab); ++row) {
+    const float* e = expected.data() + row * vocab;
+    const float* g = got.data() + row * vocab;
+    float scale = 1.0f;
+    for (int64_t i = 0; i < vocab; ++i) scale = std::max(scale, std::fabs(e[i]));
+    for (int64_t i = 0; i < vocab; ++i) {
+      const double tolerance = quantized ? 3e-2 * scale : 2e-4 * std::max(1.0f, std::fabs(e[i]));
+      ASSERT_NEAR(g[i], e[i], tolerance) << "row " << row << " logit " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, CudaForwardTypes, ::testing::Values(DType::F32, DType::F16, DType::Q8_0),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+TEST(CudaForward, PrefillEqualsDecodeAndBatchingChangesNothing) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  TempDir dir;
+  const std::shared_ptr<const Model> model = random_model(llama_spec(DType::F16), dir);
+  const int64_t vocab = model->config.vocab_size;
+  cuda::CudaForward device(model, {.max_batch_tokens = 32, .kv_blocks = 8, .block_size = 4, .kv_type = DType::F16});
+  const std::span<const float> prefill_span = device.run(prompt_batch(kPrompt, 0, kBlocks));
+  const std::vector<float> prefill(prefill_span.begin(), prefill_span.end());
+  // The same prompt as a 6-token chunk then single tokens, in other blocks of the pool.
+  const std::vector<int32_t> other_blocks = {1, 7, 2};
+  std::vector<float> stepwise;
+  const std::vector<int32_t> head(kPrompt.begin(), kPrompt.begin() + 6);
+  const std::span<const float> chunk = device.run(prompt_batch(head, 0, other_blocks));
+  stepwise.assign(chunk.begin(), chunk.end());
+  for (size_t i = 6; i < kPrompt.size(); ++i) {
+    const std::span<const float> step = device.run(prompt_batch({kPrompt[i]}, static_cast<int32_t>(i), other_blocks));
+    stepwise.insert(stepwise.end(), step.begin(), step.end());
+  }
+  ASSERT_EQ(stepwise.size(), prefill.size());
+  for (size_t i = 0; i < prefill.size(); ++i)
+    ASSERT_TRUE(same_bits(stepwise[i], prefill[i])) << "position " << i / vocab << " logit " << i % vocab;
+  // Two sequences in one batch: the first's rows are the bits it got alone.
+  Batch both = prompt_batch(kPrompt, 0, kBlocks);
+  const int32_t second = both.add_sequence(std::vector<int32_t>{4, 6});
+  for (int32_t p = 0; p < 7; ++p) both.add(30 + p, p, second, true);
+  const std::span<const float> batched = device.run(both);
+  for (size_t i = 0; i < prefill.size(); ++i)
+    ASSERT_TRUE(same_bits(batched[i], prefill[i])) << "position " << i / vocab << " logit " << i % vocab;
+}
+
+}  // namespace
+}  // namespace tandem
+#endif

@@ -1,0 +1,109 @@
+// The device matmul (backends/cuda/matmul.h) against the scalar reference (ref::matmul, which
+// dequantises with base/quant.h), every weight type on odd shapes, and its batch invariance:
+// a token's output row is the same bits whatever else is in the batch. Skips without a device.
+#if defined(TANDEM_WITH_CUDA)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/matmul.h"
+#include "base/quant.h"
+#include "cuda/cuda_test_device.h"
+#include "kernels/ref/reference_kernels.h"
+#include "support/float_ulps.h"
+#include "support/random_floats.h"
+
+namespace tandem {
+namespace {
+
+struct HostMatrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+HostMatrix random_matrix(DType type, int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
+  HostMatrix m;
+  const int64_t row_bytes = dtype_row_bytes(type, n_cols);
+  m.bytes.resize(static_cast<size_t>(n_rows * row_bytes));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const std::vector<float> row = random_floats(rng, n_cols, -1.0f, 1.0f);
+    quantize_row(type, row.data(), m.bytes.data() + r * row_bytes, n_cols);
+  }
+  m.view.data = m.bytes.data();
+  m.view.dtype = type;
+  m.view.n_dims = 2;
+  m.view.shape = {n_rows, n_cols, 0, 0};
+  return m;
+}
+
+std::vector<float> device_matmul(const HostMatrix& m, const std::vector<float>& x, int64_t n_tokens) {
+  cuda::DeviceBuffer<uint8_t> weight(m.bytes);
+  cuda::DeviceBuffer<float> x_device(x);
+  cuda::DeviceBuffer<float> out(n_tokens * m.view.n_rows());
+  const cuda::DeviceMatrix matrix{weight.data(), m.view.dtype, m.view.n_rows(), m.view.row_length(),
+                                  m.view.row_bytes()};
+  cuda::matmul(matrix, x_device.data(), n_tokens, out.data(), nullptr);
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  return out.download();
+}
+
+class CudaMatmul : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaMatmul, MatchesTheReferenceOnOddShapes) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const DType type = GetParam();
+  const int64_t block = type == DType::Q4_K || type == DType::Q6_K ? 256 : 32;
+  std::mt19937 rng(17);
+  for (const auto& [n_rows, n_cols, n_tokens] :
+       {std::tuple<int64_t, int64_t, int64_t>{37, block * 3, 1},
+        {129, block * 5, 37},
+        {5, block * 9, 8},
+        {23, 512, 1},
+        {23, 1024, 11}}) {  // 512, 1024: whole 256-column groups, F16/BF16's 16-byte-load kernel
+    const HostMatrix m = random_matrix(type, n_rows, n_cols, rng);
+    const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
+    std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows));
+    ref::matmul(m.view, x.data(), n_tokens, expected.data());
+    const std::vector<float> got = device_matmul(m, x, n_tokens);
+    // f32 sums of n_cols products in another order than the double reference: bounded by a
+    // few float epsilons of the sum of magnitudes (about 1 for these inputs, times n_cols).
+    const double tolerance = 4.0 * static_cast<double>(n_cols) * 1.2e-7;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], expected[i], tolerance)
+          << dtype_name(type) << " " << n_rows << "x" << n_cols << " tokens " << n_tokens << " element " << i;
+  }
+}
+
+TEST_P(CudaMatmul, ARowsOutputDoesNotDependOnTheBatch) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const DType type = GetParam();
+  std::mt19937 rng(29);
+  // A tile of 16 tokens and one of 5; 1024 columns take F16/BF16's 16-byte-load kernel.
+  const int64_t n_rows = 67, n_cols = 1024, n_tokens = 21;
+  const HostMatrix m = random_matrix(type, n_rows, n_cols, rng);
+  const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
+  const std::vector<float> batched = device_matmul(m, x, n_tokens);
+  for (const int64_t t : {int64_t{0}, int64_t{9}, int64_t{20}}) {
+    const std::vector<float> alone(x.begin() + t * n_cols, x.begin() + (t + 1) * n_cols);
+    const std::vector<float> single = device_matmul(m, alone, 1);
+    for (int64_t r = 0; r < n_rows; ++r)
+      ASSERT_TRUE(same_bits(single[static_cast<size_t>(r)], batched[static_cast<size_t>(t * n_rows + r)]))
+          << dtype_name(type) << " token " << t << " row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryType, CudaMatmul,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                                           DType::Q6_K),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace tandem
+#endif
