@@ -134,14 +134,8 @@ void serve_disaggregated(const ServeOptions& options) {
   MpiSession session;
   Communicator comm(session);
   const int expected = 1 + counts.prefill + counts.decode;
-  if (comm.size() != expected) {
-    if (comm.rank() == 0)
-      say(options,
-          fmt::format("--workers prefill:{},decode:{} needs {} ranks (mpirun -np {}), not {}", counts.prefill,
-                      counts.decode, expected, expected, comm.size()),
-          "error");
-    throw InputError("wrong number of ranks for --workers");
-  }
+  TANDEM_CHECK_INPUT(comm.size() == expected, "--workers prefill:{},decode:{} needs {} ranks (mpirun -np {}), not {}",
+                     counts.prefill, counts.decode, expected, expected, comm.size());
   if (comm.rank() == 0) {
     try {
       run_front(options, comm, counts);

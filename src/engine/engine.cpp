@@ -67,13 +67,12 @@ struct Engine::Sequence {
   std::vector<double> pooled;
   int64_t pooled_positions = 0;
   std::vector<float> normed_row;  // [d_model] scratch
-  // Imported (submit_imported): the hand-over, the blocks held for the imported positions
-  // until the scheduler admits the request (so nothing evicts them while it waits), which of
-  // them are applied, and the transfer's bytes and start.
+  // Imported (submit_imported): the hand-over, the first block asked for (-1: not asked yet),
+  // the arrived block messages by block index (applied once all are here), and the
+  // transfer's bytes and start.
   std::shared_ptr<KvImport> import;
-  SequenceBlocks import_hold;
-  int64_t import_first = -1;  // first block asked for (-1: no blocks held yet)
-  std::vector<bool> imported;
+  int64_t import_first = -1;
+  std::vector<std::vector<uint8_t>> import_messages;
   int64_t kv_transfer_bytes = 0;
   RequestClock::time_point import_asked;
   double kv_transfer_ms = 0.0;
@@ -318,25 +317,19 @@ void Engine::advance_imports() {
     KvImport& import = *sequence->import;
     const int64_t n_blocks = import.n_blocks();
     if (sequence->import_first < 0) {
-      // Blocks for the imported positions and the one after them (so that assign() may reuse
-      // every imported block from the prefix cache: it never reuses the last token's block).
-      const std::span<const int32_t> head(request.prompt.data(), static_cast<size_t>(n_blocks * block_size + 1));
-      const int64_t reused = blocks_.assign(sequence->import_hold, head);
-      if (reused < 0) {  // the pool is short now; try again next step
-        still_importing.push_back(sequence);
-        continue;
-      }
-      sequence->import_first = reused / block_size;
-      sequence->imported.assign(static_cast<size_t>(n_blocks), false);
-      for (int64_t b = 0; b < sequence->import_first; ++b) sequence->imported[static_cast<size_t>(b)] = true;
+      // Blocks this engine has cached are not asked for. Nothing is held while the rest
+      // travel: a hold would take pool blocks from running sequences for as long as the
+      // transfer takes, and holds of several imports could leave too few to admit any of them.
+      sequence->import_first = blocks_.cached_prefix_blocks(request.prompt, n_blocks);
+      sequence->import_messages.resize(static_cast<size_t>(n_blocks));
       sequence->import_asked = RequestClock::now();
       import.ready(sequence->import_first);
     }
     KvImport::Arrived arrived = import.take();
     std::string failure = arrived.failure.value_or("");
-    for (const std::vector<uint8_t>& message : arrived.messages) {
+    for (std::vector<uint8_t>& message : arrived.messages) {
       if (!failure.empty()) break;
-      try {
+      try {  // checked now, applied once all are here
         const KvBlockInfo info = read_kv_block_info(message, cache_);
         const int64_t b = info.block_index;
         TANDEM_CHECK_INPUT(b >= sequence->import_first && b < n_blocks && info.n_filled() == block_size,
@@ -345,32 +338,49 @@ void Engine::advance_imports() {
         TANDEM_CHECK_INPUT(std::equal(info.tokens.begin(), info.tokens.end(),
                                       request.prompt.begin() + static_cast<std::ptrdiff_t>(b * block_size)),
                            "KV import: block {} carries other tokens than the prompt's", b);
-        if (!sequence->imported[static_cast<size_t>(b)]) {
-          apply_kv_block(message, cache_, sequence->import_hold.table[static_cast<size_t>(b)]);
-          sequence->imported[static_cast<size_t>(b)] = true;
-          sequence->kv_transfer_bytes += static_cast<int64_t>(message.size());
-        }
+        sequence->import_messages[static_cast<size_t>(b)] = std::move(message);
       } catch (const InputError& error) {
         failure = error.what();
       }
     }
-    const bool all_here = std::all_of(sequence->imported.begin(), sequence->imported.end(), [](bool b) { return b; });
+    const auto here = [&](int64_t b) { return !sequence->import_messages[static_cast<size_t>(b)].empty(); };
+    bool all_here = true;
+    for (int64_t b = sequence->import_first; b < n_blocks; ++b) all_here = all_here && here(b);
     if (failure.empty() && arrived.complete && !all_here) failure = "KV import: the prefill side sent too few blocks";
     if (!failure.empty()) {
+      sequence->held = std::move(failure);  // reported by the final event below
       failed.push_back(sequence);
-      request.finish_reason = FinishReason::Error;
-      sequence->held = std::move(failure);  // finish_failed_import() reports it
       continue;
     }
     if (!arrived.complete) {
       still_importing.push_back(sequence);
       continue;
     }
-    // Every imported block is written: publish them so the request's admission reuses them.
-    blocks_.publish_computed(sequence->import_hold, request.prompt, n_blocks * block_size);
+    // Every block is here: write them into blocks of this pool and publish them, so that the
+    // request's admission reuses them as any cached prefix. Blocks for the head and the one
+    // after it (assign() never reuses the last token's block); -1: the pool is short now.
+    SequenceBlocks head;
+    const int64_t reused = blocks_.assign(
+        head, std::span<const int32_t>(request.prompt.data(), static_cast<size_t>(n_blocks * block_size + 1)));
+    if (reused < 0) {
+      still_importing.push_back(sequence);
+      continue;
+    }
+    // Cached blocks the transfer skipped may have been evicted since: the K/V after the first
+    // such gap cannot be published (it would sit behind a prefix that is not there); the
+    // request then computes from the gap itself.
+    const int64_t cached_now = reused / block_size;
+    const int64_t usable = cached_now >= sequence->import_first ? n_blocks : cached_now;
+    for (int64_t b = cached_now; b < usable; ++b) {
+      const std::vector<uint8_t>& message = sequence->import_messages[static_cast<size_t>(b)];
+      apply_kv_block(message, cache_, head.table[static_cast<size_t>(b)]);
+      sequence->kv_transfer_bytes += static_cast<int64_t>(message.size());
+    }
+    blocks_.publish_computed(head, request.prompt, usable * block_size);
+    blocks_.release(head);
+    sequence->import_messages.clear();
     sequence->kv_transfer_ms = ms_between(sequence->import_asked, RequestClock::now());
     scheduler_.add(&request);
-    holding_.push_back(sequence);
   }
   importing_ = std::move(still_importing);
   for (Sequence* sequence : failed) {
@@ -388,14 +398,6 @@ int64_t Engine::cached_tokens_of(const Sequence& sequence) const {
   // were not in this engine's cache: only those it had before the import count.
   const int64_t imported = (sequence.import->n_blocks() - sequence.import_first) * config_.block_size;
   return std::max<int64_t>(0, reused - imported);
-}
-
-void Engine::release_import_holds() {
-  std::erase_if(holding_, [this](Sequence* sequence) {
-    if (!sequence->request.admitted()) return false;
-    blocks_.release(sequence->import_hold);
-    return true;
-  });
 }
 
 void Engine::export_blocks(Sequence& sequence) {
@@ -449,7 +451,6 @@ bool Engine::step() {
   intake();
   propose_drafts();
   const StepPlan plan = scheduler_.schedule();
-  if (!holding_.empty()) release_import_holds();
   if (plan.empty()) {
     update_stats();
     return false;
@@ -754,11 +755,9 @@ void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason,
   Request& request = sequence.request;
   event.kv_bytes = request.blocks.n_held() * cache_.bytes_per_block();
   scheduler_.remove(&request, state);
-  if (sequence.import) {  // out of the import lists, its hold returned
+  if (sequence.import) {  // out of the import list
     sequence.import->set_wake(nullptr);
     std::erase(importing_, &sequence);
-    std::erase(holding_, &sequence);
-    if (!sequence.import_hold.empty()) blocks_.release(sequence.import_hold);
     event.kv_transfer_bytes = sequence.kv_transfer_bytes;
     event.kv_transfer_ms = sequence.kv_transfer_ms;
   }

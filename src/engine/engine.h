@@ -75,11 +75,11 @@ class Engine final : public GenerationService {
   // is queued then. `on_event` runs on the engine thread and must not block.
   uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) override;
   // submit() for a request whose prompt's leading import->n_blocks() blocks are computed in
-  // another process (disaggregated serving's decode side): the engine holds blocks for them
-  // (reusing its prefix cache first), says which it still needs (KvImport::ready), applies them
-  // as they arrive, and admits the request once all are there; it computes the rest of the
-  // prompt (at most a block) itself and generates as usual. Prefix-cached blocks are shared
-  // as in any admission, so the output equals a request computed here whole.
+  // another process (disaggregated serving's decode side): the engine says which it still
+  // needs (KvImport::ready: those its prefix cache lacks), collects them as they arrive, then
+  // writes them into its pool as cached prefix blocks and queues the request, whose admission
+  // reuses them like any cached prefix; it computes the rest of the prompt (at most a block)
+  // itself and generates as usual, so the output equals a request computed here whole.
   uint64_t submit_imported(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event,
                            std::shared_ptr<KvImport> import);
   // What submit() checks of a request besides max_tokens and the sampling options (which the
@@ -151,12 +151,10 @@ class Engine final : public GenerationService {
   // The checks and set-up every submitted request gets; the sequence is not queued yet.
   std::unique_ptr<Sequence> make_sequence(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
   uint64_t enqueue(std::unique_ptr<Sequence> sequence);
-  // Imported requests (submit_imported): holds blocks for those that have none yet, applies
-  // what arrived, and hands complete ones to the scheduler; ends failed ones.
+  // Imported requests (submit_imported): asks for the blocks of new ones (those not cached
+  // here), collects what arrived, and once all are here writes them into the pool, publishes
+  // them and hands the request to the scheduler; ends failed ones.
   void advance_imports();
-  // Gives back the import holds of requests the scheduler has admitted (their blocks are
-  // theirs now).
-  void release_import_holds();
   // Prompt tokens served from this engine's prefix cache (imported blocks are not).
   int64_t cached_tokens_of(const Sequence& sequence) const;
   // A prefill-only request (GenerationParams::kv_export): hands its newly computed full blocks
@@ -191,8 +189,7 @@ class Engine final : public GenerationService {
   std::vector<float> logprob_work_;                                    // [vocab_size]
   std::vector<int32_t> logprob_ids_;                                   // [vocab_size]
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only
-  std::vector<Sequence*> importing_;  // imported requests whose blocks are not all here yet
-  std::vector<Sequence*> holding_;    // imported requests queued with their import hold
+  std::vector<Sequence*> importing_;  // imported requests whose blocks are not all written yet
 
   // Shared with submitting threads.
   mutable std::mutex mutex_;

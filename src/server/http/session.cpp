@@ -369,7 +369,7 @@ asio::awaitable<bool> Session::serve_one() {
     case Route::Health: {
       const std::vector<WorkerStatus> workers = engine ? engine->workers() : std::vector<WorkerStatus>{};
       const WorkerHealth health = worker_health(workers);
-      const bool serving = engine != nullptr && health.serving;
+      const bool serving = engine != nullptr && (workers.empty() || health.serving);
       HttpResponse response{serving ? http::status::ok : http::status::service_unavailable, version};
       response.set(http::field::content_type, "application/json");
       response.keep_alive(keep_alive);
