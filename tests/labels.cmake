@@ -12,6 +12,8 @@ set(TANDEM_MODEL_TESTS
     # Every test of these suites.
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
     "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|MoeEngine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
+    "^Types/KvTransferEngine\\."
+    "^DisaggServer\\."
     "^(ConstrainedEngine|StructuredOutputClient|SlidingWindowEngine|ChatControlsClient|FinalMessagePrefillTemplates)\\."
     "^ServerEndpoints\\."
     "^StreamingDetokenizer\\."
@@ -60,6 +62,9 @@ set(TANDEM_SLOW_TESTS
     "^SpeculativeEngine\\.DraftModelSamplingKeepsTheTargetDistribution$"
 )
 
+# Tests that run several processes under mpirun (tandem serve --workers): also `dist` and `mpi`.
+set(TANDEM_MPI_TESTS "^DisaggServer\\.")
+
 # True in `out` when `name` matches one of the regexes in the list named `patterns` (one at a
 # time: CMake's regexes allow few groups, so they cannot be joined into one).
 function(tandem_matches_any name patterns out)
@@ -89,6 +94,10 @@ function(tandem_label_tests tests)
       list(APPEND labels model)
     else()
       list(APPEND labels unit)
+    endif()
+    tandem_matches_any("${name}" TANDEM_MPI_TESTS is_mpi)
+    if(is_mpi)
+      list(APPEND labels dist mpi)
     endif()
     tandem_matches_any("${name}" TANDEM_SLOW_TESTS is_slow)
     if(is_slow)

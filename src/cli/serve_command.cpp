@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "base/build_info.h"
@@ -18,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/device_options.h"
 #include "cli/kv_type_options.h"
+#include "cli/serve_options.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "profile/trace_writer.h"
@@ -30,75 +32,19 @@
 namespace tandem::cli {
 namespace {
 
-struct ServeOptions {
-  std::string model_path;
-  std::string tokenizer_path;
-  server::ServerConfig http;
-  EngineConfig engine;
-  std::string chat_template;
-  std::string chat_template_kwargs;  // JSON object text, parsed at start-up
-  int threads = 0;
-  double shutdown_timeout_s = 10.0;
-  KvTypeFlags kv_types;
-  std::string draft_model_path;
-  std::string trace_path;
-  std::vector<std::string> served_model_names;  // as given: values, maybe comma lists
-  std::vector<std::string> allowed_origins;     // as given: values, maybe comma lists
-};
-
-// A line of the server's log on stderr: text, or one JSON object with --log-format json.
-void say(const ServeOptions& options, const std::string& message, std::string_view level = "info") {
-  const std::string line = server::log_message_line(level, message, options.http.log_format);
-  std::fwrite(line.data(), 1, line.size(), stderr);
-}
-
-// --chat-template NAME picks a built-in format; otherwise the model's own Jinja template
-// (GGUF tokenizer.chat_template), falling back to ChatML when it has none.
-chat::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Tokenizer& tokenizer) {
-  std::string fallback_reason;
-  chat::ChatRenderer renderer =
-      chat::model_chat_renderer(options.model_path, tokenizer, options.chat_template, &fallback_reason);
-  if (!fallback_reason.empty())
-    say(options,
-        fmt::format("the model's chat template does not parse ({}); using the built-in {}", fallback_reason,
-                    chat::chat_format_name(renderer.format)),
-        "warning");
-  return renderer;
-}
-
-// Waits for SIGINT or SIGTERM (blocked in every thread, so only this wait sees them).
-int wait_for_signal(const sigset_t& signals) {
-  for (;;) {
-    const int signal = sigwaitinfo(&signals, nullptr);
-    if (signal > 0) return signal;
-  }
-}
-
-// While the model loads there is nothing to drain: a signal ends the process at once (and
-// says so). Only async-signal-safe calls here.
-extern "C" void exit_while_loading(int signal) {
-  static constexpr char kMessage[] = "tandem serve: stopped while loading the model\n";
-  [[maybe_unused]] const ssize_t written = ::write(2, kMessage, sizeof(kMessage) - 1);
-  ::_exit(128 + signal);
-}
-
 void serve(const ServeOptions& options) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
   TANDEM_CHECK_INPUT(options.http.max_body_bytes >= 1, "--max-body-bytes must be at least 1 byte");
-  server::ServerConfig http_config = options.http;
-  if (!options.chat_template_kwargs.empty())
-    http_config.chat_template_kwargs = server::parse_template_kwargs_flag(options.chat_template_kwargs);
-  http_config.cors = server::parse_allowed_origins(options.allowed_origins);
+#ifdef TANDEM_WITH_MPI
+  if (!options.workers.empty()) return serve_disaggregated(options);
+#else
+  TANDEM_CHECK_INPUT(options.workers.empty(),
+                     "--workers needs a build with MPI (apt install libopenmpi-dev openmpi-bin, then rebuild)");
+#endif
+  const server::ServerConfig http_config = http_config_of(options);
   server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
   if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  // Blocked while any thread starts, so every thread but this one keeps them blocked and the
-  // signal reaches only this thread's wait (or, while loading, its handler).
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a dead server
+  const sigset_t signals = block_stop_signals();
 
   server::HttpServer http(http_config);
   http.bind();
@@ -106,20 +52,14 @@ void serve(const ServeOptions& options) {
                            options.model_path));
   http.start();  // a load error below stops it in ~HttpServer: no thread is left waiting
 
-  struct sigaction loading {};
-  loading.sa_handler = exit_while_loading;
-  sigaction(SIGINT, &loading, nullptr);
-  sigaction(SIGTERM, &loading, nullptr);
-  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  begin_loading(signals);
   std::shared_ptr<const Model> model = load_model(options.model_path);
   const Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model->config.vocab_size);
   TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
                      model->config.vocab_size);
   const chat::ChatRenderer chat_renderer = choose_chat_renderer(options, tokenizer);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the engine's threads start
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
+  end_loading(signals);
 
   EngineConfig engine_config = options.engine;
   std::optional<Tokenizer> draft_tokenizer;
@@ -254,6 +194,22 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--spec-ngram-max", spec.ngram_max, "Largest n-gram prompt lookup matches")
       ->capture_default_str();
+  command
+      ->add_option("--workers", options->workers,
+                   "Under mpirun: prefill:P,decode:D — rank 0 serves HTTP and routes, ranks 1..P compute prompts, "
+                   "the next D decode (mpirun -np 1+P+D; see README, \"Several processes\")")
+      ->check(CLI::Validator(
+          [](const std::string& spec) {
+            return std::regex_match(spec, std::regex("prefill:[0-9]+,decode:[1-9][0-9]*"))
+                       ? std::string()
+                       : std::string("--workers must be prefill:P,decode:D, e.g. prefill:1,decode:1");
+          },
+          "prefill:P,decode:D"));
+  command
+      ->add_option("--worker-timeout", options->worker_timeout_s,
+                   "With --workers: seconds without a report after which a worker is counted down")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   command->add_option("--trace", options->trace_path,
                       "Write a Chrome trace (Perfetto) at shutdown: a track per compute thread and per request; "
                       "memory grows with every step, so for diagnostic runs");

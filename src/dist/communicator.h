@@ -4,7 +4,7 @@
 // no other library's messages match its own, with MPI_ERRORS_RETURN set on it: failures come
 // back as MpiError carrying MPI's error string instead of aborting the job. Not thread-safe:
 // one thread at a time (MpiSession's MPI_THREAD_SERIALIZED). What the bytes mean is the
-// caller's business (dist/kv_block_message.h for KV blocks).
+// caller's business (kv/kv_block_message.h for KV blocks).
 #pragma once
 
 #include <mpi.h>

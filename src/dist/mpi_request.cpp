@@ -21,6 +21,12 @@ MpiRequest& MpiRequest::operator=(MpiRequest&& other) noexcept {
 
 MpiRequest::~MpiRequest() { abandon(); }
 
+void MpiRequest::forget() noexcept {
+  if (!pending()) return;
+  MPI_Request_free(&request_);  // a failure leaves nothing better to do: the request is dropped either way
+  request_ = MPI_REQUEST_NULL;
+}
+
 void MpiRequest::abandon() noexcept {
   if (!pending()) return;
   // Called from the destructor, which cannot throw: failures here are dropped, as the

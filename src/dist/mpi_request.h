@@ -39,6 +39,11 @@ class MpiRequest {
   MessageInfo wait();
   // The same without blocking: nullopt while the request is still in flight.
   std::optional<MessageInfo> test();
+  // Gives the request up without waiting for it (MPI_Request_free): for a send to a peer that
+  // is gone, which would never complete and so would block the destructor forever. The
+  // buffer must then stay untouched for as long as MPI might still read it (the caller keeps
+  // it until the process ends).
+  void forget() noexcept;
 
  private:
   void abandon() noexcept;

@@ -15,6 +15,7 @@
 #include "grammar/matcher.h"
 #include "grammar/token_mask.h"
 #include "kernels/kernel_table.h"
+#include "kv/kv_block_message.h"
 
 namespace tandem {
 
@@ -66,6 +67,16 @@ struct Engine::Sequence {
   std::vector<double> pooled;
   int64_t pooled_positions = 0;
   std::vector<float> normed_row;  // [d_model] scratch
+  // Imported (submit_imported): the hand-over, the first block asked for (-1: not asked yet),
+  // the arrived block messages by block index (applied once all are here), and the
+  // transfer's bytes and start.
+  std::shared_ptr<KvImport> import;
+  int64_t import_first = -1;
+  std::vector<std::vector<uint8_t>> import_messages;
+  int64_t kv_transfer_bytes = 0;
+  RequestClock::time_point import_asked;
+  double kv_transfer_ms = 0.0;
+  int64_t exported_blocks = 0;  // prefill-only: blocks handed to the sink so far
 };
 
 namespace {
@@ -150,11 +161,11 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
 
 Engine::~Engine() { stop(); }
 
-void Engine::check_request(std::span<const int32_t> prompt, const GenerationParams& params) const {
-  const int64_t vocab = model_->config.vocab_size;
+void check_generation_request(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
+                              int64_t context_length) {
   TANDEM_CHECK_INPUT(!prompt.empty(), "the prompt is empty");
-  TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= config_.context_length,
-                     "the prompt has {} tokens but the context is {} tokens", prompt.size(), config_.context_length);
+  TANDEM_CHECK_INPUT(static_cast<int64_t>(prompt.size()) <= context_length,
+                     "the prompt has {} tokens but the context is {} tokens", prompt.size(), context_length);
   for (int32_t id : prompt) TANDEM_CHECK_INPUT(id >= 0 && id < vocab, "token id {} is outside the vocabulary", id);
   TANDEM_CHECK_INPUT(params.top_logprobs <= 20, "top_logprobs must be at most 20");
   for (int32_t id : params.stop_token_ids)
@@ -164,7 +175,40 @@ void Engine::check_request(std::span<const int32_t> prompt, const GenerationPara
   for (const std::string& stop : params.stop) TANDEM_CHECK_INPUT(!stop.empty(), "a stop string is empty");
 }
 
+void Engine::check_request(std::span<const int32_t> prompt, const GenerationParams& params) const {
+  check_generation_request(prompt, params, model_->config.vocab_size, config_.context_length);
+}
+
+const ModelConfig& Engine::model_config() const { return model_->config; }
+
 uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) {
+  return enqueue(make_sequence(std::move(prompt), std::move(params), std::move(on_event)));
+}
+
+uint64_t Engine::submit_imported(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event,
+                                 std::shared_ptr<KvImport> import) {
+  TANDEM_CHECK_INPUT(import != nullptr, "an imported request needs its import");
+  TANDEM_CHECK_INPUT(model_->config.kv_window() == 0, "KV import: a sliding-window model drops blocks; not supported");
+  TANDEM_CHECK_INPUT(params.pooling == Pooling::None && !params.kv_export,
+                     "an imported request generates: no pooling, no export");
+  const auto n_prompt = static_cast<int64_t>(prompt.size());
+  // The positions from n_blocks * block_size on (at least the last one) are computed here.
+  TANDEM_CHECK_INPUT(import->n_blocks() >= 0 && import->n_blocks() * config_.block_size < n_prompt,
+                     "KV import of {} blocks of {} tokens for a {}-token prompt: the last position must be computed "
+                     "here",
+                     import->n_blocks(), config_.block_size, n_prompt);
+  std::unique_ptr<Sequence> sequence = make_sequence(std::move(prompt), std::move(params), std::move(on_event));
+  import->set_wake([this] {
+    std::lock_guard lock(mutex_);
+  import_news_ = true;
+  wake_.notify_one();
+});
+sequence->import = std::move(import);
+return enqueue(std::move(sequence));
+}  // namespace tandem
+
+std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> prompt, GenerationParams params,
+                                                        EventCallback on_event) {
   const int64_t vocab = model_->config.vocab_size;
   TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
   check_request(prompt, params);
@@ -193,8 +237,14 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
   }
   sequence->request.prompt = std::move(prompt);
   sequence->request.params = std::move(params);
+  TANDEM_CHECK_INPUT(!params.kv_export || (params.pooling == Pooling::None && model_->config.kv_window() == 0),
+                     "KV export: not with pooling, nor for a sliding-window model (it drops blocks)");
   sequence->request.times.arrival = RequestClock::now();
   sequence->on_event = std::move(on_event);
+  return sequence;
+}
+
+uint64_t Engine::enqueue(std::unique_ptr<Sequence> sequence) {
   std::lock_guard lock(mutex_);
   TANDEM_CHECK_INPUT(!stopping_, "the engine is shutting down");
   const uint64_t id = next_id_++;
@@ -235,11 +285,16 @@ void Engine::intake() {
     cancel_everything_ = false;
     unadmitted = cancel_unadmitted_;
     cancel_unadmitted_ = false;
+    import_news_ = false;
   }
   for (std::unique_ptr<Sequence>& sequence : incoming) {
     Request* request = &sequence->request;
+    if (sequence->import) {
+      importing_.push_back(sequence.get());
+    } else {
+      scheduler_.add(request);
+    }
     sequences_.emplace(request->id, std::move(sequence));
-    scheduler_.add(request);
   }
   if (everything || unadmitted)  // a walk over every sequence only when asked, not on each step
     for (const auto& [id, sequence] : sequences_)
@@ -250,6 +305,121 @@ void Engine::intake() {
     RequestEvent event;
     finish(*it->second, RequestState::Cancelled, FinishReason::Cancelled, event);
   }
+  advance_imports();
+}
+
+void Engine::advance_imports() {
+  const int32_t block_size = config_.block_size;
+  std::vector<Sequence*> still_importing;
+  std::vector<Sequence*> failed;
+  for (Sequence* sequence : importing_) {
+    Request& request = sequence->request;
+    KvImport& import = *sequence->import;
+    const int64_t n_blocks = import.n_blocks();
+    if (sequence->import_first < 0) {
+      // Blocks this engine has cached are not asked for. Nothing is held while the rest
+      // travel: a hold would take pool blocks from running sequences for as long as the
+      // transfer takes, and holds of several imports could leave too few to admit any of them.
+      sequence->import_first = blocks_.cached_prefix_blocks(request.prompt, n_blocks);
+      sequence->import_messages.resize(static_cast<size_t>(n_blocks));
+      sequence->import_asked = RequestClock::now();
+      import.ready(sequence->import_first);
+    }
+    KvImport::Arrived arrived = import.take();
+    std::string failure = arrived.failure.value_or("");
+    for (std::vector<uint8_t>& message : arrived.messages) {
+      if (!failure.empty()) break;
+      try {  // checked now, applied once all are here
+        const KvBlockInfo info = read_kv_block_info(message, cache_);
+        const int64_t b = info.block_index;
+        TANDEM_CHECK_INPUT(b >= sequence->import_first && b < n_blocks && info.n_filled() == block_size,
+                           "KV import: block {} is not one asked for ({}..{}, full)", b, sequence->import_first,
+                           n_blocks - 1);
+        TANDEM_CHECK_INPUT(std::equal(info.tokens.begin(), info.tokens.end(),
+                                      request.prompt.begin() + static_cast<std::ptrdiff_t>(b * block_size)),
+                           "KV import: block {} carries other tokens than the prompt's", b);
+        sequence->import_messages[static_cast<size_t>(b)] = std::move(message);
+      } catch (const InputError& error) {
+        failure = error.what();
+      }
+    }
+    const auto here = [&](int64_t b) { return !sequence->import_messages[static_cast<size_t>(b)].empty(); };
+    bool all_here = true;
+    for (int64_t b = sequence->import_first; b < n_blocks; ++b) all_here = all_here && here(b);
+    if (failure.empty() && arrived.complete && !all_here) failure = "KV import: the prefill side sent too few blocks";
+    if (!failure.empty()) {
+      sequence->held = std::move(failure);  // reported by the final event below
+      failed.push_back(sequence);
+      continue;
+    }
+    if (!arrived.complete) {
+      still_importing.push_back(sequence);
+      continue;
+    }
+    // Every block is here: write them into blocks of this pool and publish them, so that the
+    // request's admission reuses them as any cached prefix. Blocks for the head and the one
+    // after it (assign() never reuses the last token's block); -1: the pool is short now.
+    SequenceBlocks head;
+    const int64_t reused = blocks_.assign(
+        head, std::span<const int32_t>(request.prompt.data(), static_cast<size_t>(n_blocks * block_size + 1)));
+    if (reused < 0) {
+      still_importing.push_back(sequence);
+      continue;
+    }
+    // Cached blocks the transfer skipped may have been evicted since: the K/V after the first
+    // such gap cannot be published (it would sit behind a prefix that is not there); the
+    // request then computes from the gap itself.
+    const int64_t cached_now = reused / block_size;
+    const int64_t usable = cached_now >= sequence->import_first ? n_blocks : cached_now;
+    for (int64_t b = cached_now; b < usable; ++b) {
+      const std::vector<uint8_t>& message = sequence->import_messages[static_cast<size_t>(b)];
+      apply_kv_block(message, cache_, head.table[static_cast<size_t>(b)]);
+      sequence->kv_transfer_bytes += static_cast<int64_t>(message.size());
+    }
+    blocks_.publish_computed(head, request.prompt, usable * block_size);
+    blocks_.release(head);
+    sequence->import_messages.clear();
+    sequence->kv_transfer_ms = ms_between(sequence->import_asked, RequestClock::now());
+    scheduler_.add(&request);
+  }
+  importing_ = std::move(still_importing);
+  for (Sequence* sequence : failed) {
+    RequestEvent event;
+    event.error = std::move(sequence->held);
+    sequence->held.clear();
+    finish(*sequence, RequestState::Finished, FinishReason::Error, event);
+  }
+}
+
+int64_t Engine::cached_tokens_of(const Sequence& sequence) const {
+  const int64_t reused = std::max<int64_t>(0, sequence.request.cached_prompt_tokens);
+  if (!sequence.import || sequence.import_first < 0) return reused;
+  // The blocks another process computed for this request are reused as if cached, but they
+  // were not in this engine's cache: only those it had before the import count.
+  const int64_t imported = (sequence.import->n_blocks() - sequence.import_first) * config_.block_size;
+  return std::max<int64_t>(0, reused - imported);
+}
+
+void Engine::export_blocks(Sequence& sequence) {
+  const Request& request = sequence.request;
+  KvBlockSink& sink = *request.params.kv_export;
+  const int32_t block_size = config_.block_size;
+  const int64_t n_full = std::min(request.n_computed, static_cast<int64_t>(request.prompt.size())) / block_size;
+  sequence.exported_blocks = std::max(sequence.exported_blocks, request.params.kv_export_first_block);
+  for (int64_t b = sequence.exported_blocks; b < n_full; ++b) {
+    const uint64_t parent = b == 0 ? BlockAllocator::kRootHash : request.blocks.hashes[static_cast<size_t>(b - 1)];
+    sink.block_computed(cache_, request.blocks.table[static_cast<size_t>(b)], b, parent,
+                        std::span<const int32_t>(request.prompt)
+                            .subspan(static_cast<size_t>(b * block_size), static_cast<size_t>(block_size)));
+  }
+  sequence.exported_blocks = std::max(sequence.exported_blocks, n_full);
+}
+
+void Engine::finish_prefill_only(Sequence& sequence) {
+  export_blocks(sequence);
+  RequestEvent event;
+  sequence.request.times.first_token = sequence.request.times.last_token = RequestClock::now();
+  finish(sequence, RequestState::Finished, FinishReason::Length, event);
 }
 
 void Engine::propose_drafts() {
@@ -315,6 +485,8 @@ bool Engine::step() {
   // Before sampling, which may finish (and free) a request.
   if (profiler_ != nullptr && profiler_->tracing()) trace_requests(plan, profiler_->step_start_ns());
   scheduler_.complete(plan);
+  for (const ScheduledChunk& chunk : plan.chunks)
+    if (chunk.request->params.kv_export && !chunk.samples) export_blocks(*sequences_.at(chunk.request->id));
   if (draft_)
     for (const Request* request : plan.preempted) draft_->remove(request->id);  // recomputed when it returns
 
@@ -334,6 +506,11 @@ bool Engine::step() {
     if (!chunk.samples) continue;
     if (chunk.request->params.pooling != Pooling::None) {
       finish_embedding(*sequences_.at(chunk.request->id));  // its logits row is not used
+      row += 1;
+      continue;
+    }
+    if (chunk.request->params.kv_export) {
+      finish_prefill_only(*sequences_.at(chunk.request->id));  // nor is a prefill-only request's
       row += 1;
       continue;
     }
@@ -566,7 +743,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
   }
   event.request_id = request.id;
   event.prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  event.cached_tokens = std::max<int64_t>(0, request.cached_prompt_tokens);
+  event.cached_tokens = cached_tokens_of(sequence);
   event.completion_tokens = static_cast<int64_t>(request.generated.size());
   event.drafted_tokens = sequence.drafted_tokens;
   event.accepted_tokens = sequence.accepted_tokens;
@@ -578,6 +755,12 @@ void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason,
   Request& request = sequence.request;
   event.kv_bytes = request.blocks.n_held() * cache_.bytes_per_block();
   scheduler_.remove(&request, state);
+  if (sequence.import) {  // out of the import list
+    sequence.import->set_wake(nullptr);
+    std::erase(importing_, &sequence);
+    event.kv_transfer_bytes = sequence.kv_transfer_bytes;
+    event.kv_transfer_ms = sequence.kv_transfer_ms;
+  }
   if (draft_) draft_->remove(request.id);
   request.finish_reason = reason;
   request.times.finished = RequestClock::now();
@@ -586,7 +769,7 @@ void Engine::finish(Sequence& sequence, RequestState state, FinishReason reason,
   event.finished = true;
   event.finish_reason = reason;
   event.prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  event.cached_tokens = std::max<int64_t>(0, request.cached_prompt_tokens);
+  event.cached_tokens = cached_tokens_of(sequence);
   event.completion_tokens = static_cast<int64_t>(request.generated.size());
   const bool was_admitted = request.cached_prompt_tokens >= 0;
   event.admitted = was_admitted;
@@ -638,7 +821,7 @@ void Engine::update_stats() {
   const BlockStats blocks = blocks_.stats();
   std::lock_guard lock(mutex_);
   stats_.running = static_cast<int64_t>(scheduler_.running().size());
-  stats_.waiting = static_cast<int64_t>(scheduler_.waiting().size() + incoming_.size());
+  stats_.waiting = static_cast<int64_t>(scheduler_.waiting().size() + incoming_.size() + importing_.size());
   stats_.blocks = blocks;
   stats_.block_size = config_.block_size;
   stats_.bytes_per_block = cache_.bytes_per_block();
@@ -694,7 +877,8 @@ void Engine::loop() {
       std::unique_lock lock(mutex_);
       if (!busy)
         wake_.wait(lock, [&] {
-          return stopping_ || !incoming_.empty() || !cancels_.empty() || cancel_everything_ || cancel_unadmitted_;
+          return stopping_ || !incoming_.empty() || !cancels_.empty() || cancel_everything_ || cancel_unadmitted_ ||
+                 import_news_;
         });
       if (stopping_) {
         cancel_everything_ = true;

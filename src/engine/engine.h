@@ -22,6 +22,9 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "engine/generation_service.h"
+#include "engine/kv_export.h"
+#include "engine/kv_import.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/speculation/draft_length.h"
@@ -53,63 +56,13 @@ struct EngineConfig {
   const Tokenizer* draft_tokenizer = nullptr;
 };
 
-struct TopLogprob {
-  int32_t token = 0;
-  std::string text;  // the token's raw bytes (may be part of a UTF-8 character)
-  float logprob = 0.0f;
-};
+// What Engine::check_request checks, for a given vocabulary and context: throws InputError
+// for an empty or too long prompt, ids outside the vocabulary, top_logprobs above 20, an empty
+// stop string, min_tokens outside 0..max_tokens.
+void check_generation_request(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
+                              int64_t context_length);
 
-struct TokenLogprob {
-  TopLogprob chosen;
-  std::vector<TopLogprob> top;  // most probable first
-};
-
-// One event per sampled token; the last one has finished set (also on cancellation).
-struct RequestEvent {
-  uint64_t request_id = 0;
-  std::string text;                    // text released by this token (stop strings never appear)
-  std::vector<int32_t> tokens;         // the token(s) sampled for this event
-  std::vector<TokenLogprob> logprobs;  // when top_logprobs >= 0, one per token
-  bool finished = false;
-  FinishReason finish_reason = FinishReason::None;
-  bool admitted = false;  // final event: the request was ever admitted to the batch
-  int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
-  int64_t completion_tokens = 0;
-  // Set on the final event, in milliseconds: queue (arrival -> first admission), TTFT
-  // (arrival -> first token), prefill (first admission -> first token: the prompt's forward
-  // passes, chunked or not), decode (first -> last token), end to end; itl_ms holds the gaps
-  // between consecutive tokens (TPOT percentiles). kv_bytes: the KV cache the sequence held
-  // at its end (its blocks x bytes per block; blocks shared through the prefix cache count).
-  double queue_ms = 0.0, ttft_ms = 0.0, prefill_ms = 0.0, decode_ms = 0.0, e2e_ms = 0.0;
-  std::vector<double> itl_ms;
-  int64_t kv_bytes = 0;
-  int32_t preemptions = 0;
-  // Speculative decoding, so far (final event: in total): tokens proposed and verified, and
-  // of those the ones kept. Both 0 without speculation.
-  int64_t drafted_tokens = 0;
-  int64_t accepted_tokens = 0;
-  // An embedding request's final event: the pooled final-norm hidden state [d_model]
-  // (GenerationParams::pooling), not normalised.
-  std::vector<float> embedding;
-};
-using EventCallback = std::function<void(RequestEvent&&)>;
-
-struct EngineStats {
-  int64_t running = 0;
-  int64_t waiting = 0;
-  BlockStats blocks;
-  int64_t block_size = 0;
-  int64_t bytes_per_block = 0;
-  int64_t steps = 0;
-  int64_t preemptions = 0;
-  int64_t context_length = 0;
-  KvPoolPlan kv_pool;           // the pool's sizing, as chosen at construction
-  int64_t drafted_tokens = 0;   // speculative decoding, since start: tokens proposed and verified
-  int64_t accepted_tokens = 0;  // of those, kept
-};
-
-class Engine {
+class Engine final : public GenerationService {
  public:
   // Throws InputError when the KV pool cannot hold one full-context sequence.
   Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, EngineConfig config, ThreadPool& pool);
@@ -120,7 +73,15 @@ class Engine {
   // Queues a request; returns its id. Thread-safe. Throws InputError for an unusable
   // request (empty or too long prompt, max_tokens < 1, bad sampling parameters) — nothing
   // is queued then. `on_event` runs on the engine thread and must not block.
-  uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
+  uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) override;
+  // submit() for a request whose prompt's leading import->n_blocks() blocks are computed in
+  // another process (disaggregated serving's decode side): the engine says which it still
+  // needs (KvImport::ready: those its prefix cache lacks), collects them as they arrive, then
+  // writes them into its pool as cached prefix blocks and queues the request, whose admission
+  // reuses them like any cached prefix; it computes the rest of the prompt (at most a block)
+  // itself and generates as usual, so the output equals a request computed here whole.
+  uint64_t submit_imported(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event,
+                           std::shared_ptr<KvImport> import);
   // What submit() checks of a request besides max_tokens and the sampling options (which the
   // Sampler checks): throws InputError for an empty or too long prompt, ids outside the
   // vocabulary, top_logprobs above 20, an empty stop string. For callers that answer some
@@ -128,11 +89,11 @@ class Engine {
   void check_request(std::span<const int32_t> prompt, const GenerationParams& params) const;
   // Cancels at the start of the next step (its blocks are freed then). Thread-safe; unknown
   // or finished ids are ignored.
-  void cancel(uint64_t request_id);
-  void cancel_all();
+  void cancel(uint64_t request_id) override;
+  void cancel_all() override;
   // Cancels the requests never admitted to the batch (a preempted one was admitted and stays):
   // a server shutting down refuses its queue but lets admitted requests finish. Thread-safe.
-  void cancel_waiting();
+  void cancel_waiting() override;
 
   // Runs the loop on a thread until stop(); stop() cancels whatever is still in flight.
   void start();
@@ -150,10 +111,12 @@ class Engine {
   // prefills or preempts (`tandem serve --verbose`); empty: off. Set it before start().
   void set_step_logger(std::function<void(const std::string&)> logger) { step_logger_ = std::move(logger); }
 
-  EngineStats stats() const;  // thread-safe snapshot
+  EngineStats stats() const override;  // thread-safe snapshot
   const EngineConfig& config() const { return config_; }
-  int64_t context_length() const { return config_.context_length; }
-  const Tokenizer& tokenizer() const { return tokenizer_; }
+  int64_t context_length() const override { return config_.context_length; }
+  int32_t max_seqs() const override { return config_.max_seqs; }
+  const Tokenizer& tokenizer() const override { return tokenizer_; }
+  const ModelConfig& model_config() const override;
   const Model& model() const { return *model_; }
 
  private:
@@ -185,6 +148,19 @@ class Engine {
   void finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event);
   TokenLogprob logprobs_of(std::span<const float> logits, int32_t chosen, int32_t top_n);
   void update_stats();
+  // The checks and set-up every submitted request gets; the sequence is not queued yet.
+  std::unique_ptr<Sequence> make_sequence(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
+  uint64_t enqueue(std::unique_ptr<Sequence> sequence);
+  // Imported requests (submit_imported): asks for the blocks of new ones (those not cached
+  // here), collects what arrived, and once all are here writes them into the pool, publishes
+  // them and hands the request to the scheduler; ends failed ones.
+  void advance_imports();
+  // Prompt tokens served from this engine's prefix cache (imported blocks are not).
+  int64_t cached_tokens_of(const Sequence& sequence) const;
+  // A prefill-only request (GenerationParams::kv_export): hands its newly computed full blocks
+  // to its sink.
+  void export_blocks(Sequence& sequence);
+  void finish_prefill_only(Sequence& sequence);
   void loop();
   // With a tracing profiler: each request's queue wait, its chunk of this step's forward
   // pass, preemptions.
@@ -213,6 +189,7 @@ class Engine {
   std::vector<float> logprob_work_;                                    // [vocab_size]
   std::vector<int32_t> logprob_ids_;                                   // [vocab_size]
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only
+  std::vector<Sequence*> importing_;  // imported requests whose blocks are not all written yet
 
   // Shared with submitting threads.
   mutable std::mutex mutex_;
@@ -221,6 +198,7 @@ class Engine {
   std::unordered_set<uint64_t> cancels_;
   bool cancel_everything_ = false;
   bool cancel_unadmitted_ = false;
+  bool import_news_ = false;  // an imported request's blocks arrived (or failed) since the last intake
   bool stopping_ = false;
   uint64_t next_id_ = 1;
   EngineStats stats_;

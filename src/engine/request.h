@@ -21,6 +21,7 @@ namespace tandem {
 namespace grammar {
 class Grammar;
 }
+class KvBlockSink;
 
 enum class RequestState { Waiting, Prefilling, Decoding, Finished, Cancelled };
 
@@ -54,6 +55,13 @@ struct GenerationParams {
   // Not None: an embedding request. The prompt is prefilled and the final event carries the
   // pooled vector (RequestEvent::embedding); nothing is sampled or generated.
   Pooling pooling = Pooling::None;
+  // Not null: a prefill-only request (disaggregated serving's prefill side). Its prompt's K/V
+  // is computed (reusing the prefix cache), each full block from kv_export_first_block on is
+  // handed to the sink as soon as it is computed, and the request ends without sampling
+  // (FinishReason::Length, no token) once the prompt is computed. Its prompt should be whole
+  // blocks: a partial last block is computed but not exported.
+  std::shared_ptr<KvBlockSink> kv_export{};
+  int64_t kv_export_first_block = 0;
 };
 
 using RequestClock = std::chrono::steady_clock;

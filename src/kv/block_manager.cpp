@@ -126,4 +126,16 @@ void BlockManager::release(SequenceBlocks& sequence) {
   sequence.hashes.clear();
 }
 
+int64_t BlockManager::cached_prefix_blocks(std::span<const int32_t> tokens, int64_t max_blocks) const {
+  const int32_t size = block_size();
+  uint64_t parent = BlockAllocator::kRootHash;
+  int64_t n = 0;
+  for (; n < max_blocks && (n + 1) * size <= static_cast<int64_t>(tokens.size()); ++n) {
+    const std::span<const int32_t> block = tokens.subspan(static_cast<size_t>(n * size), static_cast<size_t>(size));
+    if (allocator_.find(parent, block) < 0) break;
+    parent = BlockAllocator::hash_block(parent, block);
+  }
+  return n;
+}
+
 }  // namespace tandem

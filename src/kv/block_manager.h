@@ -86,6 +86,10 @@ class BlockManager {
   // its tail) and empties the sequence.
   void release(SequenceBlocks& sequence);
 
+  // How many leading full blocks of `tokens` (at most max_blocks) the prefix cache holds now;
+  // holds nothing (disaggregated serving asks another process for the blocks after them).
+  int64_t cached_prefix_blocks(std::span<const int32_t> tokens, int64_t max_blocks) const;
+
   // Hit-ratio bookkeeping, once per request: prompt tokens looked up, tokens served from cache.
   void count_lookup(int64_t prompt_tokens, int64_t hit_tokens) { allocator_.count_lookup(prompt_tokens, hit_tokens); }
 

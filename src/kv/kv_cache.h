@@ -56,7 +56,7 @@ class KvCache {
   void store(int64_t layer, int64_t slot, const float* key_row, const float* value_row);
   // Writes a slot's K and V rows that are already in the cache's types (the first
   // dtype_row_bytes(type, kv_width) bytes of a row, as keys()/values() hold them): a block
-  // received from another rank (dist/kv_block_message.h) is copied in, never converted twice.
+  // received from another rank (kv/kv_block_message.h) is copied in, never converted twice.
   void store_converted(int64_t layer, int64_t slot, const uint8_t* key_bytes, const uint8_t* value_bytes);
 
   // 2 (K and V) x layers x row bytes: what a token's slot occupies.

@@ -2,7 +2,7 @@
 // layer's rows arrive byte for byte, for each stored type and for partly filled blocks; a
 // message from another shape, type, block size or version, or a cut or altered one, is
 // refused with one line before anything is written.
-#include "dist/kv_block_message.h"
+#include "kv/kv_block_message.h"
 
 #include <gtest/gtest.h>
 

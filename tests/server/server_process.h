@@ -37,7 +37,13 @@ class ServerProcess {
     std::vector<std::string> args = {"serve", "-m", model.empty() ? shared_path(kAidreamsGguf) : model, "--port", "0",
                                      "-t",    "2"};
     args.insert(args.end(), extra.begin(), extra.end());
-    if (!spawn(args)) return false;
+    return start_program(TANDEM_BINARY, args, timeout_s);
+  }
+
+  // Starts `program ARGS...` (e.g. mpirun running tandem serve --port 0 as one of its ranks)
+  // and waits for /health on the port of the first "listening on" line it logs.
+  bool start_program(const std::string& program, const std::vector<std::string>& args, double timeout_s = 30.0) {
+    if (!spawn(args, program)) return false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (std::chrono::steady_clock::now() < deadline) {
       if (wait_port(0.0) != 0) {
@@ -54,12 +60,12 @@ class ServerProcess {
   // Runs `tandem ARGS...` (stdout to /dev/null, stderr to log()) and returns at once, without
   // waiting for it to listen: for runs that are meant to fail, and for tests that watch start-up.
   // Only on a ServerProcess whose previous run (if any) has ended.
-  bool spawn(const std::vector<std::string>& args_after_binary) {
+  bool spawn(const std::vector<std::string>& args_after_binary, const std::string& program = TANDEM_BINARY) {
     std::error_code ignored;
     if (!log_path_.empty()) std::filesystem::remove(log_path_, ignored);  // a previous run's
     log_path_ = std::filesystem::temp_directory_path() /
                 ("tandem-server-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++) + ".log");
-    std::vector<std::string> args = {TANDEM_BINARY};
+    std::vector<std::string> args = {program};
     args.insert(args.end(), args_after_binary.begin(), args_after_binary.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -70,7 +76,7 @@ class ServerProcess {
     posix_spawn_file_actions_addopen(&actions, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     port_ = 0;
     exit_code_ = -1;
-    const int rc = posix_spawn(&pid_, TANDEM_BINARY, &actions, nullptr, argv.data(), environ);
+    const int rc = posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) pid_ = -1;
     return rc == 0;

@@ -36,10 +36,10 @@ struct PreparedEmbeddings {
   Refusal refusal;
 };
 
-PreparedEmbeddings prepare(const ServerState& state, const Engine& engine, const std::string& body) {
+PreparedEmbeddings prepare(const ServerState& state, const GenerationService& engine, const std::string& body) {
   PreparedEmbeddings prepared;
   try {
-    prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model().config.d_model,
+    prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model_config().d_model,
                                                 engine.context_length(), kMaxInputs);
     check_model_name(state.model_names, prepared.request.model);
   } catch (...) {
@@ -54,7 +54,7 @@ PreparedEmbeddings prepare(const ServerState& state, const Engine& engine, const
 
 asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_alive) {
   const unsigned version = request.version();
-  Engine* engine = state_.engine.load();
+  GenerationService* engine = state_.engine.load();
   if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
   const PreparedEmbeddings prepared = co_await asio::co_spawn(
       state_.work, [&]() -> asio::awaitable<PreparedEmbeddings> { co_return prepare(state_, *engine, request.body()); },
@@ -66,17 +66,16 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   const std::vector<std::vector<int32_t>>& inputs = prepared.request.inputs;
   const auto n_inputs = static_cast<int64_t>(inputs.size());
   ServingCounters& counters = *state_.counters;
-  const int64_t capacity = engine->config().max_seqs + state_.config.max_queue;
+  const int64_t capacity = engine->max_seqs() + state_.config.max_queue;
   if (state_.shutting_down || counters.in_engine.load() + n_inputs > capacity) {
     const bool shutting_down = state_.shutting_down;
     if (!shutting_down) counters.metrics.count(TransportEvent::Shed);
     HttpResponse response = error_response(
         version, 503,
-        shutting_down
-            ? "the server is shutting down"
-            : fmt::format("the server is busy: {} requests are running or waiting and this one brings {} "
-                          "inputs (--parallel {} + --max-queue {}); retry later",
-                          counters.in_engine.load(), n_inputs, engine->config().max_seqs, state_.config.max_queue),
+        shutting_down ? "the server is shutting down"
+                      : fmt::format("the server is busy: {} requests are running or waiting and this one brings {} "
+                                    "inputs (--parallel {} + --max-queue {}); retry later",
+                                    counters.in_engine.load(), n_inputs, engine->max_seqs(), state_.config.max_queue),
         "server_error", keep_alive && !shutting_down);
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));

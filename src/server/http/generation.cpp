@@ -45,7 +45,8 @@ struct PreparedRequest {
   Refusal refusal;
 };
 
-PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint endpoint, const std::string& body) {
+PreparedRequest prepare(const ServerState& state, const GenerationService& engine, Endpoint endpoint,
+                        const std::string& body) {
   PreparedRequest prepared;
   try {
     // Chat has no natural length: by default it may run to the end of the context.
@@ -59,10 +60,10 @@ PreparedRequest prepare(const ServerState& state, const Engine& engine, Endpoint
     }
     check_model_name(state.model_names, api.model);
     // The choices are meant to run side by side, sharing the prompt's blocks.
-    if (api.n > engine.config().max_seqs)
+    if (api.n > engine.max_seqs())
       throw ApiError(400, "invalid_request_error",
                      fmt::format("'n' is {}, but this server runs at most {} sequences at once (--parallel)", api.n,
-                                 engine.config().max_seqs));
+                                 engine.max_seqs()));
     const Tokenizer& tokenizer = engine.tokenizer();
     const bool bos = tokenizer.vocab().add_bos;
     if (endpoint == Endpoint::Chat) {
@@ -109,7 +110,7 @@ int64_t unix_seconds() {
 
 asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest request, bool keep_alive) {
   const unsigned version = request.version();
-  Engine* engine = state_.engine.load();
+  GenerationService* engine = state_.engine.load();
   if (engine == nullptr) {
     HttpResponse response = error_response(version, 503, "the model is still loading", "server_error", keep_alive);
     response.set(http::field::retry_after, "1");
@@ -125,7 +126,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         error_response(version, prepared.refusal.status, prepared.refusal.message, prepared.refusal.type, keep_alive));
 
   ServingCounters& counters = *state_.counters;
-  const int64_t capacity = engine->config().max_seqs + state_.config.max_queue;
+  const int64_t capacity = engine->max_seqs() + state_.config.max_queue;
   if (state_.shutting_down || counters.in_engine.load() >= capacity) {
     const bool shutting_down = state_.shutting_down;
     if (!shutting_down) counters.metrics.count(TransportEvent::Shed);
@@ -134,7 +135,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         shutting_down ? "the server is shutting down"
                       : fmt::format("the server is busy: {} requests are running or waiting (--parallel {} + "
                                     "--max-queue {}); retry later",
-                                    counters.in_engine.load(), engine->config().max_seqs, state_.config.max_queue),
+                                    counters.in_engine.load(), engine->max_seqs(), state_.config.max_queue),
         "server_error", keep_alive && !shutting_down);
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));
@@ -149,7 +150,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         fmt::format(
             "the server is busy: {} requests are running or waiting and this one has n = {} choices (--parallel "
             "{} + --max-queue {}); retry later",
-            counters.in_engine.load(), n, engine->config().max_seqs, state_.config.max_queue),
+            counters.in_engine.load(), n, engine->max_seqs(), state_.config.max_queue),
         "server_error", keep_alive);
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));
@@ -230,6 +231,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
     log_entry_.finish_reason = finish_reason_name(event.finish_reason);
   };
   std::vector<RequestEvent> batch;
+  std::string failure;  // why a choice ended with an error, when a worker failed under it
   for (bool finished = false; !finished;) {
     batch.clear();
     if (!events->pop_all(batch)) {
@@ -272,6 +274,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         for (TokenLogprob& lp : event.logprobs) completion.logprobs.push_back(std::move(lp));
         if (!event.finished) continue;
         completion.finish_reason = event.finish_reason;
+        if (event.finish_reason == FinishReason::Error && !event.error.empty()) failure = event.error;
         completion.prompt_tokens = event.prompt_tokens;
         completion.completion_tokens = event.completion_tokens;
         completion.cached_tokens = event.cached_tokens;
@@ -290,6 +293,11 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         cancelled |= choice.completion.finish_reason == FinishReason::Cancelled ||
                      choice.completion.finish_reason == FinishReason::None;
         completions.push_back(std::move(choice.completion));
+      }
+      if (!failure.empty()) {  // a worker process failed under it (tandem serve --workers)
+        HttpResponse response = error_response(version, 503, failure, "server_error", keep_alive);
+        response.set(http::field::retry_after, "1");
+        co_return co_await send(std::move(response));
       }
       if (cancelled) {
         HttpResponse response = error_response(version, 503, "the server is shutting down; the request was cancelled",
@@ -331,6 +339,11 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         chunks += sse_choice_event(meta, event, deltas, choice.first, false, index);
       }
       choice.first = false;
+      if (event.finished && event.finish_reason == FinishReason::Error && !event.error.empty()) {
+        // A worker process failed under it: an SSE error object, as OpenAI's clients read one.
+        const nlohmann::json error = {{"error", {{"message", event.error}, {"type", "server_error"}, {"code", 503}}}};
+        chunks += "data: " + error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+      }
       if (event.finished) {
         choice.completion.prompt_tokens = event.prompt_tokens;
         choice.completion.completion_tokens = event.completion_tokens;

@@ -124,7 +124,7 @@ void HttpServer::start() {
   impl_->io_thread = std::thread([this] { impl_->state.io.run(); });
 }
 
-void HttpServer::attach(Engine* engine, ServedModel model, chat::ChatRenderer chat_renderer) {
+void HttpServer::attach(GenerationService* engine, ServedModel model, chat::ChatRenderer chat_renderer) {
   TANDEM_ASSERT(!model.names.empty());
   impl_->state.model_id = model.names.front();
   impl_->state.model_names = std::move(model.names);
@@ -152,7 +152,7 @@ void HttpServer::shutdown(double timeout_s) {
   });
   accepted_none.get_future().wait();
 
-  Engine* engine = state.engine.load();
+  GenerationService* engine = state.engine.load();
   ServingCounters& counters = *state.counters;
   const auto wait_until = [&](Clock::time_point until, auto done) {
     while (!done() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -64,7 +64,7 @@ class HttpServer {
 
   // The model is loaded: completions are served and /health turns 200. The engine must
   // outlive this server's use of it and stop before the server is destroyed.
-  void attach(Engine* engine, ServedModel model, chat::ChatRenderer chat_renderer);
+  void attach(GenerationService* engine, ServedModel model, chat::ChatRenderer chat_renderer);
 
   // Graceful: stop accepting (connections already waiting in the backlog are answered 503),
   // refuse queued-but-unadmitted requests with 503, let admitted requests finish (streams end

@@ -39,9 +39,9 @@ struct ServerState {
   explicit ServerState(ServerConfig config) : config(std::move(config)) {}
 
   const ServerConfig config;
-  std::atomic<Engine*> engine{nullptr};  // stored last by attach(): publishes the four below
-  std::string model_id;                  // model_names[0]: what responses carry
-  std::vector<std::string> model_names;  // what a request's `model` may be
+  std::atomic<GenerationService*> engine{nullptr};  // stored last by attach(): publishes the four below
+  std::string model_id;                             // model_names[0]: what responses carry
+  std::vector<std::string> model_names;             // what a request's `model` may be
   std::string model_path;
   chat::ChatRenderer chat_renderer;
   // How the template's model writes tool calls and reasoning (from the template's text; the

@@ -23,6 +23,7 @@
 #include "server/model_names.h"
 #include "server/props.h"
 #include "server/web_assets.h"
+#include "server/worker_health.h"
 
 namespace tandem::server {
 
@@ -363,13 +364,22 @@ asio::awaitable<bool> Session::serve_one() {
   }
   HttpRequest request = parser.release();
 
-  Engine* engine = state_.engine.load();
+  GenerationService* engine = state_.engine.load();
   switch (route) {
     case Route::Health: {
-      HttpResponse response{engine ? http::status::ok : http::status::service_unavailable, version};
+      const std::vector<WorkerStatus> workers = engine ? engine->workers() : std::vector<WorkerStatus>{};
+      const WorkerHealth health = worker_health(workers);
+      const bool serving = engine != nullptr && (workers.empty() || health.serving);
+      HttpResponse response{serving ? http::status::ok : http::status::service_unavailable, version};
       response.set(http::field::content_type, "application/json");
       response.keep_alive(keep_alive);
-      response.body() = engine ? R"({"status":"ok"})" : R"({"status":"loading model"})";
+      if (!engine) {
+        response.body() = R"({"status":"loading model"})";
+      } else if (workers.empty()) {
+        response.body() = R"({"status":"ok"})";
+      } else {
+        response.body() = health.body.dump();
+      }
       co_return co_await send(std::move(response));
     }
     case Route::Metrics: {
@@ -378,6 +388,7 @@ asio::awaitable<bool> Session::serve_one() {
       response.keep_alive(keep_alive);
       const TransportStats transport{state_.counters->open_connections.load(), state_.counters->in_engine.load()};
       response.body() = state_.counters->metrics.render(engine ? engine->stats() : EngineStats{}, transport);
+      if (engine) response.body() += render_worker_metrics(engine->workers());
       co_return co_await send(std::move(response));
     }
     case Route::Models: {
@@ -401,7 +412,7 @@ asio::awaitable<bool> Session::serve_one() {
       props.model_path = state_.model_path;
       props.chat_renderer = &state_.chat_renderer;
       props.context_length = engine->context_length();
-      props.total_slots = engine->config().max_seqs;
+      props.total_slots = engine->max_seqs();
       props.speculation = config.speculation;
       const nlohmann::json body = props_json(props);
       co_return co_await send(json_response(version, body, keep_alive));

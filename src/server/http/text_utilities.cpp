@@ -24,7 +24,7 @@ struct UtilityAnswer {
   Refusal refusal;
 };
 
-UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, const Engine& engine,
+UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, const GenerationService& engine,
                      const std::string& body) {
   UtilityAnswer answer;
   try {
@@ -47,7 +47,7 @@ UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, con
 
 asio::awaitable<bool> Session::serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive) {
   const unsigned version = request.version();
-  Engine* engine = state_.engine.load();
+  GenerationService* engine = state_.engine.load();
   if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
   const UtilityAnswer result = co_await asio::co_spawn(
       state_.work,

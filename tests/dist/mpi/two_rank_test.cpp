@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "dist/communicator.h"
-#include "dist/kv_block_message.h"
 #include "dist/mpi_error.h"
 #include "dist/mpi_session.h"
 #include "dist/random_kv_cache.h"
 #include "kv/block_allocator.h"
+#include "kv/kv_block_message.h"
 
 namespace tandem {
 namespace {

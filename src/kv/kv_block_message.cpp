@@ -1,6 +1,6 @@
 // KV block messages (see kv_block_message.h): the fixed header, its checks against the
 // receiving cache, and the rows copied out of and into KvCache storage.
-#include "dist/kv_block_message.h"
+#include "kv/kv_block_message.h"
 
 #include <bit>
 #include <cstring>

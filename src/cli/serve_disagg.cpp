@@ -1,0 +1,152 @@
+// tandem serve --workers prefill:P,decode:D under mpirun: one job of 1 + P + D processes.
+// Rank 0 is the front: the HTTP server over a DisaggFront, which routes each request to a
+// decode rank and names a prefill rank for its prompt. Ranks 1..P are prefill workers and
+// P+1..P+D decode workers, each with the whole model and an engine of its own, built from the
+// same flags. Stop the job with SIGTERM (or SIGINT) to rank 0 — its pid is in its log — which
+// drains like a single server and then stops every worker; mpirun forwards a signal sent to
+// mpirun itself to every rank at once, which ends the job without draining.
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "base/build_info.h"
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "cli/serve_options.h"
+#include "dist/decode_worker.h"
+#include "dist/disagg_front.h"
+#include "dist/disagg_wire.h"
+#include "dist/mpi_session.h"
+#include "dist/prefill_worker.h"
+#include "model/model.h"
+#include "server/model_names.h"
+#include "tokenizer/load_tokenizer.h"
+
+namespace tandem::cli {
+
+namespace {
+
+struct WorkerCounts {
+  int prefill = 0;
+  int decode = 0;
+};
+
+WorkerCounts parse_workers(const std::string& spec) {
+  std::smatch match;
+  TANDEM_CHECK_INPUT(std::regex_match(spec, match, std::regex("prefill:([0-9]+),decode:([0-9]+)")),
+                     "--workers must be prefill:P,decode:D, not '{}'", spec);
+  WorkerCounts counts{std::stoi(match[1]), std::stoi(match[2])};
+  TANDEM_CHECK_INPUT(counts.decode >= 1, "--workers needs at least one decode worker");
+  return counts;
+}
+
+Tokenizer load_checked_tokenizer(const ServeOptions& options, const Model& model) {
+  Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model.config.vocab_size);
+  TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model.config.vocab_size,
+                     "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
+                     model.config.vocab_size);
+  return tokenizer;
+}
+
+// Ranks 1..: a worker of `role` until the front says stop. Stop signals are the front's to
+// take (mpirun may deliver them here too): blocked, never waited for.
+void run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
+  block_stop_signals();
+  try {
+    const std::shared_ptr<const Model> model = load_model(options.model_path);
+    const Tokenizer tokenizer = load_checked_tokenizer(options, *model);
+    EngineConfig config = options.engine;
+    config.kv_types = options.kv_types.resolve();
+    ThreadPool pool(options.threads);
+    Engine engine(model, tokenizer, config, pool);
+    engine.start();
+    say(options, fmt::format("rank {} (pid {}): {} worker, {} parallel, {} KV blocks of {} tokens", comm.rank(),
+                             ::getpid(), prefill ? "prefill" : "decode", engine.config().max_seqs,
+                             engine.stats().blocks.total, engine.config().block_size));
+    if (prefill) {
+      dist::PrefillWorker(comm, engine).run();
+    } else {
+      dist::DecodeWorker(comm, engine).run();
+    }
+  } catch (const std::exception& error) {
+    // The front waits for this rank's first report: tell it why there will be none.
+    say(options, fmt::format("rank {}: {}", comm.rank(), error.what()), "error");
+    comm.send(0, dist::kFailed, dist::to_bytes({{"error", std::string(error.what())}}));
+    throw;
+  }
+}
+
+void run_front(const ServeOptions& options, Communicator& comm, const WorkerCounts& counts) {
+  const server::ServerConfig http_config = http_config_of(options);
+  server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
+  if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
+  const sigset_t signals = block_stop_signals();
+
+  server::HttpServer http(http_config);
+  http.bind();
+  say(options, fmt::format("{} listening on http://{}:{} (front of {} prefill + {} decode workers, pid {}; loading {})",
+                           version_line(), options.http.host, http.port(), counts.prefill, counts.decode, ::getpid(),
+                           options.model_path));
+  http.start();
+  begin_loading(signals);
+  // The front tokenizes and renders chat; it needs the model's configuration and vocabulary,
+  // not its weights: it holds the first layer only (a pipeline stage's load).
+  const std::shared_ptr<const Model> model = load_model(options.model_path, {.layers = LayerRange{0, 1}});
+  const Tokenizer tokenizer = load_checked_tokenizer(options, *model);
+  const chat::ChatRenderer chat_renderer = choose_chat_renderer(options, tokenizer);
+
+  dist::DisaggConfig config;
+  for (int r = 1; r <= counts.prefill; ++r) config.prefill_ranks.push_back(r);
+  for (int r = counts.prefill + 1; r <= counts.prefill + counts.decode; ++r) config.decode_ranks.push_back(r);
+  config.block_size = options.engine.block_size;
+  config.max_seqs = options.engine.max_seqs;
+  const int64_t model_context = model->config.context_length;
+  config.context_length = options.engine.context_length <= 0 || options.engine.context_length > model_context
+                              ? model_context
+                              : options.engine.context_length;
+  config.worker_timeout_s = options.worker_timeout_s;
+  dist::DisaggFront front(comm, tokenizer, model->config, config);
+  front.start(600.0);  // every worker's model loaded (a failed one says why)
+  end_loading(signals);
+  http.attach(&front, served, chat_renderer);
+  say(options, fmt::format("ready — model {}, chat format {}, {} prefill + {} decode workers, {} parallel each, "
+                           "context {}, KV blocks of {} tokens",
+                           served.names.front(), chat_renderer.name(), counts.prefill, counts.decode,
+                           options.engine.max_seqs, config.context_length, config.block_size));
+
+  const int signal = wait_for_signal(signals);
+  say(options, fmt::format("{} received; no longer accepting, finishing admitted requests (up to {:.1f} s)",
+                           signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s));
+  http.shutdown(options.shutdown_timeout_s);
+  front.stop(10.0);
+  say(options, "stopped");
+}
+
+}  // namespace
+
+void serve_disaggregated(const ServeOptions& options) {
+  const WorkerCounts counts = parse_workers(options.workers);
+  TANDEM_CHECK_INPUT(options.draft_model_path.empty() && options.trace_path.empty(),
+                     "--workers: --draft-model and --trace are for one process");
+  MpiSession session;
+  Communicator comm(session);
+  const int expected = 1 + counts.prefill + counts.decode;
+  TANDEM_CHECK_INPUT(comm.size() == expected, "--workers prefill:{},decode:{} needs {} ranks (mpirun -np {}), not {}",
+                     counts.prefill, counts.decode, expected, expected, comm.size());
+  if (comm.rank() == 0) {
+    try {
+      run_front(options, comm, counts);
+    } catch (const std::exception& error) {
+      // The workers would wait for the front forever: end the whole job.
+      say(options, error.what(), "error");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  } else {
+    run_worker(options, comm, comm.rank() <= counts.prefill);
+  }
+}
+
+}  // namespace tandem::cli

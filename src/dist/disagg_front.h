@@ -1,0 +1,106 @@
+// DisaggFront: rank 0 of a disaggregated job, what the HTTP server generates through. It
+// checks each request as an engine would, routes it to the live decode rank with the fewest
+// requests in flight, and names the live prefill rank with the fewest prompt blocks in flight
+// to compute the prompt's head (the decode rank asks it for the blocks its own prefix cache
+// lacks); token events come back from the decode rank to the request's callback. A worker
+// that has not reported for `worker_timeout_s` is down: its requests end with an error
+// naming it, the other workers are told to give up on it, and routing skips it (with no
+// prefill rank left, decode ranks compute whole prompts; with no decode rank, requests are
+// refused). Runs the rank's MPI thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "dist/message_pump.h"
+#include "dist/worker_report.h"
+#include "engine/generation_service.h"
+#include "model/model_config.h"
+
+namespace tandem::dist {
+
+struct DisaggConfig {
+  std::vector<int> prefill_ranks;
+  std::vector<int> decode_ranks;
+  int32_t block_size = 16;     // the workers' --kv-block
+  int32_t max_seqs = 4;        // each decode rank's --parallel
+  int64_t context_length = 0;  // the workers' (--ctx bounded by the model's)
+  double worker_timeout_s = 10.0;
+};
+
+class DisaggFront final : public GenerationService {
+ public:
+  DisaggFront(Communicator& comm, const Tokenizer& tokenizer, const ModelConfig& model, DisaggConfig config);
+  ~DisaggFront() override;
+
+  // Starts the MPI thread and waits until every worker has reported once (its model loaded),
+  // up to `timeout_s`; InputError naming the ones that did not.
+  void start(double timeout_s);
+  // Tells every live worker to stop, waits for them (up to `timeout_s`), stops the MPI thread.
+  // Requests still in flight end Cancelled.
+  void stop(double timeout_s);
+
+  uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) override;
+  void cancel(uint64_t request_id) override;
+  void cancel_all() override;
+  void cancel_waiting() override;
+  EngineStats stats() const override;
+  int64_t context_length() const override { return config_.context_length; }
+  int32_t max_seqs() const override { return config_.max_seqs * static_cast<int32_t>(config_.decode_ranks.size()); }
+  const Tokenizer& tokenizer() const override { return tokenizer_; }
+  const ModelConfig& model_config() const override { return model_; }
+  std::vector<WorkerStatus> workers() const override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Worker {
+    int rank = 0;
+    bool prefill = false;
+    bool up = true;
+    bool reported = false;
+    bool stopped = false;
+    std::string down_reason;
+    Clock::time_point last_report;
+    WorkerReport report;
+    int64_t in_flight = 0;  // decode: requests; prefill: prompt blocks asked of it
+  };
+  struct InFlight {
+    int decode_rank = 0;
+    int prefill_rank = -1;
+    int64_t blocks = 0;
+    EventCallback on_event;
+    Clock::time_point arrival;
+    bool first_token_seen = false;
+    double ttft_ms = 0.0;
+  };
+
+  void loop();
+  void on_message(const MessageInfo& info, std::vector<uint8_t>& bytes);
+  void on_event(RequestEvent event);
+  void check_timeouts();
+  // Marks `rank` down and fails the requests it held; the mutex is held.
+  void mark_down(Worker& worker, const std::string& reason, std::vector<std::pair<EventCallback, RequestEvent>>& ended);
+  Worker* pick(bool prefill);  // the mutex is held
+
+  Communicator& comm_;
+  const Tokenizer& tokenizer_;
+  const ModelConfig& model_;
+  const DisaggConfig config_;
+  MessagePump pump_;
+  mutable std::mutex mutex_;
+  std::map<int, Worker> workers_;
+  std::unordered_map<uint64_t, InFlight> in_flight_;
+  uint64_t next_id_ = 1;
+  bool stopping_ = false;
+  bool stop_sent_ = false;  // kStop posted to the live workers
+  bool give_up_ = false;    // stop(): every worker stopped, or the wait is over; the loop ends
+  std::thread thread_;
+};
+
+}  // namespace tandem::dist

@@ -1,0 +1,84 @@
+#include "dist/message_pump.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace tandem::dist {
+
+namespace {
+
+size_t tag_slot(int tag) { return static_cast<size_t>(std::clamp(tag - 100, 0, 255)); }
+
+}  // namespace
+
+void MessagePump::post(int destination, int tag, std::vector<uint8_t> bytes) {
+  std::lock_guard lock(mutex_);
+  if (gone_.count(destination) != 0) return;
+  bytes_posted_[tag_slot(tag)] += static_cast<int64_t>(bytes.size());
+  posted_.push_back({destination, tag, std::move(bytes)});
+}
+
+int64_t MessagePump::bytes_posted(int tag) const {
+  std::lock_guard lock(mutex_);
+  return bytes_posted_[tag_slot(tag)];
+}
+
+void MessagePump::forget_rank(int rank) {
+  std::lock_guard lock(mutex_);
+  gone_.insert(rank);
+  std::erase_if(posted_, [rank](const Outgoing& o) { return o.destination == rank; });
+}
+
+bool MessagePump::sending() const {
+  std::lock_guard lock(mutex_);
+  return !posted_.empty() || !in_flight_.empty();
+}
+
+bool MessagePump::pump_once(const Handler& handler) {
+  bool progressed = false;
+  std::deque<Outgoing> posted;
+  std::set<int> gone;
+  {
+    std::lock_guard lock(mutex_);
+    posted.swap(posted_);
+    gone = gone_;
+  }
+  for (Outgoing& o : posted) {
+    InFlight sending{o.destination, std::make_unique<std::vector<uint8_t>>(std::move(o.bytes)), {}};
+    sending.request = comm_.send_async(o.destination, o.tag, *sending.bytes);
+    in_flight_.push_back(std::move(sending));
+    progressed = true;
+  }
+  std::erase_if(in_flight_, [&](InFlight& f) {
+    if (gone.count(f.destination) != 0) {
+      f.request.forget();
+      forgotten_.push_back(std::move(f.bytes));
+      return true;
+    }
+    return f.request.test().has_value();
+  });
+  // Every message that is here now, each handed over before the next is received.
+  while (const std::optional<MessageInfo> info = comm_.try_receive_any_size(kAnySource, kAnyTag, incoming_)) {
+    progressed = true;
+    handler(*info, incoming_);
+  }
+  return progressed;
+}
+
+void MessagePump::run(const Handler& handler, const std::function<void()>& tick,
+                      const std::function<bool()>& keep_going) {
+  auto pause = std::chrono::microseconds(50);
+  while (keep_going()) {
+    const bool progressed = pump_once(handler);
+    tick();
+    if (progressed) {
+      pause = std::chrono::microseconds(50);
+    } else {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+}  // namespace tandem::dist

@@ -1,0 +1,67 @@
+// MessagePump: a rank's one MPI thread. Any thread posts byte messages (they are sent
+// non-blocking, in the order posted per destination, each buffer kept until its send
+// completes); the pump thread sends them, polls the sends in flight, and hands every message
+// that arrived to a handler. A peer that is gone is forgotten: its sends in flight are given
+// up (they would never complete) and later posts to it dropped, so no call here waits on a
+// dead rank. Polls, never blocks in MPI: a rank waiting for work must not spin a core that
+// another rank on the same machine computes on (run() sleeps when nothing happened).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "dist/communicator.h"
+
+namespace tandem::dist {
+
+class MessagePump {
+ public:
+  explicit MessagePump(Communicator& comm) : comm_(comm) {}
+
+  // Any thread.
+  void post(int destination, int tag, std::vector<uint8_t> bytes);
+  int64_t bytes_posted(int tag) const;  // what post() took under `tag`, all destinations
+
+  using Handler = std::function<void(const MessageInfo& info, std::vector<uint8_t>& bytes)>;
+  // Pump thread: one round — start the posted sends, retire finished ones, hand each arrived
+  // message to `handler`. Returns whether anything happened.
+  bool pump_once(const Handler& handler);
+  // Pump thread: rounds until `keep_going` returns false (asked between rounds), sleeping up
+  // to a millisecond after rounds where nothing happened; `tick` runs every round.
+  void run(const Handler& handler, const std::function<void()>& tick, const std::function<bool()>& keep_going);
+  // Pump thread: sends are posted but not yet complete.
+  bool sending() const;
+
+  // Any thread: `rank` is gone.
+  void forget_rank(int rank);
+
+ private:
+  struct Outgoing {
+    int destination = 0;
+    int tag = 0;
+    std::vector<uint8_t> bytes;
+  };
+  struct InFlight {
+    int destination = 0;
+    std::unique_ptr<std::vector<uint8_t>> bytes;  // stable address while MPI reads it
+    MpiRequest request;
+  };
+
+  Communicator& comm_;
+  mutable std::mutex mutex_;
+  std::deque<Outgoing> posted_;
+  std::set<int> gone_;
+  std::vector<int64_t> bytes_posted_ = std::vector<int64_t>(256, 0);  // by tag - 100
+  // Pump thread only.
+  std::vector<InFlight> in_flight_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> forgotten_;  // buffers of sends given up on
+  std::vector<uint8_t> incoming_;
+};
+
+}  // namespace tandem::dist

@@ -1,0 +1,121 @@
+// GenerationService: what a server asks of whatever generates tokens — submit a request and
+// get its events back, cancel, read the stats — and the events and stats themselves. The
+// Engine is one (a process generating on its own); src/dist's front of a multi-process job
+// (prefill and decode ranks over MPI) is another, so the HTTP server serves either unchanged.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/block_allocator.h"
+#include "kv/kv_pool_plan.h"
+
+namespace tandem {
+
+class Tokenizer;
+struct ModelConfig;
+
+struct TopLogprob {
+  int32_t token = 0;
+  std::string text;  // the token's raw bytes (may be part of a UTF-8 character)
+  float logprob = 0.0f;
+};
+
+struct TokenLogprob {
+  TopLogprob chosen;
+  std::vector<TopLogprob> top;  // most probable first
+};
+
+// One event per sampled token; the last one has finished set (also on cancellation).
+struct RequestEvent {
+  uint64_t request_id = 0;
+  std::string text;                    // text released by this token (stop strings never appear)
+  std::vector<int32_t> tokens;         // the token(s) sampled for this event
+  std::vector<TokenLogprob> logprobs;  // when top_logprobs >= 0, one per token
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::None;
+  bool admitted = false;  // final event: the request was ever admitted to the batch
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int64_t completion_tokens = 0;
+  // Set on the final event, in milliseconds: queue (arrival -> first admission), TTFT
+  // (arrival -> first token), prefill (first admission -> first token: the prompt's forward
+  // passes, chunked or not), decode (first -> last token), end to end; itl_ms holds the gaps
+  // between consecutive tokens (TPOT percentiles). kv_bytes: the KV cache the sequence held
+  // at its end (its blocks x bytes per block; blocks shared through the prefix cache count).
+  double queue_ms = 0.0, ttft_ms = 0.0, prefill_ms = 0.0, decode_ms = 0.0, e2e_ms = 0.0;
+  std::vector<double> itl_ms;
+  int64_t kv_bytes = 0;
+  int32_t preemptions = 0;
+  // Speculative decoding, so far (final event: in total): tokens proposed and verified, and
+  // of those the ones kept. Both 0 without speculation.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  // An embedding request's final event: the pooled final-norm hidden state [d_model]
+  // (GenerationParams::pooling), not normalised.
+  std::vector<float> embedding;
+  // Disaggregated serving (final event): the KV bytes this request's blocks brought in from
+  // another process (Engine::submit_imported), and the time from asking for them (the
+  // engine holding blocks for them) to the last one applied.
+  int64_t kv_transfer_bytes = 0;
+  double kv_transfer_ms = 0.0;
+  // Why a request ended with FinishReason::Error, when there is more to say than the reason.
+  std::string error;
+};
+using EventCallback = std::function<void(RequestEvent&&)>;
+
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  BlockStats blocks;
+  int64_t block_size = 0;
+  int64_t bytes_per_block = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t context_length = 0;
+  KvPoolPlan kv_pool;           // the pool's sizing, as chosen at construction
+  int64_t drafted_tokens = 0;   // speculative decoding, since start: tokens proposed and verified
+  int64_t accepted_tokens = 0;  // of those, kept
+};
+
+// One worker process of a multi-process job, as the front sees it (/health, /metrics).
+struct WorkerStatus {
+  int rank = 0;
+  std::string role;  // "prefill" or "decode"
+  bool up = true;
+  std::string down_reason;  // why it is counted down
+  int64_t pid = 0;
+  int64_t in_flight = 0;             // requests routed to it and not finished
+  int64_t running = 0;               // its engine's, from its last report
+  int64_t waiting = 0;               // its queue (decode: also requests whose blocks are still arriving)
+  int64_t kv_bytes_sent = 0;         // prefill: KV block bytes sent to decode ranks
+  int64_t kv_bytes_received = 0;     // decode: KV block bytes received and applied
+  double kv_transfer_seconds = 0.0;  // decode: summed per request, blocks asked for -> last applied
+  int64_t requests_done = 0;
+};
+
+class GenerationService {
+ public:
+  virtual ~GenerationService() = default;
+  // Queues a request; returns its id. Thread-safe. Throws InputError for an unusable request
+  // (nothing is queued then). `on_event` must not block.
+  virtual uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) = 0;
+  // Thread-safe; unknown or finished ids are ignored.
+  virtual void cancel(uint64_t request_id) = 0;
+  virtual void cancel_all() = 0;
+  // Cancels the requests never admitted (a server shutting down refuses its queue).
+  virtual void cancel_waiting() = 0;
+  virtual EngineStats stats() const = 0;  // thread-safe snapshot
+  virtual int64_t context_length() const = 0;
+  virtual int32_t max_seqs() const = 0;  // sequences generated at once (what n > 1 is bounded by)
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual const ModelConfig& model_config() const = 0;
+  // The worker processes behind it; empty for a single process.
+  virtual std::vector<WorkerStatus> workers() const { return {}; }
+};
+
+}  // namespace tandem
