@@ -112,15 +112,16 @@ class KvTransferEngine : public ::testing::TestWithParam<DType> {
                          }
                        });
       });
-      decode.submit_imported(t.prompt, sampled(100 + i, max_tokens),
-                             [&t](RequestEvent&& event) {
-                               t.tokens.insert(t.tokens.end(), event.tokens.begin(), event.tokens.end());
-                               if (event.finished) {
-                                 t.finished = true;
-                                 t.final_event = std::move(event);
-                               }
-                             },
-                             t.import);
+      decode.submit_imported(
+          t.prompt, sampled(100 + i, max_tokens),
+          [&t](RequestEvent&& event) {
+            t.tokens.insert(t.tokens.end(), event.tokens.begin(), event.tokens.end());
+            if (event.finished) {
+              t.finished = true;
+              t.final_event = std::move(event);
+            }
+          },
+          t.import);
     }
     for (int guard = 0; guard < 10000; ++guard) {
       decode.step();
@@ -177,7 +178,8 @@ TEST_P(KvTransferEngine, ImportedPromptsGenerateWhatOneEngineGenerates) {
       const int64_t sent = round == 0 ? n_blocks : 0;
       ASSERT_EQ(static_cast<int64_t>(t.sink->indices.size()), sent) << "prompt " << i;
       for (int64_t b = 0; b < sent; ++b) EXPECT_EQ(t.sink->indices[static_cast<size_t>(b)], b) << "in order, once";
-      const int64_t message_bytes = kv_block_message_bytes(KvCache(model_->kv_shape(), 1, kBlock, kDefaultKvTypes), kBlock);
+      const int64_t message_bytes =
+          kv_block_message_bytes(KvCache(model_->kv_shape(), 1, kBlock, kDefaultKvTypes), kBlock);
       EXPECT_EQ(t.final_event.kv_transfer_bytes, sent * message_bytes) << "prompt " << i;
     }
     EXPECT_EQ(decode.stats().blocks.used, 0) << "leaked KV blocks in the decode engine, round " << round;
@@ -212,8 +214,8 @@ TEST_P(KvTransferEngine, PrefillOnlyExportsTheAskedFullBlocksOnce) {
     KvCache receiver(model_->kv_shape(), 1, kBlock, kDefaultKvTypes);
     for (size_t m = 0; m < sink->messages.size(); ++m) {
       const KvBlockInfo info = read_kv_block_info(sink->messages[m], receiver);
-      EXPECT_EQ(info.tokens, std::vector<int32_t>(prompt.begin() + (first + m) * kBlock,
-                                                  prompt.begin() + (first + m + 1) * kBlock));
+      EXPECT_EQ(info.tokens,
+                std::vector<int32_t>(prompt.begin() + (first + m) * kBlock, prompt.begin() + (first + m + 1) * kBlock));
     }
   }
   EXPECT_EQ(prefill.stats().blocks.used, 0);
@@ -237,13 +239,14 @@ TEST_P(KvTransferEngine, BadBlocksFailuresAndCancellationsEndTheRequest) {
   std::vector<std::shared_ptr<KvImport>> imports;
   for (size_t i = 0; i < 3; ++i) {
     imports.push_back(std::make_shared<KvImport>(3, [](int64_t) {}));
-    decode.submit_imported(prompts[i], sampled(1, 5),
-                           [&finals, i](RequestEvent&& event) {
-                             if (event.finished) finals[i] = std::move(event);
-                           },
-                           imports.back());
+    decode.submit_imported(
+        prompts[i], sampled(1, 5),
+        [&finals, i](RequestEvent&& event) {
+          if (event.finished) finals[i] = std::move(event);
+        },
+        imports.back());
   }
-  decode.step();  // asks for their blocks
+  decode.step();                             // asks for their blocks
   imports[0]->add(other_sink->messages[0]);  // prompt 1's block for prompt 0
   imports[1]->fail("the prefill rank is gone");
   decode.cancel(3);
@@ -260,8 +263,8 @@ TEST_P(KvTransferEngine, BadBlocksFailuresAndCancellationsEndTheRequest) {
   // Complete with fewer blocks than it asked for: an error, not a hang or a wrong output.
   auto short_import = std::make_shared<KvImport>(3, [](int64_t) {});
   RequestEvent short_final;
-  decode.submit_imported(prompts[2], sampled(1, 5), [&](RequestEvent&& event) { short_final = std::move(event); },
-                         short_import);
+  decode.submit_imported(
+      prompts[2], sampled(1, 5), [&](RequestEvent&& event) { short_final = std::move(event); }, short_import);
   decode.step();
   short_import->complete();
   decode.run_until_idle();
@@ -275,8 +278,8 @@ TEST_P(KvTransferEngine, ImportsTheLastPositionNever) {
   Engine decode(model_, *tokenizer_, small_config(), pool);
   const std::vector<int32_t> prompt = test_support::random_prompts(12, kVocab, {8})[0];
   // 8 positions are 2 blocks, but the last position must be computed here: 1 block at most.
-  EXPECT_THROW(decode.submit_imported(prompt, sampled(1, 4), [](RequestEvent&&) {},
-                                      std::make_shared<KvImport>(2, [](int64_t) {})),
+  EXPECT_THROW(decode.submit_imported(
+                   prompt, sampled(1, 4), [](RequestEvent&&) {}, std::make_shared<KvImport>(2, [](int64_t) {})),
                InputError);
 }
 

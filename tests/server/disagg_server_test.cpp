@@ -31,9 +31,23 @@ constexpr const char* kTok512 = "models/aidreams260K/tok512.bin";
 // mpirun as CI runs it (cmake/mpi_tests.cmake says why each flag); orte_enable_recovery: a
 // rank that dies does not take the job down (the front counts it down instead).
 std::vector<std::string> mpirun_args(int ranks) {
-  return {"-np",   std::to_string(ranks), "--oversubscribe", "--allow-run-as-root", "--mca", "pml", "ob1", "--mca",
-          "btl",   "self,vader",          "--mca",           "btl_vader_single_copy_mechanism", "none", "--mca",
-          "orte_enable_recovery", "1", TANDEM_BINARY};
+  return {"-np",
+          std::to_string(ranks),
+          "--oversubscribe",
+          "--allow-run-as-root",
+          "--mca",
+          "pml",
+          "ob1",
+          "--mca",
+          "btl",
+          "self,vader",
+          "--mca",
+          "btl_vader_single_copy_mechanism",
+          "none",
+          "--mca",
+          "orte_enable_recovery",
+          "1",
+          TANDEM_BINARY};
 }
 #endif
 
@@ -143,8 +157,8 @@ class DisaggServer : public ::testing::Test {
 TEST_F(DisaggServer, OutputsEqualOneProcessUnderConcurrentLoadWithPreemption) {
   // 4-token blocks, 4 sequences, a 128-token context and a pool of 40 blocks: twelve requests of up to 100
   // positions at once make the decode side preempt (and the prefill side queue).
-  const std::vector<std::string> flags = {"-z", shared_path(kTok512), "--kv-block", "4", "--parallel", "4",
-                                          "--kv-memory", "100KiB", "--ctx", "128"};
+  const std::vector<std::string> flags = {"-z", shared_path(kTok512), "--kv-block", "4",     "--parallel",
+                                          "4",  "--kv-memory",        "100KiB",     "--ctx", "128"};
   const std::vector<json> requests = workload();
   ServerProcess single;
   ASSERT_TRUE(single.start(flags, 30.0, shared_path(kStories))) << single.log();
@@ -166,22 +180,22 @@ TEST_F(DisaggServer, OutputsEqualOneProcessUnderConcurrentLoadWithPreemption) {
       EXPECT_EQ(got[i].completion_tokens, want[i].completion_tokens) << "request " << i;
     }
   }
-  EXPECT_GT(metric(job, "tandem_preemptions_total"), 0) << "the pool was meant to be short (single process: "
-                                                          << single_preemptions << " preemptions)";
+  EXPECT_GT(metric(job, "tandem_preemptions_total"), 0)
+      << "the pool was meant to be short (single process: " << single_preemptions << " preemptions)";
   httplib::Client client = job.client();
   const auto metrics = client.Get("/metrics");
   ASSERT_TRUE(metrics);
   std::smatch sent;
-  ASSERT_TRUE(std::regex_search(metrics->body, sent,
-                                std::regex("tandem_worker_kv_sent_bytes_total\\{rank=\"1\",role=\"prefill\"\\} ([0-9]+)")))
+  ASSERT_TRUE(std::regex_search(
+      metrics->body, sent, std::regex("tandem_worker_kv_sent_bytes_total\\{rank=\"1\",role=\"prefill\"\\} ([0-9]+)")))
       << metrics->body;
   EXPECT_GT(std::stoll(sent[1]), 0) << "the prefill rank sent KV blocks";
   EXPECT_EQ(stop_job(job), 0) << job.log();
 }
 
 TEST_F(DisaggServer, AKilledDecodeRankFailsOnlyItsRequests) {
-  const std::vector<std::string> flags = {"-m", shared_path(kStories), "-z", shared_path(kTok512),
-                                          "--parallel", "2", "--worker-timeout", "1"};
+  const std::vector<std::string> flags = {"-m", shared_path(kStories), "-z", shared_path(kTok512), "--parallel",
+                                          "2",  "--worker-timeout",    "1"};
   ServerProcess job;
   ASSERT_TRUE(start_disaggregated(job, 1, 2, flags)) << job.log();
   const pid_t victim = logged_pid(job.log(), 3);
@@ -189,8 +203,8 @@ TEST_F(DisaggServer, AKilledDecodeRankFailsOnlyItsRequests) {
   // Long requests, spread over both decode ranks (the front routes to the least loaded).
   std::vector<json> requests;
   for (int i = 0; i < 6; ++i)
-    requests.push_back({{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true},
-                        {"temperature", 1}, {"seed", i}});
+    requests.push_back(
+        {{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"temperature", 1}, {"seed", i}});
   std::vector<std::future<Reply>> futures;
   for (const json& request : requests)
     futures.push_back(std::async(std::launch::async, [&job, request] { return complete(job, request); }));
@@ -229,9 +243,9 @@ TEST_F(DisaggServer, TooFewRanksIsAOneLineError) {
 #ifdef TANDEM_MPIEXEC
   ServerProcess job;
   std::vector<std::string> args = mpirun_args(2);
-  for (const std::string& a : {std::string("serve"), std::string("-m"), shared_path(kStories), std::string("-z"),
-                               shared_path(kTok512), std::string("--port"), std::string("0"), std::string("--workers"),
-                               std::string("prefill:1,decode:1")})
+  for (const std::string& a :
+       {std::string("serve"), std::string("-m"), shared_path(kStories), std::string("-z"), shared_path(kTok512),
+        std::string("--port"), std::string("0"), std::string("--workers"), std::string("prefill:1,decode:1")})
     args.push_back(a);
   ASSERT_TRUE(job.spawn(args, TANDEM_MPIEXEC));
   const auto code = job.wait_exit(30.0);
