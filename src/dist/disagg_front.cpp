@@ -23,7 +23,7 @@ double ms_since(std::chrono::steady_clock::time_point from) {
 }  // namespace
 
 DisaggFront::DisaggFront(Communicator& comm, const Tokenizer& tokenizer, const ModelConfig& model, DisaggConfig config)
-    : comm_(comm), tokenizer_(tokenizer), model_(model), config_(std::move(config)), pump_(comm) {
+    : tokenizer_(tokenizer), model_(model), config_(std::move(config)), pump_(comm) {
   const Clock::time_point now = Clock::now();
   for (int rank : config_.prefill_ranks) workers_[rank] = Worker{rank, true, true, false, false, {}, now, {}, 0};
   for (int rank : config_.decode_ranks) workers_[rank] = Worker{rank, false, true, false, false, {}, now, {}, 0};

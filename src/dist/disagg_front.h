@@ -88,7 +88,6 @@ class DisaggFront final : public GenerationService {
   void mark_down(Worker& worker, const std::string& reason, std::vector<std::pair<EventCallback, RequestEvent>>& ended);
   Worker* pick(bool prefill);  // the mutex is held
 
-  Communicator& comm_;
   const Tokenizer& tokenizer_;
   const ModelConfig& model_;
   const DisaggConfig config_;
