@@ -181,7 +181,7 @@ void serve(const ServeOptions& options) {
                            signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s));
   http.shutdown(options.shutdown_timeout_s);
   engine.stop();
-  if (pipeline) pipeline->stop();
+  if (pipeline) pipeline->stop([&](const std::string& m) { say(options, m); });
   if (!options.trace_path.empty()) {
     write_chrome_trace(profiler, options.trace_path);
     say(options, "trace written to " + options.trace_path);

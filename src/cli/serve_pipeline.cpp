@@ -111,10 +111,13 @@ void ServePipeline::attach(Engine& engine, const Log& log) {
   engine.set_step_forward(state_->forward.get());
 }
 
-void ServePipeline::stop() {
+void ServePipeline::stop(const Log& log) {
   std::vector<uint8_t> bytes;
   pack_stop(bytes);
   state_->comm.send(1, kTagActivations, bytes);
+  if (state_->forward)
+    log(fmt::format("pipeline: {} steps in {} micro-batches; stages told to stop", state_->forward->steps(),
+                    state_->forward->micro_batches()));
 }
 
 #else  // !TANDEM_WITH_MPI
@@ -130,7 +133,7 @@ bool ServePipeline::front() const { return true; }
 ModelLoadOptions ServePipeline::load_options(const std::string&) const { return {}; }
 void ServePipeline::serve_stage(const std::string&, int, const Log&) {}
 void ServePipeline::attach(Engine&, const Log&) {}
-void ServePipeline::stop() {}
+void ServePipeline::stop(const Log&) {}
 
 #endif
 

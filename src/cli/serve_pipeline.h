@@ -40,8 +40,8 @@ class ServePipeline {
   // waits for each to be ready, logs every rank's layers and bytes, and makes the engine's steps
   // run through the pipeline.
   void attach(Engine& engine, const Log& log);
-  // Rank 0, after engine.stop(): ends every stage.
-  void stop();
+  // Rank 0, after engine.stop(): ends every stage, and logs the steps and micro-batches run.
+  void stop(const Log& log);
 
  private:
   struct State;

@@ -64,6 +64,7 @@ std::span<const float> PipelineForward::run(Forward& local, const Batch& batch, 
                   std::span(logits_).subspan(first, n));
   }
   ++step_;
+  micro_batches_run_ += n_parts;
   return logits_;
 }
 

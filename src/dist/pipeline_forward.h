@@ -25,6 +25,7 @@ class PipelineForward final : public StepForward {
   std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) override;
 
   int64_t steps() const { return static_cast<int64_t>(step_); }
+  int64_t micro_batches() const { return micro_batches_run_; }  // over all steps
 
  private:
   // Polls every request in flight until all have completed, sleeping between polls.
@@ -36,6 +37,7 @@ class PipelineForward final : public StepForward {
   int64_t vocab_size_;
   int32_t max_micro_batches_;
   uint64_t step_ = 0;
+  int64_t micro_batches_run_ = 0;
   std::vector<Batch> micro_batches_;                   // [max_micro_batches] this step's parts
   std::vector<std::vector<uint8_t>> send_buffers_;     // [max_micro_batches] their activations
   std::vector<std::vector<uint8_t>> receive_buffers_;  // [max_micro_batches] their logits messages
