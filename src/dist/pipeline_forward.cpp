@@ -9,12 +9,14 @@
 
 namespace tandem {
 
-PipelineForward::PipelineForward(Communicator& comm, int64_t d_model, int64_t vocab_size, int32_t max_micro_batches)
+PipelineForward::PipelineForward(Communicator& comm, int64_t d_model, int64_t vocab_size, int32_t max_micro_batches,
+                                 int64_t min_split_tokens)
     : comm_(comm),
       last_rank_(comm.size() - 1),
       d_model_(d_model),
       vocab_size_(vocab_size),
       max_micro_batches_(max_micro_batches),
+      min_split_tokens_(min_split_tokens),
       micro_batches_(static_cast<size_t>(max_micro_batches)),
       send_buffers_(static_cast<size_t>(max_micro_batches)),
       receive_buffers_(static_cast<size_t>(max_micro_batches)),
@@ -24,7 +26,8 @@ PipelineForward::PipelineForward(Communicator& comm, int64_t d_model, int64_t vo
 }
 
 std::span<const float> PipelineForward::run(Forward& local, const Batch& batch, KvCache& cache) {
-  const std::vector<int32_t> bounds = micro_batch_bounds(batch, max_micro_batches_);
+  const std::vector<int32_t> bounds =
+      micro_batch_bounds(batch, batch.n_tokens() >= min_split_tokens_ ? max_micro_batches_ : 1);
   const auto n_parts = static_cast<int32_t>(bounds.size()) - 1;
   // Each part's logits rows, and where they go in this step's output (parts keep batch order).
   std::vector<int64_t> first_row(static_cast<size_t>(n_parts) + 1, 0);

@@ -19,8 +19,19 @@ namespace tandem {
 class PipelineForward final : public StepForward {
  public:
   // `comm`: a job whose rank 0 is this one and whose ranks 1..size-1 run the later stages
-  // (StageWorker); `max_micro_batches`: how many parts a step is cut into at most.
-  PipelineForward(Communicator& comm, int64_t d_model, int64_t vocab_size, int32_t max_micro_batches);
+  // (StageWorker); `max_micro_batches`: how many parts a step is cut into at most; a batch of
+  // fewer than `min_split_tokens` tokens is not cut (see kDefaultMinSplitTokens).
+  PipelineForward(Communicator& comm, int64_t d_model, int64_t vocab_size, int32_t max_micro_batches,
+                  int64_t min_split_tokens = kDefaultMinSplitTokens);
+
+  // Each part of a step makes every stage read its weights again. A stage's time on n tokens is
+  // about a + b n (a: reading its weights, b: compute per token), so with two stages two parts
+  // take 3 (a + b n / 2) and one part 2 (a + b n): cutting pays once n > 2 a / b. On tinyllama
+  // Q8_0 (one thread per rank, AVX-512) a = 47 ms, b = 5 ms per half-model: n > ~18 tokens. So
+  // decode steps of a few sequences run whole, and prefill chunks are cut (16: about there).
+  // Measured on a shared 2-core machine at 8 sequences, cutting every step and this were
+  // within its noise (bench/serve, 8 clients: 0.56x and 0.57x one process's tokens/s).
+  static constexpr int64_t kDefaultMinSplitTokens = 16;
 
   std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) override;
 
@@ -36,6 +47,7 @@ class PipelineForward final : public StepForward {
   int64_t d_model_;
   int64_t vocab_size_;
   int32_t max_micro_batches_;
+  int64_t min_split_tokens_;
   uint64_t step_ = 0;
   int64_t micro_batches_run_ = 0;
   std::vector<Batch> micro_batches_;                   // [max_micro_batches] this step's parts
