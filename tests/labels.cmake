@@ -18,6 +18,7 @@ set(TANDEM_MODEL_TESTS
     "^CApi\\."
     "^ProfileRun\\."
     "^PipelineStageShared\\."
+    "^EngineStepForward\\."
     "^GenModelReference\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"
     "^ChatTemplateFile\\."
