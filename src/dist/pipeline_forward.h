@@ -29,8 +29,9 @@ class PipelineForward final : public StepForward {
   // take 3 (a + b n / 2) and one part 2 (a + b n): cutting pays once n > 2 a / b. On tinyllama
   // Q8_0 (one thread per rank, AVX-512) a = 47 ms, b = 5 ms per half-model: n > ~18 tokens. So
   // decode steps of a few sequences run whole, and prefill chunks are cut (16: about there).
-  // Measured on a shared 2-core machine at 8 sequences, cutting every step and this were
-  // within its noise (bench/serve, 8 clients: 0.56x and 0.57x one process's tokens/s).
+  // On a shared 2-core machine (bench/serve, 8 clients, interleaved with one process) cutting
+  // every step gave 0.46-0.56x one process's tokens/s and this rule 0.57-0.68x: noisy, but
+  // not against the arithmetic.
   static constexpr int64_t kDefaultMinSplitTokens = 16;
 
   std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) override;
