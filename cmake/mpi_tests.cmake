@@ -19,3 +19,15 @@ add_test(NAME DistMpi.TwoRanks
                  --mca btl_vader_single_copy_mechanism none ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_dist_mpi>
                  ${MPIEXEC_POSTFLAGS})
 set_tests_properties(DistMpi.TwoRanks PROPERTIES LABELS "dist;mpi;unit" TIMEOUT 60)
+
+# `tandem serve --pipeline 2` under mpirun against one process (tests/dist/pipeline_serve/):
+# an ordinary program that starts both servers itself (mpirun among them), so ctest runs it
+# directly. It reads ../shared (label model); each of its tests starts two servers.
+add_executable(test_pipeline_serve ${CMAKE_SOURCE_DIR}/tests/dist/pipeline_serve/pipeline_serve_test.cpp)
+target_link_libraries(test_pipeline_serve PRIVATE tandem_test_support PkgConfig::HTTPLIB)
+target_compile_definitions(test_pipeline_serve PRIVATE TANDEM_MPIEXEC="${MPIEXEC_EXECUTABLE}")
+# No shared precompiled header: its own define (the mpirun path) differs from the owner's.
+target_compile_options(test_pipeline_serve PRIVATE $<$<CONFIG:Release>:-O1>)
+add_dependencies(test_pipeline_serve tandem)
+add_test(NAME PipelineServe.TokenIdenticalToOneProcess COMMAND test_pipeline_serve)
+set_tests_properties(PipelineServe.TokenIdenticalToOneProcess PROPERTIES LABELS "dist;mpi;model" TIMEOUT 300)

@@ -20,6 +20,7 @@ set(TANDEM_MODEL_TESTS
     "^CApi\\."
     "^ProfileRun\\."
     "^PipelineStageShared\\."
+    "^EngineStepForward\\."
     "^GenModelReference\\."
     "^CudaGreedy\\."
     "^ChatTools\\.ArgumentsReachEachTemplateAsItPrintsThem$"

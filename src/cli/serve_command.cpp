@@ -20,6 +20,7 @@
 #include "cli/device_options.h"
 #include "cli/kv_type_options.h"
 #include "cli/serve_options.h"
+#include "cli/serve_pipeline.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "profile/trace_writer.h"
@@ -42,6 +43,13 @@ void serve(const ServeOptions& options) {
                      "--workers needs a build with MPI (apt install libopenmpi-dev openmpi-bin, then rebuild)");
 #endif
   const server::ServerConfig http_config = http_config_of(options);
+  // --pipeline: ranks 1..S-1 run a stage and never serve HTTP (cli/serve_pipeline.h).
+  std::optional<ServePipeline> pipeline;
+  if (options.pipeline_stages > 0) {
+    pipeline.emplace(options.pipeline_stages, options.draft_model_path, options.http.speculation.type);
+    if (!pipeline->front())
+      return pipeline->serve_stage(options.model_path, options.threads, [&](const std::string& m) { say(options, m); });
+  }
   server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
   if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
   const sigset_t signals = block_stop_signals();
@@ -53,7 +61,8 @@ void serve(const ServeOptions& options) {
   http.start();  // a load error below stops it in ~HttpServer: no thread is left waiting
 
   begin_loading(signals);
-  std::shared_ptr<const Model> model = load_model(options.model_path);
+  std::shared_ptr<const Model> model =
+      load_model(options.model_path, pipeline ? pipeline->load_options(options.model_path) : ModelLoadOptions{});
   const Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model->config.vocab_size);
   TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
@@ -80,6 +89,7 @@ void serve(const ServeOptions& options) {
   }
   if (options.http.verbose)
     engine.set_step_logger([&options](const std::string& line) { say(options, "scheduler: " + line, "debug"); });
+  if (pipeline) pipeline->attach(engine, [&](const std::string& m) { say(options, m); });
   engine.start();
   const std::string model_id = served.names.front();
   http.attach(&engine, served, chat_renderer);
@@ -111,6 +121,7 @@ void serve(const ServeOptions& options) {
                            signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s));
   http.shutdown(options.shutdown_timeout_s);
   engine.stop();
+  if (pipeline) pipeline->stop([&](const std::string& m) { say(options, m); });
   if (!options.trace_path.empty()) {
     write_chrome_trace(profiler, options.trace_path);
     say(options, "trace written to " + options.trace_path);
@@ -185,6 +196,10 @@ void add_serve_command(CLI::App& app) {
           [options](const std::string& name) { options->http.speculation.type = speculation_type_from_name(name); },
           "Speculative decoding by default: none, ngram (prompt lookup) or draft (--draft-model)")
       ->check(CLI::IsMember({"none", "ngram", "draft"}));
+  command
+      ->add_option("--pipeline", options->pipeline_stages,
+                   "Layers split over S MPI ranks: mpirun -np S tandem serve --pipeline S ... (rank 0 serves HTTP)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1024}));
   command->add_option("--draft-model", options->draft_model_path,
                       "Draft model for speculative decoding (same vocabulary as -m)");
   command->add_option("--draft-max", spec.draft_max, "Speculative tokens proposed per step at most")

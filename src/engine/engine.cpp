@@ -121,8 +121,10 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
         return config;
       }()),
       kv_pool_([&] {
-        check_kv_types(model_->config.kv_shape(), config_.kv_types);
-        const KvPoolPlan plan = plan_kv_pool(model_->config.kv_shape(), config_.kv_types, config_.block_size,
+        // A pipeline stage's model caches its own layers only (Model::kv_shape): --kv-memory buys
+        // more blocks of fewer layers.
+        check_kv_types(model_->kv_shape(), config_.kv_types);
+        const KvPoolPlan plan = plan_kv_pool(model_->kv_shape(), config_.kv_types, config_.block_size,
                                              config_.context_length, config_.kv_memory_bytes, config_.max_seqs,
                                              model_->config.kv_window(), config_.max_batch_tokens);
         // One sequence at full context must always fit, or a lone request could never finish.
@@ -135,7 +137,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       // A model whose every layer has a sliding window lets sequences give back the blocks
       // behind it as they advance.
       blocks_(kv_pool_.n_blocks, config_.block_size, model_->config.kv_window()),
-      cache_(model_->config.kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types),
+      cache_(model_->kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types),
       forward_(model_, config_.max_batch_tokens, pool, config_.context_length),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
       rejection_(model_->config.vocab_size),
@@ -217,6 +219,10 @@ std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> pro
                      "speculative decoding with a draft model: this engine has no draft model (--draft-model)");
   TANDEM_CHECK_INPUT(params.pooling == Pooling::None || (!params.grammar && !params.speculation.enabled()),
                      "an embedding request neither samples nor speculates: no grammar, no speculation");
+  // Pooling reads the final residual and the final norm, which only the last pipeline stage has.
+  TANDEM_CHECK_INPUT(params.pooling == Pooling::None || model_->holds_head(),
+                     "embeddings are not served by a pipeline (--pipeline): the final hidden states stay on "
+                     "the last stage");
   auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab, draft_cost_);  // validates sampling
   if (params.pooling != Pooling::None) {
     sequence->pooled.assign(static_cast<size_t>(model_->config.d_model), 0.0);
@@ -481,7 +487,8 @@ bool Engine::step() {
       batch_.add(request.draft[static_cast<size_t>(i)], static_cast<int32_t>(chunk.start + n_known + i), seq, true);
   }
   ProfileStep profile_step(profiler_, decode_only ? Phase::Decode : Phase::Prefill, batch_.n_tokens());
-  const std::span<const float> logits = forward_.run(batch_, cache_);
+  const std::span<const float> logits =
+      step_forward_ != nullptr ? step_forward_->run(forward_, batch_, cache_) : forward_.run(batch_, cache_);
   // Before sampling, which may finish (and free) a request.
   if (profiler_ != nullptr && profiler_->tracing()) trace_requests(plan, profiler_->step_start_ns());
   scheduler_.complete(plan);

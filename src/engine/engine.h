@@ -62,6 +62,16 @@ struct EngineConfig {
 void check_generation_request(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
                               int64_t context_length);
 
+// Runs one step's forward pass for the engine. The default (none set) is the engine's own
+// Forward over the whole model; a pipeline over MPI ranks (dist/pipeline_forward.h) runs its
+// stage on `local` and the other stages elsewhere. Returns what Forward::run returns (the
+// logits rows of the batch's wants_logits tokens, in batch order), valid until the next call.
+class StepForward {
+ public:
+  virtual ~StepForward() = default;
+  virtual std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) = 0;
+};
+
 class Engine final : public GenerationService {
  public:
   // Throws InputError when the KV pool cannot hold one full-context sequence.
@@ -110,6 +120,9 @@ class Engine final : public GenerationService {
   // Called on the engine thread with describe_step()'s line for every step that admits,
   // prefills or preempts (`tandem serve --verbose`); empty: off. Set it before start().
   void set_step_logger(std::function<void(const std::string&)> logger) { step_logger_ = std::move(logger); }
+  // Who runs each step's forward pass (null: the engine's own Forward); it must outlive the
+  // engine's use of it. Set it before start().
+  void set_step_forward(StepForward* step_forward) { step_forward_ = step_forward; }
 
   EngineStats stats() const override;  // thread-safe snapshot
   const EngineConfig& config() const { return config_; }
@@ -181,6 +194,7 @@ class Engine final : public GenerationService {
   double draft_cost_ = 0.0;                // a draft-model proposal, in target decode steps
   RejectionSampler rejection_;
   Profiler* profiler_ = nullptr;
+  StepForward* step_forward_ = nullptr;
   std::function<void(const std::string&)> step_logger_;
   // The vocabulary as byte strings in a prefix tree, for grammar masks: built by the first
   // constrained request (submit(), any thread: guarded by trie_once_), shared by all.

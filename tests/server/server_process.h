@@ -2,6 +2,7 @@
 // the port is read from its "listening on" line), waits for /health, and stops it with
 // SIGTERM, reporting the exit status. Tests drive it over plain HTTP or with Node.js. spawn()
 // and wait_exit() run it without waiting for /health (start-up failures, shutdown timing).
+// set_launcher() runs it under another program (mpirun -np 2 ... tandem serve ...).
 #pragma once
 
 #include <fcntl.h>
@@ -57,6 +58,11 @@ class ServerProcess {
     return false;
   }
 
+  // Every later start() and spawn() runs `LAUNCHER... tandem ARGS...`: `launcher`'s first word
+  // is the program (found on PATH), the rest its arguments before the binary's path; pid() is
+  // then the launcher's. Empty (the default): the binary itself.
+  void set_launcher(std::vector<std::string> launcher) { launcher_ = std::move(launcher); }
+
   // Runs `tandem ARGS...` (stdout to /dev/null, stderr to log()) and returns at once, without
   // waiting for it to listen: for runs that are meant to fail, and for tests that watch start-up.
   // Only on a ServerProcess whose previous run (if any) has ended.
@@ -65,7 +71,8 @@ class ServerProcess {
     if (!log_path_.empty()) std::filesystem::remove(log_path_, ignored);  // a previous run's
     log_path_ = std::filesystem::temp_directory_path() /
                 ("tandem-server-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++) + ".log");
-    std::vector<std::string> args = {program};
+    std::vector<std::string> args = launcher_;
+    args.push_back(program);
     args.insert(args.end(), args_after_binary.begin(), args_after_binary.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -76,7 +83,7 @@ class ServerProcess {
     posix_spawn_file_actions_addopen(&actions, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     port_ = 0;
     exit_code_ = -1;
-    const int rc = posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
+    const int rc = posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) pid_ = -1;
     return rc == 0;
@@ -163,6 +170,7 @@ class ServerProcess {
   int port_ = 0;
   int exit_code_ = -1;
   std::filesystem::path log_path_;
+  std::vector<std::string> launcher_;
 };
 
 }  // namespace tandem::testing

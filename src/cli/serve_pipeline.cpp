@@ -1,0 +1,140 @@
+// serve --pipeline S (see serve_pipeline.h): MPI's start, the layer split per rank, a stage
+// rank's life, and rank 0's hand-shake with the stages. Without MPI, the one-line refusal.
+#include "cli/serve_pipeline.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "cli/human_units.h"
+#include "model/pipeline_stage.h"
+
+#if TANDEM_WITH_MPI
+#include "dist/communicator.h"
+#include "dist/mpi_session.h"
+#include "dist/pipeline_forward.h"
+#include "dist/pipeline_messages.h"
+#include "dist/poll_backoff.h"
+#include "dist/stage_worker.h"
+#endif
+
+namespace tandem::cli {
+
+#if TANDEM_WITH_MPI
+
+namespace {
+
+// Micro-batches per step: enough for every stage to have one in flight.
+int32_t micro_batches_for(int64_t n_stages) { return static_cast<int32_t>(std::max<int64_t>(2, n_stages)); }
+
+std::string describe_stage(int rank, int64_t n_stages, const LayerRange& layers, int64_t n_layers, int64_t weight_bytes,
+                           int64_t kv_bytes) {
+  return fmt::format("pipeline stage {}/{} (rank {}): layers [{}, {}) of {}, {} of weights, KV cache {}", rank + 1,
+                     n_stages, rank, layers.first, layers.end, n_layers, human_bytes(weight_bytes),
+                     human_bytes(kv_bytes));
+}
+
+}  // namespace
+
+struct ServePipeline::State {
+  int64_t n_stages = 0;
+  MpiSession session;
+  Communicator comm{session};
+  std::unique_ptr<PipelineForward> forward;
+};
+
+ServePipeline::ServePipeline(int64_t n_stages, const std::string& draft_model_path,
+                             SpeculationType default_speculation) {
+  TANDEM_CHECK_INPUT(n_stages >= 2, "--pipeline {}: a pipeline has at least 2 stages", n_stages);
+  TANDEM_CHECK_INPUT(draft_model_path.empty(), "--draft-model is not served by a pipeline (--pipeline)");
+  TANDEM_CHECK_INPUT(default_speculation != SpeculationType::Draft,
+                     "--spec draft is not served by a pipeline (--pipeline)");
+  state_ = std::make_unique<State>();
+  state_->n_stages = n_stages;
+  TANDEM_CHECK_INPUT(state_->comm.size() == n_stages,
+                     "--pipeline {} runs as {} MPI ranks (mpirun -np {} tandem serve ...), not {}", n_stages, n_stages,
+                     n_stages, state_->comm.size());
+}
+
+ServePipeline::~ServePipeline() = default;
+
+bool ServePipeline::front() const { return state_->comm.rank() == 0; }
+
+ModelLoadOptions ServePipeline::load_options(const std::string& model_path) const {
+  // The split needs the layer count, which only loading tells; a model of its first layer
+  // alone reads little (that layer's weights).
+  const int64_t n_layers = load_model(model_path, {.layers = LayerRange{0, 1}})->config.n_layers;
+  const std::vector<LayerRange> ranges = split_layers(n_layers, state_->n_stages);
+  return {.layers = ranges[static_cast<size_t>(state_->comm.rank())]};
+}
+
+void ServePipeline::serve_stage(const std::string& model_path, int threads, const Log& log) {
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGTERM, SIG_IGN);
+  const std::shared_ptr<const Model> model = load_model(model_path, load_options(model_path));
+  ThreadPool pool(threads);
+  StageWorker worker(state_->comm, model, pool);
+  const StageReady ready = worker.set_up();
+  log(describe_stage(ready.rank, state_->n_stages, model->held_layers(), model->config.n_layers, ready.weight_bytes,
+                     ready.kv_bytes));
+  const int64_t n_run = worker.run();
+  log(fmt::format("pipeline stage {}/{} (rank {}): stopped after {} micro-batches", ready.rank + 1, state_->n_stages,
+                  ready.rank, n_run));
+}
+
+void ServePipeline::attach(Engine& engine, const Log& log) {
+  const Model& model = engine.model();
+  const EngineStats stats = engine.stats();
+  const StageSetup setup{.n_blocks = stats.blocks.total,
+                         .block_size = static_cast<int32_t>(stats.block_size),
+                         .kv_types = engine.config().kv_types,
+                         .max_batch_tokens = engine.config().max_batch_tokens,
+                         .context_length = engine.context_length()};
+  std::vector<uint8_t> bytes;
+  pack_stage_setup(setup, bytes);
+  for (int r = 1; r < state_->comm.size(); ++r) state_->comm.send(r, kTagStageSetup, bytes);
+  log(describe_stage(0, state_->n_stages, model.held_layers(), model.config.n_layers, model.weight_bytes_total(),
+                     stats.blocks.total * stats.bytes_per_block));
+  // The stages load their layers meanwhile; the server is ready when all of them are.
+  PollBackoff backoff;
+  std::vector<StageReady> ready;
+  while (static_cast<int64_t>(ready.size()) < state_->n_stages - 1) {
+    if (state_->comm.try_receive_any_size(kAnySource, kTagStageReady, bytes)) {
+      ready.push_back(unpack_stage_ready(bytes));
+    } else {
+      backoff.pause();
+    }
+  }
+  state_->forward = std::make_unique<PipelineForward>(state_->comm, model.config.d_model, model.config.vocab_size,
+                                                      micro_batches_for(state_->n_stages));
+  engine.set_step_forward(state_->forward.get());
+}
+
+void ServePipeline::stop(const Log& log) {
+  std::vector<uint8_t> bytes;
+  pack_stop(bytes);
+  state_->comm.send(1, kTagActivations, bytes);
+  if (state_->forward)
+    log(fmt::format("pipeline: {} steps in {} micro-batches; stages told to stop", state_->forward->steps(),
+                    state_->forward->micro_batches()));
+}
+
+#else  // !TANDEM_WITH_MPI
+
+struct ServePipeline::State {};
+
+ServePipeline::ServePipeline(int64_t, const std::string&, SpeculationType) {
+  throw InputError(
+      "--pipeline needs a build with MPI (apt install libopenmpi-dev openmpi-bin, then configure with TANDEM_MPI=ON)");
+}
+ServePipeline::~ServePipeline() = default;
+bool ServePipeline::front() const { return true; }
+ModelLoadOptions ServePipeline::load_options(const std::string&) const { return {}; }
+void ServePipeline::serve_stage(const std::string&, int, const Log&) {}
+void ServePipeline::attach(Engine&, const Log&) {}
+void ServePipeline::stop(const Log&) {}
+
+#endif
+
+}  // namespace tandem::cli

@@ -1,0 +1,62 @@
+// PipelineForward: rank 0's side of a pipeline-parallel step (`tandem serve --pipeline S`). The
+// engine hands it each step's Batch; it cuts the batch into micro-batches at sequence
+// boundaries, runs stage 0's layers on each in turn and sends each one's hidden states on to
+// rank 1 as soon as they exist, so that rank 1 works on micro-batch i while rank 0 computes
+// i + 1 (GPipe within a step); the last rank sends each micro-batch's logits rows back, into
+// receives posted at the start of the step. Returns the rows in batch order, as Forward::run.
+// Its MPI calls are made on the engine's step thread; between polls it sleeps (PollBackoff).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "engine/engine.h"
+
+namespace tandem {
+
+class PipelineForward final : public StepForward {
+ public:
+  // `comm`: a job whose rank 0 is this one and whose ranks 1..size-1 run the later stages
+  // (StageWorker); `max_micro_batches`: how many parts a step is cut into at most; a batch of
+  // fewer than `min_split_tokens` tokens is not cut (see kDefaultMinSplitTokens).
+  PipelineForward(Communicator& comm, int64_t d_model, int64_t vocab_size, int32_t max_micro_batches,
+                  int64_t min_split_tokens = kDefaultMinSplitTokens);
+
+  // Each part of a step makes every stage read its weights again. A stage's time on n tokens is
+  // about a + b n (a: reading its weights, b: compute per token), so with two stages two parts
+  // take 3 (a + b n / 2) and one part 2 (a + b n): cutting pays once n > 2 a / b. On tinyllama
+  // Q8_0 (one thread per rank, AVX-512) a = 47 ms, b = 5 ms per half-model: n > ~18 tokens. So
+  // decode steps of a few sequences run whole, and prefill chunks are cut (16: about there).
+  // On a shared 2-core machine (bench/serve, 8 clients, interleaved with one process) cutting
+  // every step gave 0.46-0.56x one process's tokens/s and this rule 0.57-0.68x: noisy, but
+  // not against the arithmetic.
+  static constexpr int64_t kDefaultMinSplitTokens = 16;
+
+  std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) override;
+
+  int64_t steps() const { return static_cast<int64_t>(step_); }
+  int64_t micro_batches() const { return micro_batches_run_; }  // over all steps
+
+ private:
+  // Polls every request in flight until all have completed, sleeping between polls.
+  void wait_all(std::span<MpiRequest> requests);
+
+  Communicator& comm_;
+  int last_rank_;
+  int64_t d_model_;
+  int64_t vocab_size_;
+  int32_t max_micro_batches_;
+  int64_t min_split_tokens_;
+  uint64_t step_ = 0;
+  int64_t micro_batches_run_ = 0;
+  std::vector<Batch> micro_batches_;                   // [max_micro_batches] this step's parts
+  std::vector<std::vector<uint8_t>> send_buffers_;     // [max_micro_batches] their activations
+  std::vector<std::vector<uint8_t>> receive_buffers_;  // [max_micro_batches] their logits messages
+  std::vector<MpiRequest> sends_;                      // [max_micro_batches]
+  std::vector<MpiRequest> receives_;                   // [max_micro_batches]
+  std::vector<float> logits_;                          // [n_logit_rows, vocab_size] this step's rows
+};
+
+}  // namespace tandem

@@ -1,0 +1,73 @@
+// Pipeline messages (`tandem serve --pipeline S`): the bytes stage ranks exchange — a stage's
+// set-up (KV pool geometry from rank 0), the ready reply, one micro-batch's Batch with the hidden
+// states the next stage starts from, the stop that ends every stage, and the logits rows the last
+// stage returns to rank 0. Knows nothing of MPI or ranks; a malformed buffer is refused with one
+// line (InputError) before anything is taken from it. The byte layouts are in src/dist/README.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/kv_types.h"
+#include "model/batch.h"
+
+namespace tandem {
+
+// MPI tags of the pipeline's messages (each tag one kind of message).
+constexpr int kTagStageSetup = 40;   // rank 0 -> every stage rank, once
+constexpr int kTagStageReady = 41;   // every stage rank -> rank 0, once
+constexpr int kTagActivations = 42;  // rank r -> rank r + 1: a micro-batch, or the stop
+constexpr int kTagLogits = 43;       // last rank -> rank 0: a micro-batch's logits rows
+
+// What a stage rank needs from rank 0 to mirror its KV pool and forward pass: block ids in a
+// Batch index the same pool on every rank, and the context length picks LongRoPE's factors.
+struct StageSetup {
+  int64_t n_blocks = 0;
+  int32_t block_size = 0;
+  KvTypes kv_types;
+  int64_t max_batch_tokens = 0;
+  int64_t context_length = 0;
+  bool operator==(const StageSetup&) const = default;
+};
+void pack_stage_setup(const StageSetup& setup, std::vector<uint8_t>& out);
+StageSetup unpack_stage_setup(std::span<const uint8_t> bytes);
+
+// A stage rank's answer once its layers and KV cache are ready.
+struct StageReady {
+  int32_t rank = 0;
+  int64_t weight_bytes = 0;  // the weights it holds
+  int64_t kv_bytes = 0;      // its KV cache
+  bool operator==(const StageReady&) const = default;
+};
+void pack_stage_ready(const StageReady& ready, std::vector<uint8_t>& out);
+StageReady unpack_stage_ready(std::span<const uint8_t> bytes);
+
+// One micro-batch on its way to the next stage: its place in the step (step number, index),
+// the Batch every stage runs, and the previous stage's output hidden states
+// [n_tokens, d_model] f32. A stop message carries none of these.
+struct ActivationsMessage {
+  bool stop = false;
+  uint64_t step = 0;
+  int32_t micro_batch = 0;
+  Batch batch;
+  std::vector<float> hidden;  // [n_tokens, d_model]
+};
+// `out` is resized to the message (its capacity reused). hidden: [batch.n_tokens(), d_model].
+void pack_activations(uint64_t step, int32_t micro_batch, const Batch& batch, std::span<const float> hidden,
+                      int64_t d_model, std::vector<uint8_t>& out);
+void pack_stop(std::vector<uint8_t>& out);
+// Fills `out` (vectors' capacities reused); InputError for a malformed message or another d_model.
+void unpack_activations(std::span<const uint8_t> bytes, int64_t d_model, ActivationsMessage& out);
+
+// One micro-batch's logits rows [n_rows, vocab_size], from the last stage to rank 0, which knows
+// each message's size in advance (its receive is posted before the rows exist).
+int64_t logits_message_bytes(int64_t n_rows, int64_t vocab_size);
+void pack_logits(uint64_t step, int32_t micro_batch, std::span<const float> rows, int64_t vocab_size,
+                 std::vector<uint8_t>& out);
+// Checks the header against what rank 0 expects and copies the rows into `rows_out`
+// ([n_rows, vocab_size]); InputError on any difference.
+void unpack_logits(std::span<const uint8_t> bytes, uint64_t step, int32_t micro_batch, int64_t vocab_size,
+                   std::span<float> rows_out);
+
+}  // namespace tandem

@@ -1,0 +1,219 @@
+// `mpirun -np 2 tandem serve --pipeline 2` against one `tandem serve` process (issue 16): the
+// same concurrent requests, greedy and seeded, under preemption (a KV pool a few contexts
+// deep), give the same text token for token; embeddings are a 400; SIGTERM to rank 0 drains
+// and stops both ranks with exit 0; flags the pipeline refuses are one-line errors. Runs real
+// processes on loopback ports: ctest runs this program itself (not under mpirun).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/server_process.h"
+#include "support/run_binary.h"
+#include "support/shared_data.h"
+
+namespace tandem::testing {
+namespace {
+
+// As cmake/mpi_tests.cmake runs the two-rank test: shared memory only, no CMA.
+std::vector<std::string> mpirun_two_ranks() {
+  return {TANDEM_MPIEXEC,
+          "-np",
+          "2",
+          "--oversubscribe",
+          "--allow-run-as-root",
+          "--mca",
+          "pml",
+          "ob1",
+          "--mca",
+          "btl",
+          "self,vader",
+          "--mca",
+          "btl_vader_single_copy_mechanism",
+          "none"};
+}
+
+// The child of mpirun (pid `launcher`) that is rank 0: what a user signals to drain the server.
+pid_t rank_zero_of(pid_t launcher) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // "pid (comm) state ppid ...": the fields after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent != launcher) continue;
+    const std::string environment = read_file(entry.path() / "environ");
+    if (environment.find(std::string("OMPI_COMM_WORLD_RANK=0") + '\0') != std::string::npos) return std::stoi(name);
+  }
+  return -1;
+}
+
+struct Completion {
+  int status = 0;
+  std::string text;
+  int64_t completion_tokens = 0;
+};
+
+// Eight requests at once, four greedy and four seeded at temperature 0.9, each with its own
+// prompt; every one runs to max_tokens (ignore_eos) so that the KV pool overflows.
+std::vector<Completion> run_load(const ServerProcess& server) {
+  const std::vector<std::string> prompts = {"The dream",  "Once upon a time", "I see",   "A cat",
+                                            "In the sky", "She said",         "The end", "Tom had"};
+  std::vector<Completion> results(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      nlohmann::json body = {{"prompt", prompts[i]}, {"max_tokens", 60}, {"ignore_eos", true}};
+      if (i % 2 == 0) {
+        body["temperature"] = 0.0;
+      } else {
+        body["temperature"] = 0.9;
+        body["seed"] = 100 + static_cast<int>(i);
+      }
+      httplib::Client client = server.client();
+      client.set_read_timeout(60, 0);
+      const auto res = client.Post("/v1/completions", body.dump(), "application/json");
+      if (!res) return;
+      results[i].status = res->status;
+      if (res->status != 200) return;
+      const nlohmann::json reply = nlohmann::json::parse(res->body);
+      results[i].text = reply["choices"][0]["text"];
+      results[i].completion_tokens = reply["usage"]["completion_tokens"];
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  return results;
+}
+
+int64_t preemptions(const ServerProcess& server) {
+  httplib::Client client = server.client();
+  const auto res = client.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  std::smatch match;
+  const std::regex counter("\ntandem_preemptions_total ([0-9]+)");
+  return std::regex_search(res->body, match, counter) ? std::stoll(match[1]) : -1;
+}
+
+// Runs the load through one process and through the two-rank pipeline (the same flags), and
+// compares; then checks embeddings and the pipeline's shutdown.
+void expect_pipeline_matches(const std::string& model, const std::vector<std::string>& flags) {
+  std::vector<std::string> single_flags = flags;
+  ServerProcess single;
+  ASSERT_TRUE(single.start(single_flags, 30.0, model)) << single.log();
+  const std::vector<Completion> expected = run_load(single);
+  const int64_t single_preemptions = preemptions(single);
+  EXPECT_EQ(single.stop(), 0) << single.log();
+
+  std::vector<std::string> pipeline_flags = flags;
+  pipeline_flags.insert(pipeline_flags.end(), {"--pipeline", "2"});
+  ServerProcess pipeline;
+  pipeline.set_launcher(mpirun_two_ranks());
+  ASSERT_TRUE(pipeline.start(pipeline_flags, 60.0, model)) << pipeline.log();
+  const std::vector<Completion> got = run_load(pipeline);
+  const int64_t pipeline_preemptions = preemptions(pipeline);
+
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(expected[i].status, 200) << "request " << i << "\n" << single.log();
+    ASSERT_EQ(got[i].status, 200) << "request " << i << "\n" << pipeline.log();
+    EXPECT_EQ(expected[i].completion_tokens, 60) << "request " << i;
+    EXPECT_EQ(got[i].completion_tokens, expected[i].completion_tokens) << "request " << i;
+    EXPECT_EQ(got[i].text, expected[i].text) << "request " << i;
+  }
+  // Both ran out of KV blocks, so recomputation after preemption is part of what matched.
+  EXPECT_GT(single_preemptions, 0);
+  EXPECT_GT(pipeline_preemptions, 0) << pipeline.log();
+
+  httplib::Client client = pipeline.client();
+  const auto embeddings = client.Post("/v1/embeddings", R"({"input": "hello"})", "application/json");
+  ASSERT_TRUE(embeddings);
+  EXPECT_EQ(embeddings->status, 400) << embeddings->body;
+  EXPECT_NE(embeddings->body.find("pipeline"), std::string::npos) << embeddings->body;
+
+  const std::string log = pipeline.log();
+  EXPECT_NE(log.find("pipeline stage 1/2 (rank 0): layers [0, "), std::string::npos) << log;
+  EXPECT_NE(log.find("pipeline stage 2/2 (rank 1): layers ["), std::string::npos) << log;
+
+  // SIGTERM to rank 0, as a user's kill of the server: it drains, stops rank 1, both exit 0.
+  const pid_t rank_zero = rank_zero_of(pipeline.pid());
+  ASSERT_GT(rank_zero, 0);
+  ::kill(rank_zero, SIGTERM);
+  const std::optional<int> code = pipeline.wait_exit(30.0);
+  ASSERT_TRUE(code.has_value()) << pipeline.log();
+  EXPECT_EQ(*code, 0) << pipeline.log();
+  EXPECT_NE(pipeline.log().find("pipeline stage 2/2 (rank 1): stopped after"), std::string::npos) << pipeline.log();
+  // Steps were cut into micro-batches (what lets the stages overlap), and the outputs still matched.
+  std::smatch match;
+  const std::string final_log = pipeline.log();
+  ASSERT_TRUE(std::regex_search(final_log, match, std::regex("pipeline: ([0-9]+) steps in ([0-9]+) micro-batches")))
+      << final_log;
+  EXPECT_GT(std::stoll(match[2]), std::stoll(match[1])) << final_log;
+}
+
+TEST(PipelineServe, AidreamsMatchesOneProcess) {
+  TANDEM_REQUIRE_SHARED(kAidreamsGguf);
+  // 8 requests of ~65 tokens (5 blocks each) against 16 blocks on one process, 32 on rank 0.
+  expect_pipeline_matches(shared_path(kAidreamsGguf), {"--parallel", "8", "--kv-memory", "256KiB"});
+}
+
+TEST(PipelineServe, StoriesMatchesOneProcess) {
+  TANDEM_REQUIRE_SHARED("models/stories260K/model.bin");
+  // 5 layers: 9 blocks of a 128-token context on one process, 16 on rank 0 (3 layers).
+  expect_pipeline_matches(
+      shared_path("models/stories260K/model.bin"),
+      {"-z", shared_path("models/aidreams260K/tok512.bin"), "--parallel", "8", "--ctx", "128", "--kv-memory", "96KiB"});
+}
+
+TEST(PipelineServe, RandomModelMatchesOneProcess) {
+  TANDEM_REQUIRE_SHARED("tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tandem-pipeline-random-" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  const CommandResult generated = run_tandem(
+      "gen-model --shape test-tiny --type Q8_0 --vocab-from " +
+      shell_quote(shared_path("tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf")) + " -o " + shell_quote(path));
+  ASSERT_EQ(generated.exit_code, 0) << generated.err;
+  // 2 layers: 8 blocks on one process (one 128-token context), 16 on rank 0.
+  expect_pipeline_matches(path, {"--parallel", "8", "--ctx", "128", "--kv-memory", "32KiB"});
+  std::filesystem::remove(path);
+}
+
+TEST(PipelineServe, RefusesWhatItDoesNotServe) {
+  TANDEM_REQUIRE_SHARED(kAidreamsGguf);
+  const std::string model = shared_path(kAidreamsGguf);
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--pipeline", "2", "--draft-model", model}, "--draft-model is not served by a pipeline"},
+      {{"--pipeline", "3"}, "--pipeline 3 runs as 3 MPI ranks"},
+  };
+  for (const Case& c : cases) {
+    ServerProcess server;
+    server.set_launcher(mpirun_two_ranks());
+    std::vector<std::string> args = {"serve", "-m", model, "--port", "0", "-t", "1"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    ASSERT_TRUE(server.spawn(args));
+    const std::optional<int> code = server.wait_exit(30.0);
+    ASSERT_TRUE(code.has_value()) << server.log();
+    EXPECT_NE(*code, 0);
+    EXPECT_NE(server.log().find("tandem: error: " + c.message), std::string::npos) << server.log();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing
