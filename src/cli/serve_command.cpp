@@ -36,6 +36,8 @@ namespace {
 void serve(const ServeOptions& options) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
   TANDEM_CHECK_INPUT(options.http.max_body_bytes >= 1, "--max-body-bytes must be at least 1 byte");
+  TANDEM_CHECK_INPUT(options.workers.empty() || options.pipeline_stages == 0,
+                     "--workers and --pipeline are two ways to run over several processes: pick one");
 #ifdef TANDEM_WITH_MPI
   if (!options.workers.empty()) return serve_disaggregated(options);
 #else

@@ -1,8 +1,8 @@
 #include "dist/message_pump.h"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
+
+#include "dist/poll_backoff.h"
 
 namespace tandem::dist {
 
@@ -68,15 +68,14 @@ bool MessagePump::pump_once(const Handler& handler) {
 
 void MessagePump::run(const Handler& handler, const std::function<void()>& tick,
                       const std::function<bool()>& keep_going) {
-  auto pause = std::chrono::microseconds(50);
+  PollBackoff backoff;
   while (keep_going()) {
     const bool progressed = pump_once(handler);
     tick();
     if (progressed) {
-      pause = std::chrono::microseconds(50);
+      backoff.reset();
     } else {
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      backoff.pause();
     }
   }
 }

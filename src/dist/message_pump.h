@@ -4,7 +4,7 @@
 // that arrived to a handler. A peer that is gone is forgotten: its sends in flight are given
 // up (they would never complete) and later posts to it dropped, so no call here waits on a
 // dead rank. Polls, never blocks in MPI: a rank waiting for work must not spin a core that
-// another rank on the same machine computes on (run() sleeps when nothing happened).
+// another rank on the same machine computes on (run() backs off as dist/poll_backoff.h says).
 #pragma once
 
 #include <atomic>
@@ -32,8 +32,8 @@ class MessagePump {
   // Pump thread: one round — start the posted sends, retire finished ones, hand each arrived
   // message to `handler`. Returns whether anything happened.
   bool pump_once(const Handler& handler);
-  // Pump thread: rounds until `keep_going` returns false (asked between rounds), sleeping up
-  // to a millisecond after rounds where nothing happened; `tick` runs every round.
+  // Pump thread: rounds until `keep_going` returns false (asked between rounds), sleeping
+  // after rounds where nothing happened (PollBackoff); `tick` runs every round.
   void run(const Handler& handler, const std::function<void()>& tick, const std::function<bool()>& keep_going);
   // Pump thread: sends are posted but not yet complete.
   bool sending() const;
