@@ -223,6 +223,12 @@ void add_serve_command(CLI::App& app) {
           },
           "prefill:P,decode:D"));
   command
+      ->add_option("--remote-prefill-min", options->remote_prefill_min,
+                   "With --workers: prompts of fewer tokens are prefilled on their decode worker (a step's work), "
+                   "not queued behind long prompts on a prefill worker; 0: every prompt goes to a prefill worker")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command
       ->add_option("--worker-timeout", options->worker_timeout_s,
                    "With --workers: seconds without a report after which a worker is counted down")
       ->capture_default_str()

@@ -108,6 +108,7 @@ void run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
                               ? model_context
                               : options.engine.context_length;
   config.worker_timeout_s = options.worker_timeout_s;
+  config.remote_prefill_min = options.remote_prefill_min;
   dist::DisaggFront front(comm, tokenizer, model->config, config);
   front.start(600.0);  // every worker's model loaded (a failed one says why)
   end_loading(signals);

@@ -34,6 +34,7 @@ struct ServeOptions {
   // decode ranks (serve_disagg.cpp); empty: one process.
   std::string workers;
   double worker_timeout_s = 10.0;  // --worker-timeout: silence after which a worker is down
+  int64_t remote_prefill_min = 256;  // --remote-prefill-min: shorter prompts are prefilled on the decode rank
   int64_t pipeline_stages = 0;     // --pipeline S under mpirun; 0: one process
 };
 

@@ -153,7 +153,7 @@ void DecodeWorker::send_report() {
   report.pid = ::getpid();
   report.engine = engine_.stats();
   report.kv_bytes_received = kv_bytes_received_.load();
-  report.kv_transfer_seconds = static_cast<double>(kv_transfer_us_.load()) / 1e6;
+  report.kv_wait_seconds = static_cast<double>(kv_transfer_us_.load()) / 1e6;
   report.requests_done = requests_done_.load();
   pump_.post(front_rank_, kReport, to_bytes(report_to_json(report)));
 }

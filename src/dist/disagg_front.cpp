@@ -107,7 +107,9 @@ uint64_t DisaggFront::submit(std::vector<int32_t> prompt, GenerationParams param
   TANDEM_CHECK_INPUT(decode != nullptr, "no decode worker is up");
   // The prompt's full blocks before the last position come from a prefill rank (an embedding
   // request, which pools every position's hidden state, is computed whole on the decode rank).
-  Worker* prefill = params.pooling == Pooling::None ? pick(true) : nullptr;
+  const bool remote = params.pooling == Pooling::None &&
+                      static_cast<int64_t>(prompt.size()) >= std::max<int64_t>(1, config_.remote_prefill_min);
+  Worker* prefill = remote ? pick(true) : nullptr;
   const int64_t n_blocks = prefill ? (static_cast<int64_t>(prompt.size()) - 1) / config_.block_size : 0;
   if (n_blocks == 0) prefill = nullptr;
   const uint64_t id = next_id_++;
@@ -186,7 +188,8 @@ std::vector<WorkerStatus> DisaggFront::workers() const {
     s.waiting = w.report.engine.waiting;
     s.kv_bytes_sent = w.report.kv_bytes_sent;
     s.kv_bytes_received = w.report.kv_bytes_received;
-    s.kv_transfer_seconds = w.report.kv_transfer_seconds;
+    s.kv_send_seconds = w.report.kv_send_seconds;
+    s.kv_wait_seconds = w.report.kv_wait_seconds;
     s.requests_done = w.report.requests_done;
     out.push_back(std::move(s));
   }

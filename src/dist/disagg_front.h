@@ -2,7 +2,7 @@
 // checks each request as an engine would, routes it to the live decode rank with the fewest
 // requests in flight, and names the live prefill rank with the fewest prompt blocks in flight
 // to compute the prompt's head (the decode rank asks it for the blocks its own prefix cache
-// lacks); token events come back from the decode rank to the request's callback. A worker
+// lacks) unless the prompt is shorter than remote_prefill_min; token events come back from the decode rank to the request's callback. A worker
 // that has not reported for `worker_timeout_s` is down: its requests end with an error
 // naming it, the other workers are told to give up on it, and routing skips it (with no
 // prefill rank left, decode ranks compute whole prompts; with no decode rank, requests are
@@ -32,6 +32,9 @@ struct DisaggConfig {
   int32_t max_seqs = 4;        // each decode rank's --parallel
   int64_t context_length = 0;  // the workers' (--ctx bounded by the model's)
   double worker_timeout_s = 10.0;
+  // Prompts shorter than this are prefilled on their decode rank: on a prefill rank they would
+  // queue behind long prompts (TTFT), and on the decode rank they cost about a step.
+  int64_t remote_prefill_min = 256;
 };
 
 class DisaggFront final : public GenerationService {

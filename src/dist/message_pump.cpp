@@ -16,12 +16,17 @@ void MessagePump::post(int destination, int tag, std::vector<uint8_t> bytes) {
   std::lock_guard lock(mutex_);
   if (gone_.count(destination) != 0) return;
   bytes_posted_[tag_slot(tag)] += static_cast<int64_t>(bytes.size());
-  posted_.push_back({destination, tag, std::move(bytes)});
+  posted_.push_back({destination, tag, std::chrono::steady_clock::now(), std::move(bytes)});
 }
 
 int64_t MessagePump::bytes_posted(int tag) const {
   std::lock_guard lock(mutex_);
   return bytes_posted_[tag_slot(tag)];
+}
+
+double MessagePump::seconds_in_flight(int tag) const {
+  std::lock_guard lock(mutex_);
+  return seconds_in_flight_[tag_slot(tag)];
 }
 
 void MessagePump::forget_rank(int rank) {
@@ -45,7 +50,7 @@ bool MessagePump::pump_once(const Handler& handler) {
     gone = gone_;
   }
   for (Outgoing& o : posted) {
-    InFlight sending{o.destination, std::make_unique<std::vector<uint8_t>>(std::move(o.bytes)), {}};
+    InFlight sending{o.destination, o.tag, o.posted, std::make_unique<std::vector<uint8_t>>(std::move(o.bytes)), {}};
     sending.request = comm_.send_async(o.destination, o.tag, *sending.bytes);
     in_flight_.push_back(std::move(sending));
     progressed = true;
@@ -56,7 +61,11 @@ bool MessagePump::pump_once(const Handler& handler) {
       forgotten_.push_back(std::move(f.bytes));
       return true;
     }
-    return f.request.test().has_value();
+    if (!f.request.test().has_value()) return false;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - f.posted).count();
+    std::lock_guard lock(mutex_);
+    seconds_in_flight_[tag_slot(f.tag)] += seconds;
+    return true;
   });
   // Every message that is here now, each handed over before the next is received.
   while (const std::optional<MessageInfo> info = comm_.try_receive_any_size(kAnySource, kAnyTag, incoming_)) {

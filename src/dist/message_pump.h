@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -27,6 +28,9 @@ class MessagePump {
   // Any thread.
   void post(int destination, int tag, std::vector<uint8_t> bytes);
   int64_t bytes_posted(int tag) const;  // what post() took under `tag`, all destinations
+  // Summed over the completed sends under `tag`: posted to complete (for a large message, until
+  // the receiver has taken it; MPI reports no finer).
+  double seconds_in_flight(int tag) const;
 
   using Handler = std::function<void(const MessageInfo& info, std::vector<uint8_t>& bytes)>;
   // Pump thread: one round — start the posted sends, retire finished ones, hand each arrived
@@ -45,10 +49,13 @@ class MessagePump {
   struct Outgoing {
     int destination = 0;
     int tag = 0;
+    std::chrono::steady_clock::time_point posted;
     std::vector<uint8_t> bytes;
   };
   struct InFlight {
     int destination = 0;
+    int tag = 0;
+    std::chrono::steady_clock::time_point posted;
     std::unique_ptr<std::vector<uint8_t>> bytes;  // stable address while MPI reads it
     MpiRequest request;
   };
@@ -58,6 +65,7 @@ class MessagePump {
   std::deque<Outgoing> posted_;
   std::set<int> gone_;
   std::vector<int64_t> bytes_posted_ = std::vector<int64_t>(256, 0);  // by tag - 100
+  std::vector<double> seconds_in_flight_ = std::vector<double>(256, 0.0);  // by tag - 100
   // Pump thread only.
   std::vector<InFlight> in_flight_;
   std::vector<std::unique_ptr<std::vector<uint8_t>>> forgotten_;  // buffers of sends given up on

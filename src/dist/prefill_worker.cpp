@@ -107,6 +107,7 @@ void PrefillWorker::send_report() {
   report.pid = ::getpid();
   report.engine = engine_.stats();
   report.kv_bytes_sent = kv_bytes_sent_.load();
+  report.kv_send_seconds = pump_.seconds_in_flight(kKvBlock);
   report.requests_done = requests_done_.load();
   pump_.post(front_rank_, kReport, to_bytes(report_to_json(report)));
 }

@@ -8,7 +8,7 @@ nlohmann::json report_to_json(const WorkerReport& r) {
           {"engine",
            {e.running, e.waiting, e.blocks.total, e.blocks.used, e.blocks.cached, e.blocks.free, e.blocks.lookup_tokens,
             e.blocks.hit_tokens, e.block_size, e.bytes_per_block, e.steps, e.preemptions, e.context_length}},
-          {"kv", {r.kv_bytes_sent, r.kv_bytes_received, r.kv_transfer_seconds, r.requests_done}}};
+          {"kv", {r.kv_bytes_sent, r.kv_bytes_received, r.kv_send_seconds, r.kv_wait_seconds, r.requests_done}}};
 }
 
 WorkerReport report_from_json(const nlohmann::json& j) {
@@ -31,8 +31,9 @@ WorkerReport report_from_json(const nlohmann::json& j) {
   const nlohmann::json& kv = j.at("kv");
   r.kv_bytes_sent = kv.at(0);
   r.kv_bytes_received = kv.at(1);
-  r.kv_transfer_seconds = kv.at(2);
-  r.requests_done = kv.at(3);
+  r.kv_send_seconds = kv.at(2);
+  r.kv_wait_seconds = kv.at(3);
+  r.requests_done = kv.at(4);
   return r;
 }
 

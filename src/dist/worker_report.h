@@ -19,7 +19,8 @@ struct WorkerReport {
   EngineStats engine;
   int64_t kv_bytes_sent = 0;
   int64_t kv_bytes_received = 0;
-  double kv_transfer_seconds = 0.0;
+  double kv_send_seconds = 0.0;  // prefill: its KV blocks' sends, posted to complete, summed
+  double kv_wait_seconds = 0.0;  // decode: per request, blocks asked for to all applied, summed
   int64_t requests_done = 0;
 };
 

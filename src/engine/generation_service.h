@@ -94,7 +94,8 @@ struct WorkerStatus {
   int64_t waiting = 0;               // its queue (decode: also requests whose blocks are still arriving)
   int64_t kv_bytes_sent = 0;         // prefill: KV block bytes sent to decode ranks
   int64_t kv_bytes_received = 0;     // decode: KV block bytes received and applied
-  double kv_transfer_seconds = 0.0;  // decode: summed per request, blocks asked for -> last applied
+  double kv_send_seconds = 0.0;  // prefill: summed over its KV blocks, send posted -> complete
+  double kv_wait_seconds = 0.0;  // decode: summed over requests, blocks asked for -> all applied
   int64_t requests_done = 0;
 };
 

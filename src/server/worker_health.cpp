@@ -40,9 +40,13 @@ std::string render_worker_metrics(const std::vector<WorkerStatus>& workers) {
          [](const WorkerStatus& w) { return w.kv_bytes_sent; });
   family("tandem_worker_kv_received_bytes_total", "counter", "KV block bytes a decode worker received and applied",
          [](const WorkerStatus& w) { return w.kv_bytes_received; });
-  family("tandem_worker_kv_transfer_seconds_total", "counter",
-         "Summed over a decode worker's finished requests: asking for their KV blocks to the last one applied",
-         [](const WorkerStatus& w) { return w.kv_transfer_seconds; });
+  family("tandem_worker_kv_send_seconds_total", "counter",
+         "Summed over a prefill worker's KV blocks: each send, posted (as its chunk finished) to complete",
+         [](const WorkerStatus& w) { return w.kv_send_seconds; });
+  family("tandem_worker_kv_wait_seconds_total", "counter",
+         "Summed over a decode worker's finished requests: asking for their KV blocks to the last one applied (the "
+         "prefill rank's queue and compute included)",
+         [](const WorkerStatus& w) { return w.kv_wait_seconds; });
   family("tandem_worker_requests_total", "counter", "Requests (prefill: prompt jobs) the worker finished",
          [](const WorkerStatus& w) { return w.requests_done; });
   return out;

@@ -23,7 +23,7 @@ WorkerHealth worker_health(const std::vector<WorkerStatus>& workers);
 
 // Prometheus lines per worker, labelled rank and role: tandem_worker_up, _in_flight,
 // _running, _waiting (its queue), _kv_sent_bytes_total, _kv_received_bytes_total,
-// _kv_transfer_seconds_total, _requests_total.
+// _kv_send_seconds_total (prefill), _kv_wait_seconds_total (decode), _requests_total.
 std::string render_worker_metrics(const std::vector<WorkerStatus>& workers);
 
 }  // namespace tandem::server

@@ -54,7 +54,8 @@ std::vector<std::string> mpirun_args(int ranks) {
 bool start_disaggregated(ServerProcess& server, int prefill, int decode, const std::vector<std::string>& serve_args) {
 #ifdef TANDEM_MPIEXEC
   std::vector<std::string> args = mpirun_args(1 + prefill + decode);
-  for (const char* a : {"serve", "--port", "0", "-t", "1", "--workers"}) args.emplace_back(a);
+  // Every prompt through the prefill rank, however short (the default sends short ones to the decode rank).
+  for (const char* a : {"serve", "--port", "0", "-t", "1", "--remote-prefill-min", "0", "--workers"}) args.emplace_back(a);
   args.push_back("prefill:" + std::to_string(prefill) + ",decode:" + std::to_string(decode));
   args.insert(args.end(), serve_args.begin(), serve_args.end());
   return server.start_program(TANDEM_MPIEXEC, args, 60.0);
