@@ -2,14 +2,11 @@
 
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "base/error.h"
 #include "dist/disagg_wire.h"
+#include "dist/worker_loop.h"
 #include "dist/worker_report.h"
 
 namespace tandem::dist {
@@ -34,7 +31,7 @@ void DecodeWorker::submit(const json& message) {
     uint64_t engine_id = 0;
     if (n_blocks > 0) {
       std::vector<int32_t> head(prompt.begin(), prompt.begin() + n_blocks * engine_.config().block_size);
-      // On the engine thread once it holds blocks for the import: ask the prefill rank for
+      // On the engine thread once it has looked in its prefix cache: ask the prefill rank for
       // the ones its prefix cache did not have (none: the import is complete at once).
       auto import = std::make_shared<KvImport>(n_blocks, [this, front_id, prefill_rank, head = std::move(head),
                                                           n_blocks](int64_t first_needed) mutable {
@@ -159,31 +156,9 @@ void DecodeWorker::send_report() {
 }
 
 void DecodeWorker::run() {
-  using Clock = std::chrono::steady_clock;
-  auto next_report = Clock::now();
-  const auto handler = [this](const MessageInfo& info, std::vector<uint8_t>& bytes) {
-    try {
-      on_message(info, bytes);
-    } catch (const std::exception& error) {  // a malformed message is dropped, the rank keeps serving
-      std::fprintf(stderr, "tandem decode rank %d: dropped a message (tag %d from rank %d): %s\n", comm_.rank(),
-                   info.tag, info.source, error.what());
-    }
-  };
-  const auto tick = [&] {
-    if (Clock::now() < next_report) return;
-    next_report = Clock::now() +
-                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kReportIntervalSeconds));
-    send_report();
-  };
-  pump_.run(handler, tick, [this] { return !stopping_; });
-  // Stop: every request still here ends (Cancelled) and its event is posted; then the front
-  // hears that this rank is done once everything posted has gone.
-  engine_.stop();
-  pump_.post(front_rank_, kStopped, to_bytes(json::object()));
-  while (pump_.sending()) {
-    pump_.pump_once([](const MessageInfo&, std::vector<uint8_t>&) {});
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  run_worker_loop(pump_, engine_, comm_.rank(), front_rank_,
+                  {"decode", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
+                   [this] { send_report(); }, [this] { return stopping_; }});
 }
 
 }  // namespace tandem::dist

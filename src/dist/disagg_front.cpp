@@ -326,11 +326,7 @@ void DisaggFront::loop() {
   });
   // What is still posted (a kStop) goes before MPI is finalised; a worker that takes nothing
   // for a second is not waited for.
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(1);
-  while (pump_.sending() && Clock::now() < deadline) {
-    pump_.pump_once([](const MessageInfo&, std::vector<uint8_t>&) {});
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  pump_.flush(std::chrono::seconds(1));
   std::lock_guard lock(mutex_);
   for (const auto& [rank, worker] : workers_) pump_.forget_rank(rank);
   pump_.pump_once([](const MessageInfo&, std::vector<uint8_t>&) {});

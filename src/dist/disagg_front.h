@@ -2,8 +2,8 @@
 // checks each request as an engine would, routes it to the live decode rank with the fewest
 // requests in flight, and names the live prefill rank with the fewest prompt blocks in flight
 // to compute the prompt's head (the decode rank asks it for the blocks its own prefix cache
-// lacks) unless the prompt is shorter than remote_prefill_min; token events come back from the decode rank to the request's callback. A worker
-// that has not reported for `worker_timeout_s` is down: its requests end with an error
+// lacks) unless the prompt is shorter than remote_prefill_min; token events come back from the decode rank to the
+// request's callback. A worker that has not reported for `worker_timeout_s` is down: its requests end with an error
 // naming it, the other workers are told to give up on it, and routing skips it (with no
 // prefill rank left, decode ranks compute whole prompts; with no decode rank, requests are
 // refused). Runs the rank's MPI thread.

@@ -40,6 +40,18 @@ bool MessagePump::sending() const {
   return !posted_.empty() || !in_flight_.empty();
 }
 
+void MessagePump::flush(std::chrono::steady_clock::duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  PollBackoff backoff;
+  while (sending() && std::chrono::steady_clock::now() < deadline) {
+    if (pump_once([](const MessageInfo&, std::vector<uint8_t>&) {})) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
+  }
+}
+
 bool MessagePump::pump_once(const Handler& handler) {
   bool progressed = false;
   std::deque<Outgoing> posted;

@@ -41,6 +41,9 @@ class MessagePump {
   void run(const Handler& handler, const std::function<void()>& tick, const std::function<bool()>& keep_going);
   // Pump thread: sends are posted but not yet complete.
   bool sending() const;
+  // Pump thread: rounds (arrivals dropped) until every posted send is complete or `timeout`
+  // has passed — before MPI is finalised, so that a last message is not lost.
+  void flush(std::chrono::steady_clock::duration timeout);
 
   // Any thread: `rank` is gone.
   void forget_rank(int rank);
@@ -64,7 +67,7 @@ class MessagePump {
   mutable std::mutex mutex_;
   std::deque<Outgoing> posted_;
   std::set<int> gone_;
-  std::vector<int64_t> bytes_posted_ = std::vector<int64_t>(256, 0);  // by tag - 100
+  std::vector<int64_t> bytes_posted_ = std::vector<int64_t>(256, 0);       // by tag - 100
   std::vector<double> seconds_in_flight_ = std::vector<double>(256, 0.0);  // by tag - 100
   // Pump thread only.
   std::vector<InFlight> in_flight_;

@@ -2,11 +2,8 @@
 
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
-#include <thread>
-
 #include "dist/disagg_wire.h"
+#include "dist/worker_loop.h"
 #include "dist/worker_report.h"
 #include "kv/kv_block_message.h"
 
@@ -113,29 +110,9 @@ void PrefillWorker::send_report() {
 }
 
 void PrefillWorker::run() {
-  using Clock = std::chrono::steady_clock;
-  auto next_report = Clock::now();
-  const auto handler = [this](const MessageInfo& info, std::vector<uint8_t>& bytes) {
-    try {
-      on_message(info, bytes);
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "tandem prefill rank %d: dropped a message (tag %d from rank %d): %s\n", comm_.rank(),
-                   info.tag, info.source, error.what());
-    }
-  };
-  const auto tick = [&] {
-    if (Clock::now() < next_report) return;
-    next_report = Clock::now() +
-                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kReportIntervalSeconds));
-    send_report();
-  };
-  pump_.run(handler, tick, [this] { return !stopping_; });
-  engine_.stop();
-  pump_.post(front_rank_, kStopped, to_bytes(json::object()));
-  while (pump_.sending()) {
-    pump_.pump_once([](const MessageInfo&, std::vector<uint8_t>&) {});
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  run_worker_loop(pump_, engine_, comm_.rank(), front_rank_,
+                  {"prefill", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
+                   [this] { send_report(); }, [this] { return stopping_; }});
 }
 
 }  // namespace tandem::dist

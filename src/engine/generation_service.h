@@ -89,13 +89,13 @@ struct WorkerStatus {
   bool up = true;
   std::string down_reason;  // why it is counted down
   int64_t pid = 0;
-  int64_t in_flight = 0;             // requests routed to it and not finished
-  int64_t running = 0;               // its engine's, from its last report
-  int64_t waiting = 0;               // its queue (decode: also requests whose blocks are still arriving)
-  int64_t kv_bytes_sent = 0;         // prefill: KV block bytes sent to decode ranks
-  int64_t kv_bytes_received = 0;     // decode: KV block bytes received and applied
-  double kv_send_seconds = 0.0;  // prefill: summed over its KV blocks, send posted -> complete
-  double kv_wait_seconds = 0.0;  // decode: summed over requests, blocks asked for -> all applied
+  int64_t in_flight = 0;          // requests routed to it and not finished
+  int64_t running = 0;            // its engine's, from its last report
+  int64_t waiting = 0;            // its queue (decode: also requests whose blocks are still arriving)
+  int64_t kv_bytes_sent = 0;      // prefill: KV block bytes sent to decode ranks
+  int64_t kv_bytes_received = 0;  // decode: KV block bytes received and applied
+  double kv_send_seconds = 0.0;   // prefill: summed over its KV blocks, send posted -> complete
+  double kv_wait_seconds = 0.0;   // decode: summed over requests, blocks asked for -> all applied
   int64_t requests_done = 0;
 };
 

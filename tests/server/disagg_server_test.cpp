@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/server_process.h"
+#include "support/mpirun.h"
 #include "support/shared_data.h"
 
 namespace tandem::testing {
@@ -28,26 +29,13 @@ constexpr const char* kStories = "models/stories260K/model.bin";
 constexpr const char* kTok512 = "models/aidreams260K/tok512.bin";
 
 #ifdef TANDEM_MPIEXEC
-// mpirun as CI runs it (cmake/mpi_tests.cmake says why each flag); orte_enable_recovery: a
-// rank that dies does not take the job down (the front counts it down instead).
+// mpirun's arguments (tests/support/mpirun.h) and the program; orte_enable_recovery: a rank
+// that dies does not take the job down (the front counts it down instead).
 std::vector<std::string> mpirun_args(int ranks) {
-  return {"-np",
-          std::to_string(ranks),
-          "--oversubscribe",
-          "--allow-run-as-root",
-          "--mca",
-          "pml",
-          "ob1",
-          "--mca",
-          "btl",
-          "self,vader",
-          "--mca",
-          "btl_vader_single_copy_mechanism",
-          "none",
-          "--mca",
-          "orte_enable_recovery",
-          "1",
-          TANDEM_BINARY};
+  std::vector<std::string> args = test_support::mpirun_command(ranks);
+  args.erase(args.begin());  // mpirun itself: start_program's program
+  for (const char* a : {"--mca", "orte_enable_recovery", "1", TANDEM_BINARY}) args.emplace_back(a);
+  return args;
 }
 #endif
 
@@ -55,7 +43,8 @@ bool start_disaggregated(ServerProcess& server, int prefill, int decode, const s
 #ifdef TANDEM_MPIEXEC
   std::vector<std::string> args = mpirun_args(1 + prefill + decode);
   // Every prompt through the prefill rank, however short (the default sends short ones to the decode rank).
-  for (const char* a : {"serve", "--port", "0", "-t", "1", "--remote-prefill-min", "0", "--workers"}) args.emplace_back(a);
+  for (const char* a : {"serve", "--port", "0", "-t", "1", "--remote-prefill-min", "0", "--workers"})
+    args.emplace_back(a);
   args.push_back("prefill:" + std::to_string(prefill) + ",decode:" + std::to_string(decode));
   args.insert(args.end(), serve_args.begin(), serve_args.end());
   return server.start_program(TANDEM_MPIEXEC, args, 60.0);

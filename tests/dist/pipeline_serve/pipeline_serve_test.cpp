@@ -16,29 +16,14 @@
 #include <vector>
 
 #include "server/server_process.h"
+#include "support/mpirun.h"
 #include "support/run_binary.h"
 #include "support/shared_data.h"
 
 namespace tandem::testing {
 namespace {
 
-// As cmake/mpi_tests.cmake runs the two-rank test: shared memory only, no CMA.
-std::vector<std::string> mpirun_two_ranks() {
-  return {TANDEM_MPIEXEC,
-          "-np",
-          "2",
-          "--oversubscribe",
-          "--allow-run-as-root",
-          "--mca",
-          "pml",
-          "ob1",
-          "--mca",
-          "btl",
-          "self,vader",
-          "--mca",
-          "btl_vader_single_copy_mechanism",
-          "none"};
-}
+std::vector<std::string> mpirun_two_ranks() { return test_support::mpirun_command(2); }
 
 // The child of mpirun (pid `launcher`) that is rank 0: what a user signals to drain the server.
 pid_t rank_zero_of(pid_t launcher) {
