@@ -30,4 +30,4 @@ target_compile_definitions(test_pipeline_serve PRIVATE TANDEM_MPIEXEC="${MPIEXEC
 target_compile_options(test_pipeline_serve PRIVATE $<$<CONFIG:Release>:-O1>)
 add_dependencies(test_pipeline_serve tandem)
 add_test(NAME PipelineServe.TokenIdenticalToOneProcess COMMAND test_pipeline_serve)
-set_tests_properties(PipelineServe.TokenIdenticalToOneProcess PROPERTIES LABELS "dist;mpi;model" TIMEOUT 300)
+set_tests_properties(PipelineServe.TokenIdenticalToOneProcess PROPERTIES LABELS "dist;mpi;model" TIMEOUT 300 RUN_SERIAL TRUE)

@@ -99,6 +99,9 @@ function(tandem_label_tests tests)
     tandem_matches_any("${name}" TANDEM_MPI_TESTS is_mpi)
     if(is_mpi)
       list(APPEND labels dist mpi)
+      # Three or four processes each, on CI's two cores: alone, so that their load does not
+      # skew the timing of the test beside them (nor theirs).
+      set_tests_properties("${test}" PROPERTIES RUN_SERIAL TRUE)
     endif()
     tandem_matches_any("${name}" TANDEM_SLOW_TESTS is_slow)
     if(is_slow)
