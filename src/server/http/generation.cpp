@@ -232,18 +232,26 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   };
   std::vector<RequestEvent> batch;
   std::string failure;  // why a choice ended with an error, when a worker failed under it
+  // The client is looked at every kDisconnectPoll, whether or not events came in between: a
+  // request whose events arrive faster than that (every step, on a busy machine) would
+  // otherwise never be checked, and a non-streamed one writes nothing that could fail.
+  auto last_check = std::chrono::steady_clock::now();
+  const auto check_client = [&] {
+    last_check = std::chrono::steady_clock::now();
+    if (gone || !client_gone()) return;
+    gone = true;
+    counters.metrics.count(TransportEvent::Disconnect);
+    cancel_all();
+  };
   for (bool finished = false; !finished;) {
     batch.clear();
     if (!events->pop_all(batch)) {
       wake.expires_after(kDisconnectPoll);
       co_await wake.async_wait(kNoThrow);  // a push cancels it early
-      if (!gone && client_gone()) {
-        gone = true;
-        counters.metrics.count(TransportEvent::Disconnect);
-        cancel_all();
-      }
+      check_client();
       continue;
     }
+    if (std::chrono::steady_clock::now() - last_check >= kDisconnectPoll) check_client();
     // Refused before it ran (shutdown): nothing was sent yet, so it can still be a 503.
     bool refused = false;
     for (const RequestEvent& event : batch) {
