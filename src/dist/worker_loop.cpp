@@ -11,7 +11,8 @@ namespace tandem::dist {
 
 void run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank, const WorkerRole& role) {
   using Clock = std::chrono::steady_clock;
-  const auto interval = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kReportIntervalSeconds));
+  const auto interval =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kReportIntervalSeconds));
   Clock::time_point next_report = Clock::now();
   const auto handler = [&](const MessageInfo& info, std::vector<uint8_t>& bytes) {
     try {

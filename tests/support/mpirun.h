@@ -12,9 +12,20 @@ namespace tandem::test_support {
 #ifdef TANDEM_MPIEXEC
 // mpirun and its flags for `ranks` ranks; the program and its arguments follow.
 inline std::vector<std::string> mpirun_command(int ranks) {
-  return {TANDEM_MPIEXEC, "-np",  std::to_string(ranks), "--oversubscribe", "--allow-run-as-root",
-          "--mca",        "pml",  "ob1",                 "--mca",           "btl",
-          "self,vader",   "--mca", "btl_vader_single_copy_mechanism", "none"};
+  return {TANDEM_MPIEXEC,
+          "-np",
+          std::to_string(ranks),
+          "--oversubscribe",
+          "--allow-run-as-root",
+          "--mca",
+          "pml",
+          "ob1",
+          "--mca",
+          "btl",
+          "self,vader",
+          "--mca",
+          "btl_vader_single_copy_mechanism",
+          "none"};
 }
 #endif
 
