@@ -184,8 +184,11 @@ TEST_F(DisaggServer, OutputsEqualOneProcessUnderConcurrentLoadWithPreemption) {
 }
 
 TEST_F(DisaggServer, AKilledDecodeRankFailsOnlyItsRequests) {
+  // --worker-timeout 3: the dead rank is counted down 3 s after it stops reporting; the live
+  // ones report every 200 ms, so they are not, even under ASan on a loaded machine (1 s once
+  // counted a live rank down there).
   const std::vector<std::string> flags = {"-m", shared_path(kStories), "-z", shared_path(kTok512), "--parallel",
-                                          "2",  "--worker-timeout",    "1"};
+                                          "2",  "--worker-timeout",    "3"};
   ServerProcess job;
   ASSERT_TRUE(start_disaggregated(job, 1, 2, flags)) << job.log();
   const pid_t victim = logged_pid(job.log(), 3);
