@@ -52,8 +52,7 @@ void serve(const ServeOptions& options) {
     if (!pipeline->front())
       return pipeline->serve_stage(options.model_path, options.threads, [&](const std::string& m) { say(options, m); });
   }
-  server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
-  if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
+  const server::ServedModel served = served_model_of(options);
   const sigset_t signals = block_stop_signals();
 
   server::HttpServer http(http_config);

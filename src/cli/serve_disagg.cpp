@@ -81,8 +81,7 @@ void run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
 
 void run_front(const ServeOptions& options, Communicator& comm, const WorkerCounts& counts) {
   const server::ServerConfig http_config = http_config_of(options);
-  server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
-  if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
+  const server::ServedModel served = served_model_of(options);
   const sigset_t signals = block_stop_signals();
 
   server::HttpServer http(http_config);

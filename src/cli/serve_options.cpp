@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "chat/model_chat_renderer.h"
 #include "server/chat_request.h"
 #include "server/cors.h"
+#include "server/model_names.h"
 #include "server/request_log.h"
 
 namespace tandem::cli {
@@ -47,6 +49,12 @@ server::ServerConfig http_config_of(const ServeOptions& options) {
     http_config.chat_template_kwargs = server::parse_template_kwargs_flag(options.chat_template_kwargs);
   http_config.cors = server::parse_allowed_origins(options.allowed_origins);
   return http_config;
+}
+
+server::ServedModel served_model_of(const ServeOptions& options) {
+  server::ServedModel served{server::parse_served_model_names(options.served_model_names), options.model_path};
+  if (served.names.empty()) served.names.push_back(std::filesystem::path(options.model_path).filename().string());
+  return served;
 }
 
 sigset_t block_stop_signals() {

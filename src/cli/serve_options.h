@@ -47,6 +47,8 @@ chat::ChatRenderer choose_chat_renderer(const ServeOptions& options, const Token
 
 // The HTTP server's configuration from the flags (parsed template kwargs, CORS).
 server::ServerConfig http_config_of(const ServeOptions& options);
+// The names requests may give as `model` (--served-model-name; default: the model file's name).
+server::ServedModel served_model_of(const ServeOptions& options);
 
 // SIGINT and SIGTERM, blocked in the calling thread (and so in every thread it starts, so the
 // signal reaches only this thread's wait, or while loading its handler); SIGPIPE ignored (a

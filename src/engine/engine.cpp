@@ -317,7 +317,7 @@ void Engine::intake() {
 void Engine::advance_imports() {
   const int32_t block_size = config_.block_size;
   std::vector<Sequence*> still_importing;
-  std::vector<Sequence*> failed;
+  std::vector<std::pair<Sequence*, std::string>> failed;  // and why
   for (Sequence* sequence : importing_) {
     Request& request = sequence->request;
     KvImport& import = *sequence->import;
@@ -354,8 +354,7 @@ void Engine::advance_imports() {
     for (int64_t b = sequence->import_first; b < n_blocks; ++b) all_here = all_here && here(b);
     if (failure.empty() && arrived.complete && !all_here) failure = "KV import: the prefill side sent too few blocks";
     if (!failure.empty()) {
-      sequence->held = std::move(failure);  // reported by the final event below
-      failed.push_back(sequence);
+      failed.emplace_back(sequence, std::move(failure));
       continue;
     }
     if (!arrived.complete) {
@@ -389,10 +388,9 @@ void Engine::advance_imports() {
     scheduler_.add(&request);
   }
   importing_ = std::move(still_importing);
-  for (Sequence* sequence : failed) {
+  for (auto& [sequence, why] : failed) {
     RequestEvent event;
-    event.error = std::move(sequence->held);
-    sequence->held.clear();
+    event.error = std::move(why);
     finish(*sequence, RequestState::Finished, FinishReason::Error, event);
   }
 }
