@@ -188,6 +188,12 @@ void Profiler::trace_request(const TraceRequestSpan& span) {
   trace_requests_.push_back(span);
 }
 
+void Profiler::trace_span(TraceSpan span) {
+  if (!tracing_) return;
+  std::lock_guard lock(mutex_);
+  trace_spans_.push_back(std::move(span));
+}
+
 void Profiler::on_chunk(int thread_index, int64_t start_ns, int64_t end_ns) {
   if (!tracing_ || thread_index < 0 || static_cast<size_t>(thread_index) >= trace_chunks_.size()) return;
   trace_chunks_[static_cast<size_t>(thread_index)].push_back({start_ns, end_ns});
@@ -209,6 +215,7 @@ void Profiler::reset() {
   trace_steps_.clear();
   trace_ops_.clear();
   trace_requests_.clear();
+  trace_spans_.clear();
   for (std::vector<TraceChunk>& chunks : trace_chunks_) chunks.clear();
 }
 

@@ -128,6 +128,19 @@ struct TraceRequestSpan {
   int64_t n_tokens = 0;  // the chunk's tokens (prefill, decode)
 };
 
+// A span on a named track of a named process in the trace: what the processes of a
+// multi-process job did beside this one's engine (a pipeline stage's micro-batch, its wait, a
+// KV block's transfer). Times are this profiler's clock; another process's times are brought
+// into it by the caller (the clock offset measured at start-up).
+struct TraceSpan {
+  std::string process;  // e.g. "pipeline stage 2 (rank 1)", "kv transfer"
+  std::string track;    // e.g. "compute", "queue (micro-batch 0)"
+  std::string name;
+  std::string category;
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t tokens = -1, bytes = -1;  // shown in the event's args when >= 0
+};
+
 class Profiler final : public ThreadPool::ChunkObserver {
  public:
   static int64_t now_ns() {
@@ -165,6 +178,8 @@ class Profiler final : public ThreadPool::ChunkObserver {
   // With tracing on: a request's span (the engine: its queue wait, each step's chunk of it,
   // a preemption). The stepping thread only.
   void trace_request(const TraceRequestSpan& span);
+  // With tracing on: a span of the job's other processes or transfers. Thread-safe.
+  void trace_span(TraceSpan span);
   // The open step's start (or the last step's), for spans that last a step.
   int64_t step_start_ns() const { return step_start_ns_; }
 
@@ -187,6 +202,7 @@ class Profiler final : public ThreadPool::ChunkObserver {
   const std::vector<TraceOp>& trace_ops() const { return trace_ops_; }
   const std::vector<std::vector<TraceChunk>>& trace_chunks() const { return trace_chunks_; }
   const std::vector<TraceRequestSpan>& trace_requests() const { return trace_requests_; }
+  const std::vector<TraceSpan>& trace_spans() const { return trace_spans_; }
   int64_t origin_ns() const { return origin_ns_; }
 
   static int64_t site_index(OpRole role, int32_t layer) {
@@ -215,6 +231,7 @@ class Profiler final : public ThreadPool::ChunkObserver {
   std::vector<TraceOp> trace_ops_;
   std::vector<std::vector<TraceChunk>> trace_chunks_;  // [pool thread]
   std::vector<TraceRequestSpan> trace_requests_;
+  std::vector<TraceSpan> trace_spans_;
 };
 
 // One op's scope: times it and records it on exit (or at end()). `cost` (a callable returning OpCost) runs

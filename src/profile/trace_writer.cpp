@@ -12,8 +12,9 @@
 namespace tandem {
 namespace {
 
-constexpr int kPid = 1;          // the engine and its compute threads
-constexpr int kRequestsPid = 2;  // the server's requests, a track each
+constexpr int kPid = 1;           // the engine and its compute threads
+constexpr int kRequestsPid = 2;   // the server's requests, a track each
+constexpr int kFirstSpanPid = 3;  // then a process per TraceSpan::process name
 
 std::string op_name(const TraceOp& op) {
   std::string name = is_layer_role(op.role) && op.layer >= 0 ? fmt::format("blk.{}.{}", op.layer, op_role_name(op.role))
@@ -37,10 +38,46 @@ nlohmann::json thread_name(int tid, const std::string& name) {
   return {{"name", "thread_name"}, {"ph", "M"}, {"pid", kPid}, {"tid", tid}, {"args", {{"name", name}}}};
 }
 
+// Index of `name` in `names`, appended when new.
+int index_of(std::vector<std::string>& names, const std::string& name) {
+  auto found = std::find(names.begin(), names.end(), name);
+  if (found != names.end()) return static_cast<int>(found - names.begin());
+  names.push_back(name);
+  return static_cast<int>(names.size()) - 1;
+}
+
+void append_spans(const std::vector<TraceSpan>& spans, int64_t origin, nlohmann::json& events) {
+  std::vector<std::string> processes;
+  std::vector<std::vector<std::string>> tracks;  // [process] its tracks' names
+  for (const TraceSpan& span : spans) {
+    const int process = index_of(processes, span.process);
+    const int pid = kFirstSpanPid + process;
+    if (static_cast<size_t>(process) == tracks.size()) {
+      tracks.emplace_back();
+      events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", span.process}}}});
+    }
+    std::vector<std::string>& names = tracks[static_cast<size_t>(process)];
+    const size_t known = names.size();
+    const int tid = index_of(names, span.track);
+    if (names.size() > known)
+      events.push_back(
+          {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", span.track}}}});
+    nlohmann::json event = complete_event(span.name, span.category, tid, span.start_ns, span.end_ns, origin);
+    event["pid"] = pid;
+    nlohmann::json args = nlohmann::json::object();
+    if (span.tokens >= 0) args["tokens"] = span.tokens;
+    if (span.bytes >= 0) args["bytes"] = span.bytes;
+    if (!args.empty()) event["args"] = std::move(args);
+    events.push_back(std::move(event));
+  }
+}
+
 }  // namespace
 
-nlohmann::json chrome_trace_json(const Profiler& profiler) {
-  const int64_t origin = profiler.origin_ns();
+nlohmann::json chrome_trace_json(const Profiler& profiler) { return chrome_trace_json(profiler, profiler.origin_ns()); }
+
+nlohmann::json chrome_trace_json(const Profiler& profiler, int64_t origin_ns) {
+  const int64_t origin = origin_ns;
   const std::vector<TraceOp>& ops = profiler.trace_ops();
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", kPid}, {"args", {{"name", "tandem"}}}});
@@ -109,13 +146,38 @@ nlohmann::json chrome_trace_json(const Profiler& profiler) {
     event["pid"] = kRequestsPid;
     events.push_back(std::move(event));
   }
+  append_spans(profiler.trace_spans(), origin, events);
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
+}
+
+nlohmann::json merge_chrome_traces(const std::vector<std::pair<std::string, nlohmann::json>>& parts) {
+  constexpr int kPidsPerPart = 1000;
+  nlohmann::json events = nlohmann::json::array();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& [label, trace] = parts[i];
+    TANDEM_CHECK_INPUT(trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array(),
+                       "the trace of {} has no traceEvents", label);
+    for (nlohmann::json event : trace["traceEvents"]) {
+      const int pid = event.value("pid", 0);
+      TANDEM_CHECK_INPUT(pid >= 0 && pid < kPidsPerPart, "the trace of {} has a process id {} out of range", label,
+                         pid);
+      event["pid"] = static_cast<int>(i) * kPidsPerPart + pid;
+      if (event.value("name", "") == "process_name" && event.value("ph", "") == "M")
+        event["args"]["name"] = label + ": " + event["args"].value("name", "");
+      events.push_back(std::move(event));
+    }
+  }
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}};
 }
 
 void write_chrome_trace(const Profiler& profiler, const std::string& path) {
+  write_chrome_trace(chrome_trace_json(profiler), path);
+}
+
+void write_chrome_trace(const nlohmann::json& trace, const std::string& path) {
   std::ofstream out(path, std::ios::trunc);
   TANDEM_CHECK_INPUT(static_cast<bool>(out), "cannot write the trace to {}", path);
-  out << chrome_trace_json(profiler).dump() << "\n";
+  out << trace.dump() << "\n";
   TANDEM_CHECK_INPUT(static_cast<bool>(out), "cannot write the trace to {}", path);
 }
 

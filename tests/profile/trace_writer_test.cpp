@@ -132,5 +132,83 @@ TEST(ChromeTrace, ABadPathFailsAndAnUntracedProfilerGivesAnEmptyTrace) {
   EXPECT_TRUE(empty["traceEvents"].is_array());
 }
 
+// Named spans (another process's work, a transfer) land on their own process and track, named
+// once each, with the given origin; merging renumbers every part's processes apart and
+// prefixes their names with the part's label.
+TEST(ChromeTrace, NamedSpansGetAProcessAndTrackEachAndTracesMergeApart) {
+  Profiler profiler;
+  profiler.enable_trace(1, 64);
+  const int64_t origin = profiler.origin_ns();
+  profiler.trace_span({.process = "stage 2",
+                       .track = "compute",
+                       .name = "mb 0",
+                       .category = "stage",
+                       .start_ns = origin + 1000,
+                       .end_ns = origin + 3000,
+                       .tokens = 7});
+  profiler.trace_span({.process = "stage 2",
+                       .track = "queue",
+                       .name = "wait",
+                       .category = "stage",
+                       .start_ns = origin + 500,
+                       .end_ns = origin + 1000,
+                       .bytes = 4096});
+  profiler.trace_span({.process = "stage 3",
+                       .track = "compute",
+                       .name = "mb 0",
+                       .category = "stage",
+                       .start_ns = origin + 3000,
+                       .end_ns = origin + 4000});
+  profiler.trace_span({.process = "stage 2",
+                       .track = "compute",
+                       .name = "mb 1",
+                       .category = "stage",
+                       .start_ns = origin + 3000,
+                       .end_ns = origin + 5000});
+
+  const nlohmann::json trace = chrome_trace_json(profiler, origin + 1000);
+  std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::string> track_names;
+  std::vector<nlohmann::json> spans;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["name"] == "process_name") process_names[event["pid"]] = event["args"]["name"];
+    if (event["name"] == "thread_name") track_names[{event["pid"], event["tid"]}] = event["args"]["name"];
+    if (event["ph"] == "X") spans.push_back(event);
+  }
+  ASSERT_EQ(spans.size(), 4u);
+  std::map<std::string, int> pid_of;
+  for (const auto& [pid, name] : process_names) pid_of[name] = pid;
+  ASSERT_TRUE(pid_of.count("stage 2") && pid_of.count("stage 3"));
+  EXPECT_NE(pid_of["stage 2"], pid_of["stage 3"]);
+  EXPECT_EQ(spans[0]["pid"], pid_of["stage 2"]);
+  EXPECT_EQ(spans[2]["pid"], pid_of["stage 3"]);
+  EXPECT_EQ(spans[0]["tid"], spans[3]["tid"]);  // one track "compute" for both micro-batches
+  EXPECT_NE(spans[0]["tid"], spans[1]["tid"]);
+  const std::pair<int, int> queue_track(spans[1]["pid"], spans[1]["tid"]);
+  EXPECT_EQ(track_names[queue_track], "queue");
+  EXPECT_DOUBLE_EQ(spans[0]["ts"].get<double>(), 0.0);  // from the origin given
+  EXPECT_DOUBLE_EQ(spans[1]["ts"].get<double>(), -0.5);
+  EXPECT_DOUBLE_EQ(spans[0]["dur"].get<double>(), 2.0);
+  EXPECT_EQ(spans[0]["args"]["tokens"], 7);
+  EXPECT_FALSE(spans[0]["args"].contains("bytes"));
+  EXPECT_EQ(spans[1]["args"]["bytes"], 4096);
+  EXPECT_FALSE(spans[2].contains("args"));
+
+  const nlohmann::json merged = merge_chrome_traces({{"rank 1 (prefill)", trace}, {"rank 2 (decode)", trace}});
+  std::map<int, std::string> merged_names;
+  size_t n_events = 0;
+  for (const nlohmann::json& event : merged["traceEvents"]) {
+    ++n_events;
+    if (event["name"] == "process_name") merged_names[event["pid"]] = event["args"]["name"];
+  }
+  EXPECT_EQ(n_events, 2 * trace["traceEvents"].size());
+  EXPECT_EQ(merged_names.size(), 2 * process_names.size());
+  for (const auto& [pid, name] : process_names) {
+    EXPECT_EQ(merged_names[pid], "rank 1 (prefill): " + name);
+    EXPECT_EQ(merged_names[1000 + pid], "rank 2 (decode): " + name);
+  }
+  EXPECT_THROW(merge_chrome_traces({{"rank 1", nlohmann::json::object()}}), InputError);
+}
+
 }  // namespace
 }  // namespace tandem
