@@ -90,7 +90,9 @@ void serve(const ServeOptions& options) {
   }
   if (options.http.verbose)
     engine.set_step_logger([&options](const std::string& line) { say(options, "scheduler: " + line, "debug"); });
-  if (pipeline) pipeline->attach(engine, [&](const std::string& m) { say(options, m); });
+  if (pipeline)
+    pipeline->attach(
+        engine, [&](const std::string& m) { say(options, m); }, options.trace_path.empty() ? nullptr : &profiler);
   engine.start();
   const std::string model_id = served.names.front();
   http.attach(&engine, served, chat_renderer);
@@ -233,8 +235,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command->add_option("--trace", options->trace_path,
-                      "Write a Chrome trace (Perfetto) at shutdown: a track per compute thread and per request; "
-                      "memory grows with every step, so for diagnostic runs");
+                      "Write a Chrome trace (Perfetto) at shutdown: a track per compute thread and per request "
+                      "(with --pipeline, each stage's micro-batches too); memory grows with every step, so for "
+                      "diagnostic runs");
   command
       ->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
                    "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")

@@ -11,6 +11,7 @@
 #include "model/pipeline_stage.h"
 
 #if TANDEM_WITH_MPI
+#include "dist/clock_offset.h"
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
 #include "dist/pipeline_forward.h"
@@ -83,7 +84,7 @@ void ServePipeline::serve_stage(const std::string& model_path, int threads, cons
                   ready.rank, n_run));
 }
 
-void ServePipeline::attach(Engine& engine, const Log& log) {
+void ServePipeline::attach(Engine& engine, const Log& log, Profiler* profiler) {
   const Model& model = engine.model();
   const EngineStats stats = engine.stats();
   const StageSetup setup{.n_blocks = stats.blocks.total,
@@ -106,8 +107,33 @@ void ServePipeline::attach(Engine& engine, const Log& log) {
       backoff.pause();
     }
   }
+  // Every stage is now answering clock pings (StageWorker::set_up).
+  const std::vector<LayerRange> layers = split_layers(model.config.n_layers, state_->n_stages);
+  std::vector<StageStatus> stages(static_cast<size_t>(state_->n_stages));
+  std::vector<int64_t> clock_offsets(static_cast<size_t>(state_->n_stages), 0);
+  for (int r = 0; r < state_->n_stages; ++r) {
+    StageStatus& stage = stages[static_cast<size_t>(r)];
+    stage.stage = stage.rank = r;
+    stage.layer_first = layers[static_cast<size_t>(r)].first;
+    stage.layer_end = layers[static_cast<size_t>(r)].end;
+  }
+  stages[0].weight_bytes = model.weight_bytes_total();
+  stages[0].kv_bytes = stats.blocks.total * stats.bytes_per_block;
+  for (const StageReady& stage : ready) {
+    TANDEM_CHECK_INPUT(stage.rank >= 1 && stage.rank < state_->n_stages, "a stage ready message names rank {} of {}",
+                       stage.rank, state_->n_stages);
+    stages[static_cast<size_t>(stage.rank)].weight_bytes = stage.weight_bytes;
+    stages[static_cast<size_t>(stage.rank)].kv_bytes = stage.kv_bytes;
+    const ClockOffset offset = measure_clock_offset(state_->comm, stage.rank);
+    clock_offsets[static_cast<size_t>(stage.rank)] = offset.offset_ns;
+    log(fmt::format("pipeline stage {}/{} (rank {}): clock {:+.3f} ms from rank 0's (round trip {:.3f} ms)",
+                    stage.rank + 1, state_->n_stages, stage.rank, static_cast<double>(offset.offset_ns) * 1e-6,
+                    static_cast<double>(offset.round_trip_ns) * 1e-6));
+  }
   state_->forward = std::make_unique<PipelineForward>(state_->comm, model.config.d_model, model.config.vocab_size,
                                                       micro_batches_for(state_->n_stages));
+  state_->forward->describe_stages(std::move(stages), std::move(clock_offsets));
+  state_->forward->set_profiler(profiler);
   engine.set_step_forward(state_->forward.get());
 }
 
@@ -132,7 +158,7 @@ ServePipeline::~ServePipeline() = default;
 bool ServePipeline::front() const { return true; }
 ModelLoadOptions ServePipeline::load_options(const std::string&) const { return {}; }
 void ServePipeline::serve_stage(const std::string&, int, const Log&) {}
-void ServePipeline::attach(Engine&, const Log&) {}
+void ServePipeline::attach(Engine&, const Log&, Profiler*) {}
 void ServePipeline::stop(const Log&) {}
 
 #endif

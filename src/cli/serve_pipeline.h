@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/speculation/speculation_params.h"
 #include "model/model.h"
+#include "profile/profiler.h"
 
 namespace tandem::cli {
 
@@ -37,9 +38,11 @@ class ServePipeline {
   // rank 0 drains, then stops the stages).
   void serve_stage(const std::string& model_path, int threads, const Log& log);
   // Rank 0, with the engine built but not started: sends every stage the KV pool's geometry,
-  // waits for each to be ready, logs every rank's layers and bytes, and makes the engine's steps
-  // run through the pipeline.
-  void attach(Engine& engine, const Log& log);
+  // waits for each to be ready, measures each one's clock offset, logs every rank's layers and
+  // bytes, and makes the engine's steps run through the pipeline (whose stage metrics the
+  // engine's stages() then reports). With a tracing `profiler` (else null), every stage's
+  // micro-batches go into the trace.
+  void attach(Engine& engine, const Log& log, Profiler* profiler);
   // Rank 0, after engine.stop(): ends every stage, and logs the steps and micro-batches run.
   void stop(const Log& log);
 

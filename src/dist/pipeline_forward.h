@@ -5,14 +5,21 @@
 // i + 1 (GPipe within a step); the last rank sends each micro-batch's logits rows back, into
 // receives posted at the start of the step. Returns the rows in batch order, as Forward::run.
 // Its MPI calls are made on the engine's step thread; between polls it sleeps (PollBackoff).
+// Every stage's timings come back with the logits (StageTiming, in rank 0's clock once the
+// offsets measured at set-up are applied): it sums each stage's compute and queue time for
+// /metrics (stages()) and, with a tracing profiler, puts each micro-batch's compute and wait per
+// stage on the stage's tracks of the Chrome trace.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/pipeline_messages.h"
 #include "engine/engine.h"
+#include "profile/profiler.h"
 
 namespace tandem {
 
@@ -34,7 +41,14 @@ class PipelineForward final : public StepForward {
   // not against the arithmetic.
   static constexpr int64_t kDefaultMinSplitTokens = 16;
 
+  // What each stage holds (stage, rank, layers, weight and KV bytes; counters zero) and each
+  // rank's clock offset to this one (clock_offset.h; [0] = 0). Before the first step.
+  void describe_stages(std::vector<StageStatus> stages, std::vector<int64_t> clock_offsets_ns);
+  // A tracing profiler gets the stages' spans (null: none). Before the first step.
+  void set_profiler(Profiler* profiler) { profiler_ = profiler; }
+
   std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) override;
+  std::vector<StageStatus> stages() const override;  // thread-safe
 
   int64_t steps() const { return static_cast<int64_t>(step_); }
   int64_t micro_batches() const { return micro_batches_run_; }  // over all steps
@@ -42,6 +56,13 @@ class PipelineForward final : public StepForward {
  private:
   // Polls every request in flight until all have completed, sleeping between polls.
   void wait_all(std::span<MpiRequest> requests);
+  // Stage 0's own timing of part p (rank 0's clock) and its size.
+  struct LocalTiming {
+    int64_t start_ns = 0, end_ns = 0;
+    int64_t n_tokens = 0;
+  };
+  // Adds this step's timings of every stage to the totals and the trace.
+  void account(int32_t n_parts, int64_t step_start_ns, int64_t wait_end_ns);
 
   Communicator& comm_;
   int last_rank_;
@@ -57,6 +78,12 @@ class PipelineForward final : public StepForward {
   std::vector<MpiRequest> sends_;                      // [max_micro_batches]
   std::vector<MpiRequest> receives_;                   // [max_micro_batches]
   std::vector<float> logits_;                          // [n_logit_rows, vocab_size] this step's rows
+  std::vector<LocalTiming> local_timings_;             // [max_micro_batches] this step's, stage 0
+  std::vector<std::vector<StageTiming>> timings_;      // [max_micro_batches][stage - 1] stages 1..S-1
+  std::vector<int64_t> clock_offsets_ns_;              // [rank]
+  Profiler* profiler_ = nullptr;
+  mutable std::mutex stages_mutex_;
+  std::vector<StageStatus> stages_;  // [stage]
 };
 
 }  // namespace tandem

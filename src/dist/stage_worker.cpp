@@ -3,6 +3,7 @@
 #include "dist/stage_worker.h"
 
 #include "base/error.h"
+#include "dist/clock_offset.h"
 #include "dist/poll_backoff.h"
 
 namespace tandem {
@@ -24,6 +25,7 @@ StageReady StageWorker::set_up() {
                          .kv_bytes = cache_->n_blocks() * cache_->bytes_per_block()};
   pack_stage_ready(ready, incoming_);
   comm_.send(0, kTagStageReady, incoming_);
+  answer_clock_pings(comm_, 0);
   return ready;
 }
 
@@ -41,15 +43,21 @@ int64_t StageWorker::run() {
       continue;
     }
     backoff.reset();
+    StageTiming timing{
+        .rank = comm_.rank(), .received_ns = steady_clock_ns(), .bytes_in = static_cast<int64_t>(incoming_.size())};
     unpack_activations(incoming_, d_model, message_);
     if (message_.stop) break;
+    timing.start_ns = steady_clock_ns();
     const std::span<const float> out = forward_->run_stage(message_.batch, message_.hidden, *cache_);
+    timing.end_ns = steady_clock_ns();
+    message_.timings.push_back(timing);
     Outgoing& outgoing = free_outgoing();
     if (last_) {
-      pack_logits(message_.step, message_.micro_batch, out, vocab_size, outgoing.bytes);
+      pack_logits(message_.step, message_.micro_batch, out, vocab_size, message_.timings, outgoing.bytes);
       outgoing.request = comm_.send_async(0, kTagLogits, outgoing.bytes);
     } else {
-      pack_activations(message_.step, message_.micro_batch, message_.batch, out, d_model, outgoing.bytes);
+      pack_activations(message_.step, message_.micro_batch, message_.batch, out, d_model, message_.timings,
+                       outgoing.bytes);
       outgoing.request = comm_.send_async(comm_.rank() + 1, kTagActivations, outgoing.bytes);
     }
     ++n_run;

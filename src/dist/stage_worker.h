@@ -1,10 +1,11 @@
 // StageWorker: a pipeline stage rank's whole life in `tandem serve --pipeline S` (ranks
 // 1..S-1). It holds its layers' weights and the KV cache of its layers; it takes the KV pool's
-// geometry from rank 0 (block ids in a Batch index the same pool on every rank), answers ready,
-// then runs each micro-batch that arrives from the rank before — the Batch and its hidden
-// states — and sends the result on: hidden states to the next rank, or, on the last stage, the
-// logits rows to rank 0. A stop message from the rank before is passed on and ends it. It
-// never schedules or samples: rank 0's engine decides everything. Waits sleep between polls.
+// geometry from rank 0 (block ids in a Batch index the same pool on every rank), answers ready
+// and rank 0's clock pings (clock_offset.h), then runs each micro-batch that arrives from the rank before — the Batch
+// and its hidden states — and sends the result on: hidden states to the next rank, or, on the last stage, the logits
+// rows to rank 0 — each with its own timing added to those of the stages before (when it took the micro-batch in, ran
+// it, finished), for rank 0's metrics and trace. A stop message from the rank before is passed on and ends it. It never
+// schedules or samples: rank 0's engine decides everything. Waits sleep between polls.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,8 @@ class StageWorker {
   // `model`: this rank's stage (loaded with its ModelLoadOptions::layers).
   StageWorker(Communicator& comm, std::shared_ptr<const Model> model, ThreadPool& pool);
 
-  // Waits for rank 0's StageSetup, builds the KV cache and the forward pass, and answers
-  // StageReady; returns what it answered.
+  // Waits for rank 0's StageSetup, builds the KV cache and the forward pass, answers
+  // StageReady, then rank 0's clock pings; returns what it answered.
   StageReady set_up();
   // Runs micro-batches until the stop message (passed on to the next rank); returns the
   // micro-batches run.

@@ -70,6 +70,8 @@ class StepForward {
  public:
   virtual ~StepForward() = default;
   virtual std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) = 0;
+  // What it knows of the pipeline's stages (Engine::stages()); thread-safe.
+  virtual std::vector<StageStatus> stages() const { return {}; }
 };
 
 class Engine final : public GenerationService {
@@ -125,6 +127,10 @@ class Engine final : public GenerationService {
   void set_step_forward(StepForward* step_forward) { step_forward_ = step_forward; }
 
   EngineStats stats() const override;  // thread-safe snapshot
+  // The step forward's pipeline stages (none without one).
+  std::vector<StageStatus> stages() const override {
+    return step_forward_ != nullptr ? step_forward_->stages() : std::vector<StageStatus>{};
+  }
   const EngineConfig& config() const { return config_; }
   int64_t context_length() const override { return config_.context_length; }
   int32_t max_seqs() const override { return config_.max_seqs; }

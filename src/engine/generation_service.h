@@ -99,6 +99,25 @@ struct WorkerStatus {
   int64_t requests_done = 0;
 };
 
+// One stage of a pipeline-parallel job (`tandem serve --pipeline S`), as rank 0 sees it
+// (/metrics): what it holds, and over the micro-batches it ran, its compute and its queue.
+struct StageStatus {
+  int stage = 0;  // 0 .. S-1, in layer order
+  int rank = 0;
+  int64_t layer_first = 0, layer_end = 0;  // [first, end) of the model's layers
+  int64_t weight_bytes = 0;
+  int64_t kv_bytes = 0;
+  int64_t micro_batches = 0;  // run by it
+  int64_t tokens = 0;         // in those micro-batches
+  double compute_seconds = 0.0;
+  // Summed over its micro-batches: from being handed on (stage 0: from its step's start; stage
+  // r: from stage r-1 finishing it) to being taken in — packing, the transfer and waiting for
+  // the stage to be free. Its rate is the mean number of micro-batches waiting at the stage.
+  double queue_seconds = 0.0;
+  // Stage r >= 1: activation bytes received from stage r-1; stage 0: logits bytes from the last.
+  int64_t received_bytes = 0;
+};
+
 class GenerationService {
  public:
   virtual ~GenerationService() = default;
@@ -117,6 +136,8 @@ class GenerationService {
   virtual const ModelConfig& model_config() const = 0;
   // The worker processes behind it; empty for a single process.
   virtual std::vector<WorkerStatus> workers() const { return {}; }
+  // The pipeline stages behind it; empty unless it runs as a pipeline.
+  virtual std::vector<StageStatus> stages() const { return {}; }
 };
 
 }  // namespace tandem

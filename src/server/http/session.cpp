@@ -22,6 +22,7 @@
 #include "server/cors.h"
 #include "server/model_names.h"
 #include "server/props.h"
+#include "server/stage_metrics.h"
 #include "server/web_assets.h"
 #include "server/worker_health.h"
 
@@ -388,7 +389,7 @@ asio::awaitable<bool> Session::serve_one() {
       response.keep_alive(keep_alive);
       const TransportStats transport{state_.counters->open_connections.load(), state_.counters->in_engine.load()};
       response.body() = state_.counters->metrics.render(engine ? engine->stats() : EngineStats{}, transport);
-      if (engine) response.body() += render_worker_metrics(engine->workers());
+      if (engine) response.body() += render_worker_metrics(engine->workers()) + render_stage_metrics(engine->stages());
       co_return co_await send(std::move(response));
     }
     case Route::Models: {

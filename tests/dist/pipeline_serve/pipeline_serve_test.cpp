@@ -1,8 +1,11 @@
 // `mpirun -np 2 tandem serve --pipeline 2` against one `tandem serve` process (issue 16): the
 // same concurrent requests, greedy and seeded, under preemption (a KV pool a few contexts
-// deep), give the same text token for token; embeddings are a 400; SIGTERM to rank 0 drains
-// and stops both ranks with exit 0; flags the pipeline refuses are one-line errors. Runs real
-// processes on loopback ports: ctest runs this program itself (not under mpirun).
+// deep), give the same text token for token; embeddings are a 400; /metrics counts every
+// micro-batch once per stage, with its tokens, compute and queue time; the Chrome trace has each
+// stage's micro-batches on its own tracks, in causal order across ranks (the clock offsets are
+// right); SIGTERM to rank 0 drains and stops both ranks with exit 0; flags the pipeline refuses
+// are one-line errors. Runs real processes on loopback ports: ctest runs this program itself
+// (not under mpirun).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -10,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -93,8 +97,97 @@ int64_t preemptions(const ServerProcess& server) {
   return std::regex_search(res->body, match, counter) ? std::stoll(match[1]) : -1;
 }
 
+// tandem_stage_<name>{stage="s",rank="r"} values by stage, for each name.
+std::map<std::string, std::map<int, double>> stage_metrics(const ServerProcess& server) {
+  httplib::Client client = server.client();
+  const auto res = client.Get("/metrics");
+  std::map<std::string, std::map<int, double>> values;
+  if (!res || res->status != 200) return values;
+  const std::regex line(R"re(\ntandem_stage_([a-z_]+)\{stage="([0-9]+)",rank="([0-9]+)"\} ([-+.e0-9]+))re");
+  for (auto it = std::sregex_iterator(res->body.begin(), res->body.end(), line); it != std::sregex_iterator(); ++it) {
+    const int stage = std::stoi((*it)[2]);
+    EXPECT_EQ(stage, std::stoi((*it)[3])) << "stage s runs on rank s";
+    values[(*it)[1]][stage] = std::stod((*it)[4]);
+  }
+  return values;
+}
+
+// Every micro-batch went through both stages once, and each stage did work on them.
+void expect_stage_metrics(const std::map<std::string, std::map<int, double>>& m) {
+  for (const char* name : {"layers", "weight_bytes", "kv_bytes", "micro_batches_total", "tokens_total",
+                           "compute_seconds_total", "queue_seconds_total", "received_bytes_total"}) {
+    ASSERT_TRUE(m.count(name)) << "no tandem_stage_" << name;
+    ASSERT_EQ(m.at(name).size(), 2u) << name;
+  }
+  for (int stage = 0; stage < 2; ++stage) {
+    EXPECT_GE(m.at("layers").at(stage), 1) << stage;
+    EXPECT_GT(m.at("weight_bytes").at(stage), 0) << stage;
+    EXPECT_GT(m.at("kv_bytes").at(stage), 0) << stage;
+    EXPECT_GT(m.at("micro_batches_total").at(stage), 0) << stage;
+    EXPECT_GT(m.at("tokens_total").at(stage), m.at("micro_batches_total").at(stage) - 1) << stage;
+    EXPECT_GT(m.at("compute_seconds_total").at(stage), 0) << stage;
+    EXPECT_GE(m.at("queue_seconds_total").at(stage), 0) << stage;
+    EXPECT_GT(m.at("received_bytes_total").at(stage), 0) << stage;
+  }
+  EXPECT_EQ(m.at("micro_batches_total").at(0), m.at("micro_batches_total").at(1));
+  EXPECT_EQ(m.at("tokens_total").at(0), m.at("tokens_total").at(1));
+}
+
+// The trace has a process per stage, one compute span per micro-batch (as many as /metrics
+// counted), a queue span for each, and stage 2 starts each micro-batch only after stage 1 has
+// finished it: the stage's clock is brought onto rank 0's correctly.
+// `slack_us`: the bound on the clock offset's error that rank 0 logged (half its round trip).
+void expect_stage_trace(const std::string& path, int64_t micro_batches, double slack_us) {
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "no trace at " << path;
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::string> track_names;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] != "M") continue;
+    if (event["name"] == "process_name") process_names[event["pid"]] = event["args"]["name"];
+    if (event["name"] == "thread_name") track_names[{event["pid"], event["tid"]}] = event["args"]["name"];
+  }
+  int stage_pid[2] = {-1, -1};
+  for (const auto& [pid, name] : process_names) {
+    if (name == "pipeline stage 1/2 (rank 0)") stage_pid[0] = pid;
+    if (name == "pipeline stage 2/2 (rank 1)") stage_pid[1] = pid;
+  }
+  ASSERT_GE(stage_pid[0], 0) << "no process of stage 1 in the trace";
+  ASSERT_GE(stage_pid[1], 0) << "no process of stage 2 in the trace";
+  std::map<std::string, std::pair<double, double>> compute[2];  // [stage] name -> (start, end) in us
+  int64_t queued[2] = {0, 0};
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    EXPECT_GE(event["dur"].get<double>(), 0.0) << event.dump();
+    for (int stage = 0; stage < 2; ++stage) {
+      if (event["pid"] != stage_pid[stage]) continue;
+      const std::string track = track_names[{event["pid"], event["tid"]}];
+      if (track == "compute") {
+        const double start = event["ts"];
+        EXPECT_TRUE(compute[stage].emplace(event["name"], std::pair(start, start + event["dur"].get<double>())).second)
+            << "micro-batch " << event["name"] << " computed twice by stage " << stage + 1;
+        EXPECT_GE(event["args"]["tokens"].get<int64_t>(), 1);
+      } else if (track.rfind("queue (part ", 0) == 0) {
+        ++queued[stage];
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(compute[0].size()), micro_batches);
+  EXPECT_EQ(static_cast<int64_t>(compute[1].size()), micro_batches);
+  EXPECT_EQ(queued[0], micro_batches);
+  EXPECT_EQ(queued[1], micro_batches);
+  int64_t out_of_order = 0;
+  for (const auto& [name, first] : compute[0]) {
+    const auto second = compute[1].find(name);
+    ASSERT_NE(second, compute[1].end()) << name << " never reached stage 2";
+    if (second->second.first + slack_us < first.second) ++out_of_order;
+  }
+  EXPECT_EQ(out_of_order, 0) << "micro-batches that stage 2 started before stage 1 had finished them";
+}
+
 // Runs the load through one process and through the two-rank pipeline (the same flags), and
-// compares; then checks embeddings and the pipeline's shutdown.
+// compares; then checks the stage metrics, embeddings, the pipeline's shutdown and its trace.
 void expect_pipeline_matches(const std::string& model, const std::vector<std::string>& flags) {
   std::vector<std::string> single_flags = flags;
   ServerProcess single;
@@ -103,13 +196,19 @@ void expect_pipeline_matches(const std::string& model, const std::vector<std::st
   const int64_t single_preemptions = preemptions(single);
   EXPECT_EQ(single.stop(), 0) << single.log();
 
+  const std::string trace_path =
+      (std::filesystem::temp_directory_path() / ("tandem-pipeline-trace-" + std::to_string(::getpid()) + ".json"))
+          .string();
+  std::filesystem::remove(trace_path);
   std::vector<std::string> pipeline_flags = flags;
-  pipeline_flags.insert(pipeline_flags.end(), {"--pipeline", "2"});
+  pipeline_flags.insert(pipeline_flags.end(), {"--pipeline", "2", "--trace", trace_path});
   ServerProcess pipeline;
   pipeline.set_launcher(mpirun_two_ranks());
   ASSERT_TRUE(pipeline.start(pipeline_flags, 60.0, model)) << pipeline.log();
   const std::vector<Completion> got = run_load(pipeline);
   const int64_t pipeline_preemptions = preemptions(pipeline);
+  const auto stages = stage_metrics(pipeline);
+  expect_stage_metrics(stages);
 
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_EQ(expected[i].status, 200) << "request " << i << "\n" << single.log();
@@ -146,6 +245,12 @@ void expect_pipeline_matches(const std::string& model, const std::vector<std::st
   ASSERT_TRUE(std::regex_search(final_log, match, std::regex("pipeline: ([0-9]+) steps in ([0-9]+) micro-batches")))
       << final_log;
   EXPECT_GT(std::stoll(match[2]), std::stoll(match[1])) << final_log;
+  // Every micro-batch ran before /metrics was read (the load had ended): the same count.
+  EXPECT_EQ(std::stoll(match[2]), static_cast<int64_t>(stages.at("micro_batches_total").at(0)));
+  ASSERT_TRUE(std::regex_search(final_log, match, std::regex("\\(round trip ([0-9.]+) ms\\)"))) << final_log;
+  const double offset_error_us = std::stod(match[1]) * 1e3 / 2;
+  expect_stage_trace(trace_path, stages.at("micro_batches_total").at(0), offset_error_us + 1.0);
+  std::filesystem::remove(trace_path);
 }
 
 TEST(PipelineServe, AidreamsMatchesOneProcess) {
