@@ -74,9 +74,12 @@ bool MessagePump::pump_once(const Handler& handler) {
       return true;
     }
     if (!f.request.test().has_value()) return false;
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - f.posted).count();
-    std::lock_guard lock(mutex_);
-    seconds_in_flight_[tag_slot(f.tag)] += seconds;
+    const std::chrono::steady_clock::time_point completed = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(mutex_);
+      seconds_in_flight_[tag_slot(f.tag)] += std::chrono::duration<double>(completed - f.posted).count();
+    }
+    if (send_observer_) send_observer_({f.destination, f.tag, *f.bytes, f.posted, completed});
     return true;
   });
   // Every message that is here now, each handed over before the next is received.

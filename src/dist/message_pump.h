@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -48,6 +49,19 @@ class MessagePump {
   // Any thread: `rank` is gone.
   void forget_rank(int rank);
 
+  // A send that completed: to whom, under which tag, what (valid during the call only), and
+  // when it was posted and found complete.
+  struct CompletedSend {
+    int destination = 0;
+    int tag = 0;
+    std::span<const uint8_t> bytes;
+    std::chrono::steady_clock::time_point posted, completed;
+  };
+  using SendObserver = std::function<void(const CompletedSend& send)>;
+  // Before the pump thread starts: `observer` sees each completed send, on the pump thread
+  // (a trace's transfer spans). A send given up on for a dead peer is not seen.
+  void set_send_observer(SendObserver observer) { send_observer_ = std::move(observer); }
+
  private:
   struct Outgoing {
     int destination = 0;
@@ -70,6 +84,7 @@ class MessagePump {
   std::vector<int64_t> bytes_posted_ = std::vector<int64_t>(256, 0);       // by tag - 100
   std::vector<double> seconds_in_flight_ = std::vector<double>(256, 0.0);  // by tag - 100
   // Pump thread only.
+  SendObserver send_observer_;
   std::vector<InFlight> in_flight_;
   std::vector<std::unique_ptr<std::vector<uint8_t>>> forgotten_;  // buffers of sends given up on
   std::vector<uint8_t> incoming_;
