@@ -4,10 +4,13 @@
 // P+1..P+D decode workers, each with the whole model and an engine of its own, built from the
 // same flags. Stop the job with SIGTERM (or SIGINT) to rank 0 — its pid is in its log — which
 // drains like a single server and then stops every worker; mpirun forwards a signal sent to
-// mpirun itself to every rank at once, which ends the job without draining.
+// mpirun itself to every rank at once, which ends the job without draining. With --trace,
+// every worker traces its engine and sends the trace to the front as it stops; the front
+// writes them, lined up on its clock, as one file.
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include <fmt/format.h>
@@ -22,6 +25,8 @@
 #include "dist/mpi_session.h"
 #include "dist/prefill_worker.h"
 #include "model/model.h"
+#include "profile/profiler.h"
+#include "profile/trace_writer.h"
 #include "server/model_names.h"
 #include "tokenizer/load_tokenizer.h"
 
@@ -60,16 +65,24 @@ void run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
     const Tokenizer tokenizer = load_checked_tokenizer(options, *model);
     EngineConfig config = options.engine;
     config.kv_types = options.kv_types.resolve();
+    Profiler profiler;  // with --trace only; outlives the pool and the engine that report to it
     ThreadPool pool(options.threads);
     Engine engine(model, tokenizer, config, pool);
+    Profiler* traced = nullptr;
+    if (!options.trace_path.empty()) {
+      profiler.enable_trace(pool.size());
+      pool.set_chunk_observer(&profiler);
+      engine.set_profiler(&profiler);
+      traced = &profiler;
+    }
     engine.start();
     say(options, fmt::format("rank {} (pid {}): {} worker, {} parallel, {} KV blocks of {} tokens", comm.rank(),
                              ::getpid(), prefill ? "prefill" : "decode", engine.config().max_seqs,
                              engine.stats().blocks.total, engine.config().block_size));
     if (prefill) {
-      dist::PrefillWorker(comm, engine).run();
+      dist::PrefillWorker(comm, engine, traced).run();
     } else {
-      dist::DecodeWorker(comm, engine).run();
+      dist::DecodeWorker(comm, engine, traced).run();
     }
   } catch (const std::exception& error) {
     // The front waits for this rank's first report: tell it why there will be none.
@@ -77,6 +90,28 @@ void run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
     comm.send(0, dist::kFailed, dist::to_bytes({{"error", std::string(error.what())}}));
     throw;
   }
+}
+
+std::string worker_label(int rank, const WorkerCounts& counts) {
+  return fmt::format("rank {} ({})", rank, rank <= counts.prefill ? "prefill" : "decode");
+}
+
+// The workers' traces, each under its rank's name, as one file; a worker that sent none (it
+// is down, or did not stop in time) is left out, saying so.
+void write_job_trace(const ServeOptions& options, dist::DisaggFront& front, const WorkerCounts& counts) {
+  std::map<int, nlohmann::json> traces = front.take_traces();
+  std::vector<std::pair<std::string, nlohmann::json>> parts;
+  for (int rank = 1; rank <= counts.prefill + counts.decode; ++rank) {
+    const auto it = traces.find(rank);
+    if (it == traces.end()) {
+      say(options, fmt::format("{}: no trace (it did not send one before it stopped)", worker_label(rank, counts)),
+          "warning");
+      continue;
+    }
+    parts.emplace_back(worker_label(rank, counts), std::move(it->second));
+  }
+  write_chrome_trace(merge_chrome_traces(parts), options.trace_path);
+  say(options, "trace written to " + options.trace_path);
 }
 
 void run_front(const ServeOptions& options, Communicator& comm, const WorkerCounts& counts) {
@@ -108,8 +143,24 @@ void run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
                               : options.engine.context_length;
   config.worker_timeout_s = options.worker_timeout_s;
   config.remote_prefill_min = options.remote_prefill_min;
+  config.trace = !options.trace_path.empty();
   dist::DisaggFront front(comm, tokenizer, model->config, config);
   front.start(600.0);  // every worker's model loaded (a failed one says why)
+  if (config.trace) {
+    for (int rank = 1; rank <= counts.prefill + counts.decode; ++rank) {
+      const dist::ClockRounds clock = front.clock_of(rank);
+      if (clock.rounds() == 0) {
+        say(options,
+            fmt::format("{}: clock not measured (no answer); its trace assumes the front's",
+                        worker_label(rank, counts)),
+            "warning");
+        continue;
+      }
+      say(options, fmt::format("{}: clock {:+.1f} us from the front's (within {:.1f} us, {} round trips)",
+                               worker_label(rank, counts), static_cast<double>(clock.offset_ns()) / 1e3,
+                               static_cast<double>(clock.round_trip_ns()) / 2e3, clock.rounds()));
+    }
+  }
   end_loading(signals);
   http.attach(&front, served, chat_renderer);
   say(options, fmt::format("ready — model {}, chat format {}, {} prefill + {} decode workers, {} parallel each, "
@@ -121,7 +172,9 @@ void run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
   say(options, fmt::format("{} received; no longer accepting, finishing admitted requests (up to {:.1f} s)",
                            signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s));
   http.shutdown(options.shutdown_timeout_s);
-  front.stop(10.0);
+  // A worker builds and sends its trace as it stops: more time for that.
+  front.stop(config.trace ? 60.0 : 10.0);
+  if (config.trace) write_job_trace(options, front, counts);
   say(options, "stopped");
 }
 
@@ -129,8 +182,7 @@ void run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
 
 void serve_disaggregated(const ServeOptions& options) {
   const WorkerCounts counts = parse_workers(options.workers);
-  TANDEM_CHECK_INPUT(options.draft_model_path.empty() && options.trace_path.empty(),
-                     "--workers: --draft-model and --trace are for one process");
+  TANDEM_CHECK_INPUT(options.draft_model_path.empty(), "--workers: --draft-model is for one process");
   MpiSession session;
   Communicator comm(session);
   const int expected = 1 + counts.prefill + counts.decode;

@@ -13,8 +13,13 @@ namespace tandem::dist {
 
 using nlohmann::json;
 
-DecodeWorker::DecodeWorker(Communicator& comm, Engine& engine, int front_rank)
-    : comm_(comm), engine_(engine), front_rank_(front_rank), pump_(comm) {}
+DecodeWorker::DecodeWorker(Communicator& comm, Engine& engine, Profiler* profiler, int front_rank)
+    : comm_(comm),
+      engine_(engine),
+      profiler_(profiler),
+      front_rank_(front_rank),
+      pump_(comm),
+      transfer_trace_(profiler ? std::make_unique<KvTransferTrace>(*profiler) : nullptr) {}
 
 void DecodeWorker::submit(const json& message) {
   const auto front_id = message.at("id").get<uint64_t>();
@@ -42,6 +47,11 @@ void DecodeWorker::submit(const json& message) {
             it->second.import->complete();
           }
           return;
+        }
+        {
+          // The engine's import clock starts now too (kv_transfer_ms in the final event).
+          std::lock_guard lock(mutex_);
+          if (const auto it = entries_.find(front_id); it != entries_.end()) it->second.asked_ns = Profiler::now_ns();
         }
         pump_.post(
             prefill_rank, kPrefillJob,
@@ -76,15 +86,25 @@ void DecodeWorker::on_event(uint64_t front_id, RequestEvent&& event) {
   event.request_id = front_id;
   if (event.finished) {
     int cancel_at = -1;
+    Entry ended;
     {
       std::lock_guard lock(mutex_);
       if (const auto it = entries_.find(front_id); it != entries_.end()) {
         // Ended before its blocks all came (cancelled, or failed): the prefill rank may stop.
         if (it->second.prefill_rank >= 0 && !it->second.blocks_done) cancel_at = it->second.prefill_rank;
+        ended = std::move(it->second);
         entries_.erase(it);
       }
     }
     if (cancel_at >= 0) pump_.post(cancel_at, kCancel, to_bytes({{"id", front_id}}));
+    if (transfer_trace_ && ended.asked_ns > 0) {
+      // Applied kv_transfer_ms after it was asked for; 0: it ended without them.
+      const bool complete = event.kv_transfer_ms > 0.0;
+      const int64_t applied_ns =
+          complete ? ended.asked_ns + static_cast<int64_t>(event.kv_transfer_ms * 1e6) : Profiler::now_ns();
+      transfer_trace_->imported(ended.prefill_rank, front_id, event.kv_transfer_bytes, ended.asked_ns, applied_ns,
+                                complete);
+    }
     kv_bytes_received_ += event.kv_transfer_bytes;
     kv_transfer_us_ += static_cast<int64_t>(event.kv_transfer_ms * 1000.0);
     ++requests_done_;
@@ -158,7 +178,7 @@ void DecodeWorker::send_report() {
 void DecodeWorker::run() {
   run_worker_loop(pump_, engine_, comm_.rank(), front_rank_,
                   {"decode", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
-                   [this] { send_report(); }, [this] { return stopping_; }});
+                   [this] { send_report(); }, [this] { return stopping_; }, profiler_});
 }
 
 }  // namespace tandem::dist

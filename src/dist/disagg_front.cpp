@@ -9,6 +9,7 @@
 #include "dist/disagg_wire.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "profile/profiler.h"
 
 namespace tandem::dist {
 
@@ -20,10 +21,18 @@ double ms_since(std::chrono::steady_clock::time_point from) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
 }
 
+// Round trips per worker to measure its clock: the shortest counts, and one right after
+// another finds both ranks awake (a rank sleeping between polls lengthens a round trip).
+constexpr int kClockRounds = 16;
+
 }  // namespace
 
 DisaggFront::DisaggFront(Communicator& comm, const Tokenizer& tokenizer, const ModelConfig& model, DisaggConfig config)
-    : tokenizer_(tokenizer), model_(model), config_(std::move(config)), pump_(comm) {
+    : tokenizer_(tokenizer),
+      model_(model),
+      config_(std::move(config)),
+      trace_origin_ns_(Profiler::now_ns()),
+      pump_(comm) {
   const Clock::time_point now = Clock::now();
   for (int rank : config_.prefill_ranks) workers_[rank] = Worker{rank, true, true, false, false, {}, now, {}, 0};
   for (int rank : config_.decode_ranks) workers_[rank] = Worker{rank, false, true, false, false, {}, now, {}, 0};
@@ -47,9 +56,44 @@ void DisaggFront::start(double timeout_s) {
               fmt::format("{}{} (rank {})", missing.empty() ? "" : ", ", worker.prefill ? "prefill" : "decode", rank);
       }
     }
-    if (missing.empty()) return;
+    if (missing.empty()) break;
     TANDEM_CHECK_INPUT(Clock::now() < deadline, "workers not ready after {:.0f} s: {}", timeout_s, missing);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!config_.trace) return;
+  {
+    std::lock_guard lock(mutex_);
+    measuring_clocks_ = true;  // the loop's tick asks each worker in turn
+  }
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard lock(mutex_);
+    bool done = true;
+    for (const auto& [rank, worker] : workers_) done = done && (!worker.up || worker.clock.rounds() >= kClockRounds);
+    // Past the deadline a worker's trace lines up only as well as the rounds it answered.
+    if (done || Clock::now() >= deadline) {
+      measuring_clocks_ = false;
+      return;
+    }
+  }
+}
+
+ClockRounds DisaggFront::clock_of(int rank) const {
+  std::lock_guard lock(mutex_);
+  const auto it = workers_.find(rank);
+  return it == workers_.end() ? ClockRounds{} : it->second.clock;
+}
+
+std::map<int, json> DisaggFront::take_traces() {
+  std::lock_guard lock(mutex_);
+  return std::move(traces_);
+}
+
+void DisaggFront::ask_clocks() {
+  for (auto& [rank, worker] : workers_) {
+    if (!worker.up || worker.clock_asked || worker.clock.rounds() >= kClockRounds) continue;
+    pump_.post(rank, kClock, to_bytes({{"t0", Profiler::now_ns()}}));
+    worker.clock_asked = true;
   }
 }
 
@@ -260,6 +304,9 @@ void DisaggFront::check_timeouts() {
     const Clock::time_point now = Clock::now();
     for (auto& [rank, worker] : workers_) {
       if (!worker.up || worker.stopped || !worker.reported) continue;  // start() waits for the first report
+      // Asked to stop, a tracing worker stops reporting and may take a while to build and
+      // send its trace: stop() waits for it up to its own timeout instead.
+      if (stop_sent_ && config_.trace) continue;
       const double silent_s = std::chrono::duration<double>(now - worker.last_report).count();
       if (silent_s > config_.worker_timeout_s)
         mark_down(worker, fmt::format("no report for {:.1f} s; pid {}", silent_s, worker.report.pid), ended);
@@ -270,7 +317,7 @@ void DisaggFront::check_timeouts() {
 }
 
 void DisaggFront::on_message(const MessageInfo& info, std::vector<uint8_t>& bytes) {
-  const json message = from_bytes(bytes);
+  json message = from_bytes(bytes);
   switch (info.tag) {
     case kEvent: on_event(event_from_json(message)); break;
     case kReport: {
@@ -291,6 +338,21 @@ void DisaggFront::on_message(const MessageInfo& info, std::vector<uint8_t>& byte
       }
       for (auto& [callback, event] : ended)
         if (callback) callback(std::move(event));
+      break;
+    }
+    case kClock: {
+      const int64_t t1 = Profiler::now_ns();
+      std::lock_guard lock(mutex_);
+      const auto it = workers_.find(info.source);
+      if (it == workers_.end()) break;
+      it->second.clock.add(message.at("t0").get<int64_t>(), message.at("tw").get<int64_t>(), t1);
+      it->second.clock_asked = false;
+      if (measuring_clocks_) ask_clocks();  // the next round at once, while both ranks are awake
+      break;
+    }
+    case kTrace: {
+      std::lock_guard lock(mutex_);
+      traces_[info.source] = std::move(message);
       break;
     }
     case kStopped: {
@@ -314,9 +376,15 @@ void DisaggFront::loop() {
   const auto tick = [this] {
     check_timeouts();
     std::lock_guard lock(mutex_);
+    if (measuring_clocks_) ask_clocks();
     if (stopping_ && !stop_sent_) {
-      for (const auto& [rank, worker] : workers_)
-        if (worker.up && !worker.stopped) pump_.post(rank, kStop, to_bytes(json::object()));
+      for (const auto& [rank, worker] : workers_) {
+        if (!worker.up || worker.stopped) continue;
+        json stop = json::object();
+        // The trace's origin on the worker's clock: its events' times are then the front's.
+        if (config_.trace) stop["trace_origin"] = worker.clock.to_worker(trace_origin_ns_);
+        pump_.post(rank, kStop, to_bytes(stop));
+      }
       stop_sent_ = true;
     }
   };

@@ -6,7 +6,9 @@
 // request's callback. A worker that has not reported for `worker_timeout_s` is down: its requests end with an error
 // naming it, the other workers are told to give up on it, and routing skips it (with no
 // prefill rank left, decode ranks compute whole prompts; with no decode rank, requests are
-// refused). Runs the rank's MPI thread.
+// refused). With `trace`, it measures each worker's clock against its own at start and
+// collects the workers' Chrome traces, their times from its own origin, at stop. Runs the
+// rank's MPI thread.
 #pragma once
 
 #include <chrono>
@@ -18,6 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "dist/clock_rounds.h"
 #include "dist/message_pump.h"
 #include "dist/worker_report.h"
 #include "engine/generation_service.h"
@@ -35,6 +40,8 @@ struct DisaggConfig {
   // Prompts shorter than this are prefilled on their decode rank: on a prefill rank they would
   // queue behind long prompts (TTFT), and on the decode rank they cost about a step.
   int64_t remote_prefill_min = 256;
+  // --trace: every worker traces its engine; the front collects the traces at stop.
+  bool trace = false;
 };
 
 class DisaggFront final : public GenerationService {
@@ -48,6 +55,13 @@ class DisaggFront final : public GenerationService {
   // Tells every live worker to stop, waits for them (up to `timeout_s`), stops the MPI thread.
   // Requests still in flight end Cancelled.
   void stop(double timeout_s);
+
+  // With `trace`: the origin of the job's trace (steady-clock ns of this process, taken when
+  // the front was made); after start(), a worker's clock against the front's; after stop(),
+  // the traces of the workers that sent one before they stopped, by rank, times from the origin.
+  int64_t trace_origin_ns() const { return trace_origin_ns_; }
+  ClockRounds clock_of(int rank) const;
+  std::map<int, nlohmann::json> take_traces();
 
   uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) override;
   void cancel(uint64_t request_id) override;
@@ -71,7 +85,9 @@ class DisaggFront final : public GenerationService {
     std::string down_reason;
     Clock::time_point last_report;
     WorkerReport report;
-    int64_t in_flight = 0;  // decode: requests; prefill: prompt blocks asked of it
+    int64_t in_flight = 0;     // decode: requests; prefill: prompt blocks asked of it
+    ClockRounds clock{};       // with `trace`: its clock against the front's
+    bool clock_asked = false;  // a kClock round trip to it is under way
   };
   struct InFlight {
     int decode_rank = 0;
@@ -87,6 +103,7 @@ class DisaggFront final : public GenerationService {
   void on_message(const MessageInfo& info, std::vector<uint8_t>& bytes);
   void on_event(RequestEvent event);
   void check_timeouts();
+  void ask_clocks();  // the mutex is held
   // Marks `rank` down and fails the requests it held; the mutex is held.
   void mark_down(Worker& worker, const std::string& reason, std::vector<std::pair<EventCallback, RequestEvent>>& ended);
   Worker* pick(bool prefill);  // the mutex is held
@@ -94,14 +111,17 @@ class DisaggFront final : public GenerationService {
   const Tokenizer& tokenizer_;
   const ModelConfig& model_;
   const DisaggConfig config_;
+  const int64_t trace_origin_ns_;
   MessagePump pump_;
   mutable std::mutex mutex_;
   std::map<int, Worker> workers_;
   std::unordered_map<uint64_t, InFlight> in_flight_;
   uint64_t next_id_ = 1;
   bool stopping_ = false;
-  bool stop_sent_ = false;  // kStop posted to the live workers
-  bool give_up_ = false;    // stop(): every worker stopped, or the wait is over; the loop ends
+  bool stop_sent_ = false;                // kStop posted to the live workers
+  bool give_up_ = false;                  // stop(): every worker stopped, or the wait is over; the loop ends
+  bool measuring_clocks_ = false;         // start(), with `trace`: kClock round trips under way
+  std::map<int, nlohmann::json> traces_;  // kTrace, by rank
   std::thread thread_;
 };
 

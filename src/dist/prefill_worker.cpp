@@ -31,8 +31,21 @@ class PrefillWorker::BlockSender final : public KvBlockSink {
   std::vector<uint8_t> packed_;  // reused: the frame copies it
 };
 
-PrefillWorker::PrefillWorker(Communicator& comm, Engine& engine, int front_rank)
-    : comm_(comm), engine_(engine), front_rank_(front_rank), pump_(comm) {}
+PrefillWorker::PrefillWorker(Communicator& comm, Engine& engine, Profiler* profiler, int front_rank)
+    : comm_(comm), engine_(engine), profiler_(profiler), front_rank_(front_rank), pump_(comm) {
+  if (profiler_ == nullptr) return;
+  transfer_trace_ = std::make_unique<KvTransferTrace>(*profiler_);
+  pump_.set_send_observer([this](const MessagePump::CompletedSend& send) {
+    if (send.tag != kKvBlock) return;
+    const auto ns = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    };
+    // The block message's bytes, as kv_bytes_sent counts them (the frame adds the id).
+    const std::span<const uint8_t> block = kv_block_frame_message(send.bytes);
+    transfer_trace_->block_sent(send.destination, kv_block_frame_id(send.bytes), static_cast<int64_t>(block.size()),
+                                ns(send.posted), ns(send.completed));
+  });
+}
 
 void PrefillWorker::start_job(int decode_rank, const json& message) {
   const auto front_id = message.at("id").get<uint64_t>();
@@ -112,7 +125,7 @@ void PrefillWorker::send_report() {
 void PrefillWorker::run() {
   run_worker_loop(pump_, engine_, comm_.rank(), front_rank_,
                   {"prefill", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
-                   [this] { send_report(); }, [this] { return stopping_; }});
+                   [this] { send_report(); }, [this] { return stopping_; }, profiler_});
 }
 
 }  // namespace tandem::dist
