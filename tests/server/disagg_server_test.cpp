@@ -3,12 +3,18 @@
 // many at once on a KV pool small enough to preempt) give the same text and token counts; a
 // decode rank killed mid-load fails its own requests with an error naming it while the other
 // rank's finish, /health says which worker is down, new requests still run, and the job stops
-// on SIGTERM to its front. Skips, saying so, in a build without MPI.
+// on SIGTERM to its front; with --trace the front writes one Chrome trace of every rank, KV
+// transfers included, on its clock. Skips, saying so, in a build without MPI.
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -232,6 +238,115 @@ TEST_F(DisaggServer, AKilledDecodeRankFailsOnlyItsRequests) {
   EXPECT_GE(code, 0) << "the job ended on SIGTERM to its front, without SIGKILL\n" << job.log();
 }
 
+// Metric `name` of worker `rank` (`role`), or -1.
+int64_t worker_metric(const ServerProcess& server, const std::string& name, int rank, const std::string& role) {
+  httplib::Client client = server.client();
+  const auto res = client.Get("/metrics");
+  if (!res) return -1;
+  std::smatch match;
+  const std::regex line(name + "\\{rank=\"" + std::to_string(rank) + "\",role=\"" + role + "\"\\} ([0-9.e+]+)");
+  return std::regex_search(res->body, match, line) ? static_cast<int64_t>(std::stod(match[1])) : -1;
+}
+
+// --trace with --workers: at stop the front writes one trace with every worker's processes
+// under its rank's name; the prefill rank's KV block sends add up to what /metrics said it
+// sent (and to what the decode rank imported), one import span per request on the decode
+// rank, spans of one track never overlap, and the ranks' clocks line up: a request's first
+// block was sent before its import ended.
+TEST_F(DisaggServer, TraceOfTheJobHasEveryRankAndItsKvTransfersOnOneClock) {
+  const std::string trace_path =
+      (std::filesystem::temp_directory_path() / ("tandem-disagg-trace-" + std::to_string(::getpid()) + ".json"))
+          .string();
+  std::filesystem::remove(trace_path);
+  ServerProcess job;
+  ASSERT_TRUE(start_disaggregated(job, 1, 1,
+                                  {"-m", shared_path(kStories), "-z", shared_path(kTok512), "--kv-block", "4",
+                                   "--parallel", "4", "--trace", trace_path}))
+      << job.log();
+  EXPECT_NE(job.log().find("rank 2 (decode): clock"), std::string::npos) << job.log();
+  // Prompts that differ from their first word: none shares a block with another (a block the
+  // decode rank already has is sent but not applied, and then not counted as received), so
+  // each one's head comes from the prefill rank.
+  const std::vector<std::string> prompts = {"Lily was a little girl who liked to play in the garden with her",
+                                            "The cat sat on the mat and looked at the big red ball that",
+                                            "Every day a boy went to the park with his mother and",
+                                            "A small dog lived in a house by the sea with an old man who"};
+  std::vector<json> requests;
+  for (const std::string& prompt : prompts)
+    requests.push_back({{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}});
+  for (const Reply& reply : all_at_once(job, requests)) ASSERT_EQ(reply.status, 200) << reply.error;
+  // Reports come every 200 ms: wait until both sides have reported every transfer.
+  int64_t sent = -1, received = -2;
+  for (int i = 0; i < 100 && (sent <= 0 || sent != received); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    sent = worker_metric(job, "tandem_worker_kv_sent_bytes_total", 1, "prefill");
+    received = worker_metric(job, "tandem_worker_kv_received_bytes_total", 2, "decode");
+  }
+  ASSERT_GT(sent, 0);
+  ASSERT_EQ(sent, received);
+  ASSERT_EQ(stop_job(job), 0) << job.log();
+  EXPECT_NE(job.log().find("trace written to " + trace_path), std::string::npos) << job.log();
+
+  std::ifstream in(trace_path);
+  const json trace = json::parse(in, nullptr, false);
+  std::filesystem::remove(trace_path);
+  ASSERT_TRUE(trace.is_object() && trace.contains("traceEvents")) << job.log();
+  std::map<int, std::string> process_names;
+  for (const json& event : trace["traceEvents"])
+    if (event["ph"] == "M" && event["name"] == "process_name") process_names[event["pid"]] = event["args"]["name"];
+  std::map<std::string, int> pid_of;
+  for (const auto& [pid, name] : process_names) pid_of[name] = pid;
+  for (const char* name : {"rank 1 (prefill): tandem", "rank 2 (decode): tandem", "rank 1 (prefill): kv transfer",
+                           "rank 2 (decode): kv transfer", "rank 2 (decode): requests"})
+    ASSERT_TRUE(pid_of.count(name)) << "no process " << name << " in " << json(process_names).dump();
+
+  const std::regex send_name("kv block \\(request ([0-9]+)\\)");
+  const std::regex import_name("kv import \\(request ([0-9]+)\\) from rank 1");
+  int64_t send_bytes = 0, import_bytes = 0;
+  std::map<int, double> first_send;  // by request: the first block's send start (us)
+  std::map<int, double> import_end;
+  std::map<int, int> imports;
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> transfer_tracks;
+  int steps = 0;
+  for (const json& event : trace["traceEvents"]) {
+    if (event["ph"] != "X") continue;
+    const double ts = event["ts"].get<double>(), dur = event["dur"].get<double>();
+    ASSERT_GE(dur, 0.0) << event.dump();
+    const int pid = event["pid"];
+    const std::string name = event["name"];
+    steps += pid == pid_of["rank 2 (decode): tandem"] && event["cat"] == "step";
+    std::smatch match;
+    if (pid == pid_of["rank 1 (prefill): kv transfer"]) {
+      ASSERT_TRUE(std::regex_match(name, match, send_name)) << event.dump();
+      const int id = std::stoi(match[1]);
+      send_bytes += event["args"]["bytes"].get<int64_t>();
+      if (!first_send.count(id) || ts < first_send[id]) first_send[id] = ts;
+      transfer_tracks[{pid, event["tid"].get<int>()}].emplace_back(ts, ts + dur);
+    } else if (pid == pid_of["rank 2 (decode): kv transfer"]) {
+      ASSERT_TRUE(std::regex_match(name, match, import_name)) << event.dump();
+      const int id = std::stoi(match[1]);
+      import_bytes += event["args"]["bytes"].get<int64_t>();
+      import_end[id] = ts + dur;
+      ++imports[id];
+      transfer_tracks[{pid, event["tid"].get<int>()}].emplace_back(ts, ts + dur);
+    }
+  }
+  EXPECT_GT(steps, 0) << "the decode rank's engine steps";
+  EXPECT_EQ(send_bytes, sent) << "the send spans add up to what the prefill rank reported";
+  EXPECT_EQ(import_bytes, sent);
+  EXPECT_EQ(imports.size(), prompts.size()) << "every request's head came from the prefill rank";
+  for (const auto& [id, n] : imports) EXPECT_EQ(n, 1) << "request " << id;
+  for (const auto& [id, end] : import_end) {
+    ASSERT_TRUE(first_send.count(id)) << "request " << id << " was imported but no block of it was sent";
+    EXPECT_LT(first_send[id], end) << "request " << id << ": its first block was sent after its import ended";
+  }
+  for (auto& [track, spans] : transfer_tracks) {
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i)
+      EXPECT_GE(spans[i].first, spans[i - 1].second - 1e-3) << "track " << track.first << "/" << track.second;
+  }
+}
+
 TEST_F(DisaggServer, TooFewRanksIsAOneLineError) {
 #ifdef TANDEM_MPIEXEC
   ServerProcess job;
@@ -244,6 +359,25 @@ TEST_F(DisaggServer, TooFewRanksIsAOneLineError) {
   const auto code = job.wait_exit(30.0);
   ASSERT_TRUE(code.has_value()) << "hangs\n" << job.log();
   EXPECT_NE(job.log().find("needs 3 ranks (mpirun -np 3), not 2"), std::string::npos) << job.log();
+#endif
+}
+
+// --trace is the job's (above); a draft model is still one process's, refused in one line
+// on every rank before anything loads.
+TEST_F(DisaggServer, ADraftModelIsRefusedInOneLine) {
+#ifdef TANDEM_MPIEXEC
+  ServerProcess job;
+  std::vector<std::string> args = mpirun_args(3);
+  for (const std::string& a :
+       {std::string("serve"), std::string("-m"), shared_path(kStories), std::string("-z"), shared_path(kTok512),
+        std::string("--port"), std::string("0"), std::string("--draft-model"), shared_path(kStories),
+        std::string("--workers"), std::string("prefill:1,decode:1")})
+    args.push_back(a);
+  ASSERT_TRUE(job.spawn(args, TANDEM_MPIEXEC));
+  const auto code = job.wait_exit(30.0);
+  // (mpirun's exit status says nothing here: with orte_enable_recovery it is 0 however ranks end.)
+  ASSERT_TRUE(code.has_value()) << "hangs\n" << job.log();
+  EXPECT_NE(job.log().find("--workers: --draft-model is for one process"), std::string::npos) << job.log();
 #endif
 }
 
