@@ -236,8 +236,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_option("--trace", options->trace_path,
                       "Write a Chrome trace (Perfetto) at shutdown: a track per compute thread and per request "
-                      "(with --pipeline, each stage's micro-batches too); memory grows with every step, so for "
-                      "diagnostic runs");
+                      "(with --pipeline, each stage's micro-batches too; with --workers, every worker's, rank 0 "
+                      "writing them as one file on its clock, with each KV block's send and each request's KV "
+                      "import); memory grows with every step, so for diagnostic runs");
   command
       ->add_option("--shutdown-timeout,--drain-seconds", options->shutdown_timeout_s,
                    "On SIGTERM/SIGINT: seconds admitted requests may take to finish before they are cancelled")
