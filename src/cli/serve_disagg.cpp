@@ -96,11 +96,12 @@ std::string worker_label(int rank, const WorkerCounts& counts) {
   return fmt::format("rank {} ({})", rank, rank <= counts.prefill ? "prefill" : "decode");
 }
 
-// The workers' traces, each under its rank's name, as one file; a worker that sent none (it
-// is down, or did not stop in time) is left out, saying so.
+// The front's trace and the workers', each under its rank's name, as one file; a worker that
+// sent none (it is down, or did not stop in time) is left out, saying so.
 void write_job_trace(const ServeOptions& options, dist::DisaggFront& front, const WorkerCounts& counts) {
   std::map<int, nlohmann::json> traces = front.take_traces();
   std::vector<std::pair<std::string, nlohmann::json>> parts;
+  parts.emplace_back("rank 0 (front)", front.front_trace());
   for (int rank = 1; rank <= counts.prefill + counts.decode; ++rank) {
     const auto it = traces.find(rank);
     if (it == traces.end()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -9,7 +10,7 @@
 #include "dist/disagg_wire.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
-#include "profile/profiler.h"
+#include "profile/trace_writer.h"
 
 namespace tandem::dist {
 
@@ -28,11 +29,8 @@ constexpr int kClockRounds = 16;
 }  // namespace
 
 DisaggFront::DisaggFront(Communicator& comm, const Tokenizer& tokenizer, const ModelConfig& model, DisaggConfig config)
-    : tokenizer_(tokenizer),
-      model_(model),
-      config_(std::move(config)),
-      trace_origin_ns_(Profiler::now_ns()),
-      pump_(comm) {
+    : tokenizer_(tokenizer), model_(model), config_(std::move(config)), pump_(comm) {
+  if (config_.trace) trace_.enable_trace(1, 16);
   const Clock::time_point now = Clock::now();
   for (int rank : config_.prefill_ranks) workers_[rank] = Worker{rank, true, true, false, false, {}, now, {}, 0};
   for (int rank : config_.decode_ranks) workers_[rank] = Worker{rank, false, true, false, false, {}, now, {}, 0};
@@ -89,6 +87,33 @@ std::map<int, json> DisaggFront::take_traces() {
   return std::move(traces_);
 }
 
+json DisaggFront::front_trace() const {
+  json trace = chrome_trace_json(trace_);
+  // The front runs no engine: the trace writer's empty engine process is left out.
+  std::set<int> with_events;
+  for (const json& event : trace["traceEvents"])
+    if (event.value("ph", "") != "M") with_events.insert(event.value("pid", 0));
+  json kept = json::array();
+  for (json& event : trace["traceEvents"])
+    if (with_events.count(event.value("pid", 0)) != 0) kept.push_back(std::move(event));
+  trace["traceEvents"] = std::move(kept);
+  return trace;
+}
+
+void DisaggFront::trace_end(uint64_t id, const InFlight& request, FinishReason reason) {
+  if (!config_.trace) return;
+  std::string name = fmt::format("request {} to rank {}", id, request.decode_rank);
+  if (request.prefill_rank >= 0) name += fmt::format(", prompt from rank {}", request.prefill_rank);
+  trace_.trace_span(
+      {.process = "requests",
+       .track = fmt::format("request {}", id),
+       .name = name + fmt::format(" ({})", finish_reason_name(reason)),
+       .category = "request",
+       .start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(request.arrival.time_since_epoch()).count(),
+       .end_ns = Profiler::now_ns(),
+       .tokens = request.prompt_tokens});
+}
+
 void DisaggFront::ask_clocks() {
   for (auto& [rank, worker] : workers_) {
     if (!worker.up || worker.clock_asked || worker.clock.rounds() >= kClockRounds) continue;
@@ -127,6 +152,7 @@ void DisaggFront::stop(double timeout_s) {
       event.request_id = id;
       event.finished = true;
       event.finish_reason = FinishReason::Cancelled;
+      trace_end(id, request, event.finish_reason);
       ended.emplace_back(std::move(request.on_event), std::move(event));
     }
     in_flight_.clear();
@@ -166,6 +192,7 @@ uint64_t DisaggFront::submit(std::vector<int32_t> prompt, GenerationParams param
   ++decode->in_flight;
   if (prefill) prefill->in_flight += n_blocks;
   in_flight_[id] = InFlight{decode->rank, prefill ? prefill->rank : -1, n_blocks, std::move(on_event), Clock::now()};
+  in_flight_[id].prompt_tokens = static_cast<int64_t>(prompt.size());
   return id;
 }
 
@@ -262,6 +289,7 @@ void DisaggFront::on_event(RequestEvent event) {
       if (const auto w = workers_.find(request.decode_rank); w != workers_.end()) --w->second.in_flight;
       if (const auto w = workers_.find(request.prefill_rank); w != workers_.end())
         w->second.in_flight -= request.blocks;
+      trace_end(it->first, request, event.finish_reason);
       callback = std::move(request.on_event);
       in_flight_.erase(it);
     }
@@ -291,6 +319,7 @@ void DisaggFront::mark_down(Worker& worker, const std::string& reason,
     event.e2e_ms = ms_since(it->second.arrival);
     if (const auto p = workers_.find(it->second.prefill_rank); p != workers_.end())
       p->second.in_flight -= it->second.blocks;
+    trace_end(it->first, it->second, event.finish_reason);
     ended.emplace_back(std::move(it->second.on_event), std::move(event));
     it = in_flight_.erase(it);
   }
@@ -382,7 +411,7 @@ void DisaggFront::loop() {
         if (!worker.up || worker.stopped) continue;
         json stop = json::object();
         // The trace's origin on the worker's clock: its events' times are then the front's.
-        if (config_.trace) stop["trace_origin"] = worker.clock.to_worker(trace_origin_ns_);
+        if (config_.trace) stop["trace_origin"] = worker.clock.to_worker(trace_.origin_ns());
         pump_.post(rank, kStop, to_bytes(stop));
       }
       stop_sent_ = true;

@@ -6,9 +6,9 @@
 // request's callback. A worker that has not reported for `worker_timeout_s` is down: its requests end with an error
 // naming it, the other workers are told to give up on it, and routing skips it (with no
 // prefill rank left, decode ranks compute whole prompts; with no decode rank, requests are
-// refused). With `trace`, it measures each worker's clock against its own at start and
-// collects the workers' Chrome traces, their times from its own origin, at stop. Runs the
-// rank's MPI thread.
+// refused). With `trace`, it measures each worker's clock against its own at start, traces
+// each request from its arrival to its end, and collects the workers' Chrome traces, their
+// times from its own origin, at stop. Runs the rank's MPI thread.
 #pragma once
 
 #include <chrono>
@@ -27,6 +27,7 @@
 #include "dist/worker_report.h"
 #include "engine/generation_service.h"
 #include "model/model_config.h"
+#include "profile/profiler.h"
 
 namespace tandem::dist {
 
@@ -56,12 +57,13 @@ class DisaggFront final : public GenerationService {
   // Requests still in flight end Cancelled.
   void stop(double timeout_s);
 
-  // With `trace`: the origin of the job's trace (steady-clock ns of this process, taken when
-  // the front was made); after start(), a worker's clock against the front's; after stop(),
-  // the traces of the workers that sent one before they stopped, by rank, times from the origin.
-  int64_t trace_origin_ns() const { return trace_origin_ns_; }
+  // With `trace`: after start(), a worker's clock against the front's; after stop(), the
+  // traces of the workers that sent one before they stopped, by rank, and the front's own
+  // (a track per request: routed to its ranks, until it ended), times from the front's origin
+  // (when it was made).
   ClockRounds clock_of(int rank) const;
   std::map<int, nlohmann::json> take_traces();
+  nlohmann::json front_trace() const;
 
   uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) override;
   void cancel(uint64_t request_id) override;
@@ -97,13 +99,15 @@ class DisaggFront final : public GenerationService {
     Clock::time_point arrival;
     bool first_token_seen = false;
     double ttft_ms = 0.0;
+    int64_t prompt_tokens = 0;
   };
 
   void loop();
   void on_message(const MessageInfo& info, std::vector<uint8_t>& bytes);
   void on_event(RequestEvent event);
   void check_timeouts();
-  void ask_clocks();  // the mutex is held
+  void ask_clocks();                                                          // the mutex is held
+  void trace_end(uint64_t id, const InFlight& request, FinishReason reason);  // with `trace`
   // Marks `rank` down and fails the requests it held; the mutex is held.
   void mark_down(Worker& worker, const std::string& reason, std::vector<std::pair<EventCallback, RequestEvent>>& ended);
   Worker* pick(bool prefill);  // the mutex is held
@@ -111,7 +115,7 @@ class DisaggFront final : public GenerationService {
   const Tokenizer& tokenizer_;
   const ModelConfig& model_;
   const DisaggConfig config_;
-  const int64_t trace_origin_ns_;
+  Profiler trace_;  // with `trace`: the front's spans; its origin is the job trace's
   MessagePump pump_;
   mutable std::mutex mutex_;
   std::map<int, Worker> workers_;

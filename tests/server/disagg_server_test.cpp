@@ -249,10 +249,11 @@ int64_t worker_metric(const ServerProcess& server, const std::string& name, int 
 }
 
 // --trace with --workers: at stop the front writes one trace with every worker's processes
-// under its rank's name; the prefill rank's KV block sends add up to what /metrics said it
-// sent (and to what the decode rank imported), one import span per request on the decode
-// rank, spans of one track never overlap, and the ranks' clocks line up: a request's first
-// block was sent before its import ended.
+// under its rank's name, and its own; the prefill rank's KV block sends add up to what
+// /metrics said it sent (and to what the decode rank imported), one import span per request
+// on the decode rank, spans of one track never overlap, and the ranks' clocks line up: a
+// request's first block was sent before its import ended, which was within the request's
+// time on the front.
 TEST_F(DisaggServer, TraceOfTheJobHasEveryRankAndItsKvTransfersOnOneClock) {
   const std::string trace_path =
       (std::filesystem::temp_directory_path() / ("tandem-disagg-trace-" + std::to_string(::getpid()) + ".json"))
@@ -296,12 +297,15 @@ TEST_F(DisaggServer, TraceOfTheJobHasEveryRankAndItsKvTransfersOnOneClock) {
     if (event["ph"] == "M" && event["name"] == "process_name") process_names[event["pid"]] = event["args"]["name"];
   std::map<std::string, int> pid_of;
   for (const auto& [pid, name] : process_names) pid_of[name] = pid;
-  for (const char* name : {"rank 1 (prefill): tandem", "rank 2 (decode): tandem", "rank 1 (prefill): kv transfer",
-                           "rank 2 (decode): kv transfer", "rank 2 (decode): requests"})
+  for (const char* name :
+       {"rank 0 (front): requests", "rank 1 (prefill): tandem", "rank 2 (decode): tandem",
+        "rank 1 (prefill): kv transfer", "rank 2 (decode): kv transfer", "rank 2 (decode): requests"})
     ASSERT_TRUE(pid_of.count(name)) << "no process " << name << " in " << json(process_names).dump();
 
   const std::regex send_name("kv block \\(request ([0-9]+)\\)");
   const std::regex import_name("kv import \\(request ([0-9]+)\\) from rank 1");
+  const std::regex front_name("request ([0-9]+) to rank 2, prompt from rank 1 \\(length\\)");
+  std::map<int, std::pair<double, double>> on_front;  // by request: arrival to end on the front
   int64_t send_bytes = 0, import_bytes = 0;
   std::map<int, double> first_send;  // by request: the first block's send start (us)
   std::map<int, double> import_end;
@@ -316,7 +320,10 @@ TEST_F(DisaggServer, TraceOfTheJobHasEveryRankAndItsKvTransfersOnOneClock) {
     const std::string name = event["name"];
     steps += pid == pid_of["rank 2 (decode): tandem"] && event["cat"] == "step";
     std::smatch match;
-    if (pid == pid_of["rank 1 (prefill): kv transfer"]) {
+    if (pid == pid_of["rank 0 (front): requests"]) {
+      ASSERT_TRUE(std::regex_match(name, match, front_name)) << event.dump();
+      on_front[std::stoi(match[1])] = {ts, ts + dur};
+    } else if (pid == pid_of["rank 1 (prefill): kv transfer"]) {
       ASSERT_TRUE(std::regex_match(name, match, send_name)) << event.dump();
       const int id = std::stoi(match[1]);
       send_bytes += event["args"]["bytes"].get<int64_t>();
@@ -335,10 +342,14 @@ TEST_F(DisaggServer, TraceOfTheJobHasEveryRankAndItsKvTransfersOnOneClock) {
   EXPECT_EQ(send_bytes, sent) << "the send spans add up to what the prefill rank reported";
   EXPECT_EQ(import_bytes, sent);
   EXPECT_EQ(imports.size(), prompts.size()) << "every request's head came from the prefill rank";
+  EXPECT_EQ(on_front.size(), prompts.size());
   for (const auto& [id, n] : imports) EXPECT_EQ(n, 1) << "request " << id;
   for (const auto& [id, end] : import_end) {
     ASSERT_TRUE(first_send.count(id)) << "request " << id << " was imported but no block of it was sent";
     EXPECT_LT(first_send[id], end) << "request " << id << ": its first block was sent after its import ended";
+    ASSERT_TRUE(on_front.count(id)) << "request " << id << " has no span on the front";
+    EXPECT_LT(on_front[id].first, end) << "request " << id << ": imported before it reached the front";
+    EXPECT_GT(on_front[id].second, end) << "request " << id << ": ended on the front before its import ended";
   }
   for (auto& [track, spans] : transfer_tracks) {
     std::sort(spans.begin(), spans.end());
