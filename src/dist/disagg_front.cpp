@@ -25,6 +25,8 @@ double ms_since(std::chrono::steady_clock::time_point from) {
 // Round trips per worker to measure its clock: the shortest counts, and one right after
 // another finds both ranks awake (a rank sleeping between polls lengthens a round trip).
 constexpr int kClockRounds = 16;
+// How long either side polls without sleeping after a clock message (MessagePump::stay_awake_for).
+constexpr std::chrono::milliseconds kClockAwake{2};
 
 }  // namespace
 
@@ -118,6 +120,7 @@ void DisaggFront::ask_clocks() {
   for (auto& [rank, worker] : workers_) {
     if (!worker.up || worker.clock_asked || worker.clock.rounds() >= kClockRounds) continue;
     pump_.post(rank, kClock, to_bytes({{"t0", Profiler::now_ns()}}));
+    pump_.stay_awake_for(kClockAwake);  // to take the answer as it comes
     worker.clock_asked = true;
   }
 }

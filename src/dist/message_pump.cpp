@@ -90,13 +90,20 @@ bool MessagePump::pump_once(const Handler& handler) {
   return progressed;
 }
 
+void MessagePump::stay_awake_for(std::chrono::steady_clock::duration duration) {
+  const std::chrono::steady_clock::rep until = (std::chrono::steady_clock::now() + duration).time_since_epoch().count();
+  std::chrono::steady_clock::rep was = awake_until_.load();
+  while (was < until && !awake_until_.compare_exchange_weak(was, until)) {
+  }
+}
+
 void MessagePump::run(const Handler& handler, const std::function<void()>& tick,
                       const std::function<bool()>& keep_going) {
   PollBackoff backoff;
   while (keep_going()) {
     const bool progressed = pump_once(handler);
     tick();
-    if (progressed) {
+    if (progressed || std::chrono::steady_clock::now().time_since_epoch().count() < awake_until_.load()) {
       backoff.reset();
     } else {
       backoff.pause();

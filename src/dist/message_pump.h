@@ -49,6 +49,11 @@ class MessagePump {
   // Any thread: `rank` is gone.
   void forget_rank(int rank);
 
+  // Any thread: run() polls without sleeping for `duration` from now. For a round trip whose
+  // length is the measurement (a clock offset's error bound): a sleep between polls would add
+  // its wake-up latency to each leg. Brief windows only: awake, the pump spins a core.
+  void stay_awake_for(std::chrono::steady_clock::duration duration);
+
   // A send that completed: to whom, under which tag, what (valid during the call only), and
   // when it was posted and found complete.
   struct CompletedSend {
@@ -85,6 +90,7 @@ class MessagePump {
   std::vector<double> seconds_in_flight_ = std::vector<double>(256, 0.0);  // by tag - 100
   // Pump thread only.
   SendObserver send_observer_;
+  std::atomic<std::chrono::steady_clock::rep> awake_until_{0};  // steady-clock ticks
   std::vector<InFlight> in_flight_;
   std::vector<std::unique_ptr<std::vector<uint8_t>>> forgotten_;  // buffers of sends given up on
   std::vector<uint8_t> incoming_;

@@ -25,6 +25,8 @@ void run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank
         const int64_t now = Profiler::now_ns();
         const nlohmann::json ping = from_bytes(bytes);
         pump.post(info.source, kClock, to_bytes({{"t0", ping.at("t0").get<int64_t>()}, {"tw", now}}));
+        // The next round follows at once: take it awake (a sleep's wake-up would lengthen it).
+        pump.stay_awake_for(std::chrono::milliseconds(2));
         return;
       }
       if (info.tag == kStop) {
