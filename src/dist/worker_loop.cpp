@@ -3,7 +3,11 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "dist/disagg_wire.h"
 #include "dist/worker_report.h"
@@ -51,7 +55,11 @@ void run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank
     // them finish first. Nothing runs on the engine now, as chrome_trace_json requires.
     pump.flush(std::chrono::seconds(2));
     try {
-      pump.post(front_rank, kTrace, to_bytes(chrome_trace_json(*role.profiler, *trace_origin)));
+      std::vector<uint8_t> trace = to_bytes(chrome_trace_json(*role.profiler, *trace_origin));
+      // One MPI message counts its bytes in an int.
+      if (trace.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+        throw std::length_error(fmt::format("the trace is {} bytes, more than one message carries", trace.size()));
+      pump.post(front_rank, kTrace, std::move(trace));
     } catch (const std::exception& error) {
       std::fprintf(stderr, "tandem %s rank %d: no trace sent: %s\n", role.name, rank, error.what());
     }
