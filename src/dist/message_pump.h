@@ -88,9 +88,9 @@ class MessagePump {
   std::set<int> gone_;
   std::vector<int64_t> bytes_posted_ = std::vector<int64_t>(256, 0);       // by tag - 100
   std::vector<double> seconds_in_flight_ = std::vector<double>(256, 0.0);  // by tag - 100
+  std::atomic<std::chrono::steady_clock::rep> awake_until_{0};             // stay_awake_for's, steady-clock ticks
   // Pump thread only.
   SendObserver send_observer_;
-  std::atomic<std::chrono::steady_clock::rep> awake_until_{0};  // steady-clock ticks
   std::vector<InFlight> in_flight_;
   std::vector<std::unique_ptr<std::vector<uint8_t>>> forgotten_;  // buffers of sends given up on
   std::vector<uint8_t> incoming_;
