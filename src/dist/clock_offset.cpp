@@ -2,9 +2,9 @@
 #include "dist/clock_offset.h"
 
 #include <chrono>
-#include <limits>
 #include <vector>
 
+#include "dist/clock_rounds.h"
 #include "dist/pipeline_messages.h"
 #include "dist/poll_backoff.h"
 
@@ -32,7 +32,7 @@ int64_t steady_clock_ns() {
 }
 
 ClockOffset measure_clock_offset(Communicator& comm, int peer, int rounds) {
-  ClockOffset best{.offset_ns = 0, .round_trip_ns = std::numeric_limits<int64_t>::max()};
+  dist::ClockRounds estimate;
   std::vector<uint8_t> bytes;
   for (int round = 0; round < rounds; ++round) {
     const int64_t sent = steady_clock_ns();
@@ -40,14 +40,11 @@ ClockOffset measure_clock_offset(Communicator& comm, int peer, int rounds) {
     comm.send(peer, kTagClock, bytes);
     receive_from(comm, peer, bytes);
     const int64_t received = steady_clock_ns();
-    const ClockPing answer = unpack_clock_ping(bytes);
-    const int64_t round_trip = received - sent;
-    if (round_trip < best.round_trip_ns)
-      best = {.offset_ns = answer.clock_ns - (sent + round_trip / 2), .round_trip_ns = round_trip};
+    estimate.add(sent, unpack_clock_ping(bytes).clock_ns, received);
   }
   pack_clock_ping({.done = true, .clock_ns = 0}, bytes);
   comm.send(peer, kTagClock, bytes);
-  return best;
+  return {.offset_ns = estimate.offset_ns(), .round_trip_ns = estimate.round_trip_ns()};
 }
 
 void answer_clock_pings(Communicator& comm, int asker) {

@@ -4,7 +4,8 @@
 // idea: this rank sends its clock t0, the peer answers with its own tp, the answer arrives at
 // t1; if both legs took equally long, tp was read at (t0 + t1) / 2, so the peer's clock is
 // ahead by tp - (t0 + t1) / 2, wrong by at most (t1 - t0) / 2. Of several rounds the one with
-// the shortest round trip is kept. Messages: ClockPing on kTagClock (pipeline_messages.h).
+// the shortest round trip is kept (the estimate: clock_rounds.h). Messages: ClockPing on
+// kTagClock (pipeline_messages.h).
 #pragma once
 
 #include <cstdint>

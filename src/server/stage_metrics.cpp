@@ -9,7 +9,8 @@ std::string render_stage_metrics(const std::vector<StageStatus>& stages) {
   std::string out;
   const auto family = [&](const char* name, const char* type, const char* help, auto value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-    for (const StageStatus& s : stages) out += fmt::format("{}{{stage=\"{}\",rank=\"{}\"}} {}\n", name, s.stage, s.rank, value(s));
+    for (const StageStatus& s : stages)
+      out += fmt::format("{}{{stage=\"{}\",rank=\"{}\"}} {}\n", name, s.stage, s.rank, value(s));
   };
   family("tandem_stage_layers", "gauge", "The model's layers the pipeline stage holds",
          [](const StageStatus& s) { return s.layer_end - s.layer_first; });
