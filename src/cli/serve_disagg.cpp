@@ -57,8 +57,9 @@ Tokenizer load_checked_tokenizer(const ServeOptions& options, const Model& model
 }
 
 // Ranks 1..: a worker of `role` until the front says stop. Stop signals are the front's to
-// take (mpirun may deliver them here too): blocked, never waited for.
-void run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
+// take (mpirun may deliver them here too): blocked, never waited for. Returns whether every
+// worker was up when the front stopped them (else MPI must not be finalised).
+bool run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
   block_stop_signals();
   try {
     const std::shared_ptr<const Model> model = load_model(options.model_path);
@@ -79,11 +80,7 @@ void run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
     say(options, fmt::format("rank {} (pid {}): {} worker, {} parallel, {} KV blocks of {} tokens", comm.rank(),
                              ::getpid(), prefill ? "prefill" : "decode", engine.config().max_seqs,
                              engine.stats().blocks.total, engine.config().block_size));
-    if (prefill) {
-      dist::PrefillWorker(comm, engine, traced).run();
-    } else {
-      dist::DecodeWorker(comm, engine, traced).run();
-    }
+    return prefill ? dist::PrefillWorker(comm, engine, traced).run() : dist::DecodeWorker(comm, engine, traced).run();
   } catch (const std::exception& error) {
     // The front waits for this rank's first report: tell it why there will be none.
     say(options, fmt::format("rank {}: {}", comm.rank(), error.what()), "error");
@@ -115,7 +112,8 @@ void write_job_trace(const ServeOptions& options, dist::DisaggFront& front, cons
   say(options, "trace written to " + options.trace_path);
 }
 
-void run_front(const ServeOptions& options, Communicator& comm, const WorkerCounts& counts) {
+// Returns whether every worker was up at the end (else MPI must not be finalised).
+bool run_front(const ServeOptions& options, Communicator& comm, const WorkerCounts& counts) {
   const server::ServerConfig http_config = http_config_of(options);
   const server::ServedModel served = served_model_of(options);
   const sigset_t signals = block_stop_signals();
@@ -176,7 +174,10 @@ void run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
   // A worker builds and sends its trace as it stops: more time for that.
   front.stop(config.trace ? 60.0 : 10.0);
   if (config.trace) write_job_trace(options, front, counts);
+  bool all_up = true;
+  for (const WorkerStatus& worker : front.workers()) all_up = all_up && worker.up;
   say(options, "stopped");
+  return all_up;
 }
 
 }  // namespace
@@ -189,16 +190,23 @@ void serve_disaggregated(const ServeOptions& options) {
   const int expected = 1 + counts.prefill + counts.decode;
   TANDEM_CHECK_INPUT(comm.size() == expected, "--workers prefill:{},decode:{} needs {} ranks (mpirun -np {}), not {}",
                      counts.prefill, counts.decode, expected, expected, comm.size());
+  bool all_up = true;
   if (comm.rank() == 0) {
     try {
-      run_front(options, comm, counts);
+      all_up = run_front(options, comm, counts);
     } catch (const std::exception& error) {
       // The workers would wait for the front forever: end the whole job.
       say(options, error.what(), "error");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   } else {
-    run_worker(options, comm, comm.rank() <= counts.prefill);
+    all_up = run_worker(options, comm, comm.rank() <= counts.prefill);
+  }
+  if (!all_up) {
+    if (comm.rank() == 0)
+      say(options, "a worker is down: leaving MPI without finalising (its fence could wait for the dead rank)",
+          "warning");
+    session.leave_without_finalizing();
   }
 }
 

@@ -175,10 +175,11 @@ void DecodeWorker::send_report() {
   pump_.post(front_rank_, kReport, to_bytes(report_to_json(report)));
 }
 
-void DecodeWorker::run() {
-  run_worker_loop(pump_, engine_, comm_.rank(), front_rank_,
-                  {"decode", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
-                   [this] { send_report(); }, [this] { return stopping_; }, profiler_});
+bool DecodeWorker::run() {
+  return run_worker_loop(
+      pump_, engine_, comm_.rank(), front_rank_,
+      {"decode", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
+       [this] { send_report(); }, [this] { return stopping_; }, profiler_});
 }
 
 }  // namespace tandem::dist

@@ -22,7 +22,8 @@ class DecodeWorker {
  public:
   // `engine` is started and outlives run(); `profiler` (null: no trace) is the engine's.
   DecodeWorker(Communicator& comm, Engine& engine, Profiler* profiler = nullptr, int front_rank = 0);
-  void run();
+  // Until the front says stop; false when it said a worker was down (see run_worker_loop).
+  bool run();
 
  private:
   struct Entry {

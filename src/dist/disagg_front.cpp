@@ -410,9 +410,12 @@ void DisaggFront::loop() {
     std::lock_guard lock(mutex_);
     if (measuring_clocks_) ask_clocks();
     if (stopping_ && !stop_sent_) {
+      // A dead rank would hold every other in MPI_Finalize (MpiSession::leave_without_finalizing).
+      bool all_up = true;
+      for (const auto& [rank, worker] : workers_) all_up = all_up && worker.up;
       for (const auto& [rank, worker] : workers_) {
         if (!worker.up || worker.stopped) continue;
-        json stop = json::object();
+        json stop = {{"finalize", all_up}};
         // The trace's origin on the worker's clock: its events' times are then the front's.
         if (config_.trace) stop["trace_origin"] = worker.clock.to_worker(trace_.origin_ns());
         pump_.post(rank, kStop, to_bytes(stop));

@@ -26,7 +26,7 @@ enum Tag : int {
   kEvent = 107,          // decode -> front: a token event
   kReport = 108,         // worker -> front, every report interval: its state (and that it lives)
   kWorkerDown = 109,     // front -> workers: {rank}: that worker is gone; give up on it
-  kStop = 110,           // front -> workers: finish and exit; {trace_origin} with --trace (see kTrace)
+  kStop = 110,           // front -> workers: finish and exit; {finalize, trace_origin with --trace}
   kStopped = 111,        // worker -> front: it has stopped its engine and sent everything
   kFailed = 112,         // worker -> front: {error}: it could not start (its model did not load)
   kClock = 113,          // front -> worker {t0}, worker -> front {t0, tw}: a round trip measuring its clock offset

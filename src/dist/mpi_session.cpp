@@ -21,6 +21,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   }
 }
 
-MpiSession::~MpiSession() { MPI_Finalize(); }
+MpiSession::~MpiSession() {
+  if (finalize_) MPI_Finalize();
+}
 
 }  // namespace tandem

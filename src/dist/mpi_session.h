@@ -20,8 +20,17 @@ class MpiSession {
 
   int thread_level() const { return thread_level_; }  // what MPI provided: MPI_THREAD_SERIALIZED or more
 
+  // The destructor will not call MPI_Finalize: for a job one of whose ranks has died.
+  // OpenMPI's MPI_Finalize waits in a fence for every process of the job; when the runtime has
+  // missed a rank's death (OpenMPI 4.1.4 with orte_enable_recovery, after "PMIX ERROR:
+  // BAD-PARAM ... pmix_event_notification.c"; about one kill in three on a loaded machine here)
+  // it waits for the dead one forever. A process that exits unfinalised is reported by mpirun,
+  // which still ends the job.
+  void leave_without_finalizing() { finalize_ = false; }
+
  private:
   int thread_level_ = 0;
+  bool finalize_ = true;
 };
 
 }  // namespace tandem

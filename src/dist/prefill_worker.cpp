@@ -122,10 +122,11 @@ void PrefillWorker::send_report() {
   pump_.post(front_rank_, kReport, to_bytes(report_to_json(report)));
 }
 
-void PrefillWorker::run() {
-  run_worker_loop(pump_, engine_, comm_.rank(), front_rank_,
-                  {"prefill", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
-                   [this] { send_report(); }, [this] { return stopping_; }, profiler_});
+bool PrefillWorker::run() {
+  return run_worker_loop(
+      pump_, engine_, comm_.rank(), front_rank_,
+      {"prefill", [this](const MessageInfo& info, std::vector<uint8_t>& bytes) { on_message(info, bytes); },
+       [this] { send_report(); }, [this] { return stopping_; }, profiler_});
 }
 
 }  // namespace tandem::dist

@@ -15,12 +15,13 @@
 
 namespace tandem::dist {
 
-void run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank, const WorkerRole& role) {
+bool run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank, const WorkerRole& role) {
   using Clock = std::chrono::steady_clock;
   const auto interval =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kReportIntervalSeconds));
   Clock::time_point next_report = Clock::now();
   std::optional<int64_t> trace_origin;  // the front's, on this rank's clock (kStop says it)
+  bool all_up = true;                   // kStop says whether a worker was down
   const auto handler = [&](const MessageInfo& info, std::vector<uint8_t>& bytes) {
     try {
       if (info.tag == kClock) {
@@ -36,6 +37,7 @@ void run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank
       if (info.tag == kStop) {
         const nlohmann::json stop = from_bytes(bytes);
         if (stop.contains("trace_origin")) trace_origin = stop.at("trace_origin").get<int64_t>();
+        all_up = stop.value("finalize", true);
       }
       role.on_message(info, bytes);
     } catch (const std::exception& error) {
@@ -66,6 +68,7 @@ void run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank
   }
   pump.post(front_rank, kStopped, to_bytes(nlohmann::json::object()));
   pump.flush(std::chrono::seconds(10));
+  return all_up;
 }
 
 }  // namespace tandem::dist

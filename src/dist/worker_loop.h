@@ -24,6 +24,8 @@ struct WorkerRole {
   const Profiler* profiler = nullptr;
 };
 
-void run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank, const WorkerRole& role);
+// Returns whether the front said every worker was up when it stopped them (kStop's
+// "finalize"): when one was down, MPI must not be finalised (MpiSession says why).
+bool run_worker_loop(MessagePump& pump, Engine& engine, int rank, int front_rank, const WorkerRole& role);
 
 }  // namespace tandem::dist
