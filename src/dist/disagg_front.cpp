@@ -166,13 +166,7 @@ void DisaggFront::stop(double timeout_s) {
 
 uint64_t DisaggFront::submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) {
   // What an engine would refuse is refused here, before anything is sent.
-  TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
-  check_generation_request(prompt, params, model_.vocab_size, config_.context_length);
-  check_speculation(params.speculation);
-  TANDEM_CHECK_INPUT(params.speculation.type != SpeculationType::Draft,
-                     "speculative decoding with a draft model: the workers have no draft model");
-  TANDEM_CHECK_INPUT(params.pooling == Pooling::None || (!params.grammar && !params.speculation.enabled()),
-                     "an embedding request neither samples nor speculates: no grammar, no speculation");
+  check_submission(prompt, params, model_.vocab_size, config_.context_length, /*has_draft_model=*/false);
   { const Sampler check(params.sampling, model_.vocab_size); }  // throws for unusable sampling options
   std::lock_guard lock(mutex_);
   TANDEM_CHECK_INPUT(!stopping_, "the server is shutting down");

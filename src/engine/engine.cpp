@@ -177,6 +177,17 @@ void check_generation_request(std::span<const int32_t> prompt, const GenerationP
   for (const std::string& stop : params.stop) TANDEM_CHECK_INPUT(!stop.empty(), "a stop string is empty");
 }
 
+void check_submission(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
+                      int64_t context_length, bool has_draft_model) {
+  TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
+  check_generation_request(prompt, params, vocab, context_length);
+  check_speculation(params.speculation);
+  TANDEM_CHECK_INPUT(params.speculation.type != SpeculationType::Draft || has_draft_model,
+                     "speculative decoding with a draft model: no draft model is loaded (--draft-model)");
+  TANDEM_CHECK_INPUT(params.pooling == Pooling::None || (!params.grammar && !params.speculation.enabled()),
+                     "an embedding request neither samples nor speculates: no grammar, no speculation");
+}
+
 void Engine::check_request(std::span<const int32_t> prompt, const GenerationParams& params) const {
   check_generation_request(prompt, params, model_->config.vocab_size, config_.context_length);
 }
@@ -188,37 +199,34 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
 }
 
 uint64_t Engine::submit_imported(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event,
-                                 std::shared_ptr<KvImport> import) {
-  TANDEM_CHECK_INPUT(import != nullptr, "an imported request needs its import");
+                                 std::shared_ptr<KvImport> kv_import) {
+  TANDEM_CHECK_INPUT(kv_import != nullptr, "an imported request needs its import");
   TANDEM_CHECK_INPUT(model_->config.kv_window() == 0, "KV import: a sliding-window model drops blocks; not supported");
   TANDEM_CHECK_INPUT(params.pooling == Pooling::None && !params.kv_export,
                      "an imported request generates: no pooling, no export");
   const auto n_prompt = static_cast<int64_t>(prompt.size());
   // The positions from n_blocks * block_size on (at least the last one) are computed here.
-  TANDEM_CHECK_INPUT(import->n_blocks() >= 0 && import->n_blocks() * config_.block_size < n_prompt,
+  TANDEM_CHECK_INPUT(kv_import->n_blocks() >= 0 && kv_import->n_blocks() * config_.block_size < n_prompt,
                      "KV import of {} blocks of {} tokens for a {}-token prompt: the last position must be computed "
                      "here",
-                     import->n_blocks(), config_.block_size, n_prompt);
+                     kv_import->n_blocks(), config_.block_size, n_prompt);
   std::unique_ptr<Sequence> sequence = make_sequence(std::move(prompt), std::move(params), std::move(on_event));
-  import->set_wake([this] {
-    std::lock_guard lock(mutex_);
+  // Each arriving block wakes the engine's loop, which applies what is complete.
+  kv_import->set_wake([this] { wake_for_import(); });
+  sequence->import = std::move(kv_import);
+  return enqueue(std::move(sequence));
+}
+
+void Engine::wake_for_import() {
+  std::lock_guard lock(mutex_);
   import_news_ = true;
   wake_.notify_one();
-});
-sequence->import = std::move(import);
-return enqueue(std::move(sequence));
-}  // namespace tandem
+}
 
 std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> prompt, GenerationParams params,
                                                         EventCallback on_event) {
   const int64_t vocab = model_->config.vocab_size;
-  TANDEM_CHECK_INPUT(params.max_tokens >= 1, "max_tokens must be at least 1");
-  check_request(prompt, params);
-  check_speculation(params.speculation);
-  TANDEM_CHECK_INPUT(params.speculation.type != SpeculationType::Draft || draft_,
-                     "speculative decoding with a draft model: this engine has no draft model (--draft-model)");
-  TANDEM_CHECK_INPUT(params.pooling == Pooling::None || (!params.grammar && !params.speculation.enabled()),
-                     "an embedding request neither samples nor speculates: no grammar, no speculation");
+  check_submission(prompt, params, vocab, config_.context_length, draft_ != nullptr);
   // Pooling reads the final residual and the final norm, which only the last pipeline stage has.
   TANDEM_CHECK_INPUT(params.pooling == Pooling::None || model_->holds_head(),
                      "embeddings are not served by a pipeline (--pipeline): the final hidden states stay on "
@@ -241,10 +249,10 @@ std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> pro
     sequence->mask.resize(grammar::mask_words(vocab));
     sequence->masked_logits.resize(static_cast<size_t>(vocab));
   }
-  sequence->request.prompt = std::move(prompt);
-  sequence->request.params = std::move(params);
   TANDEM_CHECK_INPUT(!params.kv_export || (params.pooling == Pooling::None && model_->config.kv_window() == 0),
                      "KV export: not with pooling, nor for a sliding-window model (it drops blocks)");
+  sequence->request.prompt = std::move(prompt);
+  sequence->request.params = std::move(params);
   sequence->request.times.arrival = RequestClock::now();
   sequence->on_event = std::move(on_event);
   return sequence;

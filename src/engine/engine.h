@@ -61,6 +61,13 @@ struct EngineConfig {
 // stop string, min_tokens outside 0..max_tokens.
 void check_generation_request(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
                               int64_t context_length);
+// Everything submit() refuses of a request before it builds anything for it, for a given
+// model: check_generation_request, max_tokens, the speculation settings (draft speculation
+// only with a draft model), pooling without grammar or speculation. (The sampling options are
+// checked where a Sampler is made.) Also for a process that takes requests on engines' behalf
+// (the disaggregated front), so that both refuse the same requests with the same words.
+void check_submission(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
+                      int64_t context_length, bool has_draft_model);
 
 // Runs one step's forward pass for the engine. The default (none set) is the engine's own
 // Forward over the whole model; a pipeline over MPI ranks (dist/pipeline_forward.h) runs its
@@ -93,7 +100,7 @@ class Engine final : public GenerationService {
   // reuses them like any cached prefix; it computes the rest of the prompt (at most a block)
   // itself and generates as usual, so the output equals a request computed here whole.
   uint64_t submit_imported(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event,
-                           std::shared_ptr<KvImport> import);
+                           std::shared_ptr<KvImport> kv_import);
   // What submit() checks of a request besides max_tokens and the sampling options (which the
   // Sampler checks): throws InputError for an empty or too long prompt, ids outside the
   // vocabulary, top_logprobs above 20, an empty stop string. For callers that answer some
@@ -170,6 +177,8 @@ class Engine final : public GenerationService {
   // The checks and set-up every submitted request gets; the sequence is not queued yet.
   std::unique_ptr<Sequence> make_sequence(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
   uint64_t enqueue(std::unique_ptr<Sequence> sequence);
+  // A KV import's block arrived (any thread): the loop looks at the imports on its next turn.
+  void wake_for_import();
   // Imported requests (submit_imported): asks for the blocks of new ones (those not cached
   // here), collects what arrived, and once all are here writes them into the pool, publishes
   // them and hands the request to the scheduler; ends failed ones.
