@@ -106,62 +106,47 @@ void PipelineForward::account(int32_t n_parts, int64_t step_start_ns, int64_t wa
     return fmt::format("pipeline stage {}/{} (rank {})", stage + 1, n_stages, stage);
   };
   std::lock_guard lock(stages_mutex_);
+  // Part p of this step at `stage`, times on rank 0's clock: handed on by the stage before (for
+  // stage 0, cut at the step's start), taken in, run from start to end.
+  const auto add = [&](int32_t stage, int32_t p, int64_t tokens, int64_t handed_on, int64_t taken, int64_t start,
+                       int64_t end, int64_t bytes_in) {
+    StageStatus& status = stages_[static_cast<size_t>(stage)];
+    ++status.micro_batches;
+    status.tokens += tokens;
+    status.compute_seconds += static_cast<double>(end - start) * 1e-9;
+    // Within the offset's error a reading may land a little before its cause: never negative.
+    status.queue_seconds += static_cast<double>(std::max<int64_t>(0, taken - handed_on)) * 1e-9;
+    status.received_bytes += bytes_in;
+    if (!tracing) return;
+    const std::string name = fmt::format("step {} part {}", step_, p);
+    profiler_->trace_span({.process = process(stage),
+                           .track = "compute",
+                           .name = name,
+                           .category = "stage",
+                           .start_ns = start,
+                           .end_ns = end,
+                           .tokens = tokens});
+    // Stage 0's bytes in are the logits coming back, not what this part waited for.
+    profiler_->trace_span({.process = process(stage),
+                           .track = fmt::format("queue (part {})", p),
+                           .name = "queued " + name,
+                           .category = "stage",
+                           .start_ns = std::min(handed_on, taken),
+                           .end_ns = taken,
+                           .bytes = stage == 0 ? -1 : bytes_in});
+  };
   for (int32_t p = 0; p < n_parts; ++p) {
     const LocalTiming& local = local_timings_[static_cast<size_t>(p)];
-    // Stage 0 took part p in when the parts before it were done; it was cut at the step's start.
-    StageStatus& first = stages_[0];
-    ++first.micro_batches;
-    first.tokens += local.n_tokens;
-    first.compute_seconds += static_cast<double>(local.end_ns - local.start_ns) * 1e-9;
-    first.queue_seconds += static_cast<double>(local.start_ns - step_start_ns) * 1e-9;
-    first.received_bytes += static_cast<int64_t>(receive_buffers_[static_cast<size_t>(p)].size());
-    const std::string name = fmt::format("step {} part {}", step_, p);
-    if (tracing) {
-      profiler_->trace_span({.process = process(0),
-                             .track = "compute",
-                             .name = name,
-                             .category = "stage",
-                             .start_ns = local.start_ns,
-                             .end_ns = local.end_ns,
-                             .tokens = local.n_tokens});
-      profiler_->trace_span({.process = process(0),
-                             .track = fmt::format("queue (part {})", p),
-                             .name = "queued " + name,
-                             .category = "stage",
-                             .start_ns = step_start_ns,
-                             .end_ns = local.start_ns});
-    }
-    int64_t handed_on = local.end_ns;  // the stage before finished it (rank 0's clock)
+    add(0, p, local.n_tokens, step_start_ns, local.start_ns, local.start_ns, local.end_ns,
+        static_cast<int64_t>(receive_buffers_[static_cast<size_t>(p)].size()));
+    int64_t handed_on = local.end_ns;
     for (int32_t stage = 1; stage < n_stages; ++stage) {
       const StageTiming& timing = timings_[static_cast<size_t>(p)][static_cast<size_t>(stage) - 1];
       TANDEM_CHECK_INPUT(timing.rank == stage, "stage timing {} of a logits message is rank {}'s", stage, timing.rank);
       const int64_t offset = clock_offsets_ns_[static_cast<size_t>(stage)];
-      const int64_t received = timing.received_ns - offset, start = timing.start_ns - offset,
-                    end = timing.end_ns - offset;
-      StageStatus& status = stages_[static_cast<size_t>(stage)];
-      ++status.micro_batches;
-      status.tokens += local.n_tokens;
-      status.compute_seconds += static_cast<double>(end - start) * 1e-9;
-      // Within the offset's error a reading may land a little before its cause: never negative.
-      status.queue_seconds += static_cast<double>(std::max<int64_t>(0, received - handed_on)) * 1e-9;
-      status.received_bytes += timing.bytes_in;
-      if (tracing) {
-        profiler_->trace_span({.process = process(stage),
-                               .track = "compute",
-                               .name = name,
-                               .category = "stage",
-                               .start_ns = start,
-                               .end_ns = end,
-                               .tokens = local.n_tokens});
-        profiler_->trace_span({.process = process(stage),
-                               .track = fmt::format("queue (part {})", p),
-                               .name = "queued " + name,
-                               .category = "stage",
-                               .start_ns = std::min(handed_on, received),
-                               .end_ns = received,
-                               .bytes = timing.bytes_in});
-      }
-      handed_on = end;
+      add(stage, p, local.n_tokens, handed_on, timing.received_ns - offset, timing.start_ns - offset,
+          timing.end_ns - offset, timing.bytes_in);
+      handed_on = timing.end_ns - offset;
     }
   }
   if (tracing && n_parts > 0)

@@ -76,8 +76,7 @@ void append_spans(const std::vector<TraceSpan>& spans, int64_t origin, nlohmann:
 
 nlohmann::json chrome_trace_json(const Profiler& profiler) { return chrome_trace_json(profiler, profiler.origin_ns()); }
 
-nlohmann::json chrome_trace_json(const Profiler& profiler, int64_t origin_ns) {
-  const int64_t origin = origin_ns;
+nlohmann::json chrome_trace_json(const Profiler& profiler, int64_t origin) {
   const std::vector<TraceOp>& ops = profiler.trace_ops();
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", kPid}, {"args", {{"name", "tandem"}}}});
