@@ -6,8 +6,12 @@
 // bounded; no assertion is a speed. Bad request content and start-up: hostile_request_test.cpp.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <latch>
 #include <thread>
 
@@ -347,27 +351,52 @@ TEST(HostileClient, RequestsOnConnectionsOpenedBeforeSigtermGet503) {
   EXPECT_EQ(*code, 0) << server.log();
 }
 
-// Attack: clients that send a long non-streamed completion (max_tokens 480) and close the
+// A test-tiny model with aidreams260K's vocabulary and a 4096-token context, written once
+// per test process (random weights: with ignore_eos a request runs to max_tokens).
+const std::string& long_context_model() {
+  static const std::string path = [] {
+    const std::string out =
+        (std::filesystem::temp_directory_path() / ("tandem-hostile-" + std::to_string(::getpid()) + ".gguf")).string();
+    const std::string command = std::string(TANDEM_BINARY) +
+                                " gen-model --shape test-tiny --type F32 --context 4096 --vocab-from '" +
+                                shared_path(kAidreamsGguf) + "' -o '" + out + "' > /dev/null 2>&1";
+    return std::system(command.c_str()) == 0 ? out : std::string();
+  }();
+  return path;
+}
+
+// Holds its own copy of the path (the static above may be destroyed first at exit).
+struct RemoveAtExit {
+  std::string path;
+  ~RemoveAtExit() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove(path, ignored);
+  }
+};
+
+// Attack: clients that send a long non-streamed completion (max_tokens 4000) and close the
 // socket while it generates, and one that closes a stream after its first event. Fixed: the
 // server notices and cancels them — no request left running, no KV block held, every one
 // counted as cancelled, and far fewer tokens generated than if they had run on.
 //
-// The 260K model's context is 128 tokens and it decodes a lone sequence at well over 10,000
-// tokens a second, so a lone request is over in about 10 ms. To abandon requests mid-generation on
-// any machine, 256 of them share one batch (each step then decodes 256 sequences, so each
-// request lasts ~1 s here), greedy decoding of "The dream" runs each to the end of the
-// context rather than to an early end-of-text, and the clients close as soon as the engine
-// holds them all (not after a fixed delay that a fast machine could outrun).
+// To abandon requests mid-generation on any machine, each must outlast the time the clients
+// take to send them all: 256 of them share one batch (each step decodes 256 sequences),
+// ignore_eos runs each to max_tokens, and the model's context is 4096 (aidreams260K's 128
+// tokens ran out before the last of 256 requests was sent on one fast CI machine: all
+// finished, none cancelled); the clients close as soon as the engine holds them all (not after
+// a fixed delay that a fast machine could outrun).
 TEST(HostileClient, DisconnectedClientsAreCancelled) {
   REQUIRE_MODEL();
+  static RemoveAtExit remove_at_exit{long_context_model()};
+  ASSERT_FALSE(long_context_model().empty()) << "gen-model failed";
   constexpr int kPlain = 256;
-  constexpr int kMaxTokens = 480;
+  constexpr int kMaxTokens = 4000;
   ServerProcess server;
-  ASSERT_TRUE(server.start({"--parallel", std::to_string(kPlain + 4)})) << server.log();
+  ASSERT_TRUE(server.start({"--parallel", std::to_string(kPlain + 4)}, 30.0, long_context_model())) << server.log();
   const int port = server.port();
   const int context = context_length(server);
-  ASSERT_GT(context, 0) << "no 'context N' in the ready line: " << server.log();
-  const json request = {{"prompt", "The dream"}, {"max_tokens", kMaxTokens}, {"temperature", 0}};
+  ASSERT_GE(context, kMaxTokens) << "the ready line's context: " << server.log();
+  const json request = {{"prompt", "The dream"}, {"max_tokens", kMaxTokens}, {"temperature", 0}, {"ignore_eos", true}};
   const auto probe = post(port, "/v1/completions", json{{"prompt", "The dream"}, {"max_tokens", 1}}.dump());
   ASSERT_TRUE(probe && probe->status == 200) << describe(probe);
   const int64_t prompt_tokens = parse(probe->body)["usage"]["prompt_tokens"].get<int64_t>();
