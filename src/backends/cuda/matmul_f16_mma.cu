@@ -1,0 +1,122 @@
+// The tensor-core F16 matmul (matmul_f16_mma.h). One thread block per 16-row weight tile and
+// group of token tiles: its 8 warps each walk one contiguous range of the column tiles
+// (kMmaSplits ranges, fixed by n_cols), loading a whole 16x16 weight tile per step as 16
+// contiguous bytes a lane (the repacked layout), and issue one mma per token tile held; the 8
+// partial tiles meet in shared memory and are added in range order. At decode (one token
+// tile) every block streams its rows' weights once, 8 warps deep; at prefill a block holds 8
+// token tiles (64 tokens) so each weight tile loaded feeds 8 mma.
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/f16_mma_layout.h"
+#include "backends/cuda/matmul_f16_mma.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr int kThreads = kMmaSplits * 32;
+
+__global__ void pack_activations_kernel(const float* __restrict__ x, int64_t n_tokens, int64_t n_cols,
+                                        int64_t col_tiles, int64_t n_lanes, uint2* __restrict__ packed) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_lanes) return;
+  const int lane = static_cast<int>(i % 32);
+  const int64_t tile = i / 32;
+  const int64_t col_tile = tile % col_tiles, token_tile = tile / col_tiles;
+  const int64_t token = token_tile * kMmaTokens + lane / 4;
+  uint32_t halves[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t col = col_tile * kMmaCols + 2 * (lane % 4) + j % 2 + 8 * (j / 2);
+    const float value = token < n_tokens ? x[token * n_cols + col] : 0.0f;
+    halves[j] = __half_as_ushort(__float2half_rn(value));
+  }
+  packed[i] = make_uint2(halves[0] | (halves[1] << 16), halves[2] | (halves[3] << 16));
+}
+
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint4& a, const uint2& b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y));
+}
+
+template <int kTokenTiles>
+__global__ void __launch_bounds__(kThreads)
+    mma_kernel(const uint4* __restrict__ tiles, int64_t n_rows, int64_t col_tiles, const uint2* __restrict__ packed_x,
+               int64_t token_tiles, int64_t n_tokens, float* __restrict__ out) {
+  __shared__ float4 partial[kMmaSplits][kTokenTiles][32];
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t row_tile = blockIdx.x;
+  const int64_t first_token_tile = static_cast<int64_t>(blockIdx.y) * kTokenTiles;
+  const int held = static_cast<int>(
+      token_tiles - first_token_tile < kTokenTiles ? token_tiles - first_token_tile : kTokenTiles);
+  // This warp's column tiles: range `warp` of kMmaSplits, a function of n_cols alone.
+  const int64_t begin = col_tiles * warp / kMmaSplits, end = col_tiles * (warp + 1) / kMmaSplits;
+  float acc[kTokenTiles][4];
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  const uint4* a = tiles + (row_tile * col_tiles) * 32 + lane;
+  const uint2* b = packed_x + (first_token_tile * col_tiles) * 32 + lane;
+#pragma unroll 4
+  for (int64_t k = begin; k < end; ++k) {
+    const uint4 weights = __ldg(a + k * 32);
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t)
+      if (t < held) mma_m16n8k16(acc[t], weights, __ldg(b + (t * col_tiles + k) * 32));
+  }
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t)
+    if (t < held) partial[warp][t][lane] = make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
+  __syncthreads();
+  const float* sums = reinterpret_cast<const float*>(partial);
+  constexpr int kTileFloats = 32 * 4;  // one warp's partial of one token tile
+  for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats; e += kThreads) {
+    const int t = e / kTileFloats, within = e % kTileFloats, owner = within / 4, element = within % 4;
+    float sum = sums[t * kTileFloats + within];  // range 0
+#pragma unroll
+    for (int w = 1; w < kMmaSplits; ++w) sum = __fadd_rn(sum, sums[(w * kTokenTiles + t) * kTileFloats + within]);
+    const int64_t row = row_tile * kMmaRows + owner / 4 + 8 * (element / 2);
+    const int64_t token = (first_token_tile + t) * kMmaTokens + 2 * (owner % 4) + element % 2;
+    if (token < n_tokens) out[token * n_rows + row] = sum;
+  }
+}
+
+}  // namespace
+
+void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, uint16_t* packed,
+                              cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  const int64_t col_tiles = n_cols / kMmaCols;
+  const int64_t n_lanes = f16_mma_activation_halves(n_tokens, n_cols) / 4;
+  constexpr int kBlock = 256;
+  pack_activations_kernel<<<static_cast<unsigned>((n_lanes + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+      x, n_tokens, n_cols, col_tiles, n_lanes, reinterpret_cast<uint2*>(packed));
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
+void matmul_f16_mma(const uint16_t* tiles, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
+                    float* out, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  if (!fits_f16_mma(n_rows, n_cols))
+    throw CudaError("cuda::matmul_f16_mma: a " + std::to_string(n_rows) + "x" + std::to_string(n_cols) +
+                    " matrix is not whole 16x16 tiles");
+  const int64_t row_tiles = n_rows / kMmaRows, col_tiles = n_cols / kMmaCols;
+  const int64_t token_tiles = (n_tokens + kMmaTokens - 1) / kMmaTokens;
+  const auto* a = reinterpret_cast<const uint4*>(tiles);
+  const auto* b = reinterpret_cast<const uint2*>(packed_x);
+  if (token_tiles == 1) {
+    mma_kernel<1><<<dim3(static_cast<unsigned>(row_tiles), 1), kThreads, 0, stream>>>(a, n_rows, col_tiles, b,
+                                                                                       token_tiles, n_tokens, out);
+  } else {
+    constexpr int kHeld = 8;
+    const auto groups = static_cast<unsigned>((token_tiles + kHeld - 1) / kHeld);
+    mma_kernel<kHeld><<<dim3(static_cast<unsigned>(row_tiles), groups), kThreads, 0, stream>>>(
+        a, n_rows, col_tiles, b, token_tiles, n_tokens, out);
+  }
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,30 @@
+// F16 weights times activations on the tensor cores (mma.sync m16n8k16, f32 accumulation),
+// for decode and prefill alike, in the layout of f16_mma_layout.h: the weights repacked once
+// at upload, the activations rounded to F16 and packed per call (pack_activations_f16_mma).
+//
+// Batch invariance: each output element is one accumulator walking its row's column tiles in
+// order within each of kMmaSplits fixed, contiguous column ranges (a function of n_cols
+// alone), the eight partial sums then added in range order. How many token tiles a block
+// takes (one at decode, eight at prefill) changes which elements a warp computes together,
+// never an element's arithmetic, so a token's outputs are the same bits whatever the batch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tandem::cuda {
+
+constexpr int kMmaSplits = 8;  // column ranges per output tile: one warp each, summed in order
+
+// x: [n_tokens, n_cols] f32 -> packed: f16_mma_activation_halves(n_tokens, n_cols) halves,
+// rounded to nearest. n_cols a multiple of 16.
+void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, uint16_t* packed,
+                              cudaStream_t stream);
+
+// out[t * n_rows + r] = sum_c w[r, c] * x[t, c] for t < n_tokens; `tiles` as
+// pack_f16_mma_weights writes them, `packed_x` as pack_activations_f16_mma does.
+void matmul_f16_mma(const uint16_t* tiles, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
+                    float* out, cudaStream_t stream);
+
+}  // namespace tandem::cuda

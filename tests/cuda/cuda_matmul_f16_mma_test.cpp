@@ -1,0 +1,164 @@
+// The tensor-core F16 matmul (backends/cuda/matmul_f16_mma.h) and its layout
+// (f16_mma_layout.h). The layout test is host code and runs in every CUDA build: it holds the
+// packing to the PTX ISA's fragment map for mma.m16n8k16 (positions written out here, not
+// recomputed with the header's helpers) and checks that every element lands exactly once.
+// The device tests (skipping without a device) compare the kernel with a double reference on
+// F16-rounded activations over odd tile counts, the device's activation packing with the
+// host's bit for bit, and a token's outputs alone, in a batch of one tile and of many.
+#if defined(TANDEM_WITH_CUDA)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "backends/cuda/device_buffer.h"
+#include "backends/cuda/f16_mma_layout.h"
+#include "backends/cuda/matmul_f16_mma.h"
+#include "base/half.h"
+#include "cuda/cuda_test_device.h"
+#include "support/float_ulps.h"
+#include "support/random_floats.h"
+
+namespace tandem {
+namespace {
+
+// The PTX ISA's fragment map for mma.m16n8k16 with .f16 A (row-major): lane l, group g = l/4,
+// t = l%4; a0,a1 = row g, columns 2t, 2t+1; a2,a3 = row g+8; a4..a7 as a0..a3 at columns +8.
+TEST(F16MmaLayout, WeightTilesFollowThePtxFragmentMap) {
+  const int64_t n_rows = 32, n_cols = 48;
+  std::vector<uint16_t> rows(static_cast<size_t>(n_rows * n_cols));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint16_t>(i);  // value = row * n_cols + col
+  std::vector<uint16_t> tiles(rows.size(), 0xffff);
+  cuda::pack_f16_mma_weights(rows.data(), n_rows, n_cols, tiles.data());
+  const auto at = [&](int64_t row_tile, int64_t col_tile, int lane, int half) {
+    return tiles[static_cast<size_t>(((row_tile * (n_cols / 16) + col_tile) * 32 + lane) * 8 + half)];
+  };
+  const auto value = [&](int64_t row, int64_t col) { return static_cast<uint16_t>(row * n_cols + col); };
+  EXPECT_EQ(at(0, 0, 0, 0), value(0, 0));
+  EXPECT_EQ(at(0, 0, 0, 1), value(0, 1));
+  EXPECT_EQ(at(0, 0, 0, 2), value(8, 0));
+  EXPECT_EQ(at(0, 0, 0, 4), value(0, 8));
+  EXPECT_EQ(at(0, 0, 5, 1), value(1, 3));    // g = 1, t = 1: column 2t + 1
+  EXPECT_EQ(at(0, 0, 6, 7), value(9, 13));   // g = 1, t = 2: a7 = row g + 8, column 2t + 9
+  EXPECT_EQ(at(0, 0, 31, 7), value(15, 15));
+  EXPECT_EQ(at(1, 2, 0, 0), value(16, 32));  // the second row tile's third column tile
+  EXPECT_EQ(at(1, 2, 30, 3), value(16 + 15, 32 + 5));
+  std::set<uint16_t> seen(tiles.begin(), tiles.end());
+  EXPECT_EQ(seen.size(), rows.size()) << "an element packed twice or not at all";
+  EXPECT_FALSE(seen.contains(0xffff));
+  EXPECT_TRUE(cuda::fits_f16_mma(32, 48));
+  EXPECT_FALSE(cuda::fits_f16_mma(33, 48));
+  EXPECT_FALSE(cuda::fits_f16_mma(32, 40));
+}
+
+// B (.f16, column-major 16x8): b0,b1 = columns (k) 2t, 2t+1 of token g; b2,b3 = k + 8.
+std::vector<uint16_t> host_packed_activations(const std::vector<float>& x, int64_t n_tokens, int64_t n_cols) {
+  std::vector<uint16_t> packed(static_cast<size_t>(cuda::f16_mma_activation_halves(n_tokens, n_cols)));
+  const int64_t col_tiles = n_cols / 16;
+  for (size_t lane_index = 0; lane_index < packed.size() / 4; ++lane_index) {
+    const int lane = static_cast<int>(lane_index % 32);
+    const int64_t tile = static_cast<int64_t>(lane_index / 32);
+    const int64_t token = tile / col_tiles * 8 + lane / 4, col_tile = tile % col_tiles;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = col_tile * 16 + 2 * (lane % 4) + j % 2 + 8 * (j / 2);
+      const float v = token < n_tokens ? x[static_cast<size_t>(token * n_cols + col)] : 0.0f;
+      packed[lane_index * 4 + static_cast<size_t>(j)] = f32_to_f16(v);
+    }
+  }
+  return packed;
+}
+
+struct DeviceF16Matrix {
+  cuda::DeviceBuffer<uint16_t> tiles;
+  std::vector<uint16_t> rows;  // row-major F16 bits, for the reference
+  int64_t n_rows, n_cols;
+};
+
+DeviceF16Matrix random_f16_matrix(int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
+  DeviceF16Matrix m{{}, {}, n_rows, n_cols};
+  for (float v : random_floats(rng, n_rows * n_cols, -1.0f, 1.0f)) m.rows.push_back(f32_to_f16(v));
+  std::vector<uint16_t> tiles(m.rows.size());
+  cuda::pack_f16_mma_weights(m.rows.data(), n_rows, n_cols, tiles.data());
+  m.tiles = cuda::DeviceBuffer<uint16_t>(tiles);
+  return m;
+}
+
+std::vector<float> device_product(const DeviceF16Matrix& m, const std::vector<float>& x, int64_t n_tokens) {
+  cuda::DeviceBuffer<float> x_device(x);
+  cuda::DeviceBuffer<uint16_t> packed(cuda::f16_mma_activation_halves(n_tokens, m.n_cols));
+  cuda::DeviceBuffer<float> out(n_tokens * m.n_rows);
+  cuda::pack_activations_f16_mma(x_device.data(), n_tokens, m.n_cols, packed.data(), nullptr);
+  cuda::matmul_f16_mma(m.tiles.data(), m.n_rows, m.n_cols, packed.data(), n_tokens, out.data(), nullptr);
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  return out.download();
+}
+
+TEST(CudaMatmulF16Mma, DevicePackingEqualsTheHostsBitForBit) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(3);
+  for (const auto& [n_tokens, n_cols] : {std::pair<int64_t, int64_t>{1, 16}, {13, 80}, {64, 2048}}) {
+    std::vector<float> x = random_floats(rng, n_tokens * n_cols, -3.0f, 3.0f);
+    x[0] = 65519.0f, x[1] = 1e-6f;  // rounding at the top of the range and a subnormal
+    cuda::DeviceBuffer<float> x_device(x);
+    cuda::DeviceBuffer<uint16_t> packed(cuda::f16_mma_activation_halves(n_tokens, n_cols));
+    cuda::pack_activations_f16_mma(x_device.data(), n_tokens, n_cols, packed.data(), nullptr);
+    TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(packed.download(), host_packed_activations(x, n_tokens, n_cols)) << n_tokens << "x" << n_cols;
+  }
+}
+
+TEST(CudaMatmulF16Mma, MatchesADoubleReferenceOnF16Activations) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(11);
+  // Column tiles fewer than the 8 ranges (16, 32), not a multiple of 8 (13, 352), one token
+  // tile, several, and a partial group of eight.
+  for (const auto& [n_rows, n_cols, n_tokens] : {std::tuple<int64_t, int64_t, int64_t>{16, 16, 1},
+                                                 {48, 208, 9},
+                                                 {64, 512, 70},
+                                                 {32, 2048, 3},
+                                                 {16, 32, 130},
+                                                 {80, 5632, 17}}) {
+    const DeviceF16Matrix m = random_f16_matrix(n_rows, n_cols, rng);
+    const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
+    const std::vector<float> got = device_product(m, x, n_tokens);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t r = 0; r < n_rows; ++r) {
+        double expected = 0.0;
+        for (int64_t c = 0; c < n_cols; ++c)
+          expected += static_cast<double>(f16_to_f32(m.rows[static_cast<size_t>(r * n_cols + c)])) *
+                      f16_to_f32(f32_to_f16(x[static_cast<size_t>(t * n_cols + c)]));
+        // f32 accumulation of n_cols exact products: a few float epsilons per term at most.
+        ASSERT_NEAR(got[static_cast<size_t>(t * n_rows + r)], expected, 1e-6 * static_cast<double>(n_cols))
+            << n_rows << "x" << n_cols << " token " << t << " row " << r;
+      }
+  }
+}
+
+TEST(CudaMatmulF16Mma, ATokensOutputDoesNotDependOnTheBatch) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(23);
+  const int64_t n_rows = 48, n_cols = 1040, n_tokens = 70;  // 65 column tiles; 9 token tiles: two groups
+  const DeviceF16Matrix m = random_f16_matrix(n_rows, n_cols, rng);
+  const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
+  const std::vector<float> batched = device_product(m, x, n_tokens);
+  const std::vector<float> head(x.begin(), x.begin() + 9 * n_cols);  // 9 tokens: two tiles, one group
+  const std::vector<float> few = device_product(m, head, 9);
+  for (const int64_t t : {int64_t{0}, int64_t{5}, int64_t{8}, int64_t{37}, int64_t{69}}) {
+    const std::vector<float> alone(x.begin() + t * n_cols, x.begin() + (t + 1) * n_cols);
+    const std::vector<float> single = device_product(m, alone, 1);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float in_batch = batched[static_cast<size_t>(t * n_rows + r)];
+      ASSERT_TRUE(same_bits(single[static_cast<size_t>(r)], in_batch)) << "token " << t << " row " << r;
+      if (t < 9) {
+        ASSERT_TRUE(same_bits(few[static_cast<size_t>(t * n_rows + r)], in_batch)) << "token " << t;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem
+#endif
