@@ -38,8 +38,8 @@ double median(std::vector<double> v) {
 }
 
 int run() {
-  const Shape shapes[] = {{"wq", 2048, 2048}, {"wk", 256, 2048}, {"gate", 5632, 2048}, {"down", 2048, 5632},
-                          {"output", 32000, 2048}};
+  const Shape shapes[] = {
+      {"wq", 2048, 2048}, {"wk", 256, 2048}, {"gate", 5632, 2048}, {"down", 2048, 5632}, {"output", 32000, 2048}};
   const DType types[] = {DType::F16, DType::Q8_0, DType::Q4_0};
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -59,10 +59,14 @@ int run() {
       }
       // Layouts: the block format's rows (matmul), and for F16 the tensor-core tiles.
       std::vector<std::string> layouts = {"rows"};
-      if (type == DType::F16 && cuda::fits_f16_mma(shape.rows, shape.cols)) layouts.push_back("mma");
+      if ((type == DType::F16 && cuda::fits_f16_mma(shape.rows, shape.cols)) ||
+          (type == DType::Q8_0 && cuda::fits_q8_0_mma(shape.rows, shape.cols)))
+        layouts.push_back("mma");
       for (const std::string& layout : layouts) {
         std::vector<uint8_t> uploaded = host;
-        if (layout == "mma")
+        if (layout == "mma" && type == DType::Q8_0)
+          cuda::pack_q8_0_mma_weights(host.data(), shape.rows, shape.cols, uploaded.data());
+        else if (layout == "mma")
           cuda::pack_f16_mma_weights(reinterpret_cast<const uint16_t*>(host.data()), shape.rows, shape.cols,
                                      reinterpret_cast<uint16_t*>(uploaded.data()));
         const int64_t copies = std::max<int64_t>(2, kRotateBytes / bytes);
@@ -78,8 +82,11 @@ int run() {
             const uint8_t* w = weights[static_cast<size_t>(copy % copies)].data();
             if (layout == "mma") {
               cuda::pack_activations_f16_mma(x_device.data(), n_tokens, shape.cols, packed.data(), stream);
-              cuda::matmul_f16_mma(reinterpret_cast<const uint16_t*>(w), shape.rows, shape.cols, packed.data(),
-                                   n_tokens, out.data(), stream);
+              if (type == DType::Q8_0)
+                cuda::matmul_q8_0_mma(w, shape.rows, shape.cols, packed.data(), n_tokens, out.data(), stream);
+              else
+                cuda::matmul_f16_mma(reinterpret_cast<const uint16_t*>(w), shape.rows, shape.cols, packed.data(),
+                                     n_tokens, out.data(), stream);
             } else {
               cuda::matmul({w, type, shape.rows, shape.cols, row_bytes}, x_device.data(), n_tokens, out.data(), stream);
             }
@@ -97,13 +104,14 @@ int run() {
             seconds.push_back(ms / 1e3);
           }
           const double s = median(seconds);
-          std::printf("%s\n", fmt::format("{{\"shape\":\"{}\",\"rows\":{},\"cols\":{},\"type\":\"{}\",\"layout\":\"{}\","
-                                          "\"tokens\":{},\"median_us\":{:.2f},\"weight_gb_per_s\":{:.1f},"
-                                          "\"tflops\":{:.2f}}}",
-                                          shape.name, shape.rows, shape.cols, tandem::dtype_name(type), layout,
-                                          n_tokens, s * 1e6, static_cast<double>(bytes) / s / 1e9,
-                                          2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens) / s / 1e12)
-                                  .c_str());
+          std::printf("%s\n",
+                      fmt::format("{{\"shape\":\"{}\",\"rows\":{},\"cols\":{},\"type\":\"{}\",\"layout\":\"{}\","
+                                  "\"tokens\":{},\"median_us\":{:.2f},\"weight_gb_per_s\":{:.1f},"
+                                  "\"tflops\":{:.2f}}}",
+                                  shape.name, shape.rows, shape.cols, tandem::dtype_name(type), layout, n_tokens,
+                                  s * 1e6, static_cast<double>(bytes) / s / 1e9,
+                                  2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens) / s / 1e12)
+                          .c_str());
           std::fflush(stdout);
         }
       }

@@ -1,4 +1,4 @@
-// The tensor-core F16 matmul (backends/cuda/matmul_f16_mma.h) and its layout
+// The tensor-core F16 and Q8_0 matmul (backends/cuda/matmul_f16_mma.h) and its layout
 // (f16_mma_layout.h). The layout test is host code and runs in every CUDA build: it holds the
 // packing to the PTX ISA's fragment map for mma.m16n8k16 (positions written out here, not
 // recomputed with the header's helpers) and checks that every element lands exactly once.
@@ -18,6 +18,7 @@
 #include "backends/cuda/f16_mma_layout.h"
 #include "backends/cuda/matmul_f16_mma.h"
 #include "base/half.h"
+#include "base/quant.h"
 #include "cuda/cuda_test_device.h"
 #include "support/float_ulps.h"
 #include "support/random_floats.h"
@@ -41,8 +42,8 @@ TEST(F16MmaLayout, WeightTilesFollowThePtxFragmentMap) {
   EXPECT_EQ(at(0, 0, 0, 1), value(0, 1));
   EXPECT_EQ(at(0, 0, 0, 2), value(8, 0));
   EXPECT_EQ(at(0, 0, 0, 4), value(0, 8));
-  EXPECT_EQ(at(0, 0, 5, 1), value(1, 3));    // g = 1, t = 1: column 2t + 1
-  EXPECT_EQ(at(0, 0, 6, 7), value(9, 13));   // g = 1, t = 2: a7 = row g + 8, column 2t + 9
+  EXPECT_EQ(at(0, 0, 5, 1), value(1, 3));   // g = 1, t = 1: column 2t + 1
+  EXPECT_EQ(at(0, 0, 6, 7), value(9, 13));  // g = 1, t = 2: a7 = row g + 8, column 2t + 9
   EXPECT_EQ(at(0, 0, 31, 7), value(15, 15));
   EXPECT_EQ(at(1, 2, 0, 0), value(16, 32));  // the second row tile's third column tile
   EXPECT_EQ(at(1, 2, 30, 3), value(16 + 15, 32 + 5));
@@ -52,6 +53,40 @@ TEST(F16MmaLayout, WeightTilesFollowThePtxFragmentMap) {
   EXPECT_TRUE(cuda::fits_f16_mma(32, 48));
   EXPECT_FALSE(cuda::fits_f16_mma(33, 48));
   EXPECT_FALSE(cuda::fits_f16_mma(32, 40));
+}
+
+// Q8_0: per 16-row tile and 32-column block, lane l's bytes 0..7 are the A fragment's 8
+// quants for the block's columns 0..15, bytes 8..15 for columns 16..31; the 16 rows' scales
+// follow all the quants.
+TEST(F16MmaLayout, Q8_0TilesHoldTheQuantsInFragmentOrderAndTheScalesAfter) {
+  const int64_t n_rows = 16, n_cols = 64, row_bytes = 2 * 34;
+  std::vector<uint8_t> rows(static_cast<size_t>(n_rows * row_bytes));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t b = 0; b < 2; ++b) {
+      uint8_t* block = rows.data() + r * row_bytes + b * 34;
+      block[0] = static_cast<uint8_t>(r), block[1] = static_cast<uint8_t>(0x40 + b);  // the scale's bytes
+      for (int i = 0; i < 32; ++i) block[2 + i] = static_cast<uint8_t>((r * 64 + b * 32 + i) % 251);
+    }
+  std::vector<uint8_t> packed(rows.size(), 0xee);
+  cuda::pack_q8_0_mma_weights(rows.data(), n_rows, n_cols, packed.data());
+  const auto quant = [](int64_t row, int64_t col) { return static_cast<uint8_t>((row * 64 + col) % 251); };
+  const auto at = [&](int64_t block, int lane, int byte) {
+    return packed[static_cast<size_t>(block * 512 + lane * 16 + byte)];
+  };
+  EXPECT_EQ(at(0, 0, 0), quant(0, 0));
+  EXPECT_EQ(at(0, 0, 2), quant(8, 0));
+  EXPECT_EQ(at(0, 0, 8), quant(0, 16));
+  EXPECT_EQ(at(0, 6, 7), quant(9, 13));                      // g = 1, t = 2, a7
+  EXPECT_EQ(at(0, 6, 15), quant(9, 16 + 13));                // the same place in the second 16 columns
+  EXPECT_EQ(at(1, 31, 12), quant(7 + 8 * 0, 32 + 16 + 14));  // byte 12: half 4 of the second 16: row g, col 2t + 8
+  ASSERT_EQ(cuda::q8_0_mma_scale_offset(n_rows, n_cols), 2 * 512);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t r = 0; r < n_rows; ++r) {
+      EXPECT_EQ(packed[static_cast<size_t>(1024 + (b * 16 + r) * 2)], r) << "block " << b << " row " << r;
+      EXPECT_EQ(packed[static_cast<size_t>(1024 + (b * 16 + r) * 2 + 1)], 0x40 + b);
+    }
+  EXPECT_TRUE(cuda::fits_q8_0_mma(16, 64));
+  EXPECT_FALSE(cuda::fits_q8_0_mma(16, 48));
 }
 
 // B (.f16, column-major 16x8): b0,b1 = columns (k) 2t, 2t+1 of token g; b2,b3 = k + 8.
@@ -71,27 +106,43 @@ std::vector<uint16_t> host_packed_activations(const std::vector<float>& x, int64
   return packed;
 }
 
-struct DeviceF16Matrix {
-  cuda::DeviceBuffer<uint16_t> tiles;
-  std::vector<uint16_t> rows;  // row-major F16 bits, for the reference
+// A random F16 or Q8_0 matrix packed for the tensor cores, and its values for the reference.
+struct DeviceMmaMatrix {
+  DType type;
+  cuda::DeviceBuffer<uint8_t> packed;
+  std::vector<float> values;  // row-major, dequantised
   int64_t n_rows, n_cols;
 };
 
-DeviceF16Matrix random_f16_matrix(int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
-  DeviceF16Matrix m{{}, {}, n_rows, n_cols};
-  for (float v : random_floats(rng, n_rows * n_cols, -1.0f, 1.0f)) m.rows.push_back(f32_to_f16(v));
-  std::vector<uint16_t> tiles(m.rows.size());
-  cuda::pack_f16_mma_weights(m.rows.data(), n_rows, n_cols, tiles.data());
-  m.tiles = cuda::DeviceBuffer<uint16_t>(tiles);
+DeviceMmaMatrix random_mma_matrix(DType type, int64_t n_rows, int64_t n_cols, std::mt19937& rng) {
+  DeviceMmaMatrix m{type, {}, {}, n_rows, n_cols};
+  const int64_t row_bytes = dtype_row_bytes(type, n_cols);
+  std::vector<uint8_t> rows(static_cast<size_t>(n_rows * row_bytes)), packed(rows.size());
+  m.values.resize(static_cast<size_t>(n_rows * n_cols));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const std::vector<float> row = random_floats(rng, n_cols, -1.0f, 1.0f);
+    quantize_row(type, row.data(), rows.data() + r * row_bytes, n_cols);
+    dequantize_row(type, rows.data() + r * row_bytes, m.values.data() + r * n_cols, n_cols);
+  }
+  if (type == DType::F16)
+    cuda::pack_f16_mma_weights(reinterpret_cast<const uint16_t*>(rows.data()), n_rows, n_cols,
+                               reinterpret_cast<uint16_t*>(packed.data()));
+  else
+    cuda::pack_q8_0_mma_weights(rows.data(), n_rows, n_cols, packed.data());
+  m.packed = cuda::DeviceBuffer<uint8_t>(packed);
   return m;
 }
 
-std::vector<float> device_product(const DeviceF16Matrix& m, const std::vector<float>& x, int64_t n_tokens) {
+std::vector<float> device_product(const DeviceMmaMatrix& m, const std::vector<float>& x, int64_t n_tokens) {
   cuda::DeviceBuffer<float> x_device(x);
   cuda::DeviceBuffer<uint16_t> packed(cuda::f16_mma_activation_halves(n_tokens, m.n_cols));
   cuda::DeviceBuffer<float> out(n_tokens * m.n_rows);
   cuda::pack_activations_f16_mma(x_device.data(), n_tokens, m.n_cols, packed.data(), nullptr);
-  cuda::matmul_f16_mma(m.tiles.data(), m.n_rows, m.n_cols, packed.data(), n_tokens, out.data(), nullptr);
+  if (m.type == DType::F16)
+    cuda::matmul_f16_mma(reinterpret_cast<const uint16_t*>(m.packed.data()), m.n_rows, m.n_cols, packed.data(),
+                         n_tokens, out.data(), nullptr);
+  else
+    cuda::matmul_q8_0_mma(m.packed.data(), m.n_rows, m.n_cols, packed.data(), n_tokens, out.data(), nullptr);
   TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
   return out.download();
 }
@@ -110,38 +161,42 @@ TEST(CudaMatmulF16Mma, DevicePackingEqualsTheHostsBitForBit) {
   }
 }
 
-TEST(CudaMatmulF16Mma, MatchesADoubleReferenceOnF16Activations) {
+class CudaMatmulMma : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaMatmulMma, MatchesADoubleReferenceOnF16Activations) {
   TANDEM_REQUIRE_CUDA_DEVICE();
+  const DType type = GetParam();
   std::mt19937 rng(11);
-  // Column tiles fewer than the 8 ranges (16, 32), not a multiple of 8 (13, 352), one token
+  // Steps fewer than the 8 ranges (32), not a multiple of 8 (13 tiles; 11 blocks), one token
   // tile, several, and a partial group of eight.
-  for (const auto& [n_rows, n_cols, n_tokens] : {std::tuple<int64_t, int64_t, int64_t>{16, 16, 1},
-                                                 {48, 208, 9},
+  for (const auto& [n_rows, n_cols, n_tokens] : {std::tuple<int64_t, int64_t, int64_t>{16, 32, 1},
+                                                 {48, type == DType::F16 ? 208 : 352, 9},
                                                  {64, 512, 70},
                                                  {32, 2048, 3},
-                                                 {16, 32, 130},
+                                                 {16, 64, 130},
                                                  {80, 5632, 17}}) {
-    const DeviceF16Matrix m = random_f16_matrix(n_rows, n_cols, rng);
+    const DeviceMmaMatrix m = random_mma_matrix(type, n_rows, n_cols, rng);
     const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
     const std::vector<float> got = device_product(m, x, n_tokens);
     for (int64_t t = 0; t < n_tokens; ++t)
       for (int64_t r = 0; r < n_rows; ++r) {
         double expected = 0.0;
         for (int64_t c = 0; c < n_cols; ++c)
-          expected += static_cast<double>(f16_to_f32(m.rows[static_cast<size_t>(r * n_cols + c)])) *
+          expected += static_cast<double>(m.values[static_cast<size_t>(r * n_cols + c)]) *
                       f16_to_f32(f32_to_f16(x[static_cast<size_t>(t * n_cols + c)]));
         // f32 accumulation of n_cols exact products: a few float epsilons per term at most.
         ASSERT_NEAR(got[static_cast<size_t>(t * n_rows + r)], expected, 1e-6 * static_cast<double>(n_cols))
-            << n_rows << "x" << n_cols << " token " << t << " row " << r;
+            << dtype_name(type) << " " << n_rows << "x" << n_cols << " token " << t << " row " << r;
       }
   }
 }
 
-TEST(CudaMatmulF16Mma, ATokensOutputDoesNotDependOnTheBatch) {
+TEST_P(CudaMatmulMma, ATokensOutputDoesNotDependOnTheBatch) {
   TANDEM_REQUIRE_CUDA_DEVICE();
+  const DType type = GetParam();
   std::mt19937 rng(23);
-  const int64_t n_rows = 48, n_cols = 1040, n_tokens = 70;  // 65 column tiles; 9 token tiles: two groups
-  const DeviceF16Matrix m = random_f16_matrix(n_rows, n_cols, rng);
+  const int64_t n_rows = 48, n_cols = 1056, n_tokens = 70;  // 66 tiles, 33 blocks; 9 token tiles: two groups
+  const DeviceMmaMatrix m = random_mma_matrix(type, n_rows, n_cols, rng);
   const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
   const std::vector<float> batched = device_product(m, x, n_tokens);
   const std::vector<float> head(x.begin(), x.begin() + 9 * n_cols);  // 9 tokens: two tiles, one group
@@ -158,6 +213,11 @@ TEST(CudaMatmulF16Mma, ATokensOutputDoesNotDependOnTheBatch) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Weights, CudaMatmulMma, ::testing::Values(DType::F16, DType::Q8_0),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace tandem

@@ -18,9 +18,9 @@
 
 namespace tandem::cuda {
 
-constexpr int64_t kMmaRows = 16;    // weight rows per tile
-constexpr int64_t kMmaCols = 16;    // columns (the reduction) per tile
-constexpr int64_t kMmaTokens = 8;   // tokens per activation tile
+constexpr int64_t kMmaRows = 16;            // weight rows per tile
+constexpr int64_t kMmaCols = 16;            // columns (the reduction) per tile
+constexpr int64_t kMmaTokens = 8;           // tokens per activation tile
 constexpr int64_t kTileHalves = 256;        // halves in a weight tile (8 per lane)
 constexpr int64_t kActivationHalves = 128;  // halves in an activation tile (4 per lane)
 
@@ -48,6 +48,37 @@ inline void pack_f16_mma_weights(const uint16_t* rows, int64_t n_rows, int64_t n
         for (int half = 0; half < 8; ++half)
           tile[lane * 8 + half] =
               rows[(r * kMmaRows + weight_tile_row(lane, half)) * n_cols + k * kMmaCols + weight_tile_col(lane, half)];
+    }
+}
+
+// Q8_0 rows (34-byte blocks: an f16 scale d, then 32 int8 quants) in the same fragment order:
+// per 16-row tile and 32-column block, lane l's 16 bytes are the int8 quants of its A fragment
+// for the block's first 16 columns (bytes 0..7, half i as above) then its second 16 (8..15),
+// 512 bytes a tile-block; after all of those, the scales: 16 f16 per tile-block, row order.
+// The same bytes as the rows (16 x 34 per tile-block), reordered.
+inline bool fits_q8_0_mma(int64_t n_rows, int64_t n_cols) {
+  return n_rows > 0 && n_cols > 0 && n_rows % kMmaRows == 0 && n_cols % 32 == 0;
+}
+inline int64_t q8_0_mma_scale_offset(int64_t n_rows, int64_t n_cols) {
+  return n_rows / kMmaRows * (n_cols / 32) * 512;  // bytes of quants before the scales
+}
+inline void pack_q8_0_mma_weights(const uint8_t* rows, int64_t n_rows, int64_t n_cols, uint8_t* packed) {
+  const int64_t col_blocks = n_cols / 32, row_bytes = col_blocks * 34;
+  uint8_t* scales = packed + q8_0_mma_scale_offset(n_rows, n_cols);
+  for (int64_t r = 0; r < n_rows / kMmaRows; ++r)
+    for (int64_t b = 0; b < col_blocks; ++b) {
+      uint8_t* tile = packed + (r * col_blocks + b) * 512;
+      for (int lane = 0; lane < 32; ++lane)
+        for (int byte = 0; byte < 16; ++byte) {
+          const int half = byte % 8;
+          const int64_t row = r * kMmaRows + weight_tile_row(lane, half);
+          const int64_t col = 16 * (byte / 8) + weight_tile_col(lane, half);  // within the block
+          tile[lane * 16 + byte] = rows[row * row_bytes + b * 34 + 2 + col];
+        }
+      for (int64_t i = 0; i < kMmaRows; ++i)
+        for (int byte = 0; byte < 2; ++byte)
+          scales[((r * col_blocks + b) * kMmaRows + i) * 2 + byte] =
+              rows[(r * kMmaRows + i) * row_bytes + b * 34 + byte];
     }
 }
 

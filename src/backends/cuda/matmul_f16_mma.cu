@@ -1,10 +1,12 @@
-// The tensor-core F16 matmul (matmul_f16_mma.h). One thread block per 16-row weight tile and
+// The tensor-core matmul (matmul_f16_mma.h), F16 and Q8_0 weights. One thread block per 16-row weight tile and
 // group of token tiles: its 8 warps each walk one contiguous range of the column tiles
 // (kMmaSplits ranges, fixed by n_cols), loading a whole 16x16 weight tile per step as 16
 // contiguous bytes a lane (the repacked layout), and issue one mma per token tile held; the 8
 // partial tiles meet in shared memory and are added in range order. At decode (one token
 // tile) every block streams its rows' weights once, 8 warps deep; at prefill a block holds 8
-// token tiles (64 tokens) so each weight tile loaded feeds 8 mma.
+// token tiles (64 tokens) so each weight tile loaded feeds 8 mma. Q8_0: a step is a 32-column
+// block, its int8 quants turned into exact f16 in registers, two mma into a block sum that the
+// row's scale then adds into the running sum.
 #include <cuda_fp16.h>
 
 #include <string>
@@ -43,29 +45,65 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint4& a, cons
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y));
 }
 
-template <int kTokenTiles>
+// int8 quants b0, b1 of `word` (bytes `low`, low + 1) as an f16 pair, exactly: biased to
+// 128 + q in a half's low mantissa bits over 1024 (0x6400), then 1152 taken off.
+__device__ __forceinline__ uint32_t int8_pair_to_f16x2(uint32_t word, uint32_t selector) {
+  const uint32_t biased = __byte_perm(word ^ 0x80808080u, 0x64646464u, selector);
+  const __half2 value = __hsub2(*reinterpret_cast<const __half2*>(&biased), __half2half2(__ushort_as_half(0x6480)));
+  return *reinterpret_cast<const uint32_t*>(&value);
+}
+
+enum class Weights { F16, Q8_0 };
+
+// One step of a warp's column range: a 16-column tile (F16) or a 32-column block (Q8_0).
+template <Weights kWeights, int kTokenTiles>
 __global__ void __launch_bounds__(kThreads)
-    mma_kernel(const uint4* __restrict__ tiles, int64_t n_rows, int64_t col_tiles, const uint2* __restrict__ packed_x,
-               int64_t token_tiles, int64_t n_tokens, float* __restrict__ out) {
+    mma_kernel(const uint8_t* __restrict__ weights, const __half* __restrict__ all_scales, int64_t n_rows,
+               int64_t col_tiles, const uint2* __restrict__ packed_x, int64_t token_tiles, int64_t n_tokens,
+               float* __restrict__ out) {
   __shared__ float4 partial[kMmaSplits][kTokenTiles][32];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int64_t row_tile = blockIdx.x;
   const int64_t first_token_tile = static_cast<int64_t>(blockIdx.y) * kTokenTiles;
-  const int held = static_cast<int>(
-      token_tiles - first_token_tile < kTokenTiles ? token_tiles - first_token_tile : kTokenTiles);
-  // This warp's column tiles: range `warp` of kMmaSplits, a function of n_cols alone.
-  const int64_t begin = col_tiles * warp / kMmaSplits, end = col_tiles * (warp + 1) / kMmaSplits;
+  const int held =
+      static_cast<int>(token_tiles - first_token_tile < kTokenTiles ? token_tiles - first_token_tile : kTokenTiles);
+  constexpr int kTilesPerStep = kWeights == Weights::F16 ? 1 : 2;
+  const int64_t steps = col_tiles / kTilesPerStep;
+  // This warp's steps: range `warp` of kMmaSplits, a function of n_cols alone.
+  const int64_t begin = steps * warp / kMmaSplits, end = steps * (warp + 1) / kMmaSplits;
   float acc[kTokenTiles][4];
 #pragma unroll
   for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-  const uint4* a = tiles + (row_tile * col_tiles) * 32 + lane;
+  const uint4* a = reinterpret_cast<const uint4*>(weights) + (row_tile * steps) * 32 + lane;
   const uint2* b = packed_x + (first_token_tile * col_tiles) * 32 + lane;
+  const __half* scales = all_scales + row_tile * steps * kMmaRows + lane / 4;  // Q8_0: rows g and g + 8
 #pragma unroll 4
   for (int64_t k = begin; k < end; ++k) {
-    const uint4 weights = __ldg(a + k * 32);
+    const uint4 packed = __ldg(a + k * 32);
+    if constexpr (kWeights == Weights::F16) {
 #pragma unroll
-    for (int t = 0; t < kTokenTiles; ++t)
-      if (t < held) mma_m16n8k16(acc[t], weights, __ldg(b + (t * col_tiles + k) * 32));
+      for (int t = 0; t < kTokenTiles; ++t)
+        if (t < held) mma_m16n8k16(acc[t], packed, __ldg(b + (t * col_tiles + k) * 32));
+    } else {
+      const float scale_low = __half2float(scales[k * kMmaRows]), scale_high = __half2float(scales[k * kMmaRows + 8]);
+      const uint4 first = make_uint4(int8_pair_to_f16x2(packed.x, 0x4140), int8_pair_to_f16x2(packed.x, 0x4342),
+                                     int8_pair_to_f16x2(packed.y, 0x4140), int8_pair_to_f16x2(packed.y, 0x4342));
+      const uint4 second = make_uint4(int8_pair_to_f16x2(packed.z, 0x4140), int8_pair_to_f16x2(packed.z, 0x4342),
+                                      int8_pair_to_f16x2(packed.w, 0x4140), int8_pair_to_f16x2(packed.w, 0x4342));
+#pragma unroll
+      for (int t = 0; t < kTokenTiles; ++t) {
+        if (t < held) {
+          // The block's sum of q * x, then scaled by its row's d into the running sum.
+          float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          mma_m16n8k16(block, first, __ldg(b + (t * col_tiles + 2 * k) * 32));
+          mma_m16n8k16(block, second, __ldg(b + (t * col_tiles + 2 * k + 1) * 32));
+          acc[t][0] = __fmaf_rn(scale_low, block[0], acc[t][0]);
+          acc[t][1] = __fmaf_rn(scale_low, block[1], acc[t][1]);
+          acc[t][2] = __fmaf_rn(scale_high, block[2], acc[t][2]);
+          acc[t][3] = __fmaf_rn(scale_high, block[3], acc[t][3]);
+        }
+      }
+    }
   }
 #pragma unroll
   for (int t = 0; t < kTokenTiles; ++t)
@@ -84,10 +122,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+template <Weights kWeights>
+void launch(const uint8_t* weights, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
+            float* out, cudaStream_t stream) {
+  const int64_t row_tiles = n_rows / kMmaRows, col_tiles = n_cols / kMmaCols;
+  const int64_t token_tiles = (n_tokens + kMmaTokens - 1) / kMmaTokens;
+  const auto* b = reinterpret_cast<const uint2*>(packed_x);
+  const __half* scales = kWeights == Weights::Q8_0
+                             ? reinterpret_cast<const __half*>(weights + q8_0_mma_scale_offset(n_rows, n_cols))
+                             : nullptr;
+  if (token_tiles == 1) {
+    mma_kernel<kWeights, 1><<<dim3(static_cast<unsigned>(row_tiles), 1), kThreads, 0, stream>>>(
+        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, out);
+  } else {
+    constexpr int kHeld = 8;
+    const auto groups = static_cast<unsigned>((token_tiles + kHeld - 1) / kHeld);
+    mma_kernel<kWeights, kHeld><<<dim3(static_cast<unsigned>(row_tiles), groups), kThreads, 0, stream>>>(
+        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, out);
+  }
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
-void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, uint16_t* packed,
-                              cudaStream_t stream) {
+void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, uint16_t* packed, cudaStream_t stream) {
   if (n_tokens == 0) return;
   const int64_t col_tiles = n_cols / kMmaCols;
   const int64_t n_lanes = f16_mma_activation_halves(n_tokens, n_cols) / 4;
@@ -103,20 +161,16 @@ void matmul_f16_mma(const uint16_t* tiles, int64_t n_rows, int64_t n_cols, const
   if (!fits_f16_mma(n_rows, n_cols))
     throw CudaError("cuda::matmul_f16_mma: a " + std::to_string(n_rows) + "x" + std::to_string(n_cols) +
                     " matrix is not whole 16x16 tiles");
-  const int64_t row_tiles = n_rows / kMmaRows, col_tiles = n_cols / kMmaCols;
-  const int64_t token_tiles = (n_tokens + kMmaTokens - 1) / kMmaTokens;
-  const auto* a = reinterpret_cast<const uint4*>(tiles);
-  const auto* b = reinterpret_cast<const uint2*>(packed_x);
-  if (token_tiles == 1) {
-    mma_kernel<1><<<dim3(static_cast<unsigned>(row_tiles), 1), kThreads, 0, stream>>>(a, n_rows, col_tiles, b,
-                                                                                       token_tiles, n_tokens, out);
-  } else {
-    constexpr int kHeld = 8;
-    const auto groups = static_cast<unsigned>((token_tiles + kHeld - 1) / kHeld);
-    mma_kernel<kHeld><<<dim3(static_cast<unsigned>(row_tiles), groups), kThreads, 0, stream>>>(
-        a, n_rows, col_tiles, b, token_tiles, n_tokens, out);
-  }
-  TANDEM_CUDA_CHECK_LAUNCH();
+  launch<Weights::F16>(reinterpret_cast<const uint8_t*>(tiles), n_rows, n_cols, packed_x, n_tokens, out, stream);
+}
+
+void matmul_q8_0_mma(const uint8_t* packed, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
+                     float* out, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  if (!fits_q8_0_mma(n_rows, n_cols))
+    throw CudaError("cuda::matmul_q8_0_mma: a " + std::to_string(n_rows) + "x" + std::to_string(n_cols) +
+                    " matrix is not whole 16-row tiles of 32-column blocks");
+  launch<Weights::Q8_0>(packed, n_rows, n_cols, packed_x, n_tokens, out, stream);
 }
 
 }  // namespace tandem::cuda

@@ -1,4 +1,4 @@
-// F16 weights times activations on the tensor cores (mma.sync m16n8k16, f32 accumulation),
+// F16 (and Q8_0) weights times activations on the tensor cores (mma.sync m16n8k16, f32 accumulation),
 // for decode and prefill alike, in the layout of f16_mma_layout.h: the weights repacked once
 // at upload, the activations rounded to F16 and packed per call (pack_activations_f16_mma).
 //
@@ -19,12 +19,17 @@ constexpr int kMmaSplits = 8;  // column ranges per output tile: one warp each, 
 
 // x: [n_tokens, n_cols] f32 -> packed: f16_mma_activation_halves(n_tokens, n_cols) halves,
 // rounded to nearest. n_cols a multiple of 16.
-void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, uint16_t* packed,
-                              cudaStream_t stream);
+void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, uint16_t* packed, cudaStream_t stream);
 
 // out[t * n_rows + r] = sum_c w[r, c] * x[t, c] for t < n_tokens; `tiles` as
 // pack_f16_mma_weights writes them, `packed_x` as pack_activations_f16_mma does.
 void matmul_f16_mma(const uint16_t* tiles, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
                     float* out, cudaStream_t stream);
+
+// The same for Q8_0 weights in pack_q8_0_mma_weights's layout: each 32-column block's q . x by
+// two mma (the int8 quants are exact in f16), times the block's scale, added in order. n_cols
+// a multiple of 32.
+void matmul_q8_0_mma(const uint8_t* packed, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
+                     float* out, cudaStream_t stream);
 
 }  // namespace tandem::cuda
