@@ -8,6 +8,7 @@
 #if defined(TANDEM_WITH_CUDA)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -211,6 +212,68 @@ TEST_P(CudaMatmulMma, ATokensOutputDoesNotDependOnTheBatch) {
         ASSERT_TRUE(same_bits(few[static_cast<size_t>(t * n_rows + r)], in_batch)) << "token " << t;
       }
     }
+  }
+}
+
+// The epilogues finish the same sums Store writes: Add onto a residual, SplitThree into three
+// buffers, and SwiGluPacked's silu(gate) * up as the next matmul's packed f16 input.
+TEST_P(CudaMatmulMma, EpiloguesFinishTheSameSums) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const DType type = GetParam();
+  std::mt19937 rng(31);
+  const int64_t n_rows = 64, n_cols = 256, n_tokens = 11;
+  const DeviceMmaMatrix m = random_mma_matrix(type, n_rows, n_cols, rng);
+  const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
+  const std::vector<float> stored = device_product(m, x, n_tokens);
+  cuda::DeviceBuffer<float> x_device(x);
+  cuda::DeviceBuffer<uint16_t> packed_x(cuda::f16_mma_activation_halves(n_tokens, n_cols));
+  cuda::pack_activations_f16_mma(x_device.data(), n_tokens, n_cols, packed_x.data(), nullptr);
+
+  const std::vector<float> residual = random_floats(rng, n_tokens * n_rows, -2.0f, 2.0f);
+  cuda::DeviceBuffer<float> sum(residual);
+  cuda::matmul_mma(type, m.packed.data(), n_rows, n_cols, packed_x.data(), n_tokens,
+                   {.mode = cuda::MmaOutput::Add, .out = sum.data()}, nullptr);
+  cuda::DeviceBuffer<float> first(n_tokens * 16), second(n_tokens * 8), third(n_tokens * 40);
+  cuda::matmul_mma(type, m.packed.data(), n_rows, n_cols, packed_x.data(), n_tokens,
+                   {.mode = cuda::MmaOutput::SplitThree,
+                    .out = first.data(),
+                    .second = second.data(),
+                    .third = third.data(),
+                    .first_rows = 16,
+                    .second_rows = 8},
+                   nullptr);
+  // The matrix's rows read as interleaved gate/up: column j's gate is row 16(j/8) + j%8, its up 8 further.
+  cuda::DeviceBuffer<uint16_t> product(cuda::f16_mma_activation_halves(n_tokens, n_rows / 2));
+  cuda::matmul_mma(type, m.packed.data(), n_rows, n_cols, packed_x.data(), n_tokens,
+                   {.mode = cuda::MmaOutput::SwiGluPacked, .packed = product.data()}, nullptr);
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> added = sum.download(), a = first.download(), b = second.download(), c = third.download();
+  const std::vector<uint16_t> swiglu = product.download();
+  std::vector<float> expected_product(static_cast<size_t>(n_tokens * n_rows / 2));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const size_t i = static_cast<size_t>(t * n_rows + r);
+      ASSERT_TRUE(same_bits(added[i], residual[i] + stored[i])) << "Add: token " << t << " row " << r;
+      const float split =
+          r < 16 ? a[static_cast<size_t>(t * 16 + r)]
+                 : (r < 24 ? b[static_cast<size_t>(t * 8 + r - 16)] : c[static_cast<size_t>(t * 40 + r - 24)]);
+      ASSERT_TRUE(same_bits(split, stored[i])) << "SplitThree: token " << t << " row " << r;
+    }
+    for (int64_t j = 0; j < n_rows / 2; ++j) {
+      const float gate = stored[static_cast<size_t>(t * n_rows + j / 8 * 16 + j % 8)];
+      const float up = stored[static_cast<size_t>(t * n_rows + j / 8 * 16 + j % 8 + 8)];
+      expected_product[static_cast<size_t>(t * n_rows / 2 + j)] = gate / (1.0f + std::exp(-gate)) * up;
+    }
+  }
+  // Compared through the host's packing of the expected product (expf may differ by an ulp).
+  const std::vector<uint16_t> expected = host_packed_activations(expected_product, n_tokens, n_rows / 2);
+  ASSERT_EQ(swiglu.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const size_t lane_index = i / 4;
+    if (static_cast<int64_t>(lane_index / 32 / ((n_rows / 2) / 16) * 8 + lane_index % 32 / 4) >= n_tokens) continue;
+    ASSERT_NEAR(f16_to_f32(swiglu[i]), f16_to_f32(expected[i]),
+                2e-3 * std::max(1.0f, std::fabs(f16_to_f32(expected[i]))))
+        << "SwiGluPacked: packed half " << i;
   }
 }
 

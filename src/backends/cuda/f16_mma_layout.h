@@ -82,6 +82,17 @@ inline void pack_q8_0_mma_weights(const uint8_t* rows, int64_t n_rows, int64_t n
     }
 }
 
+// Gate and up rows ([n, row_bytes] each) interleaved for MmaOutput::SwiGluPacked: rows
+// 16k..16k+7 are gate rows 8k..8k+7, rows 16k+8..16k+15 are up rows 8k..8k+7. n % 8 == 0.
+inline void interleave_gate_up_rows(const uint8_t* gate, const uint8_t* up, int64_t n, int64_t row_bytes,
+                                    uint8_t* rows) {
+  for (int64_t r = 0; r < 2 * n; ++r) {
+    const int64_t source = r / 16 * 8 + r % 8;
+    const uint8_t* from = (r % 16 < 8 ? gate : up) + source * row_bytes;
+    for (int64_t i = 0; i < row_bytes; ++i) rows[r * row_bytes + i] = from[i];
+  }
+}
+
 // Halves of the packed activations of n_tokens rows of n_cols: whole 8-token tiles, the
 // tokens past n_tokens zero.
 inline int64_t f16_mma_activation_halves(int64_t n_tokens, int64_t n_cols) {

@@ -55,12 +55,20 @@ __device__ __forceinline__ uint32_t int8_pair_to_f16x2(uint32_t word, uint32_t s
 
 enum class Weights { F16, Q8_0 };
 
+// Where activation (token, column) of rows n_cols wide lies in the packed layout (halves).
+__device__ __forceinline__ int64_t packed_index(int64_t token, int64_t column, int64_t n_cols) {
+  const int64_t c = column % kMmaCols;
+  const int lane = static_cast<int>(token % kMmaTokens) * 4 + static_cast<int>(c % 8) / 2;
+  const int half = static_cast<int>(c % 2 + 2 * (c / 8));
+  return ((token / kMmaTokens * (n_cols / kMmaCols) + column / kMmaCols) * 32 + lane) * 4 + half;
+}
+
 // One step of a warp's column range: a 16-column tile (F16) or a 32-column block (Q8_0).
 template <Weights kWeights, int kTokenTiles>
 __global__ void __launch_bounds__(kThreads)
     mma_kernel(const uint8_t* __restrict__ weights, const __half* __restrict__ all_scales, int64_t n_rows,
                int64_t col_tiles, const uint2* __restrict__ packed_x, int64_t token_tiles, int64_t n_tokens,
-               float* __restrict__ out) {
+               MmaEpilogue epilogue) {
   __shared__ float4 partial[kMmaSplits][kTokenTiles][32];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
   const int64_t row_tile = blockIdx.x;
@@ -111,20 +119,51 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float* sums = reinterpret_cast<const float*>(partial);
   constexpr int kTileFloats = 32 * 4;  // one warp's partial of one token tile
-  for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats; e += kThreads) {
-    const int t = e / kTileFloats, within = e % kTileFloats, owner = within / 4, element = within % 4;
+  // Element `within` of token tile t: its 8 range partials, added in range order.
+  const auto total = [&](int t, int within) {
     float sum = sums[t * kTileFloats + within];  // range 0
 #pragma unroll
     for (int w = 1; w < kMmaSplits; ++w) sum = __fadd_rn(sum, sums[(w * kTokenTiles + t) * kTileFloats + within]);
+    return sum;
+  };
+  if (epilogue.mode == MmaOutput::SwiGluPacked) {
+    // Rows g (gate) and g + 8 (up) of this tile are one output column: elements 0, 1 and 2, 3.
+    for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats / 2; e += kThreads) {
+      const int t = e / (kTileFloats / 2), owner = e % (kTileFloats / 2) / 2, element = e % 2;
+      const float gate = total(t, owner * 4 + element), up = total(t, owner * 4 + element + 2);
+      const float product = __fmul_rn(__fdiv_rn(gate, __fadd_rn(1.0f, expf(-gate))), up);
+      const int64_t column = row_tile * 8 + owner / 4;
+      const int64_t token = (first_token_tile + t) * kMmaTokens + 2 * (owner % 4) + element;
+      if (token < n_tokens)
+        epilogue.packed[packed_index(token, column, n_rows / 2)] = __half_as_ushort(__float2half_rn(product));
+    }
+    return;
+  }
+  for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats; e += kThreads) {
+    const int t = e / kTileFloats, within = e % kTileFloats, owner = within / 4, element = within % 4;
+    const float sum = total(t, within);
     const int64_t row = row_tile * kMmaRows + owner / 4 + 8 * (element / 2);
     const int64_t token = (first_token_tile + t) * kMmaTokens + 2 * (owner % 4) + element % 2;
-    if (token < n_tokens) out[token * n_rows + row] = sum;
+    if (token >= n_tokens) continue;
+    if (epilogue.mode == MmaOutput::Store) {
+      epilogue.out[token * n_rows + row] = sum;
+    } else if (epilogue.mode == MmaOutput::Add) {
+      float* target = epilogue.out + token * n_rows + row;
+      *target = __fadd_rn(*target, sum);
+    } else if (row < epilogue.first_rows) {  // SplitThree
+      epilogue.out[token * epilogue.first_rows + row] = sum;
+    } else if (row < epilogue.first_rows + epilogue.second_rows) {
+      epilogue.second[token * epilogue.second_rows + row - epilogue.first_rows] = sum;
+    } else {
+      const int64_t third_rows = n_rows - epilogue.first_rows - epilogue.second_rows;
+      epilogue.third[token * third_rows + row - epilogue.first_rows - epilogue.second_rows] = sum;
+    }
   }
 }
 
 template <Weights kWeights>
 void launch(const uint8_t* weights, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
-            float* out, cudaStream_t stream) {
+            const MmaEpilogue& epilogue, cudaStream_t stream) {
   const int64_t row_tiles = n_rows / kMmaRows, col_tiles = n_cols / kMmaCols;
   const int64_t token_tiles = (n_tokens + kMmaTokens - 1) / kMmaTokens;
   const auto* b = reinterpret_cast<const uint2*>(packed_x);
@@ -133,12 +172,12 @@ void launch(const uint8_t* weights, int64_t n_rows, int64_t n_cols, const uint16
                              : nullptr;
   if (token_tiles == 1) {
     mma_kernel<kWeights, 1><<<dim3(static_cast<unsigned>(row_tiles), 1), kThreads, 0, stream>>>(
-        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, out);
+        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, epilogue);
   } else {
     constexpr int kHeld = 8;
     const auto groups = static_cast<unsigned>((token_tiles + kHeld - 1) / kHeld);
     mma_kernel<kWeights, kHeld><<<dim3(static_cast<unsigned>(row_tiles), groups), kThreads, 0, stream>>>(
-        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, out);
+        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, epilogue);
   }
   TANDEM_CUDA_CHECK_LAUNCH();
 }
@@ -155,22 +194,29 @@ void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, 
   TANDEM_CUDA_CHECK_LAUNCH();
 }
 
+void matmul_mma(DType type, const void* weights, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x,
+                int64_t n_tokens, const MmaEpilogue& epilogue, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  const bool fits =
+      type == DType::F16 ? fits_f16_mma(n_rows, n_cols) : type == DType::Q8_0 && fits_q8_0_mma(n_rows, n_cols);
+  if (!fits || (epilogue.mode == MmaOutput::SwiGluPacked && n_rows % (2 * kMmaCols) != 0))
+    throw CudaError("cuda::matmul_mma: a " + std::to_string(n_rows) + "x" + std::to_string(n_cols) + " " +
+                    std::string(dtype_name(type)) + " matrix does not fit the tensor-core layout");
+  const auto* bytes = static_cast<const uint8_t*>(weights);
+  if (type == DType::F16)
+    launch<Weights::F16>(bytes, n_rows, n_cols, packed_x, n_tokens, epilogue, stream);
+  else
+    launch<Weights::Q8_0>(bytes, n_rows, n_cols, packed_x, n_tokens, epilogue, stream);
+}
+
 void matmul_f16_mma(const uint16_t* tiles, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
                     float* out, cudaStream_t stream) {
-  if (n_tokens == 0) return;
-  if (!fits_f16_mma(n_rows, n_cols))
-    throw CudaError("cuda::matmul_f16_mma: a " + std::to_string(n_rows) + "x" + std::to_string(n_cols) +
-                    " matrix is not whole 16x16 tiles");
-  launch<Weights::F16>(reinterpret_cast<const uint8_t*>(tiles), n_rows, n_cols, packed_x, n_tokens, out, stream);
+  matmul_mma(DType::F16, tiles, n_rows, n_cols, packed_x, n_tokens, {.mode = MmaOutput::Store, .out = out}, stream);
 }
 
 void matmul_q8_0_mma(const uint8_t* packed, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
                      float* out, cudaStream_t stream) {
-  if (n_tokens == 0) return;
-  if (!fits_q8_0_mma(n_rows, n_cols))
-    throw CudaError("cuda::matmul_q8_0_mma: a " + std::to_string(n_rows) + "x" + std::to_string(n_cols) +
-                    " matrix is not whole 16-row tiles of 32-column blocks");
-  launch<Weights::Q8_0>(packed, n_rows, n_cols, packed_x, n_tokens, out, stream);
+  matmul_mma(DType::Q8_0, packed, n_rows, n_cols, packed_x, n_tokens, {.mode = MmaOutput::Store, .out = out}, stream);
 }
 
 }  // namespace tandem::cuda

@@ -13,9 +13,30 @@
 
 #include <cstdint>
 
+#include "base/dtype.h"
+
 namespace tandem::cuda {
 
-constexpr int kMmaSplits = 8;  // column ranges per output tile: one warp each, summed in order
+constexpr int kMmaSplits = 8;
+
+// What the kernel does with each output element's sum (elementwise, after the fixed-order
+// sum, so no mode changes an element's arithmetic).
+enum class MmaOutput {
+  Store,       // out[t * n_rows + r] = sum
+  Add,         // out[t * n_rows + r] += sum (a residual stream)
+  SplitThree,  // rows [0, a) to out [n_tokens, a], [a, a + b) to second [n_tokens, b], the rest to third
+  // Rows interleaved in 8s, gate then up (interleave_gate_up_rows): column j = silu(gate j) * up j,
+  // written as packed f16 activations of n_rows / 2 columns (the next matmul's input).
+  SwiGluPacked,
+};
+struct MmaEpilogue {
+  MmaOutput mode = MmaOutput::Store;
+  float* out = nullptr;
+  float* second = nullptr;
+  float* third = nullptr;
+  int64_t first_rows = 0, second_rows = 0;
+  uint16_t* packed = nullptr;
+};  // column ranges per output tile: one warp each, summed in order
 
 // x: [n_tokens, n_cols] f32 -> packed: f16_mma_activation_halves(n_tokens, n_cols) halves,
 // rounded to nearest. n_cols a multiple of 16.
@@ -25,6 +46,12 @@ void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, 
 // pack_f16_mma_weights writes them, `packed_x` as pack_activations_f16_mma does.
 void matmul_f16_mma(const uint16_t* tiles, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
                     float* out, cudaStream_t stream);
+
+// weights (F16 or Q8_0, packed for the tensor cores) times packed_x, finished as `epilogue`
+// says. Throws CudaError for a type or shape that does not fit (SwiGluPacked: n_rows a multiple
+// of 32).
+void matmul_mma(DType type, const void* weights, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x,
+                int64_t n_tokens, const MmaEpilogue& epilogue, cudaStream_t stream);
 
 // The same for Q8_0 weights in pack_q8_0_mma_weights's layout: each 32-column block's q . x by
 // two mma (the int8 quants are exact in f16), times the block's scale, added in order. n_cols
