@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/elementwise.h"
 #include "backends/cuda/f16_mma_layout.h"
 #include "backends/cuda/matmul_f16_mma.h"
 #include "base/half.h"
@@ -159,6 +160,26 @@ TEST(CudaMatmulF16Mma, DevicePackingEqualsTheHostsBitForBit) {
     cuda::pack_activations_f16_mma(x_device.data(), n_tokens, n_cols, packed.data(), nullptr);
     TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(packed.download(), host_packed_activations(x, n_tokens, n_cols)) << n_tokens << "x" << n_cols;
+  }
+}
+
+TEST(CudaMatmulF16Mma, FusedRmsnormPackEqualsRmsnormThenPack) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(41);
+  const int64_t n_tokens = 13, n = 2048;
+  const std::vector<float> x = random_floats(rng, n_tokens * n, -4.0f, 4.0f),
+                           weight = random_floats(rng, n, 0.5f, 1.5f);
+  cuda::DeviceBuffer<float> x_device(x), weight_device(weight), normed(n_tokens * n);
+  cuda::DeviceBuffer<uint16_t> fused(cuda::f16_mma_activation_halves(n_tokens, n)),
+      separate(cuda::f16_mma_activation_halves(n_tokens, n));
+  cuda::rmsnorm(x_device.data(), weight_device.data(), n_tokens, n, 1e-5f, normed.data(), nullptr);
+  cuda::pack_activations_f16_mma(normed.data(), n_tokens, n, separate.data(), nullptr);
+  cuda::rmsnorm_pack_f16_mma(x_device.data(), weight_device.data(), n_tokens, n, 1e-5f, fused.data(), nullptr);
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> a = fused.download(), b = separate.download();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (static_cast<int64_t>(i / 4 / 32 / (n / 16) * 8 + i / 4 % 32 / 4) >= n_tokens) continue;  // padding
+    ASSERT_EQ(a[i], b[i]) << "packed half " << i;
   }
 }
 

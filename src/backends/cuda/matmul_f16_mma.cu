@@ -161,6 +161,30 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+constexpr int kNormThreads = 256;
+
+// elementwise.cu's rmsnorm_kernel's arithmetic (a double sum of squares per thread, then a
+// fixed tree), each result rounded to f16 straight into its packed place.
+__global__ void __launch_bounds__(kNormThreads)
+    rmsnorm_pack_kernel(const float* __restrict__ x, const float* __restrict__ weight, int64_t n, float eps,
+                        uint16_t* __restrict__ packed) {
+  __shared__ double partial[kNormThreads];
+  const int64_t token = blockIdx.x;
+  const float* row = x + token * n;
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kNormThreads) sum += static_cast<double>(row[i]) * row[i];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kNormThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  const float scale = static_cast<float>(1.0 / sqrt(partial[0] / static_cast<double>(n) + eps));
+  for (int64_t i = threadIdx.x; i < n; i += kNormThreads)
+    packed[packed_index(token, i, n)] =
+        __half_as_ushort(__float2half_rn(__fmul_rn(__fmul_rn(row[i], scale), weight[i])));
+}
+
 template <Weights kWeights>
 void launch(const uint8_t* weights, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
             const MmaEpilogue& epilogue, cudaStream_t stream) {
@@ -191,6 +215,13 @@ void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, 
   constexpr int kBlock = 256;
   pack_activations_kernel<<<static_cast<unsigned>((n_lanes + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
       x, n_tokens, n_cols, col_tiles, n_lanes, reinterpret_cast<uint2*>(packed));
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm_pack_f16_mma(const float* x, const float* weight, int64_t n_tokens, int64_t n, float eps, uint16_t* packed,
+                          cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  rmsnorm_pack_kernel<<<static_cast<unsigned>(n_tokens), kNormThreads, 0, stream>>>(x, weight, n, eps, packed);
   TANDEM_CUDA_CHECK_LAUNCH();
 }
 

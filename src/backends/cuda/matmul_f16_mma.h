@@ -42,6 +42,13 @@ struct MmaEpilogue {
 // rounded to nearest. n_cols a multiple of 16.
 void pack_activations_f16_mma(const float* x, int64_t n_tokens, int64_t n_cols, uint16_t* packed, cudaStream_t stream);
 
+// rmsnorm (elementwise.h) of x [n_tokens, n] by weight, rounded to f16 and packed as
+// pack_activations_f16_mma packs: the same bits as rmsnorm then pack, in one launch. The
+// padding tokens of the last tile are left as they are (a token's outputs never read another
+// token's column).
+void rmsnorm_pack_f16_mma(const float* x, const float* weight, int64_t n_tokens, int64_t n, float eps, uint16_t* packed,
+                          cudaStream_t stream);
+
 // out[t * n_rows + r] = sum_c w[r, c] * x[t, c] for t < n_tokens; `tiles` as
 // pack_f16_mma_weights writes them, `packed_x` as pack_activations_f16_mma does.
 void matmul_f16_mma(const uint16_t* tiles, int64_t n_rows, int64_t n_cols, const uint16_t* packed_x, int64_t n_tokens,
