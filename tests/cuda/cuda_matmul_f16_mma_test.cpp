@@ -217,20 +217,25 @@ TEST_P(CudaMatmulMma, ATokensOutputDoesNotDependOnTheBatch) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   const DType type = GetParam();
   std::mt19937 rng(23);
-  const int64_t n_rows = 48, n_cols = 1056, n_tokens = 70;  // 66 tiles, 33 blocks; 9 token tiles: two groups
-  const DeviceMmaMatrix m = random_mma_matrix(type, n_rows, n_cols, rng);
-  const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
-  const std::vector<float> batched = device_product(m, x, n_tokens);
-  const std::vector<float> head(x.begin(), x.begin() + 9 * n_cols);  // 9 tokens: two tiles, one group
-  const std::vector<float> few = device_product(m, head, 9);
-  for (const int64_t t : {int64_t{0}, int64_t{5}, int64_t{8}, int64_t{37}, int64_t{69}}) {
-    const std::vector<float> alone(x.begin() + t * n_cols, x.begin() + (t + 1) * n_cols);
-    const std::vector<float> single = device_product(m, alone, 1);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const float in_batch = batched[static_cast<size_t>(t * n_rows + r)];
-      ASSERT_TRUE(same_bits(single[static_cast<size_t>(r)], in_batch)) << "token " << t << " row " << r;
-      if (t < 9) {
-        ASSERT_TRUE(same_bits(few[static_cast<size_t>(t * n_rows + r)], in_batch)) << "token " << t;
+  // 66 tiles, 33 blocks; 9 token tiles: two groups. 48 rows: blocks of one row tile; 64: of
+  // two in a batch, of one alone.
+  for (const int64_t n_rows : {int64_t{48}, int64_t{64}}) {
+    const int64_t n_cols = 1056, n_tokens = 70;
+    const DeviceMmaMatrix m = random_mma_matrix(type, n_rows, n_cols, rng);
+    const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
+    const std::vector<float> batched = device_product(m, x, n_tokens);
+    const std::vector<float> head(x.begin(), x.begin() + 9 * n_cols);  // 9 tokens: two tiles, one group
+    const std::vector<float> few = device_product(m, head, 9);
+    for (const int64_t t : {int64_t{0}, int64_t{5}, int64_t{8}, int64_t{37}, int64_t{69}}) {
+      const std::vector<float> alone(x.begin() + t * n_cols, x.begin() + (t + 1) * n_cols);
+      const std::vector<float> single = device_product(m, alone, 1);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const float in_batch = batched[static_cast<size_t>(t * n_rows + r)];
+        ASSERT_TRUE(same_bits(single[static_cast<size_t>(r)], in_batch))
+            << n_rows << " rows: token " << t << " row " << r;
+        if (t < 9) {
+          ASSERT_TRUE(same_bits(few[static_cast<size_t>(t * n_rows + r)], in_batch)) << "token " << t;
+        }
       }
     }
   }

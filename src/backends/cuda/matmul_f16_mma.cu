@@ -63,15 +63,60 @@ __device__ __forceinline__ int64_t packed_index(int64_t token, int64_t column, i
   return ((token / kMmaTokens * (n_cols / kMmaCols) + column / kMmaCols) * 32 + lane) * 4 + half;
 }
 
-// One step of a warp's column range: a 16-column tile (F16) or a 32-column block (Q8_0).
-template <Weights kWeights, int kTokenTiles>
+// The A fragment of one step for row tile `tile` (kRowTiles apart in the packed weights):
+// F16's tile as loaded; Q8_0's two 16-column halves made f16, with the rows' two scales.
+template <Weights kWeights>
+struct StepWeights {
+  uint4 first, second;
+  float scale_low = 1.0f, scale_high = 1.0f;
+};
+
+template <Weights kWeights>
+__device__ __forceinline__ StepWeights<kWeights> load_step(const uint4* a, const __half* scales, int64_t k) {
+  StepWeights<kWeights> w;
+  const uint4 packed = __ldg(a + k * 32);
+  if constexpr (kWeights == Weights::F16) {
+    w.first = packed;
+  } else {
+    w.scale_low = __half2float(scales[k * kMmaRows]);
+    w.scale_high = __half2float(scales[k * kMmaRows + 8]);
+    w.first = make_uint4(int8_pair_to_f16x2(packed.x, 0x4140), int8_pair_to_f16x2(packed.x, 0x4342),
+                         int8_pair_to_f16x2(packed.y, 0x4140), int8_pair_to_f16x2(packed.y, 0x4342));
+    w.second = make_uint4(int8_pair_to_f16x2(packed.z, 0x4140), int8_pair_to_f16x2(packed.z, 0x4342),
+                          int8_pair_to_f16x2(packed.w, 0x4140), int8_pair_to_f16x2(packed.w, 0x4342));
+  }
+  return w;
+}
+
+// acc += the step's product for one token tile: F16 one mma; Q8_0 the block's q . x by two
+// mma from zero, then scaled by its row's d into the running sum.
+template <Weights kWeights>
+__device__ __forceinline__ void step_product(float (&acc)[4], const StepWeights<kWeights>& w, const uint2* b,
+                                             int64_t k) {
+  if constexpr (kWeights == Weights::F16) {
+    mma_m16n8k16(acc, w.first, __ldg(b + k * 32));
+  } else {
+    float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_m16n8k16(block, w.first, __ldg(b + 2 * k * 32));
+    mma_m16n8k16(block, w.second, __ldg(b + (2 * k + 1) * 32));
+    acc[0] = __fmaf_rn(w.scale_low, block[0], acc[0]);
+    acc[1] = __fmaf_rn(w.scale_low, block[1], acc[1]);
+    acc[2] = __fmaf_rn(w.scale_high, block[2], acc[2]);
+    acc[3] = __fmaf_rn(w.scale_high, block[3], acc[3]);
+  }
+}
+
+// A block: kRowTiles row tiles x kTokenTiles token tiles; warp w walks step range w of each
+// (a step: a 16-column tile for F16, a 32-column block for Q8_0). Every element's arithmetic
+// is the same whatever kRowTiles and kTokenTiles are: they only group elements.
+template <Weights kWeights, int kTokenTiles, int kRowTiles>
 __global__ void __launch_bounds__(kThreads)
     mma_kernel(const uint8_t* __restrict__ weights, const __half* __restrict__ all_scales, int64_t n_rows,
                int64_t col_tiles, const uint2* __restrict__ packed_x, int64_t token_tiles, int64_t n_tokens,
                MmaEpilogue epilogue) {
   __shared__ float4 partial[kMmaSplits][kTokenTiles][32];
   const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t row_tile = blockIdx.x;
+  const int64_t first_row_tile = static_cast<int64_t>(blockIdx.x) * kRowTiles;
   const int64_t first_token_tile = static_cast<int64_t>(blockIdx.y) * kTokenTiles;
   const int held =
       static_cast<int>(token_tiles - first_token_tile < kTokenTiles ? token_tiles - first_token_tile : kTokenTiles);
@@ -79,44 +124,27 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t steps = col_tiles / kTilesPerStep;
   // This warp's steps: range `warp` of kMmaSplits, a function of n_cols alone.
   const int64_t begin = steps * warp / kMmaSplits, end = steps * (warp + 1) / kMmaSplits;
-  float acc[kTokenTiles][4];
+  float acc[kRowTiles][kTokenTiles][4];
 #pragma unroll
-  for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-  const uint4* a = reinterpret_cast<const uint4*>(weights) + (row_tile * steps) * 32 + lane;
+  for (int r = 0; r < kRowTiles; ++r)
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t) acc[r][t][0] = acc[r][t][1] = acc[r][t][2] = acc[r][t][3] = 0.0f;
+  const uint4* a = reinterpret_cast<const uint4*>(weights) + (first_row_tile * steps) * 32 + lane;
   const uint2* b = packed_x + (first_token_tile * col_tiles) * 32 + lane;
-  const __half* scales = all_scales + row_tile * steps * kMmaRows + lane / 4;  // Q8_0: rows g and g + 8
-#pragma unroll 4
+  const __half* scales = all_scales + first_row_tile * steps * kMmaRows + lane / 4;  // Q8_0: rows g and g + 8
+#pragma unroll(kRowTiles* kTokenTiles > 8 ? 1 : 4)
   for (int64_t k = begin; k < end; ++k) {
-    const uint4 packed = __ldg(a + k * 32);
-    if constexpr (kWeights == Weights::F16) {
+    StepWeights<kWeights> w[kRowTiles];
 #pragma unroll
-      for (int t = 0; t < kTokenTiles; ++t)
-        if (t < held) mma_m16n8k16(acc[t], packed, __ldg(b + (t * col_tiles + k) * 32));
-    } else {
-      const float scale_low = __half2float(scales[k * kMmaRows]), scale_high = __half2float(scales[k * kMmaRows + 8]);
-      const uint4 first = make_uint4(int8_pair_to_f16x2(packed.x, 0x4140), int8_pair_to_f16x2(packed.x, 0x4342),
-                                     int8_pair_to_f16x2(packed.y, 0x4140), int8_pair_to_f16x2(packed.y, 0x4342));
-      const uint4 second = make_uint4(int8_pair_to_f16x2(packed.z, 0x4140), int8_pair_to_f16x2(packed.z, 0x4342),
-                                      int8_pair_to_f16x2(packed.w, 0x4140), int8_pair_to_f16x2(packed.w, 0x4342));
+    for (int r = 0; r < kRowTiles; ++r)
+      w[r] = load_step<kWeights>(a + r * steps * 32, scales + r * steps * kMmaRows, k);
 #pragma unroll
-      for (int t = 0; t < kTokenTiles; ++t) {
-        if (t < held) {
-          // The block's sum of q * x, then scaled by its row's d into the running sum.
-          float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          mma_m16n8k16(block, first, __ldg(b + (t * col_tiles + 2 * k) * 32));
-          mma_m16n8k16(block, second, __ldg(b + (t * col_tiles + 2 * k + 1) * 32));
-          acc[t][0] = __fmaf_rn(scale_low, block[0], acc[t][0]);
-          acc[t][1] = __fmaf_rn(scale_low, block[1], acc[t][1]);
-          acc[t][2] = __fmaf_rn(scale_high, block[2], acc[t][2]);
-          acc[t][3] = __fmaf_rn(scale_high, block[3], acc[t][3]);
-        }
+    for (int t = 0; t < kTokenTiles; ++t)
+      if (t < held) {
+#pragma unroll
+        for (int r = 0; r < kRowTiles; ++r) step_product<kWeights>(acc[r][t], w[r], b + t * col_tiles * 32, k);
       }
-    }
   }
-#pragma unroll
-  for (int t = 0; t < kTokenTiles; ++t)
-    if (t < held) partial[warp][t][lane] = make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
-  __syncthreads();
   const float* sums = reinterpret_cast<const float*>(partial);
   constexpr int kTileFloats = 32 * 4;  // one warp's partial of one token tile
   // Element `within` of token tile t: its 8 range partials, added in range order.
@@ -126,37 +154,46 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 1; w < kMmaSplits; ++w) sum = __fadd_rn(sum, sums[(w * kTokenTiles + t) * kTileFloats + within]);
     return sum;
   };
-  if (epilogue.mode == MmaOutput::SwiGluPacked) {
-    // Rows g (gate) and g + 8 (up) of this tile are one output column: elements 0, 1 and 2, 3.
-    for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats / 2; e += kThreads) {
-      const int t = e / (kTileFloats / 2), owner = e % (kTileFloats / 2) / 2, element = e % 2;
-      const float gate = total(t, owner * 4 + element), up = total(t, owner * 4 + element + 2);
-      const float product = __fmul_rn(__fdiv_rn(gate, __fadd_rn(1.0f, expf(-gate))), up);
-      const int64_t column = row_tile * 8 + owner / 4;
-      const int64_t token = (first_token_tile + t) * kMmaTokens + 2 * (owner % 4) + element;
-      if (token < n_tokens)
-        epilogue.packed[packed_index(token, column, n_rows / 2)] = __half_as_ushort(__float2half_rn(product));
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+    const int64_t row_tile = first_row_tile + r;
+    if (r > 0) __syncthreads();  // the previous row tile's sums are read
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t)
+      if (t < held) partial[warp][t][lane] = make_float4(acc[r][t][0], acc[r][t][1], acc[r][t][2], acc[r][t][3]);
+    __syncthreads();
+    if (epilogue.mode == MmaOutput::SwiGluPacked) {
+      // Rows g (gate) and g + 8 (up) of this tile are one output column: elements 0, 1 and 2, 3.
+      for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats / 2; e += kThreads) {
+        const int t = e / (kTileFloats / 2), owner = e % (kTileFloats / 2) / 2, element = e % 2;
+        const float gate = total(t, owner * 4 + element), up = total(t, owner * 4 + element + 2);
+        const float product = __fmul_rn(__fdiv_rn(gate, __fadd_rn(1.0f, expf(-gate))), up);
+        const int64_t column = row_tile * 8 + owner / 4;
+        const int64_t token = (first_token_tile + t) * kMmaTokens + 2 * (owner % 4) + element;
+        if (token < n_tokens)
+          epilogue.packed[packed_index(token, column, n_rows / 2)] = __half_as_ushort(__float2half_rn(product));
+      }
+      continue;
     }
-    return;
-  }
-  for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats; e += kThreads) {
-    const int t = e / kTileFloats, within = e % kTileFloats, owner = within / 4, element = within % 4;
-    const float sum = total(t, within);
-    const int64_t row = row_tile * kMmaRows + owner / 4 + 8 * (element / 2);
-    const int64_t token = (first_token_tile + t) * kMmaTokens + 2 * (owner % 4) + element % 2;
-    if (token >= n_tokens) continue;
-    if (epilogue.mode == MmaOutput::Store) {
-      epilogue.out[token * n_rows + row] = sum;
-    } else if (epilogue.mode == MmaOutput::Add) {
-      float* target = epilogue.out + token * n_rows + row;
-      *target = __fadd_rn(*target, sum);
-    } else if (row < epilogue.first_rows) {  // SplitThree
-      epilogue.out[token * epilogue.first_rows + row] = sum;
-    } else if (row < epilogue.first_rows + epilogue.second_rows) {
-      epilogue.second[token * epilogue.second_rows + row - epilogue.first_rows] = sum;
-    } else {
-      const int64_t third_rows = n_rows - epilogue.first_rows - epilogue.second_rows;
-      epilogue.third[token * third_rows + row - epilogue.first_rows - epilogue.second_rows] = sum;
+    for (int e = static_cast<int>(threadIdx.x); e < held * kTileFloats; e += kThreads) {
+      const int t = e / kTileFloats, within = e % kTileFloats, owner = within / 4, element = within % 4;
+      const float sum = total(t, within);
+      const int64_t row = row_tile * kMmaRows + owner / 4 + 8 * (element / 2);
+      const int64_t token = (first_token_tile + t) * kMmaTokens + 2 * (owner % 4) + element % 2;
+      if (token >= n_tokens) continue;
+      if (epilogue.mode == MmaOutput::Store) {
+        epilogue.out[token * n_rows + row] = sum;
+      } else if (epilogue.mode == MmaOutput::Add) {
+        float* target = epilogue.out + token * n_rows + row;
+        *target = __fadd_rn(*target, sum);
+      } else if (row < epilogue.first_rows) {  // SplitThree
+        epilogue.out[token * epilogue.first_rows + row] = sum;
+      } else if (row < epilogue.first_rows + epilogue.second_rows) {
+        epilogue.second[token * epilogue.second_rows + row - epilogue.first_rows] = sum;
+      } else {
+        const int64_t third_rows = n_rows - epilogue.first_rows - epilogue.second_rows;
+        epilogue.third[token * third_rows + row - epilogue.first_rows - epilogue.second_rows] = sum;
+      }
     }
   }
 }
@@ -194,14 +231,24 @@ void launch(const uint8_t* weights, int64_t n_rows, int64_t n_cols, const uint16
   const __half* scales = kWeights == Weights::Q8_0
                              ? reinterpret_cast<const __half*>(weights + q8_0_mma_scale_offset(n_rows, n_cols))
                              : nullptr;
-  if (token_tiles == 1) {
-    mma_kernel<kWeights, 1><<<dim3(static_cast<unsigned>(row_tiles), 1), kThreads, 0, stream>>>(
-        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, epilogue);
+  const auto row_blocks = [&](int row_tiles_per_block) {
+    return static_cast<unsigned>(row_tiles / row_tiles_per_block);
+  };
+  if (token_tiles == 1) {  // decode: a block per row tile, the most blocks to stream the weights
+    mma_kernel<kWeights, 1, 1><<<dim3(row_blocks(1), 1), kThreads, 0, stream>>>(weights, scales, n_rows, col_tiles, b,
+                                                                                token_tiles, n_tokens, epilogue);
   } else {
+    // Prefill and batches: 8 token tiles a block, and two row tiles where they pair up, so each
+    // activation load feeds two mma.
     constexpr int kHeld = 8;
-    const auto groups = static_cast<unsigned>((token_tiles + kHeld - 1) / kHeld);
-    mma_kernel<kWeights, kHeld><<<dim3(static_cast<unsigned>(row_tiles), groups), kThreads, 0, stream>>>(
-        weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, epilogue);
+    const dim3 grid(row_tiles % 2 == 0 ? row_blocks(2) : row_blocks(1),
+                    static_cast<unsigned>((token_tiles + kHeld - 1) / kHeld));
+    if (row_tiles % 2 == 0)
+      mma_kernel<kWeights, kHeld, 2>
+          <<<grid, kThreads, 0, stream>>>(weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, epilogue);
+    else
+      mma_kernel<kWeights, kHeld, 1>
+          <<<grid, kThreads, 0, stream>>>(weights, scales, n_rows, col_tiles, b, token_tiles, n_tokens, epilogue);
   }
   TANDEM_CUDA_CHECK_LAUNCH();
 }
