@@ -3,11 +3,13 @@
 // one thread per query head updates its running max and sum in position order, and the
 // threads over (query head, element) rescale and accumulate V. Every reduction runs in a
 // fixed order.
+#include <cstdlib>
 #include <string>
 
 #include "backends/cuda/block_dequant.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/paged_attention.h"
+#include "backends/cuda/warp_attention.h"
 
 namespace tandem::cuda {
 namespace {
@@ -139,6 +141,17 @@ void paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, i
                      int64_t head_dim, const int32_t* positions, const int32_t* seq_ids, const PagedKv& kv, float* out,
                      int64_t out_stride, cudaStream_t stream) {
   if (n_tokens == 0) return;
+  // The warp-per-head kernel (warp_attention.h) unless TANDEM_CUDA_ATTENTION=tile asks for this
+  // file's: one choice per process, never per batch.
+  static const bool tile_kernel = [] {
+    const char* choice = std::getenv("TANDEM_CUDA_ATTENTION");
+    return choice != nullptr && std::string(choice) == "tile";
+  }();
+  if (!tile_kernel) {
+    warp_paged_attention(queries, q_stride, n_tokens, n_heads, n_kv_heads, head_dim, positions, seq_ids, kv, out,
+                         out_stride, stream);
+    return;
+  }
   const int64_t group = n_kv_heads > 0 ? n_heads / n_kv_heads : 0;
   const bool shapes_ok = group >= 1 && group * n_kv_heads == n_heads && group <= kMaxAttentionGroup && head_dim >= 1 &&
                          head_dim <= kMaxAttentionHeadDim && head_dim % cuda_block_elements(kv.type) == 0 &&
