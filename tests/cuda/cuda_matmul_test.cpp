@@ -58,13 +58,18 @@ TEST_P(CudaMatmul, MatchesTheReferenceOnOddShapes) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   const DType type = GetParam();
   const int64_t block = type == DType::Q4_K || type == DType::Q6_K ? 256 : 32;
+  // 100 columns (not whole groups of 8): F16/BF16 rows take the element-wise kernel; every
+  // other shape takes the 8-column group kernel (F16/BF16, the block types; F32 never does).
+  const bool blocks = type != DType::F32 && type != DType::F16 && type != DType::BF16;
   std::mt19937 rng(17);
-  for (const auto& [n_rows, n_cols, n_tokens] :
-       {std::tuple<int64_t, int64_t, int64_t>{37, block * 3, 1},
-        {129, block * 5, 37},
-        {5, block * 9, 8},
-        {23, 512, 1},
-        {23, 1024, 11}}) {  // 512, 1024: whole 256-column groups, F16/BF16's 16-byte-load kernel
+  for (const auto& [n_rows, n_cols, n_tokens] : {std::tuple<int64_t, int64_t, int64_t>{37, block * 3, 1},
+                                                 {129, block * 5, 37},
+                                                 {5, block * 9, 8},
+                                                 {19, blocks ? block * 2 : 100, 1},
+                                                 {19, blocks ? block * 2 : 100, 20},
+                                                 {4100, block * 2, 1},  // past 4096 rows: blocks of four warps, not one
+                                                 {23, 512, 1},
+                                                 {23, 1024, 11}}) {
     const HostMatrix m = random_matrix(type, n_rows, n_cols, rng);
     const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
     std::vector<float> expected(static_cast<size_t>(n_tokens * n_rows));
@@ -94,6 +99,33 @@ TEST_P(CudaMatmul, ARowsOutputDoesNotDependOnTheBatch) {
     for (int64_t r = 0; r < n_rows; ++r)
       ASSERT_TRUE(same_bits(single[static_cast<size_t>(r)], batched[static_cast<size_t>(t * n_rows + r)]))
           << dtype_name(type) << " token " << t << " row " << r;
+  }
+}
+
+// accumulate adds the product to what out holds, rounded once; out_stride writes into wider
+// rows (a part of a concatenated output), leaving the other columns alone.
+TEST_P(CudaMatmul, AccumulatesAndWritesIntoWiderRows) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const DType type = GetParam();
+  std::mt19937 rng(31);
+  const int64_t n_rows = 13, n_cols = 512, n_tokens = 3, stride = 20;
+  const HostMatrix m = random_matrix(type, n_rows, n_cols, rng);
+  const std::vector<float> x = random_floats(rng, n_tokens * n_cols, -1.0f, 1.0f);
+  const std::vector<float> plain = device_matmul(m, x, n_tokens);
+  const std::vector<float> base = random_floats(rng, n_tokens * stride, -4.0f, 4.0f);
+  cuda::DeviceBuffer<uint8_t> weight(m.bytes);
+  cuda::DeviceBuffer<float> x_device(x);
+  cuda::DeviceBuffer<float> out(base);
+  const cuda::DeviceMatrix matrix{weight.data(), type, n_rows, n_cols, m.view.row_bytes()};
+  cuda::matmul(matrix, x_device.data(), n_tokens, out.data(), nullptr, /*accumulate=*/true, stride);
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = out.download();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t c = 0; c < stride; ++c) {
+      const size_t i = static_cast<size_t>(t * stride + c);
+      const float expected = c < n_rows ? base[i] + plain[static_cast<size_t>(t * n_rows + c)] : base[i];
+      ASSERT_TRUE(same_bits(got[i], expected)) << dtype_name(type) << " token " << t << " column " << c;
+    }
   }
 }
 

@@ -26,9 +26,13 @@ struct DeviceMatrix {
   int64_t row_bytes = 0;
 };
 
-// out[t * n_rows + r] = sum_c weight[r, c] * x[t * n_cols + c], for t < n_tokens.
-// x: [n_tokens, n_cols], out: [n_tokens, n_rows], both device memory. n_cols must be whole
-// blocks of the weight's type. Asynchronous on `stream`; throws CudaError if the launch fails.
-void matmul(const DeviceMatrix& weight, const float* x, int64_t n_tokens, float* out, cudaStream_t stream);
+// out[t * out_stride + r] = sum_c weight[r, c] * x[t * n_cols + c], for t < n_tokens; with
+// `accumulate`, out[t * out_stride + r] += that sum instead (one rounding: the residual add
+// fused). out_stride 0 means n_rows (a stride above it writes into wider rows: one part of a
+// concatenated output). x: [n_tokens, n_cols] (16-byte aligned), out: [n_tokens, out_stride],
+// both device memory. n_cols must be whole blocks of the weight's type. Asynchronous on
+// `stream`; throws CudaError if the launch fails.
+void matmul(const DeviceMatrix& weight, const float* x, int64_t n_tokens, float* out, cudaStream_t stream,
+            bool accumulate = false, int64_t out_stride = 0);
 
 }  // namespace tandem::cuda
