@@ -12,7 +12,9 @@
 namespace tandem::cuda {
 namespace {
 
-constexpr int kThreads = 128;
+// Every thread count gives the same bits (each score is one warp's fixed reduction, each output
+// element one thread's loop); 256 spreads a decode step's few blocks (one per KV head) wider.
+constexpr int kThreads = 256;
 constexpr int kTile = static_cast<int>(kAttentionTileCuda);
 
 struct SharedLayout {
