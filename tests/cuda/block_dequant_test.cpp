@@ -74,6 +74,42 @@ TEST(CudaBlockDequant, GroupsOfEightMatchTheReferenceBitForBit) {
   expect_groups_match_reference<DType::Q6_K>(256 * 3, 17);
 }
 
+// The split layout (quants apart from scales) gives the same bits, every row of a matrix.
+template <DType type>
+void expect_split_matches_reference(int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t row_bytes = dtype_row_bytes(type, n_cols);
+  std::vector<uint8_t> rows(static_cast<size_t>(n_rows * row_bytes));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const std::vector<float> x = random_floats(rng, n_cols, -2.0f, 2.0f);
+    quantize_row(type, x.data(), rows.data() + r * row_bytes, n_cols);
+  }
+  int64_t scales_offset = 0;
+  const std::vector<uint8_t> split = cuda::split_block_rows(type, rows.data(), n_rows, n_cols, &scales_offset);
+  ASSERT_EQ(scales_offset % 16, 0);
+  std::vector<cuda::Words4> storage(split.size() / 16 + 1);  // 16-byte aligned, as on the device
+  auto* device_like = reinterpret_cast<uint8_t*>(storage.data());
+  std::memcpy(device_like, split.data(), split.size());
+  const auto* scales = reinterpret_cast<const uint16_t*>(device_like + scales_offset);
+  std::vector<float> expected(static_cast<size_t>(n_cols));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    dequantize_row(type, rows.data() + r * row_bytes, expected.data(), n_cols);
+    for (int64_t c = 0; c < n_cols; c += 8) {
+      float w[8];
+      cuda::dequant_group_split<type>(device_like + r * cuda::cuda_split_quant_row_bytes(type, n_cols),
+                                      scales + r * (n_cols / 32), c, w);
+      for (int j = 0; j < 8; ++j)
+        ASSERT_EQ(bits_of(w[j]), bits_of(expected[static_cast<size_t>(c + j)]))
+            << dtype_name(type) << " row " << r << " element " << c + j;
+    }
+  }
+}
+
+TEST(CudaBlockDequant, SplitLayoutMatchesTheReferenceBitForBit) {
+  expect_split_matches_reference<DType::Q8_0>(5, 32 * 7, 18);
+  expect_split_matches_reference<DType::Q4_0>(5, 32 * 7, 19);
+}
+
 TEST(CudaBlockDequant, EveryTypeMatchesTheReferenceBitForBit) {
   expect_matches_reference<DType::F32>(96, 1);
   expect_matches_reference<DType::F16>(96, 2);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "base/dtype.h"
 #include "base/kquants.h"
@@ -266,6 +267,60 @@ TANDEM_HOST_DEVICE void dequant_group<DType::Q6_K>(const uint8_t* row, int64_t c
     const int low = quarter < 2 ? (low_bytes[j] & 0x0f) : (low_bytes[j] >> 4);
     const int q = (low | (((high_bytes[j] >> (2 * quarter)) & 3) << 4)) - 32;
     w[j] = mul_rounded(ds, static_cast<float>(q));
+  }
+}
+
+// The split layout of Q8_0 and Q4_0 matrices on the device: a row's quants contiguous (Q8_0:
+// n_cols int8; Q4_0: n_cols / 2 bytes, each block's 16 nibble bytes as in the block), all the
+// rows' quants first, then every row's block scales (f16 bits, [n_rows, n_cols / 32]). The
+// blocks' 34- and 18-byte strides leave their quants only 2-byte aligned; split, a group of
+// 8 elements is one 8-byte load and a scale. Same values, same arithmetic.
+constexpr bool cuda_split_layout(DType type) { return type == DType::Q8_0 || type == DType::Q4_0; }
+constexpr int64_t cuda_split_quant_row_bytes(DType type, int64_t n_cols) {
+  return type == DType::Q8_0 ? n_cols : n_cols / 2;
+}
+
+// File rows ([n_rows] blocks of a cuda_split_layout type) to the split layout: quants at 0,
+// scales from *scales_offset (16-byte aligned).
+inline std::vector<uint8_t> split_block_rows(DType type, const uint8_t* rows, int64_t n_rows, int64_t n_cols,
+                                             int64_t* scales_offset) {
+  const int64_t n_blocks = n_cols / 32, quant_row_bytes = cuda_split_quant_row_bytes(type, n_cols);
+  const int64_t block_bytes = type == DType::Q8_0 ? 34 : 18, quant_bytes = block_bytes - 2;
+  *scales_offset = (n_rows * quant_row_bytes + 15) / 16 * 16;
+  std::vector<uint8_t> split(static_cast<size_t>(*scales_offset + n_rows * n_blocks * 2));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* block = rows + (r * n_blocks + b) * block_bytes;
+      std::memcpy(split.data() + r * quant_row_bytes + b * quant_bytes, block + 2, static_cast<size_t>(quant_bytes));
+      std::memcpy(split.data() + *scales_offset + (r * n_blocks + b) * 2, block, 2);
+    }
+  }
+  return split;
+}
+
+// dequant_group over the split layout: quants is the row's quants, scales its block scales.
+template <DType type>
+TANDEM_HOST_DEVICE void dequant_group_split(const uint8_t* quants, const uint16_t* scales, int64_t c, float w[8]);
+
+template <>
+TANDEM_HOST_DEVICE void dequant_group_split<DType::Q8_0>(const uint8_t* quants, const uint16_t* scales, int64_t c,
+                                                         float w[8]) {
+  const float d = f16_bits_to_float(scales[c / 32]);
+  const uint64_t packed = load_aligned<uint64_t>(quants + c);
+  for (int j = 0; j < 8; ++j)
+    w[j] = mul_rounded(d, static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(packed >> (8 * j)))));
+}
+
+template <>
+TANDEM_HOST_DEVICE void dequant_group_split<DType::Q4_0>(const uint8_t* quants, const uint16_t* scales, int64_t c,
+                                                         float w[8]) {
+  const float d = f16_bits_to_float(scales[c / 32]);
+  const int i0 = static_cast<int>(c % 32);
+  const uint64_t packed = load_aligned<uint64_t>(quants + (c / 32) * 16 + i0 % 16);
+  for (int j = 0; j < 8; ++j) {
+    const auto byte = static_cast<uint8_t>(packed >> (8 * j));
+    const int nibble = i0 < 16 ? (byte & 0x0f) : (byte >> 4);
+    w[j] = mul_rounded(d, static_cast<float>(nibble - 8));
   }
 }
 

@@ -140,10 +140,29 @@ CudaForward::~CudaForward() {
 void CudaForward::PinnedDeleter::operator()(uint8_t* p) const { cudaFreeHost(p); }
 
 DeviceMatrix CudaForward::upload_matrix(const TensorView& view) {
-  const int64_t bytes = view.n_rows() * view.row_bytes();
-  weight_storage_.emplace_back(static_cast<const uint8_t*>(view.data), bytes);
-  weight_bytes_ += bytes;
-  return {weight_storage_.back().data(), view.dtype, view.n_rows(), view.row_length(), view.row_bytes()};
+  return upload_rows(static_cast<const uint8_t*>(view.data), view.dtype, view.n_rows(), view.row_length());
+}
+
+// Rows in their file's block format, except Q8_0 and Q4_0, which go up in the split layout
+// (block_dequant.h: quants apart from scales, the GEMV's 8-byte loads).
+DeviceMatrix CudaForward::upload_rows(const uint8_t* rows, DType type, int64_t n_rows, int64_t n_cols) {
+  const int64_t row_bytes = dtype_row_bytes(type, n_cols);
+  if (!cuda_split_layout(type)) {
+    weight_storage_.emplace_back(rows, n_rows * row_bytes);
+    weight_bytes_ += n_rows * row_bytes;
+    return {weight_storage_.back().data(), type, n_rows, n_cols, row_bytes};
+  }
+  int64_t scales_offset = 0;
+  const std::vector<uint8_t> split = split_block_rows(type, rows, n_rows, n_cols, &scales_offset);
+  weight_storage_.emplace_back(split);
+  weight_bytes_ += static_cast<int64_t>(split.size());
+  const uint8_t* device = weight_storage_.back().data();
+  return {device,
+          type,
+          n_rows,
+          n_cols,
+          cuda_split_quant_row_bytes(type, n_cols),
+          reinterpret_cast<const uint16_t*>(device + scales_offset)};
 }
 
 // One matrix of all the views' rows in order when they share a type and width (the common
@@ -166,10 +185,7 @@ CudaForward::FusedMatrix CudaForward::upload_fused(std::initializer_list<const T
     const auto* bytes = static_cast<const uint8_t*>(view->data);
     rows.insert(rows.end(), bytes, bytes + view->n_rows() * view->row_bytes());
   }
-  weight_storage_.emplace_back(rows);
-  weight_bytes_ += static_cast<int64_t>(rows.size());
-  fused.parts.push_back(
-      {weight_storage_.back().data(), first.dtype, fused.n_rows, first.row_length(), first.row_bytes()});
+  fused.parts.push_back(upload_rows(rows.data(), first.dtype, fused.n_rows, first.row_length()));
   return fused;
 }
 

@@ -95,6 +95,7 @@ class CudaForward {
   };
 
   DeviceMatrix upload_matrix(const TensorView& view);
+  DeviceMatrix upload_rows(const uint8_t* rows, DType type, int64_t n_rows, int64_t n_cols);
   FusedMatrix upload_fused(std::initializer_list<const TensorView*> views);
   const float* upload_vector(const TensorView& view);
   StepLayout step_layout(int64_t n_tokens) const;

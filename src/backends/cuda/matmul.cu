@@ -22,8 +22,11 @@ __device__ __forceinline__ float warp_sum(float value) {
 // decode GEMV (fewest registers); its per-token arithmetic is that of any other tile. The
 // column loop is unrolled 8 deep so that several weight loads are in flight per warp before
 // the first is used (decode is bound by the bytes waiting on memory); the sums keep its order.
+// F32 weights and rows not whole groups of 8 take it (the group kernel below takes the rest).
+// Launch bounds with one block a multiprocessor at least: without it ptxas held F32's tile of
+// 16 to 72 registers and spilled.
 template <DType type, int kTile>
-__global__ void __launch_bounds__(kMaxWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kMaxWarpsPerBlock * 32, 1)
     matmul_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t n_rows, int64_t n_cols,
                   const float* __restrict__ x, int64_t n_tokens, float* __restrict__ out, int64_t out_stride,
                   bool accumulate) {
@@ -63,15 +66,17 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32)
 // token, contiguous across the warp. The group loop is unrolled so that several groups' loads
 // are in flight before the first is used; the sums keep their order. The choice of this
 // kernel depends on the matrix alone (type, alignment), never on the batch.
-template <DType type, int kTile>
+// kSplit: Q8_0/Q4_0 in the split layout (DeviceMatrix::scales), 8 quants in one 8-byte load.
+template <DType type, int kTile, bool kSplit>
 __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32)
-    matmul_group_kernel(const uint8_t* __restrict__ weight, int64_t row_bytes, int64_t n_rows, int64_t n_cols,
-                        const float* __restrict__ x, int64_t n_tokens, float* __restrict__ out, int64_t out_stride,
-                        bool accumulate) {
+    matmul_group_kernel(const uint8_t* __restrict__ weight, const uint16_t* __restrict__ scales, int64_t row_bytes,
+                        int64_t n_rows, int64_t n_cols, const float* __restrict__ x, int64_t n_tokens,
+                        float* __restrict__ out, int64_t out_stride, bool accumulate) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (row >= n_rows) return;
   const uint8_t* weight_row = weight + row * row_bytes;
+  const uint16_t* scale_row = kSplit ? scales + row * (n_cols / 32) : nullptr;
   const int64_t n_groups = n_cols / 8;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
     const int tile = static_cast<int>(n_tokens - t0 < kTile ? n_tokens - t0 : kTile);
@@ -82,7 +87,10 @@ __global__ void __launch_bounds__(kMaxWarpsPerBlock * 32)
 #pragma unroll(kTile == 1 ? 4 : 2)
     for (int64_t group = lane; group < n_groups; group += 32) {
       float w[8];
-      dequant_group<type>(weight_row, group * 8, w);
+      if constexpr (kSplit)
+        dequant_group_split<type>(weight_row, scale_row, group * 8, w);
+      else
+        dequant_group<type>(weight_row, group * 8, w);
       const int64_t c = group * 8;
 #pragma unroll
       for (int t = 0; t < kTile; ++t) {
@@ -125,6 +133,23 @@ bool takes_group_kernel(const DeviceMatrix& w) {
 // multiprocessor instead of a third of them; a row's arithmetic is the same either way.
 int warps_per_block(int64_t n_rows) { return n_rows >= 4096 ? kMaxWarpsPerBlock : 1; }
 
+template <DType type, bool kSplit>
+void launch_group(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* out, int64_t out_stride,
+                  bool accumulate, cudaStream_t stream) {
+  const int warps = warps_per_block(w.n_rows);
+  const dim3 grid(static_cast<unsigned>((w.n_rows + warps - 1) / warps));
+  const unsigned threads = static_cast<unsigned>(warps * 32);
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0) throw CudaError("cuda::matmul: activations must be 16-byte aligned");
+  if (n_tokens == 1)
+    matmul_group_kernel<type, 1, kSplit><<<grid, threads, 0, stream>>>(bytes, w.scales, w.row_bytes, w.n_rows, w.n_cols,
+                                                                       x, n_tokens, out, out_stride, accumulate);
+  else
+    matmul_group_kernel<type, kMatmulTokenTile, kSplit><<<grid, threads, 0, stream>>>(
+        bytes, w.scales, w.row_bytes, w.n_rows, w.n_cols, x, n_tokens, out, out_stride, accumulate);
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
 template <DType type>
 void launch(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* out, int64_t out_stride, bool accumulate,
             cudaStream_t stream) {
@@ -132,17 +157,15 @@ void launch(const DeviceMatrix& w, const float* x, int64_t n_tokens, float* out,
   const dim3 grid(static_cast<unsigned>((w.n_rows + warps - 1) / warps));
   const unsigned threads = static_cast<unsigned>(warps * 32);
   const auto* bytes = static_cast<const uint8_t*>(w.data);
+  if constexpr (cuda_split_layout(type)) {
+    if (w.scales != nullptr) {
+      launch_group<type, true>(w, x, n_tokens, out, out_stride, accumulate, stream);
+      return;
+    }
+  }
   if constexpr (type != DType::F32) {
     if (takes_group_kernel<type>(w)) {
-      if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
-        throw CudaError("cuda::matmul: activations must be 16-byte aligned");
-      if (n_tokens == 1)
-        matmul_group_kernel<type, 1><<<grid, threads, 0, stream>>>(bytes, w.row_bytes, w.n_rows, w.n_cols, x, n_tokens,
-                                                                   out, out_stride, accumulate);
-      else
-        matmul_group_kernel<type, kMatmulTokenTile><<<grid, threads, 0, stream>>>(
-            bytes, w.row_bytes, w.n_rows, w.n_cols, x, n_tokens, out, out_stride, accumulate);
-      TANDEM_CUDA_CHECK_LAUNCH();
+      launch_group<type, false>(w, x, n_tokens, out, out_stride, accumulate, stream);
       return;
     }
   }
@@ -162,6 +185,9 @@ void matmul(const DeviceMatrix& weight, const float* x, int64_t n_tokens, float*
   if (n_tokens == 0 || weight.n_rows == 0) return;
   if (out_stride == 0) out_stride = weight.n_rows;
   if (out_stride < weight.n_rows) throw CudaError("cuda::matmul: output rows overlap (stride below the row count)");
+  if (weight.scales != nullptr && !cuda_split_layout(weight.type))
+    throw CudaError("cuda::matmul: a split layout of " + std::string(dtype_name(weight.type)) +
+                    " (only Q8_0 and Q4_0 have one)");
   if (!cuda_weight_type_supported(weight.type) || weight.n_cols % cuda_block_elements(weight.type) != 0)
     throw CudaError("cuda::matmul: weight type " + std::string(dtype_name(weight.type)) + " with " +
                     std::to_string(weight.n_cols) + " columns is not supported on the device");

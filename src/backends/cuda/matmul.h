@@ -17,13 +17,17 @@ namespace tandem::cuda {
 
 constexpr int64_t kMatmulTokenTile = 16;
 
-// A [n_rows, n_cols] weight matrix in device memory, row r at data + r * row_bytes.
+// A [n_rows, n_cols] weight matrix in device memory, row r at data + r * row_bytes. With
+// scales set (Q8_0, Q4_0 only: block_dequant.h split_block_rows), the split layout: row r's
+// quants at data + r * row_bytes (row_bytes = cuda_split_quant_row_bytes), its block scales at
+// scales + r * n_cols / 32.
 struct DeviceMatrix {
   const void* data = nullptr;
   DType type = DType::F32;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   int64_t row_bytes = 0;
+  const uint16_t* scales = nullptr;
 };
 
 // out[t * out_stride + r] = sum_c weight[r, c] * x[t * n_cols + c], for t < n_tokens; with
