@@ -49,8 +49,8 @@ class CudaForward {
 
   // Runs the batch (block tables index the device pool, 0..kv_blocks-1). Returns
   // [n_logit_rows, vocab_size] on the host, rows in batch order of tokens with wants_logits;
-  // valid until the next run(). Throws InputError for out-of-range tokens, positions,
-  // sequences or blocks, or a batch larger than max_batch_tokens.
+  // valid until the next run() (pinned host memory). Throws InputError for out-of-range
+  // tokens, positions, sequences or blocks, or a batch larger than max_batch_tokens.
   std::span<const float> run(const Batch& batch);
 
   // Empty when the device path runs this model; otherwise the first feature it lacks.
@@ -87,7 +87,7 @@ class CudaForward {
     size_t positions, seq_ids, slots, logit_indices, hidden, block_tables;
   };
   struct PinnedDeleter {
-    void operator()(uint8_t* p) const;
+    void operator()(void* p) const;
   };
   struct CachedGraph {
     cudaGraphExec_t exec = nullptr;
@@ -125,13 +125,13 @@ class CudaForward {
   // A step's inputs (hidden rows, positions, sequence ids, slots, logit rows, block tables)
   // staged in pinned host memory and copied in one transfer; device scratch for
   // max_batch_tokens.
-  std::unique_ptr<uint8_t, PinnedDeleter> step_inputs_host_;
+  std::unique_ptr<void, PinnedDeleter> step_inputs_host_;
   DeviceBuffer<uint8_t> step_inputs_;
   size_t step_input_bytes_ = 0;  // this step's transfer
   DeviceBuffer<float> normed_, qkv_, attn_, gate_up_, ffn_, logit_rows_, logits_;
   std::vector<uint8_t> embedding_row_;
   int64_t n_logit_rows_ = 0;
-  std::vector<float> logits_host_;
+  std::unique_ptr<void, PinnedDeleter> logits_host_;  // [max_batch_tokens, vocab_size] f32, pinned
   // Instantiated graphs by (n_tokens, n_logit_rows), the least recently used dropped past
   // kMaxCachedGraphs.
   std::map<std::pair<int64_t, int64_t>, CachedGraph> graphs_;
