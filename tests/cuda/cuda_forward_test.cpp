@@ -1,13 +1,15 @@
 // The device forward pass (backends/cuda/cuda_forward.h) on random-weight Llama models: its
 // logits against the CPU forward pass's on the same batch (scattered KV blocks, GQA, F32, F16
-// and Q8_0 weights), prefill equal to decode bit for bit, and a sequence's logits the same
-// alone or batched with another. Which models it refuses is host logic and runs everywhere;
-// the rest skips without a device.
+// and Q8_0 weights), prefill equal to decode bit for bit, a sequence's logits the same alone
+// or batched with another, and CUDA graph replay equal to plain launches. Which models it refuses is host logic and
+// runs everywhere; the rest skips without a device.
 #if defined(TANDEM_WITH_CUDA)
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -125,6 +127,52 @@ TEST(CudaForward, PrefillEqualsDecodeAndBatchingChangesNothing) {
   const std::span<const float> batched = device.run(both);
   for (size_t i = 0; i < prefill.size(); ++i)
     ASSERT_TRUE(same_bits(batched[i], prefill[i])) << "position " << i / vocab << " logit " << i % vocab;
+}
+
+// Decode steps replayed from CUDA graphs give the bits plain launches give: two sequences
+// decoding together with growing contexts (the block tables and positions change, the graph
+// does not), then one alone (another shape, another graph), then both again (the first graph,
+// replayed after the other). Q8_0 weights: the QKV and gate/up matrices are concatenated.
+TEST(CudaForward, GraphReplayEqualsPlainLaunches) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  const char* env = std::getenv("TANDEM_CUDA_GRAPHS");
+  if (env != nullptr && std::strcmp(env, "0") == 0) GTEST_SKIP() << "TANDEM_CUDA_GRAPHS=0 turns graphs off";
+  TempDir dir;
+  const std::shared_ptr<const Model> model = random_model(llama_spec(DType::Q8_0), dir);
+  const int64_t vocab = model->config.vocab_size;
+  cuda::CudaForwardOptions options{.max_batch_tokens = 32, .kv_blocks = 16, .block_size = 4, .kv_type = DType::F16};
+  cuda::CudaForward graphed(model, options);
+  options.cuda_graphs = false;
+  cuda::CudaForward plain(model, options);
+  const std::vector<int32_t> blocks_a = {5, 0, 3, 8, 9, 12}, blocks_b = {1, 7, 2, 10, 11, 13};
+  auto same = [&](const Batch& batch, const std::string& what) {
+    const std::span<const float> expected_span = plain.run(batch);
+    const std::vector<float> expected(expected_span.begin(), expected_span.end());
+    const std::span<const float> got = graphed.run(batch);
+    ASSERT_EQ(got.size(), expected.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_TRUE(same_bits(got[i], expected[i])) << what << ": row " << i / vocab << " logit " << i % vocab;
+  };
+  // Prompts: 11 tokens for the first sequence, 7 for the second.
+  Batch prompts = prompt_batch(kPrompt, 0, blocks_a);
+  const int32_t second = prompts.add_sequence(blocks_b);
+  for (int32_t p = 0; p < 7; ++p) prompts.add(30 + p, p, second, p == 6);
+  same(prompts, "prompts");
+  int32_t position_a = 11, position_b = 7;
+  for (int step = 0; step < 12; ++step) {
+    const bool both = step < 4 || step >= 8;
+    Batch batch;
+    const int32_t a = batch.add_sequence(blocks_a);
+    batch.add(static_cast<int32_t>((step * 7 + 3) % vocab), position_a++, a, true);
+    if (both) {
+      const int32_t b = batch.add_sequence(blocks_b);
+      batch.add(static_cast<int32_t>((step * 11 + 5) % vocab), position_b++, b, true);
+    }
+    same(batch, "decode step " + std::to_string(step));
+  }
+  EXPECT_EQ(graphed.graphs_off_reason(), "");
+  EXPECT_GE(graphed.graph_replays(), 12) << graphed.graphs_off_reason();
+  EXPECT_EQ(plain.graph_replays(), 0);
 }
 
 }  // namespace

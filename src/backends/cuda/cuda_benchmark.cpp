@@ -2,8 +2,11 @@
 // sized for the largest; each sequence of a test takes its own run of blocks.
 #include "backends/cuda/cuda_benchmark.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 
 #include "backends/cuda/cuda_forward.h"
@@ -84,6 +87,8 @@ class DeviceBench {
     return finished(result);
   }
 
+  const std::string& graphs_off_reason() const { return forward_.graphs_off_reason(); }
+
  private:
   static double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -150,6 +155,9 @@ std::vector<BenchResult> run_cuda_benchmark(std::shared_ptr<const Model> model, 
     for (int64_t b : decode_batches)
       record(bench.decode(options.n_gen, b, "tg" + std::to_string(options.n_gen) + "-b" + std::to_string(b)));
   }
+  // The numbers above are then of plain launches: say so, or they read as graphs' numbers.
+  if (!bench.graphs_off_reason().empty())
+    fmt::print(stderr, "tandem bench: CUDA graphs went off, plain launches measured: {}\n", bench.graphs_off_reason());
   return results;
 }
 

@@ -56,6 +56,14 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, flo
   out[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up[i]);
 }
 
+__global__ void swiglu_rows_kernel(const float* gate_up, int64_t n_rows, int64_t n, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_rows * n) return;
+  const int64_t r = i / n, e = i % n;
+  const float g = gate_up[r * 2 * n + e];
+  out[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), gate_up[r * 2 * n + n + e]);
+}
+
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace
@@ -79,6 +87,12 @@ void rope(float* x, int64_t n_tokens, int64_t row_stride, int64_t n_heads, int64
 void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
   if (n == 0) return;
   swiglu_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, n, out);
+  TANDEM_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_rows(const float* gate_up, int64_t n_rows, int64_t n, float* out, cudaStream_t stream) {
+  if (n_rows * n == 0) return;
+  swiglu_rows_kernel<<<blocks_for(n_rows * n, 256), 256, 0, stream>>>(gate_up, n_rows, n, out);
   TANDEM_CUDA_CHECK_LAUNCH();
 }
 

@@ -26,4 +26,8 @@ void rope(float* x, int64_t n_tokens, int64_t row_stride, int64_t n_heads, int64
 // out[i] = silu(gate[i]) * up[i] over n elements (out may alias gate).
 void swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
 
+// The same over rows of a concatenated gate/up output: gate_up [n_rows, 2 * n] (gate in
+// columns 0..n-1, up in n..2n-1), out [n_rows, n].
+void swiglu_rows(const float* gate_up, int64_t n_rows, int64_t n, float* out, cudaStream_t stream);
+
 }  // namespace tandem::cuda

@@ -17,18 +17,26 @@ namespace tandem::cuda {
 
 constexpr int64_t kMatmulTokenTile = 16;
 
-// A [n_rows, n_cols] weight matrix in device memory, row r at data + r * row_bytes.
+// A [n_rows, n_cols] weight matrix in device memory, row r at data + r * row_bytes. With
+// scales set (Q8_0, Q4_0 only: block_dequant.h split_block_rows), the split layout: row r's
+// quants at data + r * row_bytes (row_bytes = cuda_split_quant_row_bytes), its block scales at
+// scales + r * n_cols / 32.
 struct DeviceMatrix {
   const void* data = nullptr;
   DType type = DType::F32;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   int64_t row_bytes = 0;
+  const uint16_t* scales = nullptr;
 };
 
-// out[t * n_rows + r] = sum_c weight[r, c] * x[t * n_cols + c], for t < n_tokens.
-// x: [n_tokens, n_cols], out: [n_tokens, n_rows], both device memory. n_cols must be whole
-// blocks of the weight's type. Asynchronous on `stream`; throws CudaError if the launch fails.
-void matmul(const DeviceMatrix& weight, const float* x, int64_t n_tokens, float* out, cudaStream_t stream);
+// out[t * out_stride + r] = sum_c weight[r, c] * x[t * n_cols + c], for t < n_tokens; with
+// `accumulate`, out[t * out_stride + r] += that sum instead (one rounding: the residual add
+// fused). out_stride 0 means n_rows (a stride above it writes into wider rows: one part of a
+// concatenated output). x: [n_tokens, n_cols] (16-byte aligned), out: [n_tokens, out_stride],
+// both device memory. n_cols must be whole blocks of the weight's type. Asynchronous on
+// `stream`; throws CudaError if the launch fails.
+void matmul(const DeviceMatrix& weight, const float* x, int64_t n_tokens, float* out, cudaStream_t stream,
+            bool accumulate = false, int64_t out_stride = 0);
 
 }  // namespace tandem::cuda

@@ -1,7 +1,7 @@
 // The paged attention kernel (paged_attention.h). Per tile of positions: the group's K and V
 // rows are dequantised into shared memory, one warp per (query head, position) score, then
-// one thread per query head updates its running max and sum in position order, and the
-// threads over (query head, element) rescale and accumulate V. Every reduction runs in a
+// one warp per query head updates its running max and (lane 0) sum in position order, and
+// the threads over (query head, element) rescale and accumulate V. Every reduction runs in a
 // fixed order.
 #include <cstdlib>
 #include <string>
@@ -14,7 +14,9 @@
 namespace tandem::cuda {
 namespace {
 
-constexpr int kThreads = 128;
+// Every thread count gives the same bits (each score is one warp's fixed reduction, each output
+// element one thread's loop); 256 spreads a decode step's few blocks (one per KV head) wider.
+constexpr int kThreads = 256;
 constexpr int kTile = static_cast<int>(kAttentionTileCuda);
 
 struct SharedLayout {
@@ -38,6 +40,15 @@ __host__ __device__ inline SharedLayout shared_layout(int64_t group, int64_t hea
 __device__ __forceinline__ float warp_sum(float value) {
   for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
   return value;
+}
+
+// One K/V element: F16 and F32 rows are naturally aligned, so one 2- or 4-byte load (the
+// same value as dequant_element's byte loads); the block formats through dequant_element.
+template <DType type>
+__device__ __forceinline__ float kv_element(const uint8_t* row, int64_t k) {
+  if constexpr (type == DType::F16) return f16_bits_to_float(load_aligned<uint16_t>(row + 2 * k));
+  if constexpr (type == DType::F32) return float_from_bits(load_aligned<uint32_t>(row + 4 * k));
+  return dequant_element<type>(row, k);
 }
 
 template <DType type>
@@ -81,8 +92,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t i = tid; i < len * head_dim; i += kThreads) {
       const int64_t p = p0 + i / head_dim, d = i % head_dim;
       const int64_t slot = static_cast<int64_t>(table[p / kv.block_size]) * kv.block_size + p % kv.block_size;
-      k_s[i] = dequant_element<type>(kv.keys + slot * kv.key_row_bytes, head_offset + d);
-      v_s[i] = dequant_element<type>(kv.values + slot * kv.value_row_bytes, head_offset + d);
+      k_s[i] = kv_element<type>(kv.keys + slot * kv.key_row_bytes, head_offset + d);
+      v_s[i] = kv_element<type>(kv.values + slot * kv.value_row_bytes, head_offset + d);
     }
     __syncthreads();
     for (int pair = warp; pair < group * len; pair += n_warps) {
@@ -93,20 +104,27 @@ __global__ void __launch_bounds__(kThreads)
       if (lane == 0) probs[g * kTile + j] = __fmul_rn(dot, scale);
     }
     __syncthreads();
-    if (tid < group) {
-      float* row = probs + tid * kTile;
-      const float old_max = running_max[tid];
-      float new_max = old_max;
-      for (int j = 0; j < len; ++j) new_max = fmaxf(new_max, row[j]);
-      const float correction = expf(old_max - new_max);  // 0 on the first tile (old_max = -inf)
-      float sum = __fmul_rn(running_sum[tid], correction);
-      for (int j = 0; j < len; ++j) {
-        row[j] = expf(row[j] - new_max);
-        sum = __fadd_rn(sum, row[j]);
+    // A warp per query head: the tile's max across the lanes (fmaxf is exact, so any order
+    // gives the max a loop would), the exponentials one a lane, then lane 0 sums them in
+    // position order: the bits of one thread doing it all, without its 32 serial expf.
+    for (int g = warp; g < group; g += n_warps) {
+      float* row = probs + g * kTile;
+      const float old_max = running_max[g];
+      const float score = lane < len ? row[lane] : -INFINITY;
+      float tile_max = score;
+      for (int offset = 16; offset > 0; offset /= 2)
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+      const float new_max = fmaxf(old_max, tile_max);
+      if (lane < len) row[lane] = expf(score - new_max);
+      __syncwarp();
+      if (lane == 0) {
+        const float correction = expf(old_max - new_max);  // 0 on the first tile (old_max = -inf)
+        float sum = __fmul_rn(running_sum[g], correction);
+        for (int j = 0; j < len; ++j) sum = __fadd_rn(sum, row[j]);
+        running_max[g] = new_max;
+        running_sum[g] = sum;
+        corr[g] = correction;
       }
-      running_max[tid] = new_max;
-      running_sum[tid] = sum;
-      corr[tid] = correction;
     }
     __syncthreads();
     for (int64_t i = tid; i < group_elements; i += kThreads) {
@@ -156,6 +174,12 @@ void paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, i
   const bool shapes_ok = group >= 1 && group * n_kv_heads == n_heads && group <= kMaxAttentionGroup && head_dim >= 1 &&
                          head_dim <= kMaxAttentionHeadDim && head_dim % cuda_block_elements(kv.type) == 0 &&
                          kv.block_size > 0;
+  // kv_element's 2- and 4-byte loads: F16 and F32 rows naturally aligned.
+  const int64_t align = kv.type == DType::F32 ? 4 : (kv.type == DType::F16 ? 2 : 1);
+  const bool aligned = kv.key_row_bytes % align == 0 && kv.value_row_bytes % align == 0 &&
+                       reinterpret_cast<uintptr_t>(kv.keys) % align == 0 &&
+                       reinterpret_cast<uintptr_t>(kv.values) % align == 0;
+  if (!aligned) throw CudaError("cuda::paged_attention: F16/F32 K/V rows must be 2-/4-byte aligned");
   if (!shapes_ok)
     throw CudaError("cuda::paged_attention: " + std::to_string(n_heads) + " heads over " + std::to_string(n_kv_heads) +
                     " KV heads of " + std::to_string(head_dim) + " elements (" + std::string(dtype_name(kv.type)) +

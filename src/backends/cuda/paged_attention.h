@@ -20,7 +20,8 @@ constexpr int64_t kMaxAttentionHeadDim = 256;
 constexpr int64_t kMaxAttentionGroup = 16;
 
 // One layer's K and V rows in device memory ([n_slots, row_bytes], the kv heads one after
-// another, head h's elements from h * head_dim) and the batch's block tables.
+// another, head h's elements from h * head_dim; F16 rows 2-byte aligned, F32 rows 4) and the
+// batch's block tables.
 struct PagedKv {
   const uint8_t* keys = nullptr;
   const uint8_t* values = nullptr;
