@@ -76,19 +76,23 @@ TEST_P(CudaForwardTypes, LogitsMatchTheCpuForward) {
   cuda::CudaForward device(model, {.max_batch_tokens = 16, .kv_blocks = 8, .block_size = 4, .kv_type = DType::F32});
   const std::span<const float> got = device.run(batch);
   ASSERT_EQ(got.size(), expected.size());
-  // F32/F16 weights: both sides multiply f32 activations, so only the order of the f32 sums
-  // differs, through two layers. Q8_0: the CPU quantises activations to 8 bits (gemm_q8), the
-  // device does not, so the CPU's logits carry that rounding: bounded by a share of the row's
-  // largest logit.
+  // F32 weights: both sides multiply f32 activations, so only the order of the f32 sums
+  // differs, through two layers. F16 and Q8_0 layers run on the tensor cores (this model's
+  // shapes fit), which take activations rounded to f16; the CPU keeps F16's in f32 and
+  // quantises Q8_0's to 8 bits (gemm_q8): those logits carry that rounding, bounded by a share
+  // of the row's largest logit.
   const int64_t vocab = model->config.vocab_size;
   const bool quantized = GetParam() == DType::Q8_0;
+  const bool f16_activations = GetParam() == DType::F16;
   for (size_t row = 0; row < got.size() / static_cast<size_t>(vocab); ++row) {
     const float* e = expected.data() + row * vocab;
     const float* g = got.data() + row * vocab;
     float scale = 1.0f;
     for (int64_t i = 0; i < vocab; ++i) scale = std::max(scale, std::fabs(e[i]));
     for (int64_t i = 0; i < vocab; ++i) {
-      const double tolerance = quantized ? 3e-2 * scale : 2e-4 * std::max(1.0f, std::fabs(e[i]));
+      const double tolerance = quantized         ? 3e-2 * scale
+                               : f16_activations ? 1e-2 * scale
+                                                 : 2e-4 * std::max(1.0f, std::fabs(e[i]));
       ASSERT_NEAR(g[i], e[i], tolerance) << "row " << row << " logit " << i;
     }
   }
@@ -99,12 +103,43 @@ INSTANTIATE_TEST_SUITE_P(Weights, CudaForwardTypes, ::testing::Values(DType::F32
                            return std::string(dtype_name(info.param));
                          });
 
+// The tensor-core layers against the same model on the CUDA-core kernels (TANDEM_CUDA_MMA=0):
+// the same logits up to the f16 rounding of the activations.
+TEST(CudaForward, TensorCoreLayersAgreeWithTheCudaCoreKernels) {
+  TANDEM_REQUIRE_CUDA_DEVICE();
+  TempDir dir;
+  for (const DType type : {DType::F16, DType::Q8_0}) {
+    const std::shared_ptr<const Model> model = random_model(llama_spec(type), dir);
+    const cuda::CudaForwardOptions options{
+        .max_batch_tokens = 16, .kv_blocks = 8, .block_size = 4, .kv_type = DType::F32};
+    cuda::CudaForward tensor_cores(model, options);
+    ASSERT_EQ(tensor_cores.mma_layers(), model->config.n_layers) << dtype_name(type);
+    const std::span<const float> got_span = tensor_cores.run(prompt_batch(kPrompt, 0, kBlocks));
+    const std::vector<float> got(got_span.begin(), got_span.end());
+    ::setenv("TANDEM_CUDA_MMA", "0", 1);
+    cuda::CudaForward cuda_cores(model, options);
+    ::unsetenv("TANDEM_CUDA_MMA");
+    ASSERT_EQ(cuda_cores.mma_layers(), 0);
+    const std::span<const float> expected = cuda_cores.run(prompt_batch(kPrompt, 0, kBlocks));
+    ASSERT_EQ(got.size(), expected.size());
+    const int64_t vocab = model->config.vocab_size;
+    for (size_t row = 0; row < got.size() / static_cast<size_t>(vocab); ++row) {
+      float scale = 1.0f;
+      for (int64_t i = 0; i < vocab; ++i) scale = std::max(scale, std::fabs(expected[row * vocab + i]));
+      for (int64_t i = 0; i < vocab; ++i)
+        ASSERT_NEAR(got[row * vocab + i], expected[row * vocab + i], 1e-2 * scale)
+            << dtype_name(type) << " row " << row << " logit " << i;
+    }
+  }
+}
+
 TEST(CudaForward, PrefillEqualsDecodeAndBatchingChangesNothing) {
   TANDEM_REQUIRE_CUDA_DEVICE();
   TempDir dir;
   const std::shared_ptr<const Model> model = random_model(llama_spec(DType::F16), dir);
   const int64_t vocab = model->config.vocab_size;
   cuda::CudaForward device(model, {.max_batch_tokens = 32, .kv_blocks = 8, .block_size = 4, .kv_type = DType::F16});
+  ASSERT_EQ(device.mma_layers(), model->config.n_layers) << "the F16 layers should run on the tensor cores";
   const std::span<const float> prefill_span = device.run(prompt_batch(kPrompt, 0, kBlocks));
   const std::vector<float> prefill(prefill_span.begin(), prefill_span.end());
   // The same prompt as a 6-token chunk then single tokens, in other blocks of the pool.

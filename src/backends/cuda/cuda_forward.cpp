@@ -10,7 +10,9 @@
 #include "backends/cuda/block_dequant.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/f16_mma_layout.h"
 #include "backends/cuda/forward_kernels.h"
+#include "backends/cuda/matmul_f16_mma.h"
 #include "backends/cuda/paged_attention.h"
 #include "base/error.h"
 #include "base/quant.h"
@@ -25,6 +27,27 @@ constexpr int64_t kMaxGraphTokens = 256;
 constexpr size_t kMaxCachedGraphs = 32;
 
 size_t aligned_256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+bool mma_enabled_by_environment() {
+  const char* value = std::getenv("TANDEM_CUDA_MMA");
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
+// Whether every matrix of a dense layer can take the tensor-core layout: one type, F16 or
+// Q8_0, whole tiles (gate/up: whole 8-row interleave groups, the SwiGLU output whole tiles).
+// A property of the model alone, never of a batch.
+bool layer_fits_mma(const LayerWeights& layer, const ModelConfig& c) {
+  const DType type = layer.wq.dtype;
+  if (type != DType::F16 && type != DType::Q8_0) return false;
+  for (const TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
+    if (view->dtype != type) return false;
+  const auto fits = [type](int64_t rows, int64_t cols) {
+    return type == DType::F16 ? fits_f16_mma(rows, cols) : fits_q8_0_mma(rows, cols);
+  };
+  return fits(c.q_width() + 2 * c.kv_width(), c.d_model) && fits(c.d_model, c.q_width()) &&
+         fits(2 * c.d_ff, c.d_model) && c.d_ff % (2 * kMmaCols) == 0 && fits(c.d_model, c.d_ff) &&
+         c.q_width() % kMmaCols == 0;
+}
 
 bool graphs_enabled_by_environment() {
   const char* value = std::getenv("TANDEM_CUDA_GRAPHS");
@@ -83,20 +106,35 @@ CudaForward::CudaForward(std::shared_ptr<const Model> model, const CudaForwardOp
                      "CUDA forward: batch of {} tokens, {} KV blocks of {} must all be positive",
                      options.max_batch_tokens, options.kv_blocks, options.block_size);
   use_graphs_ = options.cuda_graphs && graphs_enabled_by_environment();
+  use_mma_ = mma_enabled_by_environment();
   const ModelConfig& c = model_->config;
   const ModelWeights& w = model_->weights;
   for (const LayerWeights& layer : w.layers) {
     Layer device;
     device.attn_norm = upload_vector(layer.attn_norm);
     device.ffn_norm = upload_vector(layer.ffn_norm);
-    device.qkv = upload_fused({&layer.wq, &layer.wk, &layer.wv});
-    device.wo = upload_matrix(layer.wo);
-    device.gate_up = upload_fused({&layer.w_gate, &layer.w_up});
-    device.w_down = upload_matrix(layer.w_down);
+    device.mma = use_mma_ && layer_fits_mma(layer, model_->config);
+    if (device.mma) {
+      device.qkv_mma = upload_mma({&layer.wq, &layer.wk, &layer.wv}, false);
+      device.wo_mma = upload_mma({&layer.wo}, false);
+      device.gate_up_mma = upload_mma({&layer.w_gate, &layer.w_up}, true);
+      device.down_mma = upload_mma({&layer.w_down}, false);
+    } else {
+      device.qkv = upload_fused({&layer.wq, &layer.wk, &layer.wv});
+      device.wo = upload_matrix(layer.wo);
+      device.gate_up = upload_fused({&layer.w_gate, &layer.w_up});
+      device.w_down = upload_matrix(layer.w_down);
+    }
     layers_.push_back(device);
   }
   output_norm_ = upload_vector(w.output_norm);
-  output_ = upload_matrix(w.output);
+  const bool output_fits_mma =
+      (w.output.dtype == DType::F16 && fits_f16_mma(w.output.n_rows(), w.output.row_length())) ||
+      (w.output.dtype == DType::Q8_0 && fits_q8_0_mma(w.output.n_rows(), w.output.row_length()));
+  if (use_mma_ && output_fits_mma)
+    output_mma_ = upload_mma({&w.output}, false);
+  else
+    output_ = upload_matrix(w.output);
   if (!c.rope_freq_factors.empty())
     rope_freq_factors_ =
         DeviceBuffer<float>(c.rope_freq_factors.data(), static_cast<int64_t>(c.rope_freq_factors.size()));
@@ -122,6 +160,11 @@ CudaForward::CudaForward(std::shared_ptr<const Model> model, const CudaForwardOp
   logits_host_.reset(pinned);
   step_inputs_ = DeviceBuffer<uint8_t>(static_cast<int64_t>(input_bytes));
   normed_ = DeviceBuffer<float>(t * c.d_model);
+  // Packed f16 activations of the widest matmul input (d_model, q_width or d_ff columns).
+  packed_ = DeviceBuffer<uint16_t>(
+      std::max({f16_mma_activation_halves(t, c.d_model), f16_mma_activation_halves(t, c.q_width()),
+                f16_mma_activation_halves(t, c.d_ff)}));
+  packed_ffn_ = DeviceBuffer<uint16_t>(f16_mma_activation_halves(t, c.d_ff));
   qkv_ = DeviceBuffer<float>(t * (c.q_width() + 2 * c.kv_width()));
   attn_ = DeviceBuffer<float>(t * c.q_width());
   gate_up_ = DeviceBuffer<float>(t * 2 * c.d_ff);
@@ -272,6 +315,37 @@ void CudaForward::prepare_batch(const Batch& batch) {
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(step_inputs_.data(), host, step_input_bytes_, cudaMemcpyHostToDevice, stream_));
 }
 
+CudaForward::MmaMatrix CudaForward::upload_mma(std::initializer_list<const TensorView*> views,
+                                               bool interleave_gate_up) {
+  const TensorView& first = **views.begin();
+  MmaMatrix m{nullptr, first.dtype, 0, first.row_length()};
+  for (const TensorView* view : views) m.n_rows += view->n_rows();
+  const int64_t row_bytes = first.row_bytes();
+  std::vector<uint8_t> rows(static_cast<size_t>(m.n_rows * row_bytes));
+  if (interleave_gate_up) {
+    const TensorView& up = **(views.begin() + 1);
+    interleave_gate_up_rows(static_cast<const uint8_t*>(first.data), static_cast<const uint8_t*>(up.data),
+                            first.n_rows(), row_bytes, rows.data());
+  } else {
+    size_t at = 0;
+    for (const TensorView* view : views) {
+      const auto* bytes = static_cast<const uint8_t*>(view->data);
+      std::copy(bytes, bytes + view->n_rows() * row_bytes, rows.begin() + static_cast<std::ptrdiff_t>(at));
+      at += static_cast<size_t>(view->n_rows() * row_bytes);
+    }
+  }
+  std::vector<uint8_t> packed(rows.size());
+  if (m.type == DType::F16)
+    pack_f16_mma_weights(reinterpret_cast<const uint16_t*>(rows.data()), m.n_rows, m.n_cols,
+                         reinterpret_cast<uint16_t*>(packed.data()));
+  else
+    pack_q8_0_mma_weights(rows.data(), m.n_rows, m.n_cols, packed.data());
+  weight_storage_.emplace_back(packed);
+  weight_bytes_ += static_cast<int64_t>(packed.size());
+  m.data = weight_storage_.back().data();
+  return m;
+}
+
 void CudaForward::matmul_fused(const FusedMatrix& m, const float* x, int64_t n_tokens, float* out) {
   int64_t column = 0;
   for (const DeviceMatrix& part : m.parts) {
@@ -301,8 +375,17 @@ void CudaForward::launch_step(int64_t n_tokens, int64_t n_logit_rows) {
     const Layer& layer = layers_[l];
     uint8_t* layer_keys = keys_.data() + static_cast<int64_t>(l) * n_slots * kv_row_bytes_;
     uint8_t* layer_values = values_.data() + static_cast<int64_t>(l) * n_slots * kv_row_bytes_;
-    rmsnorm(hidden, layer.attn_norm, n_tokens, d, c.rms_norm_eps, normed_.data(), stream_);
-    matmul_fused(layer.qkv, normed_.data(), n_tokens, qkv_.data());
+    // On the tensor cores the activations go in packed f16: RMSNorm writes them so directly.
+    const auto mma = [&](const MmaMatrix& m, const uint16_t* x, const MmaEpilogue& epilogue) {
+      matmul_mma(m.type, m.data, m.n_rows, m.n_cols, x, n_tokens, epilogue, stream_);
+    };
+    if (layer.mma) {
+      rmsnorm_pack_f16_mma(hidden, layer.attn_norm, n_tokens, d, c.rms_norm_eps, packed_.data(), stream_);
+      mma(layer.qkv_mma, packed_.data(), {.mode = MmaOutput::Store, .out = qkv_.data()});
+    } else {
+      rmsnorm(hidden, layer.attn_norm, n_tokens, d, c.rms_norm_eps, normed_.data(), stream_);
+      matmul_fused(layer.qkv, normed_.data(), n_tokens, qkv_.data());
+    }
     // Q's heads and K's heads are adjacent in a QKV row: one RoPE launch rotates both.
     rope(qkv_.data(), n_tokens, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dims, positions,
          c.rope_freq_base, freq_factors, half_split, stream_);
@@ -312,6 +395,15 @@ void CudaForward::launch_step(int64_t n_tokens, int64_t n_logit_rows) {
                      options_.kv_type, options_.block_size, block_tables,  max_blocks_per_sequence_};
     paged_attention(qkv_.data(), qkv_width, n_tokens, c.n_heads, c.n_kv_heads, c.head_dim, positions, seq_ids, kv,
                     attn_.data(), c.q_width(), stream_);
+    if (layer.mma) {
+      pack_activations_f16_mma(attn_.data(), n_tokens, c.q_width(), packed_.data(), stream_);
+      mma(layer.wo_mma, packed_.data(), {.mode = MmaOutput::Add, .out = hidden});
+      rmsnorm_pack_f16_mma(hidden, layer.ffn_norm, n_tokens, d, c.rms_norm_eps, packed_.data(), stream_);
+      // silu(gate) * up comes out packed: the down projection's input.
+      mma(layer.gate_up_mma, packed_.data(), {.mode = MmaOutput::SwiGluPacked, .packed = packed_ffn_.data()});
+      mma(layer.down_mma, packed_ffn_.data(), {.mode = MmaOutput::Add, .out = hidden});
+      continue;
+    }
     matmul(layer.wo, attn_.data(), n_tokens, hidden, stream_, /*accumulate=*/true);
     rmsnorm(hidden, layer.ffn_norm, n_tokens, d, c.rms_norm_eps, normed_.data(), stream_);
     matmul_fused(layer.gate_up, normed_.data(), n_tokens, gate_up_.data());
@@ -320,8 +412,14 @@ void CudaForward::launch_step(int64_t n_tokens, int64_t n_logit_rows) {
   }
   if (n_logit_rows > 0) {
     gather_rows(hidden, logit_indices, n_logit_rows, d, logit_rows_.data(), stream_);
-    rmsnorm(logit_rows_.data(), output_norm_, n_logit_rows, d, c.rms_norm_eps, logit_rows_.data(), stream_);
-    matmul(output_, logit_rows_.data(), n_logit_rows, logits_.data(), stream_);
+    if (output_mma_.data != nullptr) {
+      rmsnorm_pack_f16_mma(logit_rows_.data(), output_norm_, n_logit_rows, d, c.rms_norm_eps, packed_.data(), stream_);
+      matmul_mma(output_mma_.type, output_mma_.data, output_mma_.n_rows, output_mma_.n_cols, packed_.data(),
+                 n_logit_rows, {.mode = MmaOutput::Store, .out = logits_.data()}, stream_);
+    } else {
+      rmsnorm(logit_rows_.data(), output_norm_, n_logit_rows, d, c.rms_norm_eps, logit_rows_.data(), stream_);
+      matmul(output_, logit_rows_.data(), n_logit_rows, logits_.data(), stream_);
+    }
   }
 }
 

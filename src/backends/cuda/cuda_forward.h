@@ -4,7 +4,11 @@
 // as a pool of blocks that the Batch's block tables index, as the CPU's KvCache; per layer
 // RMSNorm, QKV, RoPE, K/V stored into their slots, paged attention, Wo (+ residual), RMSNorm,
 // gate/up, SwiGLU, down (+ residual); logits are computed and copied back only for the rows
-// that want them. A step's launches are captured once per (n_tokens, n_logit_rows) into a CUDA
+// that want them. Layers whose matrices are all F16 or all Q8_0 in whole tiles run them on the
+// tensor cores (matmul_f16_mma.h: weights repacked at upload, Q/K/V concatenated, gate/up
+// interleaved so SwiGLU is the matmul's epilogue, activations packed f16 by the RMSNorm that
+// makes them; 9 launches a layer; TANDEM_CUDA_MMA=0 keeps every matrix on the CUDA-core
+// kernels). A step's launches are captured once per (n_tokens, n_logit_rows) into a CUDA
 // graph and replayed (TANDEM_CUDA_GRAPHS=0: plain launches); everything else a step changes
 // is read from device memory. Every kernel's per-row arithmetic is independent of the batch,
 // so a sequence's logits do not depend on its neighbours or on how it was chunked.
@@ -60,6 +64,14 @@ class CudaForward {
   int64_t weight_bytes() const { return weight_bytes_; }
   int64_t kv_bytes() const { return 2 * keys_.size(); }
 
+  // Layers whose matrices run on the tensor cores (F16 or Q8_0 throughout, shapes in whole
+  // tiles, TANDEM_CUDA_MMA not 0): tests check the path taken.
+  int64_t mma_layers() const {
+    int64_t n = 0;
+    for (const Layer& layer : layers_) n += layer.mma ? 1 : 0;
+    return n;
+  }
+
   // Steps run by replaying a CUDA graph so far (0 with graphs off): tests check the path taken.
   int64_t graph_replays() const { return graph_replays_; }
   // Why graphs went off after the runtime refused a capture (the steps since ran as plain
@@ -73,10 +85,21 @@ class CudaForward {
     std::vector<DeviceMatrix> parts;
     int64_t n_rows = 0;
   };
+  // A matrix in the tensor-core layout (f16_mma_layout.h): F16 or Q8_0, repacked at upload.
+  struct MmaMatrix {
+    const void* data = nullptr;
+    DType type = DType::F16;
+    int64_t n_rows = 0, n_cols = 0;
+  };
   struct Layer {
     FusedMatrix qkv;      // wq, wk, wv: [q_width + 2 * kv_width, d_model]
     FusedMatrix gate_up;  // w_gate, w_up: [2 * d_ff, d_model]
     DeviceMatrix wo, w_down;
+    // When `mma`, the layer's matrices are these instead (the ones above are not uploaded):
+    // qkv concatenated, gate/up interleaved in 8s (MmaOutput::SwiGluPacked), activations
+    // packed f16 between them.
+    bool mma = false;
+    MmaMatrix qkv_mma, wo_mma, gate_up_mma, down_mma;
     const float* attn_norm = nullptr;
     const float* ffn_norm = nullptr;
   };
@@ -97,6 +120,9 @@ class CudaForward {
   DeviceMatrix upload_matrix(const TensorView& view);
   DeviceMatrix upload_rows(const uint8_t* rows, DType type, int64_t n_rows, int64_t n_cols);
   FusedMatrix upload_fused(std::initializer_list<const TensorView*> views);
+  // The views' rows (one type; `interleave_gate_up`: two views, rows interleaved in 8s) packed
+  // for the tensor cores.
+  MmaMatrix upload_mma(std::initializer_list<const TensorView*> views, bool interleave_gate_up);
   const float* upload_vector(const TensorView& view);
   StepLayout step_layout(int64_t n_tokens) const;
   void prepare_batch(const Batch& batch);
@@ -106,6 +132,8 @@ class CudaForward {
   void run_step_graph(int64_t n_tokens, int64_t n_logit_rows);
 
   std::shared_ptr<const Model> model_;
+  bool use_mma_ = true;   // TANDEM_CUDA_MMA=0: every matrix on the CUDA-core kernels
+  MmaMatrix output_mma_;  // the output head in the tensor-core layout (data null: output_)
   CudaForwardOptions options_;
   bool use_graphs_ = true;
   cudaStream_t stream_ = nullptr;
@@ -127,7 +155,8 @@ class CudaForward {
   // max_batch_tokens.
   std::unique_ptr<void, PinnedDeleter> step_inputs_host_;
   DeviceBuffer<uint8_t> step_inputs_;
-  size_t step_input_bytes_ = 0;  // this step's transfer
+  size_t step_input_bytes_ = 0;                 // this step's transfer
+  DeviceBuffer<uint16_t> packed_, packed_ffn_;  // packed f16 activations (matmul_f16_mma.h)
   DeviceBuffer<float> normed_, qkv_, attn_, gate_up_, ffn_, logit_rows_, logits_;
   std::vector<uint8_t> embedding_row_;
   int64_t n_logit_rows_ = 0;

@@ -133,9 +133,9 @@ void launch(const float* queries, int64_t q_stride, int64_t n_tokens, int64_t n_
 
 }  // namespace
 
-void warp_paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, int64_t n_heads,
-                          int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const int32_t* seq_ids,
-                          const PagedKv& kv, float* out, int64_t out_stride, cudaStream_t stream) {
+void warp_paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, int64_t n_heads, int64_t n_kv_heads,
+                          int64_t head_dim, const int32_t* positions, const int32_t* seq_ids, const PagedKv& kv,
+                          float* out, int64_t out_stride, cudaStream_t stream) {
   if (n_tokens == 0) return;
   const int64_t group = n_kv_heads > 0 ? n_heads / n_kv_heads : 0;
   const bool shapes_ok = group >= 1 && group * n_kv_heads == n_heads && group <= kMaxAttentionGroup && head_dim >= 1 &&

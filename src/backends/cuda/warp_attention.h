@@ -12,8 +12,8 @@
 
 namespace tandem::cuda {
 
-void warp_paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, int64_t n_heads,
-                          int64_t n_kv_heads, int64_t head_dim, const int32_t* positions, const int32_t* seq_ids,
-                          const PagedKv& kv, float* out, int64_t out_stride, cudaStream_t stream);
+void warp_paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, int64_t n_heads, int64_t n_kv_heads,
+                          int64_t head_dim, const int32_t* positions, const int32_t* seq_ids, const PagedKv& kv,
+                          float* out, int64_t out_stride, cudaStream_t stream);
 
 }  // namespace tandem::cuda
