@@ -41,6 +41,7 @@ namespace detail {  // defined in src/api/
 struct ModelState;
 struct EngineState;
 struct StreamState;
+struct EngineAccess;
 }  // namespace detail
 
 // Bad input, with one line that names the problem. (Running out of memory is std::bad_alloc;
@@ -109,6 +110,7 @@ class TANDEM_API Model {
 
  private:
   friend class Engine;
+  friend struct detail::EngineAccess;
   explicit Model(std::unique_ptr<detail::ModelState> state);
   std::unique_ptr<detail::ModelState> state_;
 };
@@ -335,6 +337,8 @@ class TANDEM_API Engine {
   void write_trace(const std::string& path) const;
 
  private:
+  friend struct detail::EngineAccess;  // the CLI's engines on a device (src/api/engine_state.h)
+  explicit Engine(std::shared_ptr<detail::EngineState> state);
   std::shared_ptr<detail::EngineState> state_;  // shared with the streams, which may outlive the engine
 };
 

@@ -145,8 +145,20 @@ void check_options(const EngineOptions& options) {
 
 }  // namespace
 
-Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options) {
-  detail::translating_errors([&] {
+Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
+    : Engine(detail::EngineAccess::make_state(std::move(model), options, nullptr)) {}
+
+Engine::Engine(std::shared_ptr<detail::EngineState> state) : state_(std::move(state)) {}
+
+Engine detail::EngineAccess::make(std::shared_ptr<const Model> model, const EngineOptions& options,
+                                  DeviceForwardFactory device_forward) {
+  return Engine(make_state(std::move(model), options, std::move(device_forward)));
+}
+
+std::shared_ptr<detail::EngineState> detail::EngineAccess::make_state(std::shared_ptr<const Model> model,
+                                                                      const EngineOptions& options,
+                                                                      DeviceForwardFactory device_forward) {
+  return detail::translating_errors([&] {
     TANDEM_CHECK_INPUT(model != nullptr, "no model (null pointer)");
     check_options(options);
     EngineConfig config;
@@ -161,9 +173,10 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
       config.draft_model = options.draft_model->state_->model;
       config.draft_tokenizer = &options.draft_model->state_->tokenizer;
     }
+    config.device_forward = std::move(device_forward);
     const detail::ModelState& model_state = *model->state_;
-    state_ = std::make_shared<detail::EngineState>(std::move(model), model_state, config, options.threads,
-                                                   options.profile, options.trace);
+    return std::make_shared<detail::EngineState>(std::move(model), model_state, config, options.threads,
+                                                 options.profile, options.trace);
   });
 }
 

@@ -27,6 +27,16 @@ struct EngineState {
   tandem::Engine engine;
 };
 
+// The public Engine with what EngineOptions cannot name (internal types): the CLI's run and
+// chat on --device cuda (EngineConfig::device_forward). Not part of the public API.
+struct EngineAccess {
+  static Engine make(std::shared_ptr<const Model> model, const EngineOptions& options,
+                     DeviceForwardFactory device_forward);
+  // What every Engine constructor builds; throws Error for unusable options.
+  static std::shared_ptr<EngineState> make_state(std::shared_ptr<const Model> model, const EngineOptions& options,
+                                                 DeviceForwardFactory device_forward);
+};
+
 struct StreamState {
   std::shared_ptr<EngineState> engine;
   std::shared_ptr<EventQueue> events;  // also held by the request's callback in the engine

@@ -3,15 +3,17 @@
 // prefix cache keeps its KV, so each turn prefills only what is new); the oldest exchanges
 // are dropped when it no longer fits the context. Commands: /reset, /system TEXT, /exit,
 // /help. Ctrl-C stops the answer in progress; at the prompt, a second Ctrl-C exits; so does
-// end of input. Built on the public C++ API alone, as `tandem run` is.
+// end of input. Built on the public C++ API, as `tandem run` is (with its hook for --device).
 #include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "api/engine_state.h"
 #include "cli/chat_input.h"
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/interrupt.h"
 #include "cli/kv_type_options.h"
 #include "cli/sampling_options.h"
@@ -135,7 +137,8 @@ bool run_command(const std::string& line, Conversation& conversation) {
   return true;
 }
 
-void chat(const ChatOptions& options) {
+// device_forward: the engine's forward pass off the CPU (engine_device_forward); null: the CPU.
+void chat(const ChatOptions& options, const DeviceForwardFactory& device_forward) {
   catch_interrupts();  // before the engine's threads start, so they inherit SIGINT blocked
   api::ModelOptions model_options;
   model_options.tokenizer_path = options.tokenizer_path;
@@ -151,7 +154,7 @@ void chat(const ChatOptions& options) {
   const KvTypes kv_types = options.kv_types.resolve();
   engine_options.kv_type_k = api_kv_type(kv_types.k);
   engine_options.kv_type_v = api_kv_type(kv_types.v);
-  api::Engine engine(model, engine_options);
+  api::Engine engine = api::detail::EngineAccess::make(model, engine_options, device_forward);
   receive_interrupts_here();
   std::fprintf(stderr, "tandem chat: %s, chat format %s, context %lld tokens; /help for commands\n",
                options.model_path.c_str(), model->chat_format().c_str(),
@@ -204,7 +207,9 @@ void add_chat_command(CLI::App& app) {
   add_kv_type_options(command, &options->kv_types);
   command->add_flag("--show-prompt", options->show_prompt,
                     "Print each turn's whole rendered prompt (the conversation so far) on stderr");
-  command->callback([options] { chat(*options); });
+  auto device = std::make_shared<std::string>("auto");
+  add_device_option(command, device.get());
+  command->callback([options, device] { chat(*options, engine_device_forward(*device)); });
 }
 
 }  // namespace tandem::cli

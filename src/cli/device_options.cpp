@@ -13,6 +13,7 @@
 #if defined(TANDEM_WITH_CUDA)
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_step_forward.h"
 #include "backends/cuda/hbm_bandwidth.h"
 #endif
 
@@ -21,8 +22,8 @@ namespace tandem::cli {
 CLI::Option* add_device_option(CLI::App* command, std::string* device) {
   return command
       ->add_option("--device", *device,
-                   "Where the model runs: cpu, cuda, or auto (cuda when built with CUDA, a GPU is present and this "
-                   "command runs on it, which only bench does so far; else cpu)")
+                   "Where the model runs: cpu, cuda, or auto (cuda when built with CUDA, a GPU is present and it "
+                   "runs this model and these options; else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
 }
@@ -35,15 +36,25 @@ ComputeDevice select_device(std::string_view flag, bool has_cuda_path) {
   const bool present = cuda::find_cuda_device(&why_not).has_value();
   if (flag == "auto") return present ? ComputeDevice::Cuda : ComputeDevice::Cpu;
   TANDEM_CHECK_INPUT(present, "--device cuda: {}", why_not);
-  TANDEM_CHECK_INPUT(has_cuda_path,
-                     "--device cuda: running this command on the GPU is not implemented yet (issue 17: the CUDA "
-                     "forward pass is built, the engine does not call it; tandem bench --device cuda measures it); "
-                     "use --device cpu");
+  TANDEM_CHECK_INPUT(has_cuda_path, "--device cuda: this command runs on the CPU only; use --device cpu");
   return ComputeDevice::Cuda;
 #else
   TANDEM_CHECK_INPUT(flag != "cuda",
                      "--device cuda: built without CUDA (configure with nvcc installed, TANDEM_CUDA=ON)");
   return ComputeDevice::Cpu;
+#endif
+}
+
+DeviceForwardFactory engine_device_forward(std::string_view flag, std::string_view cpu_only) {
+  if (flag == "cuda" && !cpu_only.empty()) {
+    select_device(flag, true);  // no device, or no CUDA in the build: that first
+    throw InputError(fmt::format("--device cuda: {} runs on the CPU only; use --device cpu", cpu_only));
+  }
+  if (select_device(flag, cpu_only.empty()) == ComputeDevice::Cpu) return nullptr;
+#if defined(TANDEM_WITH_CUDA)
+  return cuda::cuda_device_forward(flag == "cuda");
+#else
+  return nullptr;  // select_device picks the CPU in a build without CUDA
 #endif
 }
 

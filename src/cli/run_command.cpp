@@ -1,8 +1,9 @@
 // tandem run: load a model, encode the prompt (as typed, or as a chat turn with --system /
 // --chat-template), generate and stream the text (or the ids with --ids) to stdout; the
 // timing summary goes to stderr (not with --quiet), and with --profile the per-op roofline
-// summary, with --trace FILE a Chrome trace. Built on the public C++ API alone
-// (include/tandem/tandem.h): one engine running this one request, its timings the engine's.
+// summary, with --trace FILE a Chrome trace. Built on the public C++ API
+// (include/tandem/tandem.h), plus the internal hook that runs its engine on a device
+// (--device): one engine running this one request, its timings the engine's.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "api/engine_state.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "cli/device_options.h"
@@ -105,7 +107,8 @@ std::vector<int32_t> prompt_ids(const RunOptions& options, const std::string& te
   return model.tokenize_chat(messages);
 }
 
-void run(const RunOptions& options) {
+// device_forward: the engine's forward pass off the CPU (engine_device_forward); null: the CPU.
+void run(const RunOptions& options, const DeviceForwardFactory& device_forward) {
   if (!options.prompt_file.empty() && !options.prompt.empty()) throw api::Error("give -p or -f, not both");
   const std::string text = options.prompt_file.empty() ? options.prompt : read_prompt_file(options.prompt_file);
   using Clock = std::chrono::steady_clock;
@@ -141,7 +144,7 @@ void run(const RunOptions& options) {
   const KvTypes kv_types = options.kv_types.resolve();
   engine_options.kv_type_k = api_kv_type(kv_types.k);
   engine_options.kv_type_v = api_kv_type(kv_types.v);
-  api::Engine engine(model, engine_options);
+  api::Engine engine = api::detail::EngineAccess::make(model, engine_options, device_forward);
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
 
   api::GenerateOptions generate_options = options.sampling;
@@ -246,8 +249,8 @@ void add_run_command(CLI::App& app) {
   auto device = std::make_shared<std::string>("auto");
   add_device_option(command, device.get());
   command->callback([options, device] {
-    select_device(*device, false);  // the CPU until the engine runs on CUDA; refuses --device cuda, saying why
-    run(*options);
+    // A draft model has its own forward pass and KV cache, the CPU's.
+    run(*options, engine_device_forward(*device, options->draft_model_path.empty() ? "" : "--draft-model"));
   });
 }
 

@@ -33,7 +33,8 @@
 namespace tandem::cli {
 namespace {
 
-void serve(const ServeOptions& options) {
+// device_forward: the engine's forward pass off the CPU (engine_device_forward); null: the CPU.
+void serve(const ServeOptions& options, const DeviceForwardFactory& device_forward) {
   check_speculation(options.http.speculation);  // bad --draft-* / --spec-ngram-* flags
   TANDEM_CHECK_INPUT(options.http.max_body_bytes >= 1, "--max-body-bytes must be at least 1 byte");
   TANDEM_CHECK_INPUT(options.workers.empty() || options.pipeline_stages == 0,
@@ -82,6 +83,7 @@ void serve(const ServeOptions& options) {
   Profiler profiler;  // with --trace only; outlives the pool and the engine that report to it
   ThreadPool pool(options.threads);
   engine_config.kv_types = options.kv_types.resolve();
+  engine_config.device_forward = device_forward;
   Engine engine(model, tokenizer, engine_config, pool);
   if (!options.trace_path.empty()) {
     profiler.enable_trace(pool.size());
@@ -103,6 +105,8 @@ void serve(const ServeOptions& options) {
                            engine.context_length(), stats.blocks.total, stats.block_size, stats.bytes_per_block,
                            engine.config().max_batch_tokens));
   say(options, describe_kv_pool(stats.kv_pool, engine.context_length()));
+  if (engine.on_device())
+    say(options, "forward pass and KV cache on the GPU (--device); /v1/embeddings needs --device cpu");
   if (options.engine.context_length > engine.context_length())
     say(options,
         fmt::format("--ctx {} is more than the model's context; using {}", options.engine.context_length,
@@ -277,8 +281,12 @@ void add_serve_command(CLI::App& app) {
   auto device = std::make_shared<std::string>("auto");
   add_device_option(command, device.get());
   command->callback([options, device] {
-    select_device(*device, false);  // the CPU until the engine runs on CUDA; refuses --device cuda, saying why
-    serve(*options);
+    // What runs on the CPU only: other processes' forward passes and KV caches, a draft model's.
+    const std::string cpu_only = !options->workers.empty()            ? "--workers"
+                                 : options->pipeline_stages > 0       ? "--pipeline"
+                                 : !options->draft_model_path.empty() ? "--draft-model"
+                                                                      : "";
+    serve(*options, engine_device_forward(*device, cpu_only));
   });
 }
 

@@ -137,7 +137,10 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       // A model whose every layer has a sliding window lets sequences give back the blocks
       // behind it as they advance.
       blocks_(kv_pool_.n_blocks, config_.block_size, model_->config.kv_window()),
-      cache_(model_->kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types),
+      device_forward_(config_.device_forward ? config_.device_forward(model_, config_, kv_pool_.n_blocks) : nullptr),
+      // On a device the K/V bytes live in its pool: the host cache only maps slots.
+      cache_(model_->kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types,
+             device_forward_ ? KvStorage::None : KvStorage::Host),
       forward_(model_, config_.max_batch_tokens, pool, config_.context_length),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
       rejection_(model_->config.vocab_size),
@@ -158,6 +161,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
     draft_cost_ = static_cast<double>(config_.draft_model->weight_bytes_per_token()) /
                   static_cast<double>(std::max<int64_t>(1, model_->weight_bytes_per_token()));
   }
+  step_forward_ = device_forward_.get();
   update_stats();
 }
 
@@ -201,6 +205,7 @@ uint64_t Engine::submit(std::vector<int32_t> prompt, GenerationParams params, Ev
 uint64_t Engine::submit_imported(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event,
                                  std::shared_ptr<KvImport> kv_import) {
   TANDEM_CHECK_INPUT(kv_import != nullptr, "an imported request needs its import");
+  TANDEM_CHECK_INPUT(!on_device(), "KV import: not into a device's KV pool (the blocks are written on the host)");
   TANDEM_CHECK_INPUT(model_->config.kv_window() == 0, "KV import: a sliding-window model drops blocks; not supported");
   TANDEM_CHECK_INPUT(params.pooling == Pooling::None && !params.kv_export,
                      "an imported request generates: no pooling, no export");
@@ -231,6 +236,11 @@ std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> pro
   TANDEM_CHECK_INPUT(params.pooling == Pooling::None || model_->holds_head(),
                      "embeddings are not served by a pipeline (--pipeline): the final hidden states stay on "
                      "the last stage");
+  // The device forward pass returns logits only, and its K/V bytes stay on the device.
+  TANDEM_CHECK_INPUT(params.pooling == Pooling::None || !on_device(),
+                     "embeddings are not computed on the GPU yet (its forward pass returns logits, not hidden "
+                     "states): serve with --device cpu for /v1/embeddings");
+  TANDEM_CHECK_INPUT(!params.kv_export || !on_device(), "KV export: not from a device's KV pool");
   auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab, draft_cost_);  // validates sampling
   if (params.pooling != Pooling::None) {
     sequence->pooled.assign(static_cast<size_t>(model_->config.d_model), 0.0);

@@ -1,6 +1,7 @@
 // Engine: the one generation loop (server, `tandem run`, the library, the decode benchmark)
 // — schedule -> build one ragged Batch -> Forward::run -> sample per sequence -> detokenize
-// -> emit events. A single request is a batch of one. It owns the KV storage, the block
+// -> emit events; the forward pass runs on the host or, with EngineConfig::device_forward, on
+// a device. A single request is a batch of one. It owns the KV storage, the block
 // allocator (which blocks each sequence holds), the scheduler and every in-flight request; requests arrive
 // thread-safely via submit() and leave as events through their callback. Runs on its own thread (start()) or is stepped
 // by hand (tests). Knows nothing of HTTP or JSON. A speculating sequence's decode carries
@@ -21,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/error.h"
 #include "base/thread_pool.h"
 #include "engine/generation_service.h"
 #include "engine/kv_export.h"
@@ -41,6 +43,29 @@
 
 namespace tandem {
 
+// Runs one step's forward pass for the engine. The default (none set) is the engine's own
+// Forward over the whole model; a pipeline over MPI ranks (dist/pipeline_forward.h) runs its
+// stage on `local` and the other stages elsewhere; a device (EngineConfig::device_forward,
+// backends/cuda/cuda_step_forward.h) runs the whole model on its own KV pool. Returns what Forward::run returns (the
+// logits rows of the batch's wants_logits tokens, in batch order), valid until the next call.
+class StepForward {
+ public:
+  virtual ~StepForward() = default;
+  virtual std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) = 0;
+  // What it knows of the pipeline's stages (Engine::stages()); thread-safe.
+  virtual std::vector<StageStatus> stages() const { return {}; }
+};
+
+struct EngineConfig;
+
+// Makes the forward pass that runs every step on a device in place of the engine's own
+// Forward (the CLI's --device cuda), once the engine has sized its KV pool: n_blocks blocks of
+// config.block_size slots. The device holds a pool of the same blocks, so the block tables the
+// engine keeps on the host index it unchanged. Null: the engine runs on its own Forward after
+// all. Throws InputError when the device cannot run this model with this config.
+using DeviceForwardFactory = std::function<std::unique_ptr<StepForward>(const std::shared_ptr<const Model>& model,
+                                                                        const EngineConfig& config, int64_t n_blocks)>;
+
 struct EngineConfig {
   int32_t max_seqs = 4;                // --parallel: sequences in flight at once
   int64_t max_batch_tokens = 512;      // --max-batch-tokens: tokens per step
@@ -54,6 +79,10 @@ struct EngineConfig {
   // construction only: any difference is an InputError.
   std::shared_ptr<const Model> draft_model;
   const Tokenizer* draft_tokenizer = nullptr;
+  // Null: every step runs on the engine's own Forward. With a device forward pass, the host
+  // KvCache keeps the block bookkeeping but no K/V bytes (they are on the device): requests
+  // that read them on the host are refused (embeddings, KV export and import).
+  DeviceForwardFactory device_forward;
 };
 
 // What Engine::check_request checks, for a given vocabulary and context: throws InputError
@@ -68,18 +97,6 @@ void check_generation_request(std::span<const int32_t> prompt, const GenerationP
 // (the disaggregated front), so that both refuse the same requests with the same words.
 void check_submission(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
                       int64_t context_length, bool has_draft_model);
-
-// Runs one step's forward pass for the engine. The default (none set) is the engine's own
-// Forward over the whole model; a pipeline over MPI ranks (dist/pipeline_forward.h) runs its
-// stage on `local` and the other stages elsewhere. Returns what Forward::run returns (the
-// logits rows of the batch's wants_logits tokens, in batch order), valid until the next call.
-class StepForward {
- public:
-  virtual ~StepForward() = default;
-  virtual std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) = 0;
-  // What it knows of the pipeline's stages (Engine::stages()); thread-safe.
-  virtual std::vector<StageStatus> stages() const { return {}; }
-};
 
 class Engine final : public GenerationService {
  public:
@@ -131,7 +148,13 @@ class Engine final : public GenerationService {
   void set_step_logger(std::function<void(const std::string&)> logger) { step_logger_ = std::move(logger); }
   // Who runs each step's forward pass (null: the engine's own Forward); it must outlive the
   // engine's use of it. Set it before start().
-  void set_step_forward(StepForward* step_forward) { step_forward_ = step_forward; }
+  // Not with a device forward pass (EngineConfig::device_forward), which is the step forward.
+  void set_step_forward(StepForward* step_forward) {
+    TANDEM_ASSERT(!on_device());
+    step_forward_ = step_forward;
+  }
+  // Whether the steps run on a device forward pass (EngineConfig::device_forward).
+  bool on_device() const { return device_forward_ != nullptr; }
 
   EngineStats stats() const override;  // thread-safe snapshot
   // The step forward's pipeline stages (none without one).
@@ -199,6 +222,7 @@ class Engine final : public GenerationService {
   EngineConfig config_;
   KvPoolPlan kv_pool_;  // before blocks_ and cache_, which it sizes
   BlockManager blocks_;
+  std::unique_ptr<StepForward> device_forward_;  // EngineConfig::device_forward's; before cache_, which it empties
   KvCache cache_;
   Forward forward_;
   Scheduler scheduler_;

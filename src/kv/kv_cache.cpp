@@ -19,7 +19,7 @@ int64_t KvCache::row_bytes(const KvShape& shape, DType type) {
   return (lines + (extra_line ? 1 : 0)) * kLine;
 }
 
-KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types)
+KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types, KvStorage storage)
     : shape_(shape),
       n_blocks_(n_blocks),
       block_size_(block_size),
@@ -31,12 +31,13 @@ KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvT
       value_row_bytes_(row_bytes(shape, types.v)) {
   TANDEM_ASSERT(n_blocks > 0 && block_size > 0);
   TANDEM_ASSERT(n_slots() <= INT32_MAX);  // slots are int32 in the attention kernels
+  if (storage == KvStorage::None) return;
   key_lines_.assign(static_cast<size_t>(shape_.n_layers * n_slots() * key_row_bytes_ / kLine), CacheLine{});
   value_lines_.assign(static_cast<size_t>(shape_.n_layers * n_slots() * value_row_bytes_ / kLine), CacheLine{});
 }
 
 void KvCache::store(int64_t layer, int64_t slot, const float* key_row, const float* value_row) {
-  TANDEM_ASSERT(layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
+  TANDEM_ASSERT(on_host() && layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
   uint8_t* keys = bytes_of(key_lines_) + (layer * n_slots() + slot) * key_row_bytes_;
   uint8_t* values = bytes_of(value_lines_) + (layer * n_slots() + slot) * value_row_bytes_;
   quantize_row(types_.k, key_row, keys, shape_.kv_width());
@@ -44,7 +45,7 @@ void KvCache::store(int64_t layer, int64_t slot, const float* key_row, const flo
 }
 
 void KvCache::store_converted(int64_t layer, int64_t slot, const uint8_t* key_bytes, const uint8_t* value_bytes) {
-  TANDEM_ASSERT(layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
+  TANDEM_ASSERT(on_host() && layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
   uint8_t* keys = bytes_of(key_lines_) + (layer * n_slots() + slot) * key_row_bytes_;
   uint8_t* values = bytes_of(value_lines_) + (layer * n_slots() + slot) * value_row_bytes_;
   std::memcpy(keys, key_bytes, static_cast<size_t>(dtype_row_bytes(types_.k, shape_.kv_width())));

@@ -15,11 +15,17 @@
 
 namespace tandem {
 
+// Where a KvCache's K/V bytes are: in host memory, or elsewhere (a device's pool of the same
+// blocks, which the engine's block tables index): then this cache only sizes and maps slots,
+// and keys(), values(), store() must not be called.
+enum class KvStorage { Host, None };
+
 class KvCache {
  public:
   // n_blocks blocks of block_size token slots each, for every layer's K and V. Throws
   // InputError when the model's head size does not suit the types (check_kv_types).
-  KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types = {});
+  KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvTypes types = {},
+          KvStorage storage = KvStorage::Host);
 
   int64_t n_layers() const { return shape_.n_layers; }
   int64_t n_blocks() const { return n_blocks_; }
@@ -27,6 +33,7 @@ class KvCache {
   int64_t n_slots() const { return n_blocks_ * block_size_; }
   const KvTypes& types() const { return types_; }
   const KvShape& shape() const { return shape_; }
+  bool on_host() const { return !key_lines_.empty(); }
 
   // The slot of `position` in a sequence whose blocks are `block_table` (one block per
   // block_size positions): block_table[position / block_size] * block_size + position % block_size.
