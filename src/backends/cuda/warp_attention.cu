@@ -95,11 +95,17 @@ __global__ void __launch_bounds__(kThreads)
       running_max[h] = new_max;
 #pragma unroll
       for (int e = 0; e < kMaxDimsPerLane; ++e) {
+        // Every lane takes part in each shuffle (a lane that left the loop would make the
+        // full-mask __shfl_sync undefined, and it hangs when head_dim < 32): the break depends
+        // only on e, and lanes past head_dim read no V and keep no result.
+        if (32 * e >= head_dim) break;
         const int d = lane + 32 * e;
-        if (d >= head_dim) break;
+        const bool in_head = d < head_dim;
         float value = __fmul_rn(acc[h][e], correction);
-        for (int j = 0; j < len; ++j)
-          value = __fmaf_rn(__shfl_sync(0xffffffffu, probability, j), v_s[j * head_dim + d], value);
+        for (int j = 0; j < len; ++j) {
+          const float p_j = __shfl_sync(0xffffffffu, probability, j);
+          if (in_head) value = __fmaf_rn(p_j, v_s[j * head_dim + d], value);
+        }
         acc[h][e] = value;
       }
     }
