@@ -33,4 +33,6 @@ target_compile_options(test_pipeline_serve PRIVATE $<$<CONFIG:Release>:-O1>)
 add_dependencies(test_pipeline_serve tandem)
 add_test(NAME PipelineServe.TokenIdenticalToOneProcess COMMAND test_pipeline_serve)
 set_tests_properties(PipelineServe.TokenIdenticalToOneProcess PROPERTIES LABELS "dist;mpi;model" TIMEOUT 300 RUN_SERIAL TRUE
-                                                                      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+                                                                      ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0"
+                                                                      # its single process on the CPU, as the ranks are
+                                                                      ENVIRONMENT_MODIFICATION "CUDA_VISIBLE_DEVICES=set:")

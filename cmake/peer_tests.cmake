@@ -12,4 +12,5 @@ endif()
 # start it first, beside the rest of the suite, rather than last and alone (4-5 minutes of a
 # fresh clone's `make test`, where ctest has no recorded costs yet).
 set_tests_properties(peer_agreement PROPERTIES LABELS "peer;model;slow" SKIP_RETURN_CODE 77 TIMEOUT 900 COST 10000
-  ENVIRONMENT "TANDEM_BUILD_DIR=${CMAKE_BINARY_DIR};TANDEM_SHARED_DIR=${TANDEM_SHARED_DIR}")
+  ENVIRONMENT "TANDEM_BUILD_DIR=${CMAKE_BINARY_DIR};TANDEM_SHARED_DIR=${TANDEM_SHARED_DIR}"
+  ENVIRONMENT_MODIFICATION "CUDA_VISIBLE_DEVICES=set:")  # the CPU against llama.cpp's CPU build
