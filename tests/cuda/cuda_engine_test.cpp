@@ -132,19 +132,7 @@ TEST(CudaEngine, AidreamsPromptLookupEqualsPlainGreedyOnTheCpu) {
   EngineConfig device_config = aidreams_config();
   device_config.device_forward = cuda::cuda_device_forward(true);
   Engine device(model, tokenizer, device_config, pool);
-  GenerationParams params;
-  params.sampling.temperature = 0.0f;
-  params.max_tokens = max_tokens;
-  params.ignore_eos = true;
-  params.speculation.type = SpeculationType::Ngram;
-  params.speculation.draft_max = 4;
-  params.speculation.ngram_min = 1;
-  params.speculation.ngram_max = 3;
-  std::vector<int32_t> got;
-  device.submit(prompt, params,
-                [&](RequestEvent&& event) { got.insert(got.end(), event.tokens.begin(), event.tokens.end()); });
-  device.run_until_idle();
-  EXPECT_EQ(got, expected);
+  EXPECT_EQ(test_support::run_prompt_lookup(device, prompt, max_tokens), expected);
   EXPECT_GT(device.stats().drafted_tokens, 0) << "nothing was proposed: the test lost its point";
   EXPECT_LT(device.stats().accepted_tokens, device.stats().drafted_tokens) << "no proposal was rejected";
 }

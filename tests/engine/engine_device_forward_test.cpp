@@ -21,15 +21,6 @@ namespace {
 constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 constexpr int64_t kVocab = 50257;  // the GPT-2 vocabulary's size
 
-EngineConfig chunked_config() {
-  EngineConfig config;
-  config.max_seqs = 3;          // the fourth request waits for a slot
-  config.max_batch_tokens = 7;  // prompts prefilled in chunks, next to others' decode tokens
-  config.block_size = 4;
-  config.kv_memory_bytes = 96 * 1024;
-  return config;
-}
-
 // The stand-in device: its own pool of the engine's blocks; the engine's cache must be empty.
 class PoolOfItsOwn final : public StepForward {
  public:
@@ -66,7 +57,7 @@ class EngineDeviceForward : public ::testing::Test {
   }
 
   // `config` with a device_forward that makes a PoolOfItsOwn (kept in device_).
-  EngineConfig device_config(EngineConfig config = chunked_config()) {
+  EngineConfig device_config(EngineConfig config = test_support::chunked_prefill_config()) {
     config.device_forward = [this](const std::shared_ptr<const Model>& model, const EngineConfig& engine_config,
                                    int64_t n_blocks) -> std::unique_ptr<StepForward> {
       auto device = std::make_unique<PoolOfItsOwn>(model, engine_config, n_blocks, pool_);
@@ -90,7 +81,7 @@ TEST_F(EngineDeviceForward, EqualsTheHostBatchedChunkedAndReusingPrefixes) {
   prompts.back().insert(prompts.back().end(), {7, 8, 9});
   prompts[3].insert(prompts[3].begin(), prompts[0].begin(), prompts[0].begin() + 12);
   const int64_t max_tokens = 10, top_logprobs = 2;
-  Engine host(model_, *tokenizer_, chunked_config(), pool_);
+  Engine host(model_, *tokenizer_, test_support::chunked_prefill_config(), pool_);
   const test_support::GreedyOutputs expected = test_support::run_greedy(host, prompts, max_tokens, top_logprobs);
 
   Engine engine(model_, *tokenizer_, device_config(), pool_);
@@ -123,24 +114,12 @@ TEST_F(EngineDeviceForward, PromptLookupOnAidreamsEqualsPlainGreedy) {
   const Tokenizer tokenizer = load_tokenizer(path, "", model->config.vocab_size);
   const std::vector<int32_t> prompt = tokenizer.encode("The dream", true);
   const int64_t max_tokens = 100;
-  EngineConfig config = chunked_config();
+  EngineConfig config = test_support::chunked_prefill_config();
   config.kv_memory_bytes = 0;  // max_seqs full contexts of this model
   Engine host(model, tokenizer, config, pool_);
   const std::vector<int32_t> expected = test_support::run_greedy(host, {prompt}, max_tokens).tokens[0];
   Engine engine(model, tokenizer, device_config(config), pool_);
-  GenerationParams params;
-  params.sampling.temperature = 0.0f;
-  params.max_tokens = max_tokens;
-  params.ignore_eos = true;
-  params.speculation.type = SpeculationType::Ngram;
-  params.speculation.draft_max = 4;
-  params.speculation.ngram_min = 1;
-  params.speculation.ngram_max = 3;
-  std::vector<int32_t> got;
-  engine.submit(prompt, params,
-                [&](RequestEvent&& event) { got.insert(got.end(), event.tokens.begin(), event.tokens.end()); });
-  engine.run_until_idle();
-  EXPECT_EQ(got, expected);
+  EXPECT_EQ(test_support::run_prompt_lookup(engine, prompt, max_tokens), expected);
   EXPECT_GT(engine.stats().drafted_tokens, 0) << "nothing was proposed: the test lost its point";
   EXPECT_LT(engine.stats().accepted_tokens, engine.stats().drafted_tokens) << "no proposal was rolled back";
 }
@@ -172,7 +151,7 @@ TEST_F(EngineDeviceForward, RefusesWhatReadsKvOrHiddenStatesOnTheHost) {
 }
 
 TEST_F(EngineDeviceForward, ANullFactoryLeavesTheEngineOnTheHost) {
-  EngineConfig config = chunked_config();
+  EngineConfig config = test_support::chunked_prefill_config();
   bool asked = false;
   config.device_forward = [&](const std::shared_ptr<const Model>&, const EngineConfig&, int64_t) {
     asked = true;

@@ -20,15 +20,6 @@ namespace {
 constexpr const char* kGpt2Vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-gpt-2.gguf";
 constexpr int64_t kVocab = 50257;  // the GPT-2 vocabulary's size
 
-EngineConfig chunked_config() {
-  EngineConfig config;
-  config.max_seqs = 3;          // the fourth request waits for a slot
-  config.max_batch_tokens = 7;  // prompts prefilled in chunks, next to others' decode tokens
-  config.block_size = 4;
-  config.kv_memory_bytes = 96 * 1024;
-  return config;
-}
-
 // The last stage in this process: what a pipeline's later ranks do, minus the messages.
 class LocalLastStage final : public StepForward {
  public:
@@ -67,11 +58,11 @@ TEST(EngineStepForward, TwoLocalStagesEqualTheWholeModel) {
 
   const auto prompts = test_support::random_prompts(12, kVocab, {3, 21, 8, 17});
   const int64_t max_tokens = 12, top_logprobs = 3;
-  Engine whole_engine(whole, tokenizer, chunked_config(), pool);
+  Engine whole_engine(whole, tokenizer, test_support::chunked_prefill_config(), pool);
   const test_support::GreedyOutputs expected =
       test_support::run_greedy(whole_engine, prompts, max_tokens, top_logprobs);
 
-  Engine stage_engine(first, tokenizer, chunked_config(), pool);
+  Engine stage_engine(first, tokenizer, test_support::chunked_prefill_config(), pool);
   // The same --kv-memory buys blocks of 2 layers instead of 3.
   EXPECT_EQ(stage_engine.stats().bytes_per_block * 3, whole_engine.stats().bytes_per_block * 2);
   EXPECT_GT(stage_engine.stats().blocks.total, whole_engine.stats().blocks.total);

@@ -53,6 +53,17 @@ inline std::vector<int32_t> greedy_alone(const std::shared_ptr<const Model>& mod
   return generated;
 }
 
+// Small limits that make an engine prefill prompts in chunks next to other requests' decode
+// tokens and queue a fourth request: the engine seam tests' configuration.
+inline EngineConfig chunked_prefill_config() {
+  EngineConfig config;
+  config.max_seqs = 3;          // the fourth request waits for a slot
+  config.max_batch_tokens = 7;  // prompts prefilled in chunks, next to others' decode tokens
+  config.block_size = 4;
+  config.kv_memory_bytes = 96 * 1024;
+  return config;
+}
+
 // What each request of run_greedy got, in submission order.
 struct GreedyOutputs {
   std::vector<std::vector<int32_t>> tokens;
@@ -84,6 +95,24 @@ inline GreedyOutputs run_greedy(Engine& engine, const std::vector<std::vector<in
     if (after_step) after_step();
   engine.run_until_idle();
   return outputs;
+}
+
+// The ids of one greedy request with prompt-lookup (n-gram) speculation, up to 4 proposed
+// tokens from 1- to 3-grams of its own text: the output must equal plain greedy's.
+inline std::vector<int32_t> run_prompt_lookup(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  GenerationParams params;
+  params.sampling.temperature = 0.0f;
+  params.max_tokens = max_tokens;
+  params.ignore_eos = true;
+  params.speculation.type = SpeculationType::Ngram;
+  params.speculation.draft_max = 4;
+  params.speculation.ngram_min = 1;
+  params.speculation.ngram_max = 3;
+  std::vector<int32_t> got;
+  engine.submit(prompt, params,
+                [&](RequestEvent&& event) { got.insert(got.end(), event.tokens.begin(), event.tokens.end()); });
+  engine.run_until_idle();
+  return got;
 }
 
 }  // namespace tandem::test_support

@@ -2,27 +2,17 @@
 // rounded one by one here too (__fmul_rn, __fsub_rn): nvcc would otherwise fuse them.
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/rmsnorm_scale.h"
 
 namespace tandem::cuda {
 namespace {
 
-constexpr int kNormThreads = 256;
-
 __global__ void __launch_bounds__(kNormThreads)
     rmsnorm_kernel(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  __shared__ double partial[kNormThreads];
   const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
   float* out_row = out + static_cast<int64_t>(blockIdx.x) * n;
-  double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kNormThreads) sum += static_cast<double>(row[i]) * row[i];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = kNormThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  const float scale = static_cast<float>(1.0 / sqrt(partial[0] / static_cast<double>(n) + eps));
-  // Every thread has read partial[0] before any writes out (out may alias x, not partial).
+  // Every thread has the scale before any writes out (out may alias x).
+  const float scale = rmsnorm_scale(row, n, eps);
   for (int64_t i = threadIdx.x; i < n; i += kNormThreads) out_row[i] = __fmul_rn(__fmul_rn(row[i], scale), weight[i]);
 }
 

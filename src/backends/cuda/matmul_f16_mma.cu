@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/f16_mma_layout.h"
 #include "backends/cuda/matmul_f16_mma.h"
+#include "backends/cuda/rmsnorm_scale.h"
 
 namespace tandem::cuda {
 namespace {
@@ -198,25 +199,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-constexpr int kNormThreads = 256;
-
-// elementwise.cu's rmsnorm_kernel's arithmetic (a double sum of squares per thread, then a
-// fixed tree), each result rounded to f16 straight into its packed place.
+// elementwise.cu's rmsnorm_kernel's arithmetic (rmsnorm_scale.h), each result rounded to f16
+// straight into its packed place.
 __global__ void __launch_bounds__(kNormThreads)
     rmsnorm_pack_kernel(const float* __restrict__ x, const float* __restrict__ weight, int64_t n, float eps,
                         uint16_t* __restrict__ packed) {
-  __shared__ double partial[kNormThreads];
   const int64_t token = blockIdx.x;
   const float* row = x + token * n;
-  double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kNormThreads) sum += static_cast<double>(row[i]) * row[i];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = kNormThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  const float scale = static_cast<float>(1.0 / sqrt(partial[0] / static_cast<double>(n) + eps));
+  const float scale = rmsnorm_scale(row, n, eps);
   for (int64_t i = threadIdx.x; i < n; i += kNormThreads)
     packed[packed_index(token, i, n)] =
         __half_as_ushort(__float2half_rn(__fmul_rn(__fmul_rn(row[i], scale), weight[i])));

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backends/cuda/attention_dispatch.h"
 #include "backends/cuda/block_dequant.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/paged_attention.h"
@@ -170,45 +171,11 @@ void paged_attention(const float* queries, int64_t q_stride, int64_t n_tokens, i
                          out_stride, stream);
     return;
   }
-  const int64_t group = n_kv_heads > 0 ? n_heads / n_kv_heads : 0;
-  const bool shapes_ok = group >= 1 && group * n_kv_heads == n_heads && group <= kMaxAttentionGroup && head_dim >= 1 &&
-                         head_dim <= kMaxAttentionHeadDim && head_dim % cuda_block_elements(kv.type) == 0 &&
-                         kv.block_size > 0;
-  // kv_element's 2- and 4-byte loads: F16 and F32 rows naturally aligned.
-  const int64_t align = kv.type == DType::F32 ? 4 : (kv.type == DType::F16 ? 2 : 1);
-  const bool aligned = kv.key_row_bytes % align == 0 && kv.value_row_bytes % align == 0 &&
-                       reinterpret_cast<uintptr_t>(kv.keys) % align == 0 &&
-                       reinterpret_cast<uintptr_t>(kv.values) % align == 0;
-  if (!aligned) throw CudaError("cuda::paged_attention: F16/F32 K/V rows must be 2-/4-byte aligned");
-  if (!shapes_ok)
-    throw CudaError("cuda::paged_attention: " + std::to_string(n_heads) + " heads over " + std::to_string(n_kv_heads) +
-                    " KV heads of " + std::to_string(head_dim) + " elements (" + std::string(dtype_name(kv.type)) +
-                    ") is not a shape the device kernel takes");
-  switch (kv.type) {
-    case DType::F32:
-      launch<DType::F32>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
-                         out_stride, stream);
-      break;
-    case DType::F16:
-      launch<DType::F16>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
-                         out_stride, stream);
-      break;
-    case DType::BF16:
-      launch<DType::BF16>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
-                          out_stride, stream);
-      break;
-    case DType::Q8_0:
-      launch<DType::Q8_0>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
-                          out_stride, stream);
-      break;
-    case DType::Q4_0:
-      launch<DType::Q4_0>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out,
-                          out_stride, stream);
-      break;
-    default:
-      throw CudaError("cuda::paged_attention: KV type " + std::string(dtype_name(kv.type)) +
-                      " is not one the device kernel reads");
-  }
+  const int64_t group = checked_attention_group("cuda::paged_attention", n_heads, n_kv_heads, head_dim, kv);
+  with_attention_kv_type("cuda::paged_attention", kv.type, [&]<DType type>() {
+    launch<type>(queries, q_stride, n_tokens, n_kv_heads, group, head_dim, positions, seq_ids, kv, out, out_stride,
+                 stream);
+  });
 }
 
 }  // namespace tandem::cuda
