@@ -141,7 +141,9 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       // On a device the K/V bytes live in its pool: the host cache only maps slots.
       cache_(model_->kv_shape(), blocks_.n_blocks(), config_.block_size, config_.kv_types,
              device_forward_ ? KvStorage::None : KvStorage::Host),
-      forward_(model_, config_.max_batch_tokens, pool, config_.context_length),
+      // With a device forward pass the engine's own runs no step (embeddings and KV imports,
+      // which would, are refused there): scratch for one token, not max_batch_tokens.
+      forward_(model_, device_forward_ ? 1 : config_.max_batch_tokens, pool, config_.context_length),
       scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
       rejection_(model_->config.vocab_size),
       logprob_work_(static_cast<size_t>(model_->config.vocab_size)),
