@@ -29,9 +29,9 @@ inline int64_t checked_attention_group(const char* caller, int64_t n_heads, int6
                          head_dim <= kMaxAttentionHeadDim && head_dim % cuda_block_elements(kv.type) == 0 &&
                          kv.block_size > 0;
   if (!shapes_ok)
-    throw CudaError(std::string(caller) + ": " + std::to_string(n_heads) + " heads over " +
-                    std::to_string(n_kv_heads) + " KV heads of " + std::to_string(head_dim) + " elements (" +
-                    std::string(dtype_name(kv.type)) + ") is not a shape the device kernel takes");
+    throw CudaError(std::string(caller) + ": " + std::to_string(n_heads) + " heads over " + std::to_string(n_kv_heads) +
+                    " KV heads of " + std::to_string(head_dim) + " elements (" + std::string(dtype_name(kv.type)) +
+                    ") is not a shape the device kernel takes");
   return group;
 }
 
@@ -40,21 +40,11 @@ inline int64_t checked_attention_group(const char* caller, int64_t n_heads, int6
 template <typename Launch>
 void with_attention_kv_type(const char* caller, DType type, Launch&& launch) {
   switch (type) {
-    case DType::F32:
-      launch.template operator()<DType::F32>();
-      return;
-    case DType::F16:
-      launch.template operator()<DType::F16>();
-      return;
-    case DType::BF16:
-      launch.template operator()<DType::BF16>();
-      return;
-    case DType::Q8_0:
-      launch.template operator()<DType::Q8_0>();
-      return;
-    case DType::Q4_0:
-      launch.template operator()<DType::Q4_0>();
-      return;
+    case DType::F32: launch.template operator()<DType::F32>(); return;
+    case DType::F16: launch.template operator()<DType::F16>(); return;
+    case DType::BF16: launch.template operator()<DType::BF16>(); return;
+    case DType::Q8_0: launch.template operator()<DType::Q8_0>(); return;
+    case DType::Q4_0: launch.template operator()<DType::Q4_0>(); return;
     default:
       throw CudaError(std::string(caller) + ": KV type " + std::string(dtype_name(type)) +
                       " is not one the device kernel reads");
