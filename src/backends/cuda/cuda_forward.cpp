@@ -33,6 +33,12 @@ bool mma_enabled_by_environment() {
   return value == nullptr || std::strcmp(value, "0") != 0;
 }
 
+// Whether a matrix of this type and shape can take the tensor-core layout (F16 or Q8_0).
+bool matrix_fits_mma(DType type, int64_t n_rows, int64_t n_cols) {
+  if (type == DType::F16) return fits_f16_mma(n_rows, n_cols);
+  return type == DType::Q8_0 && fits_q8_0_mma(n_rows, n_cols);
+}
+
 // Whether every matrix of a dense layer can take the tensor-core layout: one type, F16 or
 // Q8_0, whole tiles (gate/up: whole 8-row interleave groups, the SwiGLU output whole tiles).
 // A property of the model alone, never of a batch.
@@ -41,9 +47,7 @@ bool layer_fits_mma(const LayerWeights& layer, const ModelConfig& c) {
   if (type != DType::F16 && type != DType::Q8_0) return false;
   for (const TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
     if (view->dtype != type) return false;
-  const auto fits = [type](int64_t rows, int64_t cols) {
-    return type == DType::F16 ? fits_f16_mma(rows, cols) : fits_q8_0_mma(rows, cols);
-  };
+  const auto fits = [type](int64_t rows, int64_t cols) { return matrix_fits_mma(type, rows, cols); };
   return fits(c.q_width() + 2 * c.kv_width(), c.d_model) && fits(c.d_model, c.q_width()) &&
          fits(2 * c.d_ff, c.d_model) && c.d_ff % (2 * kMmaCols) == 0 && fits(c.d_model, c.d_ff) &&
          c.q_width() % kMmaCols == 0;
@@ -52,6 +56,16 @@ bool layer_fits_mma(const LayerWeights& layer, const ModelConfig& c) {
 bool graphs_enabled_by_environment() {
   const char* value = std::getenv("TANDEM_CUDA_GRAPHS");
   return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
+// The views' rows one after another, as one row-major matrix's bytes (they share a row size).
+std::vector<uint8_t> concatenated_rows(std::initializer_list<const TensorView*> views) {
+  std::vector<uint8_t> rows;
+  for (const TensorView* view : views) {
+    const auto* bytes = static_cast<const uint8_t*>(view->data);
+    rows.insert(rows.end(), bytes, bytes + view->n_rows() * view->row_bytes());
+  }
+  return rows;
 }
 
 std::string matrix_problem(const char* name, const TensorView& view) {
@@ -128,10 +142,7 @@ CudaForward::CudaForward(std::shared_ptr<const Model> model, const CudaForwardOp
     layers_.push_back(device);
   }
   output_norm_ = upload_vector(w.output_norm);
-  const bool output_fits_mma =
-      (w.output.dtype == DType::F16 && fits_f16_mma(w.output.n_rows(), w.output.row_length())) ||
-      (w.output.dtype == DType::Q8_0 && fits_q8_0_mma(w.output.n_rows(), w.output.row_length()));
-  if (use_mma_ && output_fits_mma)
+  if (use_mma_ && matrix_fits_mma(w.output.dtype, w.output.n_rows(), w.output.row_length()))
     output_mma_ = upload_mma({&w.output}, false);
   else
     output_ = upload_matrix(w.output);
@@ -226,12 +237,7 @@ CudaForward::FusedMatrix CudaForward::upload_fused(std::initializer_list<const T
     for (const TensorView* view : views) fused.parts.push_back(upload_matrix(*view));
     return fused;
   }
-  std::vector<uint8_t> rows;
-  rows.reserve(static_cast<size_t>(fused.n_rows * first.row_bytes()));
-  for (const TensorView* view : views) {
-    const auto* bytes = static_cast<const uint8_t*>(view->data);
-    rows.insert(rows.end(), bytes, bytes + view->n_rows() * view->row_bytes());
-  }
+  const std::vector<uint8_t> rows = concatenated_rows(views);
   fused.parts.push_back(upload_rows(rows.data(), first.dtype, fused.n_rows, first.row_length()));
   return fused;
 }
@@ -320,19 +326,14 @@ CudaForward::MmaMatrix CudaForward::upload_mma(std::initializer_list<const Tenso
   const TensorView& first = **views.begin();
   MmaMatrix m{nullptr, first.dtype, 0, first.row_length()};
   for (const TensorView* view : views) m.n_rows += view->n_rows();
-  const int64_t row_bytes = first.row_bytes();
-  std::vector<uint8_t> rows(static_cast<size_t>(m.n_rows * row_bytes));
+  std::vector<uint8_t> rows;
   if (interleave_gate_up) {
     const TensorView& up = **(views.begin() + 1);
+    rows.resize(static_cast<size_t>(m.n_rows * first.row_bytes()));
     interleave_gate_up_rows(static_cast<const uint8_t*>(first.data), static_cast<const uint8_t*>(up.data),
-                            first.n_rows(), row_bytes, rows.data());
+                            first.n_rows(), first.row_bytes(), rows.data());
   } else {
-    size_t at = 0;
-    for (const TensorView* view : views) {
-      const auto* bytes = static_cast<const uint8_t*>(view->data);
-      std::copy(bytes, bytes + view->n_rows() * row_bytes, rows.begin() + static_cast<std::ptrdiff_t>(at));
-      at += static_cast<size_t>(view->n_rows() * row_bytes);
-    }
+    rows = concatenated_rows(views);
   }
   std::vector<uint8_t> packed(rows.size());
   if (m.type == DType::F16)
@@ -344,6 +345,10 @@ CudaForward::MmaMatrix CudaForward::upload_mma(std::initializer_list<const Tenso
   weight_bytes_ += static_cast<int64_t>(packed.size());
   m.data = weight_storage_.back().data();
   return m;
+}
+
+void CudaForward::run_mma(const MmaMatrix& m, const uint16_t* packed_x, int64_t n_tokens, const MmaEpilogue& epilogue) {
+  matmul_mma(m.type, m.data, m.n_rows, m.n_cols, packed_x, n_tokens, epilogue, stream_);
 }
 
 void CudaForward::matmul_fused(const FusedMatrix& m, const float* x, int64_t n_tokens, float* out) {
@@ -377,7 +382,7 @@ void CudaForward::launch_step(int64_t n_tokens, int64_t n_logit_rows) {
     uint8_t* layer_values = values_.data() + static_cast<int64_t>(l) * n_slots * kv_row_bytes_;
     // On the tensor cores the activations go in packed f16: RMSNorm writes them so directly.
     const auto mma = [&](const MmaMatrix& m, const uint16_t* x, const MmaEpilogue& epilogue) {
-      matmul_mma(m.type, m.data, m.n_rows, m.n_cols, x, n_tokens, epilogue, stream_);
+      run_mma(m, x, n_tokens, epilogue);
     };
     if (layer.mma) {
       rmsnorm_pack_f16_mma(hidden, layer.attn_norm, n_tokens, d, c.rms_norm_eps, packed_.data(), stream_);
@@ -414,8 +419,7 @@ void CudaForward::launch_step(int64_t n_tokens, int64_t n_logit_rows) {
     gather_rows(hidden, logit_indices, n_logit_rows, d, logit_rows_.data(), stream_);
     if (output_mma_.data != nullptr) {
       rmsnorm_pack_f16_mma(logit_rows_.data(), output_norm_, n_logit_rows, d, c.rms_norm_eps, packed_.data(), stream_);
-      matmul_mma(output_mma_.type, output_mma_.data, output_mma_.n_rows, output_mma_.n_cols, packed_.data(),
-                 n_logit_rows, {.mode = MmaOutput::Store, .out = logits_.data()}, stream_);
+      run_mma(output_mma_, packed_.data(), n_logit_rows, {.mode = MmaOutput::Store, .out = logits_.data()});
     } else {
       rmsnorm(logit_rows_.data(), output_norm_, n_logit_rows, d, c.rms_norm_eps, logit_rows_.data(), stream_);
       matmul(output_, logit_rows_.data(), n_logit_rows, logits_.data(), stream_);

@@ -27,6 +27,7 @@
 
 #include "backends/cuda/device_buffer.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/matmul_f16_mma.h"
 #include "model/batch.h"
 #include "model/model.h"
 
@@ -127,6 +128,8 @@ class CudaForward {
   StepLayout step_layout(int64_t n_tokens) const;
   void prepare_batch(const Batch& batch);
   void matmul_fused(const FusedMatrix& m, const float* x, int64_t n_tokens, float* out);
+  // A tensor-core matmul on this forward's stream: packed_x is n_tokens packed f16 rows.
+  void run_mma(const MmaMatrix& m, const uint16_t* packed_x, int64_t n_tokens, const MmaEpilogue& epilogue);
   void launch_step(int64_t n_tokens, int64_t n_logit_rows);
   cudaGraphExec_t capture_step(int64_t n_tokens, int64_t n_logit_rows);
   void run_step_graph(int64_t n_tokens, int64_t n_logit_rows);
