@@ -2,30 +2,18 @@
 // runs, and the one call per step.
 #include "backends/cuda/cuda_step_forward.h"
 
-#include <cctype>
-
 #include "backends/cuda/cuda_check.h"
 #include "base/error.h"
+#include "kv/kv_types.h"
 
 namespace tandem::cuda {
-
-namespace {
-
-// As --kv-type spells it: q8_0, f16.
-std::string flag_name(DType type) {
-  std::string name(dtype_name(type));
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name;
-}
-
-}  // namespace
 
 std::string cuda_engine_unsupported_reason(const Model& model, const EngineConfig& config) {
   if (std::string reason = CudaForward::unsupported_reason(model); !reason.empty()) return reason;
   const KvTypes& types = config.kv_types;
   if (types.k != types.v || (types.k != DType::F16 && types.k != DType::F32))
-    return fmt::format("a {} K / {} V cache (the device KV cache holds f16 or f32, K and V alike)", flag_name(types.k),
-                       flag_name(types.v));
+    return fmt::format("a {} K / {} V cache (the device KV cache holds f16 or f32, K and V alike)", kv_type_name(types.k),
+                       kv_type_name(types.v));
   if (config.draft_model) return "a draft model (its own forward pass and KV cache are the CPU's)";
   return "";
 }
