@@ -6,15 +6,12 @@
 // bounded; no assertion is a speed. Bad request content and start-up: hostile_request_test.cpp.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <latch>
 #include <thread>
 
+#include "generated_tiny_model.h"
 #include "hostile_checks.h"
 
 namespace tandem::testing::hostile {
@@ -354,25 +351,9 @@ TEST(HostileClient, RequestsOnConnectionsOpenedBeforeSigtermGet503) {
 // A test-tiny model with aidreams260K's vocabulary and a 4096-token context, written once
 // per test process (random weights: with ignore_eos a request runs to max_tokens).
 const std::string& long_context_model() {
-  static const std::string path = [] {
-    const std::string out =
-        (std::filesystem::temp_directory_path() / ("tandem-hostile-" + std::to_string(::getpid()) + ".gguf")).string();
-    const std::string command = std::string(TANDEM_BINARY) +
-                                " gen-model --shape test-tiny --type F32 --context 4096 --vocab-from '" +
-                                shared_path(kAidreamsGguf) + "' -o '" + out + "' > /dev/null 2>&1";
-    return std::system(command.c_str()) == 0 ? out : std::string();
-  }();
-  return path;
+  static const GeneratedTinyModel model("tandem-hostile", shared_path(kAidreamsGguf));
+  return model.path();
 }
-
-// Holds its own copy of the path (the static above may be destroyed first at exit).
-struct RemoveAtExit {
-  std::string path;
-  ~RemoveAtExit() {
-    std::error_code ignored;
-    if (!path.empty()) std::filesystem::remove(path, ignored);
-  }
-};
 
 // Attack: clients that send a long non-streamed completion (max_tokens 4000) and close the
 // socket while it generates, and one that closes a stream after its first event. Fixed: the
@@ -387,7 +368,6 @@ struct RemoveAtExit {
 // a fixed delay that a fast machine could outrun).
 TEST(HostileClient, DisconnectedClientsAreCancelled) {
   REQUIRE_MODEL();
-  static RemoveAtExit remove_at_exit{long_context_model()};
   ASSERT_FALSE(long_context_model().empty()) << "gen-model failed";
   constexpr int kPlain = 256;
   constexpr int kMaxTokens = 4000;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "generated_tiny_model.h"
 #include "npm_packages.h"
 #include "server_process.h"
 
@@ -19,27 +20,9 @@ const char* const kLlamaSpmVocab = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-
 
 // A test-tiny model with the 32k Llama 2 vocabulary, written once per test process.
 const std::string& random_model_path() {
-  static const std::string path = [] {
-    const std::string out =
-        (std::filesystem::temp_directory_path() / ("tandem-structured-" + std::to_string(::getpid()) + ".gguf"))
-            .string();
-    const std::string command = std::string(TANDEM_BINARY) +
-                                " gen-model --shape test-tiny --type F32 --context 4096 --vocab-from '" +
-                                shared_path(kLlamaSpmVocab) + "' -o '" + out + "' > /dev/null 2>&1";
-    return std::system(command.c_str()) == 0 ? out : std::string();
-  }();
-  return path;
+  static const GeneratedTinyModel model("tandem-structured", shared_path(kLlamaSpmVocab));
+  return model.path();
 }
-
-// Holds its own copy of the path: the function-local static above may be constructed after
-// this object and is then destroyed before it at exit.
-struct RemoveModel {
-  std::string path;
-  ~RemoveModel() {
-    std::error_code ignored;
-    if (!path.empty()) std::filesystem::remove(path, ignored);
-  }
-};
 
 int run_client(const std::string& url, const std::string& model_id, const std::string& part) {
   const std::string script =
@@ -54,7 +37,6 @@ void run_part(const std::string& part) {
   TANDEM_REQUIRE_SHARED(kLlamaSpmVocab);
   std::string why;
   if (!ensure_npm_packages("npm7", {"openai@7", "ajv@8"}, why)) GTEST_SKIP() << why << "; skipping";
-  static RemoveModel remove_at_exit{random_model_path()};
   ASSERT_FALSE(random_model_path().empty()) << "gen-model failed";
   ServerProcess server;
   ASSERT_TRUE(server.start({"--parallel", "4"}, 60.0, random_model_path())) << server.log();
