@@ -12,8 +12,8 @@ std::string cuda_engine_unsupported_reason(const Model& model, const EngineConfi
   if (std::string reason = CudaForward::unsupported_reason(model); !reason.empty()) return reason;
   const KvTypes& types = config.kv_types;
   if (types.k != types.v || (types.k != DType::F16 && types.k != DType::F32))
-    return fmt::format("a {} K / {} V cache (the device KV cache holds f16 or f32, K and V alike)", kv_type_name(types.k),
-                       kv_type_name(types.v));
+    return fmt::format("a {} K / {} V cache (the device KV cache holds f16 or f32, K and V alike)",
+                       kv_type_name(types.k), kv_type_name(types.v));
   if (config.draft_model) return "a draft model (its own forward pass and KV cache are the CPU's)";
   return "";
 }
