@@ -61,7 +61,7 @@ void BM_attention_decode(benchmark::State& state) {
   for (auto _ : state) {
     kernel(q.data(), n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
            f32_kv_rows(cache.values.data(), cache.kv_width), kHeadDim, cache.slots.data(), n_ctx, kHeadDim,
-           scratch.data(), out.data(), 0.0f, nullptr);
+           scratch.data(), out.data(), 0.0f, nullptr, nullptr);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -91,12 +91,12 @@ void BM_attention_prefill(benchmark::State& state) {
       avx2::attention_tokens(q.data(), stride, n_tokens, group, positions.data(),
                              f32_kv_rows(cache.keys.data(), cache.kv_width),
                              f32_kv_rows(cache.values.data(), cache.kv_width), kHeadDim, cache.slots.data(), kHeadDim,
-                             scratch.data(), out.data(), stride, 0.0f, nullptr);
+                             scratch.data(), out.data(), stride, 0.0f, nullptr, nullptr);
     } else {
       for (int64_t t = 0; t < n_tokens; ++t)
         portable::attention_group(q.data() + t * stride, group, f32_kv_rows(cache.keys.data(), cache.kv_width),
                                   f32_kv_rows(cache.values.data(), cache.kv_width), kHeadDim, cache.slots.data(), t + 1,
-                                  kHeadDim, scratch.data(), out.data() + t * stride, 0.0f, nullptr);
+                                  kHeadDim, scratch.data(), out.data() + t * stride, 0.0f, nullptr, nullptr);
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "base/error.h"
 #include "base/quant.h"
@@ -61,7 +62,7 @@ namespace portable {
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap, const float* sinks) {
+                     float* out, float softcap, const float* sinks, AttentionPartial* partials) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   TANDEM_ASSERT(head_dim <= kMaxConvertedHeadDim || (keys.type == DType::F32 && values.type == DType::F32));
   const int64_t key_offset = kv_row_offset_bytes(keys.type, kv_offset);
@@ -103,6 +104,10 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
     }
   }
   for (int64_t g = 0; g < n_queries; ++g) {
+    if (partials != nullptr) {
+      partials[g] = {running_max[g], running_sum[g]};
+      continue;
+    }
     const float inverse = sinks != nullptr ? sink_normaliser(running_max[g], running_sum[g], sinks[g])
                                            : static_cast<float>(1.0 / running_sum[g]);
     float* acc = out + g * head_dim;
@@ -112,23 +117,136 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
 
 }  // namespace portable
 
+void combine_attention_segments(const float* accs, int64_t acc_stride, const AttentionPartial* partials,
+                                int64_t partial_stride, int64_t n_segments, int64_t n_queries, int64_t head_dim,
+                                const float* sinks, float* out) {
+  TANDEM_ASSERT(n_segments >= 1 && head_dim <= kMaxConvertedHeadDim);
+  double combined[kMaxConvertedHeadDim];
+  for (int64_t g = 0; g < n_queries; ++g) {
+    float largest = sinks != nullptr ? sinks[g] : -INFINITY;
+    for (int64_t s = 0; s < n_segments; ++s) largest = std::fmax(largest, partials[s * partial_stride + g].max);
+    double sum = sinks != nullptr ? std::exp(static_cast<double>(sinks[g]) - largest) : 0.0;
+    std::fill_n(combined, head_dim, 0.0);
+    for (int64_t s = 0; s < n_segments; ++s) {
+      const AttentionPartial& partial = partials[s * partial_stride + g];
+      const double weight = std::exp(static_cast<double>(partial.max) - largest);
+      sum += partial.sum * weight;
+      const float* acc = accs + s * acc_stride + g * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d) combined[d] += static_cast<double>(acc[d]) * weight;
+    }
+    for (int64_t d = 0; d < head_dim; ++d) out[g * head_dim + d] = static_cast<float>(combined[d] / sum);
+  }
+}
+
+namespace {
+// The segments' accumulators and partials of one call, reused by the thread's later calls.
+struct SegmentScratch {
+  std::vector<float> accs;
+  std::vector<AttentionPartial> partials;
+  std::vector<int32_t> positions;
+};
+
+SegmentScratch& segment_scratch() {
+  thread_local SegmentScratch scratch;
+  return scratch;
+}
+
+template <typename T>
+T* sized(std::vector<T>& buffer, int64_t n) {
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+}  // namespace
+
+void attention_group_partial(const KernelTable& table, const float* queries, int64_t n_queries, const KvRows& keys,
+                             const KvRows& values, int64_t kv_offset, const int32_t* slots, int64_t n_ctx,
+                             int64_t head_dim, float* scratch, float* out, float softcap, AttentionPartial* partials) {
+  TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1 && n_ctx <= kAttentionSegment);
+  TANDEM_ASSERT(softcap >= 0.0f && partials != nullptr);
+  table.attention(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out, softcap, nullptr,
+                  partials);
+}
+
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                      float* out, float softcap, const float* sinks) {
+  attention_group(kernel_table(), queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out,
+                  softcap, sinks);
+}
+
+void attention_group(const KernelTable& table, const float* queries, int64_t n_queries, const KvRows& keys,
+                     const KvRows& values, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                     float* scratch, float* out, float softcap, const float* sinks) {
   TANDEM_ASSERT(n_queries >= 1 && n_queries <= kMaxGroup && n_ctx >= 1);
   TANDEM_ASSERT(softcap >= 0.0f);
-  kernel_table().attention(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out, softcap,
-                           sinks);
+  if (n_ctx <= kAttentionSegment) {
+    table.attention(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out, softcap, sinks,
+                    nullptr);
+    return;
+  }
+  const int64_t n_segments = attention_segments(n_ctx);
+  const int64_t stride = n_queries * head_dim;
+  SegmentScratch& segments = segment_scratch();
+  float* accs = sized(segments.accs, n_segments * stride);
+  AttentionPartial* partials = sized(segments.partials, n_segments * n_queries);
+  for (int64_t s = 0; s < n_segments; ++s) {
+    const int64_t first = s * kAttentionSegment;
+    table.attention(queries, n_queries, keys, values, kv_offset, slots + first,
+                    std::min(kAttentionSegment, n_ctx - first), head_dim, scratch, accs + s * stride, softcap, nullptr,
+                    partials + s * n_queries);
+  }
+  combine_attention_segments(accs, stride, partials, n_queries, n_segments, n_queries, head_dim, sinks, out);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
                       float softcap, const float* sinks) {
+  attention_tokens(kernel_table(), queries, query_stride, n_tokens, group, positions, keys, values, kv_offset, slots,
+                   head_dim, scratch, out, out_stride, softcap, sinks);
+}
+
+void attention_tokens(const KernelTable& table, const float* queries, int64_t query_stride, int64_t n_tokens,
+                      int64_t group, const int32_t* positions, const KvRows& keys, const KvRows& values,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride, float softcap, const float* sinks) {
   TANDEM_ASSERT(n_tokens >= 1 && group >= 1 && group <= kMaxGroup && positions[0] >= 0);
   TANDEM_ASSERT(softcap >= 0.0f);
-  kernel_table().attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_offset, slots,
-                                  head_dim, scratch, out, out_stride, softcap, sinks);
+  // The tokens that see one segment (a prefix, positions ascending) go through the kernel as
+  // they are; the rest segment by segment.
+  int64_t short_tokens = 0;
+  while (short_tokens < n_tokens && positions[short_tokens] < kAttentionSegment) ++short_tokens;
+  if (short_tokens > 0)
+    table.attention_tokens(queries, query_stride, short_tokens, group, positions, keys, values, kv_offset, slots,
+                           head_dim, scratch, out, out_stride, softcap, sinks, nullptr);
+  if (short_tokens == n_tokens) return;
+  const int64_t n_long = n_tokens - short_tokens;
+  const float* long_queries = queries + short_tokens * query_stride;
+  const int32_t* long_positions = positions + short_tokens;
+  const int64_t n_segments = attention_segments(int64_t{long_positions[n_long - 1]} + 1);
+  // Segment s's accumulators: [n_long, group, head_dim] (its first tokens, which do not see it,
+  // left unwritten); its partials [n_long, group].
+  const int64_t stride = n_long * group * head_dim;
+  SegmentScratch& segments = segment_scratch();
+  float* accs = sized(segments.accs, n_segments * stride);
+  AttentionPartial* partials = sized(segments.partials, n_segments * n_long * group);
+  int32_t* segment_positions = sized(segments.positions, n_long);
+  int64_t first_token = 0;  // the first long token that sees segment s; the later ones do too
+  for (int64_t s = 0; s < n_segments; ++s) {
+    const int64_t first = s * kAttentionSegment;
+    while (long_positions[first_token] < first) ++first_token;
+    for (int64_t t = first_token; t < n_long; ++t)
+      segment_positions[t] = static_cast<int32_t>(std::min<int64_t>(kAttentionSegment - 1, long_positions[t] - first));
+    table.attention_tokens(long_queries + first_token * query_stride, query_stride, n_long - first_token, group,
+                           segment_positions + first_token, keys, values, kv_offset, slots + first, head_dim, scratch,
+                           accs + s * stride + first_token * group * head_dim, group * head_dim, softcap, nullptr,
+                           partials + (s * n_long + first_token) * group);
+  }
+  // Token t sees segments 0..its own last; their partials are n_long·group apart.
+  for (int64_t t = 0; t < n_long; ++t)
+    combine_attention_segments(accs + t * group * head_dim, stride, partials + t * group, n_long * group,
+                               attention_segments(int64_t{long_positions[t]} + 1), group, head_dim, sinks,
+                               out + (short_tokens + t) * out_stride);
 }
 
 namespace portable {
@@ -136,10 +254,11 @@ namespace portable {
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks) {
+                      float softcap, const float* sinks, AttentionPartial* partials) {
   for (int64_t t = 0; t < n_tokens; ++t)
     portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
-                              int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks);
+                              int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks,
+                              partials != nullptr ? partials + t * group : nullptr);
 }
 }  // namespace portable
 

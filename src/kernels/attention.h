@@ -15,7 +15,30 @@
 
 namespace tandem {
 
+struct KernelTable;  // kernels/kernel_table.h
+
 constexpr int64_t kAttentionTile = 64;
+
+// Above kAttentionSegment visible positions a query's attention is computed per segment of
+// that many positions (from its first visible position; the last segment shorter), each with
+// its own online softmax, and the segments' partial results are folded in order
+// (combine_attention_segments, in double). Up to kAttentionSegment positions there is one
+// segment: the tiles' arithmetic alone. A query's bits depend on its own context only, never on
+// how the positions are shared out: decode hands a long context's segments to different
+// threads, prefill walks them in turn, and both give the same bits for any thread count.
+constexpr int64_t kAttentionSegment = 1024;
+static_assert(kAttentionSegment % kAttentionTile == 0);
+
+// One query's result over one segment before normalising: the running max of its scores and
+// the sum of exp(score - max) (as the level's kernel accumulated it); the accumulator
+// Σ exp(score - max)·v stays in the output row.
+struct AttentionPartial {
+  float max = -INFINITY;
+  double sum = 0.0;
+};
+
+// Segments of a context of n_ctx positions (1 up to kAttentionSegment).
+constexpr int64_t attention_segments(int64_t n_ctx) { return (n_ctx + kAttentionSegment - 1) / kAttentionSegment; }
 
 // One layer's K (or V) rows as the cache stores them: slot s's row starts at
 // data + s * row_bytes and holds the kv heads one after another in `type` (F32, F16, BF16,
@@ -78,9 +101,28 @@ inline float sink_normaliser(float running_max, double running_sum, float sink) 
 // Positions 0..n_ctx-1 are visible (the caller's causal mask). softcap > 0: scores soft-capped
 // (softcap_score) before the softmax. sinks: [n_queries] each query head's sink logit
 // (sink_normaliser), or null for none.
+// Above kAttentionSegment positions: per segment, then combine_attention_segments.
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                      float* out, float softcap = 0.0f, const float* sinks = nullptr);
+
+// One segment of attention_group's: the queries over positions 0..n_ctx-1 of `slots`
+// (n_ctx <= kAttentionSegment; the caller offsets slots to the segment's first position),
+// unnormalised: out holds the accumulators, partials[g] each query's max and sum. No sinks
+// here: they join the softmax once, in combine_attention_segments.
+void attention_group_partial(const KernelTable& table, const float* queries, int64_t n_queries, const KvRows& keys,
+                             const KvRows& values, int64_t kv_offset, const int32_t* slots, int64_t n_ctx,
+                             int64_t head_dim, float* scratch, float* out, float softcap, AttentionPartial* partials);
+
+// Folds n_segments partial results of n_queries queries into the normalised output:
+// segment s's accumulators are accs + s·acc_stride ([n_queries, head_dim]) and its partials
+// partials + s·partial_stride ([n_queries]). With M the largest max (and the sink's logit,
+// sinks[g] for query g, when sinks is not null), each segment is weighted by exp(max_s - M), the
+// sums and accumulators are summed in segment order in double, and out = acc / sum is rounded
+// once to float ([n_queries, head_dim], contiguous).
+void combine_attention_segments(const float* accs, int64_t acc_stride, const AttentionPartial* partials,
+                                int64_t partial_stride, int64_t n_segments, int64_t n_queries, int64_t head_dim,
+                                const float* sinks, float* out);
 
 // attention_group for n_tokens tokens of one sequence attending to one KV head, token t
 // seeing positions 0..positions[t] (positions ascending, as a prefill chunk's). Token t's
@@ -89,10 +131,22 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
 // alone; on AVX-512 the tokens share each K/V row loaded (with one query per token, MHA, a
 // single token would have no query to share it with). scratch: attention_scratch_floats(group).
 // sinks: [group] the sink logits of the group's query heads (the same for every token), or null.
+// Tokens that see more than kAttentionSegment positions go segment by segment (the tokens that
+// see a segment share its pass), then combine_attention_segments.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
                       float softcap = 0.0f, const float* sinks = nullptr);
+
+// attention_group and attention_tokens on a given level's kernels (the ones above use the
+// active level's), so that tests hold each level's segments against the others.
+void attention_group(const KernelTable& table, const float* queries, int64_t n_queries, const KvRows& keys,
+                     const KvRows& values, int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                     float* scratch, float* out, float softcap, const float* sinks);
+void attention_tokens(const KernelTable& table, const float* queries, int64_t query_stride, int64_t n_tokens,
+                      int64_t group, const int32_t* positions, const KvRows& keys, const KvRows& values,
+                      int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                      int64_t out_stride, float softcap, const float* sinks);
 
 // The portable kernel's online-softmax step for one query and one tile (the AVX-512 kernel
 // has its own, vectorized one): scores[0..tile_len) become exp(score - new running max) in place,
@@ -114,7 +168,7 @@ void attention_exp(const float* x, int64_t n, float* out);
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks);
+                      float softcap, const float* sinks, AttentionPartial* partials);
 }  // namespace avx512
 
 }  // namespace tandem

@@ -39,14 +39,19 @@ using QuantizeQ8KFn = void (*)(const float* x, int64_t n, ActivationBlockQ8K* ou
 // dot(k-quant weight row, activation row) (dot_kquants.h); every level gives the same bits.
 using DotQ8KFn = float (*)(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
 
-// attention_group and attention_tokens (kernels/attention.h) of one level.
+// attention_group and attention_tokens (kernels/attention.h) of one level, over one segment
+// of positions (the tiles from position 0; kernels/attention.cpp splits longer contexts):
+// partials null, the outputs normalised (sinks joining the softmax); partials not null, the
+// outputs left as accumulators and partials[j] (query j: token t's head g at t·group + g)
+// each query's max and sum, sinks ignored.
 using AttentionFn = void (*)(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                              int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                             float* out, float softcap, const float* sinks);
+                             float* out, float softcap, const float* sinks, AttentionPartial* partials);
 using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                                    const int32_t* positions, const KvRows& keys, const KvRows& values,
                                    int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch,
-                                   float* out, int64_t out_stride, float softcap, const float* sinks);
+                                   float* out, int64_t out_stride, float softcap, const float* sinks,
+                                   AttentionPartial* partials);
 // convert_kv_rows (kernels/attention.h) of one level: the same floats at every level.
 using ConvertKvRowsFn = void (*)(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset,
                                  int64_t n, float* out);
@@ -108,12 +113,12 @@ void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kerne
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap, const float* sinks);
+                     float* out, float softcap, const float* sinks, AttentionPartial* partials);
 // Token by token through portable::attention_group.
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks);
+                      float softcap, const float* sinks, AttentionPartial* partials);
 // Row by row through dequantize_row (kernels/attention.cpp).
 void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
                      float* out);
@@ -133,7 +138,7 @@ void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kerne
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap, const float* sinks);
+                     float* out, float softcap, const float* sinks, AttentionPartial* partials);
 void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
                      float* out);
 }  // namespace avx512

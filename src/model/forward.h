@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
@@ -86,17 +87,25 @@ class Forward {
   std::vector<float> up_;                        // [FFN chunk tokens, d_ff]
   std::vector<float> scores_;                    // [threads, attention scratch] attention score tiles
   std::vector<int64_t> attention_block_starts_;  // [n_blocks + 1] attention's token blocks, then n_tokens
-  std::vector<float> rope_pair_scratch_;         // [rope_dims] one head before half-split -> adjacent
-  std::vector<float> rope_cos_;                  // [n_tokens, rope_dims / 2]
-  std::vector<float> rope_sin_;                  // [n_tokens, rope_dims / 2]
-  std::vector<float> rope_cos_local_;            // [n_tokens, rope_dims / 2] local layers' base (gemma3)
-  std::vector<float> rope_sin_local_;            // [n_tokens, rope_dims / 2]
-  std::vector<int32_t> attention_positions_;     // [n_tokens] position - first position its layer's window reads
-  std::vector<int64_t> seq_first_read_;          // [n_sequences] lowest position any of its tokens reads
-  RopeRotation rope_rotation_;                   // per-pair frequencies and magnitude (RoPE scaling)
-  std::vector<int64_t> seq_length_;              // [n_sequences] highest position in the batch + 1
-  std::vector<int64_t> seq_slot_start_;          // [n_sequences + 1] each sequence's first entry in slots_
-  std::vector<int32_t> slots_;                   // per sequence: position -> KV slot, from its block table
+  // One work item of a layer's attention: a token block's KV head, or one segment of it
+  // (segment >= 0: a split decode token; its partial results start at query `partial`).
+  struct AttentionItem {
+    int64_t block, kv_head, segment, partial;
+  };
+  std::vector<AttentionItem> attention_items_;
+  std::vector<float> partial_accs_;           // [split queries, head_dim] the segments' accumulators
+  std::vector<AttentionPartial> partials_;    // [split queries] their maxima and sums
+  std::vector<float> rope_pair_scratch_;      // [rope_dims] one head before half-split -> adjacent
+  std::vector<float> rope_cos_;               // [n_tokens, rope_dims / 2]
+  std::vector<float> rope_sin_;               // [n_tokens, rope_dims / 2]
+  std::vector<float> rope_cos_local_;         // [n_tokens, rope_dims / 2] local layers' base (gemma3)
+  std::vector<float> rope_sin_local_;         // [n_tokens, rope_dims / 2]
+  std::vector<int32_t> attention_positions_;  // [n_tokens] position - first position its layer's window reads
+  std::vector<int64_t> seq_first_read_;       // [n_sequences] lowest position any of its tokens reads
+  RopeRotation rope_rotation_;                // per-pair frequencies and magnitude (RoPE scaling)
+  std::vector<int64_t> seq_length_;           // [n_sequences] highest position in the batch + 1
+  std::vector<int64_t> seq_slot_start_;       // [n_sequences + 1] each sequence's first entry in slots_
+  std::vector<int32_t> slots_;                // per sequence: position -> KV slot, from its block table
   // Mixture of experts, per FFN chunk of tokens (forward_experts.cpp).
   std::vector<float> router_logits_;         // [FFN chunk tokens, n_experts]
   std::vector<float> router_probabilities_;  // [n_experts]

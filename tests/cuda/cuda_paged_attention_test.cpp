@@ -97,7 +97,7 @@ TEST_P(CudaPagedAttention, MatchesTheCpuKernelThroughTheBlockTables) {
       for (int64_t h = 0; h < c.n_kv_heads; ++h) {
         portable::attention_group(queries.data() + t * q_width + h * group * c.head_dim, group, key_rows, value_rows,
                                   h * c.head_dim, slots.data(), token.position + 1, c.head_dim, scratch.data(),
-                                  expected.data(), 0.0f, nullptr);
+                                  expected.data(), 0.0f, nullptr, nullptr);
         for (int64_t i = 0; i < group * c.head_dim; ++i)
           ASSERT_NEAR(got[static_cast<size_t>(t * q_width + h * group * c.head_dim + i)],
                       expected[static_cast<size_t>(i)], 2e-5f)

@@ -78,7 +78,7 @@ std::vector<float> run_group(Isa isa, const float* queries, int64_t group, const
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
   std::vector<float> out(static_cast<size_t>(group * head_dim));
   kernel_table(isa).attention(queries, group, keys, values, kv_offset, slots.data(), n_ctx, head_dim, scratch.data(),
-                              out.data(), 0.0f, nullptr);
+                              out.data(), 0.0f, nullptr, nullptr);
   return out;
 }
 
@@ -201,7 +201,7 @@ TEST(AttentionKvTypesTest, TokensInARunEqualTokensAlone) {
           std::vector<float> together(static_cast<size_t>(n_tokens * stride));
           kernel_table(isa).attention_tokens(queries.data(), stride, n_tokens, group, positions.data(), keys.rows(),
                                              values.rows(), head_dim, slots.data(), head_dim, scratch.data(),
-                                             together.data(), stride, 0.0f, nullptr);
+                                             together.data(), stride, 0.0f, nullptr, nullptr);
           for (int64_t t = 0; t < n_tokens; ++t) {
             const std::vector<float> alone = run_group(isa, queries.data() + t * stride, group, keys.rows(),
                                                        values.rows(), head_dim, slots, positions[t] + 1, head_dim);

@@ -73,7 +73,7 @@ std::vector<float> run_group(Isa isa, const float* queries, int64_t group, const
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
   std::vector<float> out(static_cast<size_t>(group * cache.head_dim));
   kernel_table(isa).attention(queries, group, cache.key_rows(), cache.value_rows(), kv_offset, cache.slots.data(),
-                              n_ctx, cache.head_dim, scratch.data(), out.data(), cap, sinks);
+                              n_ctx, cache.head_dim, scratch.data(), out.data(), cap, sinks, nullptr);
   return out;
 }
 
@@ -158,7 +158,7 @@ TEST(AttentionSinksTest, TokensEqualTokenByTokenWithSinks) {
         std::vector<float> together(static_cast<size_t>(n_tokens * stride));
         kernel_table(isa).attention_tokens(queries.data(), stride, n_tokens, group, positions.data(), cache.key_rows(),
                                            cache.value_rows(), 0, cache.slots.data(), head_dim, scratch.data(),
-                                           together.data(), stride, 0.0f, sinks.data());
+                                           together.data(), stride, 0.0f, sinks.data(), nullptr);
         for (int64_t t = 0; t < n_tokens; ++t) {
           const std::vector<float> alone =
               run_group(isa, queries.data() + t * stride, group, cache, 0, positions[t] + 1, 0.0f, sinks.data());

@@ -54,7 +54,7 @@ std::vector<float> run_group(Isa isa, const float* queries, int64_t group, const
   std::vector<float> out(static_cast<size_t>(group * cache.head_dim));
   kernel_table(isa).attention(queries, group, f32_kv_rows(cache.keys.data(), cache.kv_width),
                               f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), n_ctx,
-                              cache.head_dim, scratch.data(), out.data(), cap, nullptr);
+                              cache.head_dim, scratch.data(), out.data(), cap, nullptr, nullptr);
   return out;
 }
 
@@ -124,7 +124,7 @@ TEST(AttentionSoftcapTest, TokensEqualTokenByTokenWithCap) {
       kernel_table(isa).attention_tokens(queries.data(), stride, n_tokens, group, positions.data(),
                                          f32_kv_rows(cache.keys.data(), cache.kv_width),
                                          f32_kv_rows(cache.values.data(), cache.kv_width), 0, cache.slots.data(),
-                                         head_dim, scratch.data(), together.data(), stride, 7.5f, nullptr);
+                                         head_dim, scratch.data(), together.data(), stride, 7.5f, nullptr, nullptr);
       for (int64_t t = 0; t < n_tokens; ++t) {
         const std::vector<float> alone =
             run_group(isa, queries.data() + t * stride, group, cache, 0, positions[t] + 1, 7.5f);

@@ -53,7 +53,7 @@ std::vector<float> run_attention(const float* queries, int64_t n_queries, const 
   kernel_table(Isa::Avx512)
       .attention(queries, n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
                  f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), n_ctx, cache.head_dim,
-                 scratch.data(), out.data(), 0.0f, nullptr);
+                 scratch.data(), out.data(), 0.0f, nullptr, nullptr);
   return out;
 }
 
@@ -146,7 +146,7 @@ std::vector<float> run_tokens(TokensKernel kernel, const TokenRun& run, const Ca
   std::vector<float> out(static_cast<size_t>(n_tokens * run.out_stride), 7.0f);
   kernel(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(),
          f32_kv_rows(cache.keys.data(), cache.kv_width), f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset,
-         cache.slots.data(), run.head_dim, scratch.data(), out.data(), run.out_stride, 0.0f, nullptr);
+         cache.slots.data(), run.head_dim, scratch.data(), out.data(), run.out_stride, 0.0f, nullptr, nullptr);
   return out;
 }
 
@@ -159,7 +159,7 @@ std::vector<float> run_token_by_token(Isa isa, const TokenRun& run, const Cache&
     kernel_table(isa).attention(
         run.queries.data() + t * run.query_stride, run.group, f32_kv_rows(cache.keys.data(), cache.kv_width),
         f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), run.positions[t] + 1,
-        run.head_dim, scratch.data(), out.data() + t * run.out_stride, 0.0f, nullptr);
+        run.head_dim, scratch.data(), out.data() + t * run.out_stride, 0.0f, nullptr, nullptr);
   return out;
 }
 
@@ -239,6 +239,15 @@ TEST(AttentionAvx512Test, TokensIgnoreRowsPastTheirContext) {
   }
 }
 
+// The public attention_tokens (the active level, segments above kAttentionSegment) as a TokensKernel.
+void public_attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                             const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                             const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                             float softcap, const float* sinks, AttentionPartial*) {
+  attention_tokens(queries, query_stride, n_tokens, group, positions, keys, values, kv_offset, slots, head_dim, scratch,
+                   out, out_stride, softcap, sinks);
+}
+
 // attention_tokens through the active level (whatever this CPU has, and the portable
 // kernels' token-by-token fallback where it lacks AVX-512) equals that level's attention_group.
 TEST(AttentionTokensTest, ActiveLevelEqualsTokenByToken) {
@@ -247,7 +256,7 @@ TEST(AttentionTokensTest, ActiveLevelEqualsTokenByToken) {
   for (int64_t group : {1, 4})
     for (int32_t first : {0, 60}) {
       const TokenRun run = make_run(rng, consecutive_positions(first, 12), group, 64);
-      EXPECT_EQ(first_differing_token(run_tokens(attention_tokens, run, cache, 64),
+      EXPECT_EQ(first_differing_token(run_tokens(public_attention_tokens, run, cache, 64),
                                       run_token_by_token(kernel_table().isa, run, cache, 64), run.out_stride),
                 -1)
           << "group " << group << " first position " << first;

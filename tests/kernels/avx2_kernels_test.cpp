@@ -316,7 +316,7 @@ std::vector<float> run_group(GroupKernel kernel, const float* queries, int64_t n
   std::vector<float> out(static_cast<size_t>(n_queries * cache.head_dim));
   kernel(queries, n_queries, f32_kv_rows(cache.keys.data(), cache.kv_width),
          f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), n_ctx, cache.head_dim,
-         scratch.data(), out.data(), 0.0f, nullptr);
+         scratch.data(), out.data(), 0.0f, nullptr, nullptr);
   return out;
 }
 
@@ -426,7 +426,7 @@ std::vector<float> run_tokens(const TokenRun& run, const Cache& cache, int64_t k
   avx2::attention_tokens(run.queries.data(), run.query_stride, n_tokens, run.group, run.positions.data(),
                          f32_kv_rows(cache.keys.data(), cache.kv_width),
                          f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), run.head_dim,
-                         scratch.data(), out.data(), run.out_stride, 0.0f, nullptr);
+                         scratch.data(), out.data(), run.out_stride, 0.0f, nullptr, nullptr);
   return out;
 }
 
@@ -439,7 +439,7 @@ std::vector<float> run_token_by_token(const TokenRun& run, const Cache& cache, i
     avx2::attention_group(
         run.queries.data() + t * run.query_stride, run.group, f32_kv_rows(cache.keys.data(), cache.kv_width),
         f32_kv_rows(cache.values.data(), cache.kv_width), kv_offset, cache.slots.data(), run.positions[t] + 1,
-        run.head_dim, scratch.data(), out.data() + t * run.out_stride, 0.0f, nullptr);
+        run.head_dim, scratch.data(), out.data() + t * run.out_stride, 0.0f, nullptr, nullptr);
   return out;
 }
 

@@ -272,6 +272,9 @@ struct QuerySet {
   // repeats its group's heads).
   const float* sinks = nullptr;
   int64_t sink_period = 1;
+  // Null, or the outputs stay accumulators and partials[j] gets query j's max and sum
+  // (kernels/attention.h, AttentionPartial; sinks are then the caller's).
+  AttentionPartial* partials = nullptr;
 };
 
 // Per tile: every query's scores, then each query's softmax step, then the weighted values,
@@ -412,6 +415,10 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
   }
   for (int64_t j = 0; j < n_queries; ++j) {
     const float sum = reduce_add(running_sum[j]);
+    if (set.partials != nullptr) {
+      set.partials[j] = {running_max[j], sum};
+      continue;
+    }
     const __m256 inverse = _mm256_set1_ps(
         set.sinks != nullptr ? sink_normaliser(running_max[j], sum, set.sinks[j % set.sink_period]) : 1.0f / sum);
     float* acc_out = set.outs[j];
@@ -430,14 +437,19 @@ constexpr std::array<QueriesKernel, sizeof...(kIndices)> queries_kernels(std::in
 
 // Indexed by head_dim / 8 - 1: any K/V types (F32 in place, the others converted a block at a
 // time), and F16 K and V (the default) read in place, widened in the registers, as the AVX-512
-// kernel does (a converted block used by one query costs more to convert than to attend over).
+// kernel does (a converted block used by one query costs more to convert than to attend over);
+// a prefill block's many queries share each converted block instead (kConvertBlocksFrom).
 constexpr std::array<QueriesKernel, kMaxHeadVectors> kQueriesKernels =
     queries_kernels<false>(std::make_index_sequence<kMaxHeadVectors>());
 constexpr std::array<QueriesKernel, kMaxHeadVectors> kF16QueriesKernels =
     queries_kernels<true>(std::make_index_sequence<kMaxHeadVectors>());
 
-QueriesKernel queries_kernel(const KvRows& keys, const KvRows& values, int64_t head_dim) {
-  const bool f16 = keys.type == DType::F16 && values.type == DType::F16;
+// From this many queries in a call (a prefill block's tokens x group) a converted block is
+// shared by enough queries that converting it once beats widening every load (as at AVX-512).
+constexpr int64_t kConvertBlocksFrom = 8;
+
+QueriesKernel queries_kernel(const KvRows& keys, const KvRows& values, int64_t head_dim, int64_t n_queries) {
+  const bool f16 = keys.type == DType::F16 && values.type == DType::F16 && n_queries < kConvertBlocksFrom;
   return (f16 ? kF16QueriesKernels : kQueriesKernels)[static_cast<size_t>(head_dim / 8 - 1)];
 }
 
@@ -449,10 +461,10 @@ bool vector_kernel_fits(int64_t head_dim) {
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap, const float* sinks) {
+                     float* out, float softcap, const float* sinks, AttentionPartial* partials) {
   if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
     portable::attention_group(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out,
-                              softcap, sinks);
+                              softcap, sinks, partials);
     return;
   }
   const float* query_of[kMaxGroup];
@@ -463,21 +475,22 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
     out_of[g] = out + g * head_dim;
     n_ctx_of[g] = n_ctx;
   }
-  queries_kernel(keys, values, head_dim)(QuerySet{query_of, out_of, n_ctx_of, n_queries, softcap, sinks, n_queries},
-                                         keys, values, kv_offset, slots);
+  queries_kernel(keys, values, head_dim, n_queries)(
+      QuerySet{query_of, out_of, n_ctx_of, n_queries, softcap, sinks, n_queries, partials}, keys, values, kv_offset,
+      slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks) {
+                      float softcap, const float* sinks, AttentionPartial* partials) {
   if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
     for (int64_t t = 0; t < n_tokens; ++t)
       portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
-                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks);
+                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks,
+                                partials != nullptr ? partials + t * group : nullptr);
     return;
   }
-  const QueriesKernel kernel = queries_kernel(keys, values, head_dim);
   const int64_t tokens_per_call = kMaxQueries / group;
   const float* query_of[kMaxQueries];
   float* out_of[kMaxQueries];
@@ -492,7 +505,10 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
         n_ctx_of[t * group + g] = int64_t{positions[first + t]} + 1;
       }
     }
-    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group, softcap, sinks, group}, keys, values, kv_offset, slots);
+    queries_kernel(keys, values, head_dim, n_call * group)(
+        QuerySet{query_of, out_of, n_ctx_of, n_call * group, softcap, sinks, group,
+                 partials != nullptr ? partials + first * group : nullptr},
+        keys, values, kv_offset, slots);
   }
 }
 

@@ -58,11 +58,11 @@ void swiglu_oai_row(const float* gate, const float* up, int64_t n, float* out);
 // attention_tokens sharing each K/V row loaded among the tokens of a prefill block.
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap, const float* sinks);
+                     float* out, float softcap, const float* sinks, AttentionPartial* partials);
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks);
+                      float softcap, const float* sinks, AttentionPartial* partials);
 // Stored K/V rows -> floats (kernels/avx2/kv_convert_avx2.cpp): F16 by F16C, BF16 by a shift,
 // Q8_0/Q4_0 8 elements per vector times the block's scale; the same floats as dequantize_row.
 void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,

@@ -236,6 +236,9 @@ struct QuerySet {
   // repeats its group's heads).
   const float* sinks = nullptr;
   int64_t sink_period = 1;
+  // Null, or the outputs stay accumulators and partials[j] gets query j's max and sum
+  // (kernels/attention.h, AttentionPartial; sinks are then the caller's).
+  AttentionPartial* partials = nullptr;
 };
 
 // Per tile: every query's scores, then each query's softmax step, then the weighted values.
@@ -259,6 +262,10 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
                     const int32_t* slots) {
   constexpr int64_t head_dim = 16 * kVectors;
   constexpr int64_t chains = kChains<kVectors>;
+  // Queries sharing each K/V vector loaded. 4 were tried on converted blocks (scores: 16 dot
+  // chains, a group of 4 positions at a time; values: the head in slices of 4 x 4
+  // accumulators): pp2048 297 against 317 tok/s (scores), no difference (values) on
+  // qwen3-0.6b, Zen 4, so 2 it stays.
   constexpr int pack = kQueriesPerLoad<kVectors>;
   const int64_t n_queries = set.n_queries;
   const int64_t* n_ctx = set.n_ctx;
@@ -394,6 +401,10 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
   }
   for (int64_t j = 0; j < n_queries; ++j) {
     const float sum = _mm512_reduce_add_ps(running_sum[j]);
+    if (set.partials != nullptr) {
+      set.partials[j] = {running_max[j], sum};
+      continue;
+    }
     const __m512 inverse = _mm512_set1_ps(
         set.sinks != nullptr ? sink_normaliser(running_max[j], sum, set.sinks[j % set.sink_period]) : 1.0f / sum);
     float* acc_out = set.outs[j];
@@ -414,13 +425,19 @@ constexpr std::array<QueriesKernel, sizeof...(kIndices)> queries_kernels(std::in
 // time), and F16 K and V (the default) read in place, widened in the registers: with one query
 // per K/V row (multi-head attention) a converted block is used once, and converting it cost
 // more than the attention on it (llama-160m decode: 20 % of the time against 15 % for f32).
+// A prefill block's many queries share each converted block instead (kConvertBlocksFrom):
+// widening every load for every pair of queries was a third of the FMA pipes' issue slots.
 constexpr std::array<QueriesKernel, kMaxHeadVectors> kQueriesKernels =
     queries_kernels<false>(std::make_index_sequence<kMaxHeadVectors>());
 constexpr std::array<QueriesKernel, kMaxHeadVectors> kF16QueriesKernels =
     queries_kernels<true>(std::make_index_sequence<kMaxHeadVectors>());
 
-QueriesKernel queries_kernel(const KvRows& keys, const KvRows& values, int64_t head_dim) {
-  const bool f16 = keys.type == DType::F16 && values.type == DType::F16;
+// From this many queries in a call (a prefill block's tokens x group) a converted block is
+// shared by enough queries that converting it once beats widening every load.
+constexpr int64_t kConvertBlocksFrom = 8;
+
+QueriesKernel queries_kernel(const KvRows& keys, const KvRows& values, int64_t head_dim, int64_t n_queries) {
+  const bool f16 = keys.type == DType::F16 && values.type == DType::F16 && n_queries < kConvertBlocksFrom;
   return (f16 ? kF16QueriesKernels : kQueriesKernels)[static_cast<size_t>(head_dim / 16 - 1)];
 }
 
@@ -432,10 +449,10 @@ bool vector_kernel_fits(int64_t head_dim) {
 
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap, const float* sinks) {
+                     float* out, float softcap, const float* sinks, AttentionPartial* partials) {
   if (!vector_kernel_fits(head_dim) || n_queries > kMaxGroup) {
     portable::attention_group(queries, n_queries, keys, values, kv_offset, slots, n_ctx, head_dim, scratch, out,
-                              softcap, sinks);
+                              softcap, sinks, partials);
     return;
   }
   const float* query_of[kMaxGroup];
@@ -446,21 +463,22 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
     out_of[g] = out + g * head_dim;
     n_ctx_of[g] = n_ctx;
   }
-  queries_kernel(keys, values, head_dim)(QuerySet{query_of, out_of, n_ctx_of, n_queries, softcap, sinks, n_queries},
-                                         keys, values, kv_offset, slots);
+  queries_kernel(keys, values, head_dim, n_queries)(
+      QuerySet{query_of, out_of, n_ctx_of, n_queries, softcap, sinks, n_queries, partials}, keys, values, kv_offset,
+      slots);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                       const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                       const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks) {
+                      float softcap, const float* sinks, AttentionPartial* partials) {
   if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
     for (int64_t t = 0; t < n_tokens; ++t)
       portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
-                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks);
+                                int64_t{positions[t]} + 1, head_dim, scratch, out + t * out_stride, softcap, sinks,
+                                partials != nullptr ? partials + t * group : nullptr);
     return;
   }
-  const QueriesKernel kernel = queries_kernel(keys, values, head_dim);
   const int64_t tokens_per_call = kMaxQueries / group;
   const float* query_of[kMaxQueries];
   float* out_of[kMaxQueries];
@@ -475,7 +493,10 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
         n_ctx_of[t * group + g] = int64_t{positions[first + t]} + 1;
       }
     }
-    kernel(QuerySet{query_of, out_of, n_ctx_of, n_call * group, softcap, sinks, group}, keys, values, kv_offset, slots);
+    queries_kernel(keys, values, head_dim, n_call * group)(
+        QuerySet{query_of, out_of, n_ctx_of, n_call * group, softcap, sinks, group,
+                 partials != nullptr ? partials + first * group : nullptr},
+        keys, values, kv_offset, slots);
   }
 }
 
