@@ -1,6 +1,6 @@
 // Test helpers for forward-pass tests of one sequence: seeded random token ids, and a run that
 // feeds them in batches of a given step (prefill, chunked prefill, decode) over a KV pool of
-// scrambled blocks, every row asking for logits. Shared by the sliding-window and gemma3 tests.
+// scrambled blocks, every row asking for logits. Shared by the sliding-window, gemma3 and long-context tests.
 #pragma once
 
 #include <algorithm>
@@ -24,13 +24,13 @@ inline std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t see
 }
 
 // Feeds `tokens` as one sequence in batches of `step` tokens over a pool of blocks of
-// `block_size` that keeps every position (blocks in scrambled order), every row asking for
-// logits; returns [n_tokens, vocab_size].
+// `block_size` that keeps every position (blocks in scrambled order), in a cache of `types`,
+// every row asking for logits; returns [n_tokens, vocab_size].
 inline std::vector<float> run_in_steps(Forward& forward, const std::vector<int32_t>& tokens, int64_t step,
-                                       int32_t block_size = 4) {
+                                       int32_t block_size = 4, KvTypes types = {}) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t n_blocks = (n + block_size - 1) / block_size;
-  KvCache cache(forward.model().config.kv_shape(), n_blocks, block_size);
+  KvCache cache(forward.model().config.kv_shape(), n_blocks, block_size, types);
   std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
   for (int64_t b = 0; b < n_blocks; ++b) blocks[static_cast<size_t>(b)] = static_cast<int32_t>(b);
   std::shuffle(blocks.begin(), blocks.end(), std::mt19937(5));
