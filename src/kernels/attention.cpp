@@ -184,18 +184,11 @@ void attention_group(const KernelTable& table, const float* queries, int64_t n_q
                     nullptr);
     return;
   }
-  const int64_t n_segments = attention_segments(n_ctx);
-  const int64_t stride = n_queries * head_dim;
-  SegmentScratch& segments = segment_scratch();
-  float* accs = sized(segments.accs, n_segments * stride);
-  AttentionPartial* partials = sized(segments.partials, n_segments * n_queries);
-  for (int64_t s = 0; s < n_segments; ++s) {
-    const int64_t first = s * kAttentionSegment;
-    table.attention(queries, n_queries, keys, values, kv_offset, slots + first,
-                    std::min(kAttentionSegment, n_ctx - first), head_dim, scratch, accs + s * stride, softcap, nullptr,
-                    partials + s * n_queries);
-  }
-  combine_attention_segments(accs, stride, partials, n_queries, n_segments, n_queries, head_dim, sinks, out);
+  // One token whose group is the queries: attention_tokens' segments (a query's bits are the
+  // same through either kernel entry).
+  const auto position = static_cast<int32_t>(n_ctx - 1);
+  attention_tokens(table, queries, n_queries * head_dim, 1, n_queries, &position, keys, values, kv_offset, slots,
+                   head_dim, scratch, out, n_queries * head_dim, softcap, sinks);
 }
 
 void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
