@@ -1,10 +1,13 @@
 // The GEMMs of Q5_0, Q5_1, IQ4_NL and MXFP4 weights at every level (kernel_table(isa).gemm_q8:
-// the portable row dots, AVX2 maddubs, AVX-512 dpbusd, AMX = AVX-512) against a float64
-// reference on the dequantized weights and activation blocks, on blocks of random bytes (every
-// code, qh pattern and exponent, not only what the quantizers write) and on extreme blocks
-// (largest levels against +-127 activations: where 16-bit pair sums could saturate); odd row
-// counts, 1..9 tokens, rows that are not whole 256-element blocks; and batch invariance: each
-// (row, token) result the same bits computed in any row range or token count.
+// the portable row dots; from AVX2 up the weights packed at load as the loader does —
+// packed/q8_layout.h — AVX2 maddubs, AVX-512 dpbusd, AMX = AVX-512; and the row-major
+// kernels the SIMD levels keep for weights they cannot pack) against a float64 reference on
+// the dequantized weights and activation blocks, on blocks of random bytes (every code, qh
+// pattern and exponent, not only what the quantizers write) and on extreme blocks (largest
+// levels against +-127 activations: where 16-bit pair sums could saturate); odd row counts,
+// 1..9 tokens, rows that are not whole 256-element blocks; batch invariance: each (row, token)
+// result the same bits computed in any row range or token count; and the packed kernels of
+// AVX2 and AVX-512 the same bits (one float step per block, in the same order).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -162,10 +165,38 @@ TEST(Q32Gemm, EveryLevelMatchesReferenceAndIsBatchInvariant) {
       for (const auto& [n_rows, n_in] : shapes) {
         const std::vector<uint8_t> bytes = random_weights(rng, type, n_rows, n_in);
         TensorView w = make_view(bytes.data(), type, {n_rows, n_in});
+        check_level(isa, w, rng, false, std::string(dtype_name(type)) + " file blocks");
         const std::vector<uint8_t> packed = pack_for_level(kernel_table(isa), w);  // as the loader does
-        ASSERT_TRUE(packed.empty()) << "a layout for " << dtype_name(type) << ": test it here";
-        check_level(isa, w, rng, false, std::string(dtype_name(type)));
+        ASSERT_EQ(packed.empty(), isa == Isa::Scalar) << dtype_name(type) << " packed at " << isa_name(isa);
+        if (!packed.empty()) check_level(isa, w, rng, false, std::string(dtype_name(type)) + " packed");
       }
+}
+
+TEST(Q32Gemm, PackedLevelsGiveTheSameBits) {
+  std::mt19937 rng(23);
+  std::vector<Isa> levels;
+  for (Isa isa : supported_levels())
+    if (isa != Isa::Scalar) levels.push_back(isa);
+  if (levels.size() < 2) GTEST_SKIP() << "this CPU has fewer than two SIMD levels";
+  const int64_t n_rows = 37, n_in = 224;
+  for (DType type : kTypes) {
+    const std::vector<uint8_t> bytes = random_weights(rng, type, n_rows, n_in);
+    for (int64_t n_tokens : {1, 5, 11}) {
+      const std::vector<ActivationBlockQ8> x = random_activations(rng, n_tokens * n_in / 32, false);
+      std::vector<std::vector<float>> outs;
+      for (Isa isa : levels) {
+        TensorView w = make_view(bytes.data(), type, {n_rows, n_in});
+        const std::vector<uint8_t> packed = pack_for_level(kernel_table(isa), w);
+        ASSERT_FALSE(packed.empty());
+        outs.emplace_back(static_cast<size_t>(n_tokens * n_rows));
+        kernel_table(isa).gemm_q8(w, 0, n_rows, x.data(), n_tokens, outs.back().data(), n_rows);
+      }
+      for (size_t l = 1; l < levels.size(); ++l)
+        ASSERT_EQ(std::memcmp(outs[l].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0)
+            << dtype_name(type) << " " << n_tokens << " tokens: " << isa_name(levels[l]) << " differs from "
+            << isa_name(levels[0]);
+    }
+  }
 }
 
 TEST(Q32Gemm, ExtremeCodesAndActivationsDoNotSaturate) {
@@ -174,8 +205,10 @@ TEST(Q32Gemm, ExtremeCodesAndActivationsDoNotSaturate) {
     for (DType type : kTypes)
       for (const auto& [n_rows, n_in] : std::vector<std::pair<int64_t, int64_t>>{{3, 96}, {6, 256}}) {
         const std::vector<uint8_t> bytes = extreme_weights(type, n_rows, n_in);
-        const TensorView w = make_view(bytes.data(), type, {n_rows, n_in});
+        TensorView w = make_view(bytes.data(), type, {n_rows, n_in});
         check_level(isa, w, rng, true, std::string(dtype_name(type)) + " extreme");
+        const std::vector<uint8_t> packed = pack_for_level(kernel_table(isa), w);
+        if (!packed.empty()) check_level(isa, w, rng, true, std::string(dtype_name(type)) + " extreme packed");
       }
 }
 
@@ -192,8 +225,11 @@ TEST(Q32Gemm, QuantizedWeightsThroughEveryLevel) {
     std::vector<uint8_t> bytes(static_cast<size_t>(n_rows * row_bytes));
     for (int64_t r = 0; r < n_rows; ++r)
       quantize_row(type, values.data() + r * n_in, bytes.data() + r * row_bytes, n_in);
-    const TensorView w = make_view(bytes.data(), type, {n_rows, n_in});
-    for (Isa isa : supported_levels()) check_level(isa, w, rng, false, std::string(dtype_name(type)) + " quantized");
+    for (Isa isa : supported_levels()) {
+      TensorView w = make_view(bytes.data(), type, {n_rows, n_in});
+      const std::vector<uint8_t> packed = pack_for_level(kernel_table(isa), w);
+      check_level(isa, w, rng, false, std::string(dtype_name(type)) + " quantized");
+    }
   }
 }
 

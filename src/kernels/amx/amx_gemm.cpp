@@ -155,8 +155,10 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
     avx512::gemm_q8(weight, row_begin, row_end, x, n_tokens, out, out_stride);
     return;
   }
-  // Decode: dpbusd on the packed bytes; tile registers do not pay for a few tokens.
-  if (n_tokens <= 4) return avx512::gemm_q8_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  // Decode: dpbusd on the packed bytes; tile registers do not pay for a few tokens. The
+  // formats without a tile kernel (Q5_0, Q5_1, IQ4_NL, MXFP4) go there at every token count.
+  if (n_tokens <= 4 || !packed::q8_tile_packable(weight))
+    return avx512::gemm_q8_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
   ensure_tiles_configured();
   const bool q8 = weight.dtype == DType::Q8_0;
   packed::for_each_row_group(row_begin, row_end, [&](int64_t group, int64_t store_begin, int64_t store_end) {

@@ -18,12 +18,13 @@ void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, co
                 float* out, int64_t out_stride);
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
              float* out, int64_t out_stride);
-// Q8_0/Q4_0 repacked at load into the shared layout (kernels/packed/q8_layout.h;
-// kernels/avx2/gemm_q8_packed_avx2.cpp): gemm_q8 hands weights with TensorView::packed set here.
+// Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4 repacked at load into the shared layout
+// (kernels/packed/q8_layout.h; kernels/avx2/gemm_q8_packed_avx2.cpp): gemm_q8 hands weights
+// with TensorView::packed set here.
 void gemm_q8_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
                     int64_t n_tokens, float* out, int64_t out_stride);
 // Q5_0, Q5_1, IQ4_NL and MXFP4 on the file's blocks (kernels/avx2/gemm_q32_avx2.cpp):
-// gemm_q8 hands those types here.
+// gemm_q8 hands those types here when they are not packed (a 3-D or odd-shaped weight).
 void gemm_q32(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
               int64_t n_tokens, float* out, int64_t out_stride);
 // K-quant GEMM (kernels/dot_kquants.cpp): packed Q4_K/Q6_K go to gemm_kquant_packed, other

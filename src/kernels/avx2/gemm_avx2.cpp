@@ -281,7 +281,9 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::IQ4_NL:
-    case DType::MXFP4: return gemm_q32(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    case DType::MXFP4:
+      if (weight.packed != nullptr) return gemm_q8_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+      return gemm_q32(weight, row_begin, row_end, x, n_tokens, out, out_stride);
     default: __builtin_trap();
   }
 }

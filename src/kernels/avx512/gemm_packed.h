@@ -13,7 +13,8 @@
 
 namespace tandem::avx512 {
 
-// Q8_0/Q4_0 weights packed by packed::q8_pack_into (kernels/avx512/gemm_q8_packed.cpp).
+// Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4 weights packed by packed::q8_pack_into
+// (kernels/avx512/gemm_q8_packed.cpp).
 // out[t * out_stride + r] for r in [row_begin, row_end), t in [0, n_tokens); any row range,
 // any token count. Needs weight.packed and AVX-512 VNNI.
 void gemm_q8_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
