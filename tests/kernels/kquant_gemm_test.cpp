@@ -114,7 +114,7 @@ TEST(PackedKquantGemm, EveryKernelEqualsScalarRowKernelBitForBit) {
       std::printf("%s: not on this CPU, skipped\n", kernel.name);
       continue;
     }
-    for (DType type : {DType::Q4_K, DType::Q6_K})
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
       for (int64_t n_rows : {1, 16, 17, 40, 70})
         for (int64_t n_in : {256, 768}) {
           const std::vector<uint8_t> weights = random_kquant_matrix(rng, type, n_rows, n_in);

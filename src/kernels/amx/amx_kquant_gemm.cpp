@@ -1,4 +1,4 @@
-// AMX-INT8 GEMM for Q4_K / Q6_K (see amx_kquant_gemm.h) on the shared packed layout
+// AMX-INT8 GEMM for Q4_K / Q5_K / Q6_K (see amx_kquant_gemm.h) on the shared packed layout
 // (packed/kquant_layout.h). dot_j below is the tile multiply's (activations signed x weights
 // unsigned); the integer and float steps after it are the row kernels' (kquant_packed_ops.h).
 #include "kernels/amx/amx_kquant_gemm.h"
@@ -125,7 +125,7 @@ void gemm_group_tiles(const TensorView& weight, int64_t group, int64_t store_beg
         const uint8_t* b0 = b_tiles + (b * L::kSubBlocks + j) * kBTileBytes;
         int64_t stride0, stride1;
         const ActivationBlockQ8K* first = tokens + b;
-        if constexpr (F::kTileRows == 8) {  // Q4_K: two sub-blocks, two A tiles
+        if constexpr (F::kTileRows == 8) {  // Q4_K, Q5_K: two sub-blocks, two A tiles
           const int8_t* a0 = activation_rows(first, n_blocks, valid, 32 * j, a_tiles[0], &stride0);
           const int8_t* a1 = activation_rows(first, n_blocks, valid, 32 * (j + 1), a_tiles[1], &stride1);
           _tile_loadd(TANDEM_TILE_A32, a0, stride0);
@@ -173,10 +173,12 @@ void gemm_kquant(const TensorView& weight, int64_t row_begin, int64_t row_end, c
   if (n_tokens <= kMaxFewTokens)
     return avx512::gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
   ensure_tiles_configured();
-  const bool q4k = weight.dtype == DType::Q4_K;
+  const DType type = weight.dtype;
   packed::for_each_row_group(row_begin, row_end, [&](int64_t group, int64_t store_begin, int64_t store_end) {
-    if (q4k)
+    if (type == DType::Q4_K)
       gemm_group_tiles<DType::Q4_K>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
+    else if (type == DType::Q5_K)  // Q4_K's tiles: 32-element sub-blocks, codes 0..31
+      gemm_group_tiles<DType::Q5_K>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
     else
       gemm_group_tiles<DType::Q6_K>(weight, group, store_begin, store_end, x, n_tokens, out, out_stride);
   });

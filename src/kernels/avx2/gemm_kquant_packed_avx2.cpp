@@ -1,14 +1,15 @@
-// The AVX2 level's Q4_K/Q6_K GEMM on the packed layout the SIMD levels share
+// The AVX2 level's Q4_K/Q5_K/Q6_K GEMM on the packed layout the SIMD levels share
 // (packed/kquant_layout.h): the 32 bytes at k * 64 + 32 h of a sub-block's tile bytes are
 // elements 4k..4k+3 of rows 8h..8h+7, one row per 32-bit lane, so a row's sums stay in its
 // lane and the per-block work (scales, the float update) runs once per 8 rows instead of
 // once per row with a horizontal sum, as the row kernels must.
 //
 // Integers per lane, exactly the row kernels': maddubs multiplies the unsigned weights
-// (Q4_K q, Q6_K q + 32) by a token's 4 activation bytes broadcast into int16 pairs; pairs
-// add up in int16 while they cannot overflow (Q4_K: a whole sub-block, 8 * 2 * 15 * 127 =
-// 30480; Q6_K: two lines, 2 * 2 * 63 * 127 = 32004), then madd with the row's sub-block scale
-// in both halves of its lane gives scale * dot in int32. Q4_K's mins and Q6_K's 32-offset
+// (Q4_K and Q5_K q, Q6_K q + 32) by a token's 4 activation bytes broadcast into int16
+// pairs; pairs add up in int16 while they cannot overflow (Q4_K: a whole sub-block,
+// 8 * 2 * 15 * 127 = 30480; Q5_K: half of one, 4 * 2 * 31 * 127 = 31496; Q6_K: two lines,
+// 2 * 2 * 63 * 127 = 32004), then madd with the row's sub-block scale in both halves of its
+// lane gives scale * dot in int32. Q4_K's and Q5_K's mins and Q6_K's 32-offset
 // are madds of the packed scale pairs against the activations' 32- and 16-element sums. The
 // float update per super-block repeats finish_k4 / finish_d of kernels/dot_kquants.cpp, each
 // product kept from fusing: every result equals the row kernels' (and every other level's)
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "base/dtype.h"
 #include "base/error.h"
@@ -41,12 +43,13 @@ namespace {
 
 using packed::kGroupRows;
 using packed::Q4KLayout;
+using packed::Q5KLayout;
 using packed::Q6KLayout;
 
 // Prefill: tokens per pass over a half group (1-thread 5632x2048x64, GFLOP/s at tiles of
 // 3 / 5 tokens: Q4_K 174 / 170, Q6_K 142 / 155; 16 registers).
 template <DType kType>
-constexpr int kTokenTile = kType == DType::Q4_K ? 3 : 5;
+constexpr int kTokenTile = kType == DType::Q6_K ? 5 : 3;
 constexpr int64_t kSliceGroups = 4;  // rows per slice whose weights stay in L2: 64
 
 // Keeps a float product from being fused into a neighbouring add (see dot_kquants.cpp).
@@ -91,43 +94,55 @@ inline void q4k_pair_sums(const ActivationBlockQ8K& x, int32_t words[4]) {
                    _mm_packs_epi32(_mm256_castsi256_si128(sums32), _mm256_extracti128_si256(sums32, 1)));
 }
 
-// Q4_K, half h of a super-block, kTokens tokens: acc[t] += finish_k4 per row lane.
-template <int kTokens>
-inline void q4k_block(const uint8_t* block, int h, const ActivationBlockQ8K* const* x, __m256* acc) {
+// Q4_K or Q5_K (the same scales, mins and float step; Q5_K's fifth bits as planes after
+// each sub-block's nibbles), half h of a super-block, kTokens tokens: acc[t] += finish_k4
+// per row lane.
+template <DType kType, int kTokens>
+inline void k4_block(const uint8_t* block, int h, const ActivationBlockQ8K* const* x, __m256* acc) {
+  using Layout = std::conditional_t<kType == DType::Q5_K, Q5KLayout, Q4KLayout>;
+  constexpr bool kFifthBits = kType == DType::Q5_K;
+  constexpr int kLinePairsPerSum = kFifthBits ? 2 : 4;  // int16 sums cannot overflow (head comment)
   const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
   __m256i sumi[kTokens];
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) sumi[t] = _mm256_setzero_si256();
-  for (int j = 0; j < Q4KLayout::kSubBlocks; ++j) {
-    const uint8_t* tile = block + j * Q4KLayout::kSubBlockBytes + 32 * h;
+  for (int j = 0; j < Layout::kSubBlocks; ++j) {
+    const uint8_t* tile = block + j * Layout::kSubBlockBytes + 32 * h;
+    const __m256i scale = duplicate_member(pairs16(block + Layout::kScales + 32 * (j / 2) + 16 * h, false), j % 2);
+    __m256i planes = _mm256_setzero_si256();
+    if constexpr (kFifthBits)
+      planes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + Q5KLayout::kFifthBits));
     __m256i sums[kTokens];
-#pragma GCC unroll 8
-    for (int t = 0; t < kTokens; ++t) sums[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 64 * k));
-      const __m256i low = _mm256_and_si256(bytes, nibble);                         // line k
-      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);  // line k + 4
+      __m256i low = _mm256_and_si256(bytes, nibble);                         // line k
+      __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);  // line k + 4
+      if constexpr (kFifthBits) {  // bit k and bit k + 4 of each plane byte to bit 4
+        low = _mm256_or_si256(low, _mm256_and_si256(_mm256_slli_epi16(planes, 4 - k), bit4));
+        high = _mm256_or_si256(high, _mm256_and_si256(k == 0 ? planes : _mm256_srli_epi16(planes, k), bit4));
+      }
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
         const int8_t* a = x[t]->quants + 32 * j;
-        sums[t] = _mm256_add_epi16(sums[t], _mm256_maddubs_epi16(low, broadcast4(a + 4 * k)));
-        sums[t] = _mm256_add_epi16(sums[t], _mm256_maddubs_epi16(high, broadcast4(a + 16 + 4 * k)));
+        const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(low, broadcast4(a + 4 * k)),
+                                              _mm256_maddubs_epi16(high, broadcast4(a + 16 + 4 * k)));
+        sums[t] = k % kLinePairsPerSum == 0 ? pair : _mm256_add_epi16(sums[t], pair);
+        if (k % kLinePairsPerSum == kLinePairsPerSum - 1)
+          sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sums[t], scale));
       }
     }
-    const __m256i scale = duplicate_member(pairs16(block + Q4KLayout::kScales + 32 * (j / 2) + 16 * h, false), j % 2);
-#pragma GCC unroll 8
-    for (int t = 0; t < kTokens; ++t) sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(sums[t], scale));
   }
-  const __m256 d = f16_lanes(block + Q4KLayout::kD + 16 * h);
-  const __m256 dmin = f16_lanes(block + Q4KLayout::kDmin + 16 * h);
+  const __m256 d = f16_lanes(block + Layout::kD + 16 * h);
+  const __m256 dmin = f16_lanes(block + Layout::kDmin + 16 * h);
 #pragma GCC unroll 8
   for (int t = 0; t < kTokens; ++t) {
     int32_t pair_words[4];
     q4k_pair_sums(*x[t], pair_words);
     __m256i summ = _mm256_setzero_si256();
     for (int i = 0; i < 4; ++i)
-      summ = _mm256_add_epi32(summ, _mm256_madd_epi16(pairs16(block + Q4KLayout::kMins + 32 * i + 16 * h, false),
+      summ = _mm256_add_epi32(summ, _mm256_madd_epi16(pairs16(block + Layout::kMins + 32 * i + 16 * h, false),
                                                       _mm256_set1_epi32(pair_words[i])));
     const __m256 x_scale = _mm256_set1_ps(x[t]->scale);
     const __m256 scaled = opaque(_mm256_mul_ps(_mm256_mul_ps(x_scale, d), _mm256_cvtepi32_ps(sumi[t])));
@@ -205,10 +220,10 @@ void group_tokens(const uint8_t* group, int64_t n_blocks, int h_first, const Act
     for (int t = 0; t < kTokens; ++t) tokens[t] = x + t * n_blocks + b;
     for (int i = 0; i < kHalves; ++i) {
       if (prefetch && b + 1 < n_blocks) prefetch_part(block + kBytes, kBytes, i, kHalves);
-      if constexpr (kType == DType::Q4_K)
-        q4k_block<kTokens>(block, h_first + i, tokens, acc[i]);
-      else
+      if constexpr (kType == DType::Q6_K)
         q6k_block<kTokens>(block, h_first + i, tokens, acc[i]);
+      else
+        k4_block<kType, kTokens>(block, h_first + i, tokens, acc[i]);
     }
   }
   for (int i = 0; i < kHalves; ++i)
@@ -246,10 +261,12 @@ void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, co
 void gemm_kquant_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                         int64_t n_tokens, float* out, int64_t out_stride) {
   TANDEM_ASSERT(weight.packed != nullptr && packed::kquant_packable(weight));
-  if (weight.dtype == DType::Q4_K)
-    gemm_typed<DType::Q4_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  else
-    gemm_typed<DType::Q6_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  switch (weight.dtype) {
+    case DType::Q4_K: return gemm_typed<DType::Q4_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    case DType::Q5_K: return gemm_typed<DType::Q5_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    case DType::Q6_K: return gemm_typed<DType::Q6_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    default: __builtin_trap();
+  }
 }
 
 }  // namespace tandem::avx2

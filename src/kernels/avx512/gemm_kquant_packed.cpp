@@ -1,4 +1,4 @@
-// AVX-512 VNNI GEMM for Q4_K/Q6_K on the packed layout (packed/kquant_layout.h). Tile row k
+// AVX-512 VNNI GEMM for Q4_K/Q5_K/Q6_K on the packed layout (packed/kquant_layout.h). Tile row k
 // of a sub-block holds elements 4k..4k+3 of all 16 rows, so dpbusd with a token's 4
 // activation bytes broadcast gives each row's integer sum in its own lane — the same
 // integers as the row kernels and the AMX tile multiply — and the float update per
@@ -111,10 +111,12 @@ void gemm_typed(const TensorView& weight, int64_t row_begin, int64_t row_end, co
 void gemm_kquant_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                         int64_t n_tokens, float* out, int64_t out_stride) {
   TANDEM_ASSERT(weight.packed != nullptr && packed::kquant_packable(weight));
-  if (weight.dtype == DType::Q4_K)
-    gemm_typed<DType::Q4_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  else
-    gemm_typed<DType::Q6_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  switch (weight.dtype) {
+    case DType::Q4_K: return gemm_typed<DType::Q4_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    case DType::Q5_K: return gemm_typed<DType::Q5_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    case DType::Q6_K: return gemm_typed<DType::Q6_K>(weight, row_begin, row_end, x, n_tokens, out, out_stride);
+    default: __builtin_trap();
+  }
 }
 
 }  // namespace tandem::avx512

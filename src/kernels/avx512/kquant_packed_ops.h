@@ -18,6 +18,7 @@
 namespace tandem::avx512::kquant_ops {
 
 using packed::Q4KLayout;
+using packed::Q5KLayout;
 using packed::Q6KLayout;
 
 // Keeps a float product from being fused into a neighbouring add (the row kernels round
@@ -36,6 +37,22 @@ inline void q4k_tile_rows(const uint8_t* packed, __m512i rows[8]) {
     rows[i] = _mm512_and_si512(bytes, nibble);
     rows[i + 4] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
   }
+}
+
+// Q5_K: Q4_K's nibbles with bit m of each plane byte moved to bit 4 of line m (16-bit
+// shifts carry bits across bytes, never into bit 4; the mask keeps each byte's own).
+inline void q5k_tile_rows(const uint8_t* packed, __m512i rows[8]) {
+  q4k_tile_rows(packed, rows);
+  const __m512i planes = _mm512_loadu_si512(packed + Q5KLayout::kFifthBits);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  rows[0] = _mm512_or_si512(rows[0], _mm512_and_si512(_mm512_slli_epi16(planes, 4), bit4));
+  rows[1] = _mm512_or_si512(rows[1], _mm512_and_si512(_mm512_slli_epi16(planes, 3), bit4));
+  rows[2] = _mm512_or_si512(rows[2], _mm512_and_si512(_mm512_slli_epi16(planes, 2), bit4));
+  rows[3] = _mm512_or_si512(rows[3], _mm512_and_si512(_mm512_slli_epi16(planes, 1), bit4));
+  rows[4] = _mm512_or_si512(rows[4], _mm512_and_si512(planes, bit4));
+  rows[5] = _mm512_or_si512(rows[5], _mm512_and_si512(_mm512_srli_epi16(planes, 1), bit4));
+  rows[6] = _mm512_or_si512(rows[6], _mm512_and_si512(_mm512_srli_epi16(planes, 2), bit4));
+  rows[7] = _mm512_or_si512(rows[7], _mm512_and_si512(_mm512_srli_epi16(planes, 3), bit4));
 }
 
 inline void q6k_tile_rows(const uint8_t* packed, __m512i rows[4]) {
@@ -80,8 +97,9 @@ inline int32_t word_at(const void* bytes, int i) {
 
 // ---- Per super-block float update (finish_k4 / finish_d of dot_kquants.cpp) --------------
 
-// Q4_K: (x_scale * d) * sumi - (x_scale * dmin) * summ, added to acc.
-inline __m512 finish_q4k(__m512 acc, const uint8_t* block, const ActivationBlockQ8K& x, __m512i sumi) {
+// Q4_K and Q5_K: (x_scale * d) * sumi - (x_scale * dmin) * summ, added to acc.
+template <typename Layout>
+inline __m512 finish_k4(__m512 acc, const uint8_t* block, const ActivationBlockQ8K& x, __m512i sumi) {
   // summ = sum_j min_j * (block_sums[2j] + block_sums[2j+1]); the 32-element sums fit int16.
   const __m256i sums16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.block_sums));
   const __m256i sums32 = _mm256_madd_epi16(sums16, _mm256_set1_epi16(1));
@@ -90,13 +108,12 @@ inline __m512 finish_q4k(__m512 acc, const uint8_t* block, const ActivationBlock
                   _mm_packs_epi32(_mm256_castsi256_si128(sums32), _mm256_extracti128_si256(sums32, 1)));
   __m512i summ = _mm512_setzero_si512();
   for (int i = 0; i < 4; ++i)
-    summ =
-        _mm512_dpwssd_epi32(summ, unsigned_pairs(block + Q4KLayout::kMins + 32 * i), _mm512_set1_epi32(pair_words[i]));
+    summ = _mm512_dpwssd_epi32(summ, unsigned_pairs(block + Layout::kMins + 32 * i), _mm512_set1_epi32(pair_words[i]));
   const __m512 x_scale = _mm512_set1_ps(x.scale);
   const __m512 scaled =
-      opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Q4KLayout::kD)), _mm512_cvtepi32_ps(sumi)));
+      opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Layout::kD)), _mm512_cvtepi32_ps(sumi)));
   const __m512 offset =
-      opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Q4KLayout::kDmin)), _mm512_cvtepi32_ps(summ)));
+      opaque(_mm512_mul_ps(_mm512_mul_ps(x_scale, f16_lanes(block + Layout::kDmin)), _mm512_cvtepi32_ps(summ)));
   return _mm512_add_ps(acc, opaque(_mm512_sub_ps(scaled, offset)));
 }
 
@@ -123,7 +140,17 @@ struct Format<DType::Q4_K> {
   static constexpr int kTileRows = 8;  // 64-byte tile rows per sub-block
   static void tile_rows(const uint8_t* packed, __m512i* rows) { q4k_tile_rows(packed, rows); }
   static __m512 finish(__m512 acc, const uint8_t* block, const ActivationBlockQ8K& x, __m512i sumi) {
-    return finish_q4k(acc, block, x, sumi);
+    return finish_k4<Layout>(acc, block, x, sumi);
+  }
+};
+template <>
+struct Format<DType::Q5_K> {
+  using Layout = Q5KLayout;
+  static constexpr bool kSignedScales = false;
+  static constexpr int kTileRows = 8;
+  static void tile_rows(const uint8_t* packed, __m512i* rows) { q5k_tile_rows(packed, rows); }
+  static __m512 finish(__m512 acc, const uint8_t* block, const ActivationBlockQ8K& x, __m512i sumi) {
+    return finish_k4<Layout>(acc, block, x, sumi);
   }
 };
 template <>

@@ -1,5 +1,5 @@
-// The packed layout of Q4_K and Q6_K weights (the k-quants of a "Q4_K_M" file) that the
-// AVX2, AVX-512 and AMX levels share: groups of 16 rows, super-block by super-block,
+// The packed layout of Q4_K, Q5_K and Q6_K weights (the k-quants of "Q4_K_M" and "Q5_K_M"
+// files) that the AVX2, AVX-512 and AMX levels share: groups of 16 rows, super-block by super-block,
 // sub-block by sub-block in VNNI order, no bigger than the file's blocks. Written once at
 // load (model/weight_packing.cpp) into TensorView::packed; plain code, no ISA needed to pack.
 //
@@ -12,6 +12,10 @@
 //     scales, then mins, as pairs: byte 32 i + 2 n + e is sub-block 2 i + e's 6-bit value
 //       in row n (a pair per 32-bit lane is what vpdpwssd and the even/odd split want);
 //     16 fp16 d, 16 fp16 dmin.
+//   Q5_K (2880 bytes; the 16 original blocks are 2816): as Q4_K, with each sub-block's 256
+//     bytes of nibbles (the low 4 bits of q in 0..31) followed by 64 bytes of fifth bits as
+//     bit planes — bit m of byte p is the fifth bit of tile byte 64 m + p, so a line's bits
+//     are one shift and mask (32 bytes at 32 h for AVX2's half h).
 //   Q6_K (3360 bytes, the size of the 16 original blocks):
 //     16 sub-blocks of 16: 256 tile bytes (q + 32, in 0..63) as 128 bytes of low nibbles
 //       (byte p: tile bytes p and p + 128) and 64 bytes of the top two bits (byte p: tile
@@ -20,7 +24,7 @@
 //
 // The integers every kernel on this layout computes per (token, row) lane and super-block are
 // exactly those of the row kernels (kernels/dot_kquants.cpp):
-//   Q4_K: sumi = sum_j scale_j * dot_j, summ = sum_j min_j * (sum of sub-block j's x)
+//   Q4_K, Q5_K: sumi = sum_j scale_j * dot_j, summ = sum_j min_j * (sum of sub-block j's x)
 //   Q6_K: sumi = sum_j scale_j * (dot_j - 32 * sum of sub-block j's x)
 // with dot_j over unsigned weights and signed activations; then the same float steps.
 #pragma once
@@ -36,6 +40,12 @@ struct Q4KLayout {
   static constexpr int64_t kScales = 8 * 256, kMins = kScales + 128, kD = kMins + 128, kDmin = kD + 32;
   static constexpr int64_t kBytes = kDmin + 32;
 };
+struct Q5KLayout {
+  static constexpr int kSubBlocks = 8, kSubBlockLength = 32, kSubBlockBytes = 256 + 64;
+  static constexpr int64_t kFifthBits = 256;  // within a sub-block
+  static constexpr int64_t kScales = 8 * kSubBlockBytes, kMins = kScales + 128, kD = kMins + 128, kDmin = kD + 32;
+  static constexpr int64_t kBytes = kDmin + 32;
+};
 struct Q6KLayout {
   static constexpr int kSubBlocks = 16, kSubBlockLength = 16, kSubBlockBytes = 192;
   static constexpr int64_t kScales = 16 * 192, kD = kScales + 256;
@@ -43,10 +53,10 @@ struct Q6KLayout {
 };
 
 constexpr int64_t kquant_group_block_bytes(DType type) {
-  return type == DType::Q4_K ? Q4KLayout::kBytes : Q6KLayout::kBytes;
+  return type == DType::Q4_K ? Q4KLayout::kBytes : type == DType::Q5_K ? Q5KLayout::kBytes : Q6KLayout::kBytes;
 }
 
-bool kquant_packable(const TensorView& weight);  // Q4_K or Q6_K, 2-D, rows a multiple of 256
+bool kquant_packable(const TensorView& weight);  // Q4_K, Q5_K or Q6_K, 2-D, rows a multiple of 256
 int64_t kquant_packed_bytes(const TensorView& weight);
 void kquant_pack_into(const TensorView& weight, uint8_t* out);  // writes kquant_packed_bytes(weight)
 
