@@ -32,13 +32,15 @@ void run_gen_model(const GenModelFlags& flags) {
   GeneratorOptions options;
   options.shape = flags.shape;
   options.q4_k_m = flags.type == "Q4_K_M" || flags.type == "q4_k_m";
+  options.q5_k_m = flags.type == "Q5_K_M" || flags.type == "q5_k_m";
   options.q3_k_m = flags.type == "Q3_K_M" || flags.type == "q3_k_m";
   const auto type = options.q4_k_m   ? std::optional<DType>(DType::Q4_K)
+                    : options.q5_k_m ? std::optional<DType>(DType::Q5_K)
                     : options.q3_k_m ? std::optional<DType>(DType::Q3_K)
                                      : dtype_from_name(flags.type);
   TANDEM_CHECK_INPUT(type.has_value(),
                      "unknown --type '{}' (use F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, "
-                     "Q4_K, Q5_K, Q6_K, IQ4_XS, Q4_K_M or Q3_K_M)",
+                     "Q4_K, Q5_K, Q6_K, IQ4_XS, Q4_K_M, Q5_K_M or Q3_K_M)",
                      flags.type);
   options.type = *type;
   options.vocab_path = flags.vocab_path;
@@ -74,7 +76,7 @@ void add_gen_model_command(CLI::App& app) {
   command
       ->add_option("--type", flags->type,
                    "Weight type: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, "
-                   "Q6_K, IQ4_XS, Q4_K_M or Q3_K_M (mix)")
+                   "Q6_K, IQ4_XS, Q4_K_M, Q5_K_M or Q3_K_M (mix)")
       ->capture_default_str();
   command->add_option("--vocab-from", flags->vocab_path, "GGUF whose tokenizer.ggml.* metadata is copied")->required();
   command->add_option("--seed", flags->seed, "Random seed")->capture_default_str();

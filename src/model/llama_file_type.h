@@ -10,6 +10,7 @@
 namespace tandem {
 
 constexpr uint32_t kLlamaFileTypeQ3KM = 12;  // MOSTLY_Q3_K_M, the Q3_K_M mix
+constexpr uint32_t kLlamaFileTypeQ5KM = 17;  // MOSTLY_Q5_K_M, the Q5_K_M mix
 
 // nullopt for a type no llama_ftype stands for.
 inline std::optional<uint32_t> llama_file_type(DType type, bool q4_k_m = false) {

@@ -257,12 +257,13 @@ void fill_normal(SplitMix64& rng, float stddev, std::vector<float>& row) {
   }
 }
 
-uint32_t file_type_code(DType type, bool q4_k_m, bool q3_k_m) {
+uint32_t file_type_code(DType type, bool q4_k_m, bool q5_k_m, bool q3_k_m) {
   if (q3_k_m) return kLlamaFileTypeQ3KM;
+  if (q5_k_m) return kLlamaFileTypeQ5KM;
   if (const std::optional<uint32_t> code = llama_file_type(type, q4_k_m)) return *code;
   throw InputError(fmt::format(
       "gen-model cannot write type {} (use F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, "
-      "Q5_K, Q6_K, IQ4_XS, Q4_K_M or Q3_K_M)",
+      "Q5_K, Q6_K, IQ4_XS, Q4_K_M, Q5_K_M or Q3_K_M)",
       dtype_name(type)));
 }
 
@@ -289,10 +290,10 @@ struct PlannedTensor {
   std::vector<float> values{};   // F32 tensors of given values (RoPE factors), when not empty
 };
 
-std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool q4_k_m, bool q3_k_m,
+// k_m: llama.cpp's Q4_K_M / Q5_K_M recipe on `type` (Q4_K or Q5_K).
+std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type, bool k_m, bool q3_k_m,
                                         int64_t vocab_size, float branch_scale, float output_scale,
                                         const RopePlan& rope) {
-  if (q4_k_m) type = DType::Q4_K;
   if (q3_k_m) type = DType::Q3_K;
   // gpt-oss in MXFP4 is llama.cpp's MXFP4_MOE: experts MXFP4, every other matrix Q8_0.
   const bool gpt_oss = shape.gpt_oss();
@@ -306,7 +307,7 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
       {"output_norm.weight", DType::F32, {shape.d_model}, true, output_scale},
   };
   if (!shape.tied_output)
-    plan.push_back({"output.weight", q4_k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false});
+    plan.push_back({"output.weight", k_m || q3_k_m ? DType::Q6_K : type, {vocab_size, shape.d_model}, false});
   auto fixed = [&](const char* name, const std::vector<float>& values) {
     if (!values.empty())
       plan.push_back({name, DType::F32, {static_cast<int64_t>(values.size())}, true, 1.0f, kWeightStddev, values});
@@ -330,9 +331,9 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
     auto add_random = [&](const char* name, std::vector<int64_t> dims, float stddev) {
       plan.push_back({prefix + name, DType::F32, std::move(dims), false, 1.0f, stddev});
     };
-    if (phi3) {  // llama.cpp's Q4_K_M / Q3_K_M give attn_qkv Q5_K / Q4_K
+    if (phi3) {  // llama.cpp's Q4_K_M / Q5_K_M / Q3_K_M give attn_qkv Q5_K / Q6_K / Q4_K
       add("attn_qkv.weight",
-          q4_k_m   ? DType::Q5_K
+          k_m      ? (type == DType::Q5_K ? DType::Q6_K : DType::Q5_K)
           : q3_k_m ? DType::Q4_K
                    : type,
           {q_width + 2 * kv_width, shape.d_model}, false);
@@ -344,7 +345,7 @@ std::vector<PlannedTensor> plan_tensors(const GeneratedShape& shape, DType type,
       add("attn_q_norm.weight", DType::F32, {head_dim}, true);
       add("attn_k_norm.weight", DType::F32, {head_dim}, true);
     }
-    DType attn_v = q4_k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
+    DType attn_v = k_m && favoured_layer(layer, shape.n_layers) ? DType::Q6_K : type;
     DType ffn_down = attn_v;
     DType attn_output = type;
     if (q3_k_m) {
@@ -445,7 +446,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
     for (const std::string& name : generated_shape_names()) known += (known.empty() ? "" : ", ") + name;
     throw InputError(fmt::format("unknown model shape '{}' (known: {})", options.shape, known));
   }
-  const uint32_t file_type = file_type_code(options.type, options.q4_k_m, options.q3_k_m);
+  const uint32_t file_type = file_type_code(options.type, options.q4_k_m, options.q5_k_m, options.q3_k_m);
   TANDEM_CHECK_INPUT(options.n_layers >= 0 && options.n_layers <= shape->n_layers,
                      "--layers {} is outside 1..{} (the {} shape's layers)", options.n_layers, shape->n_layers,
                      shape->name);
@@ -480,7 +481,7 @@ void generate_random_gguf(const GeneratorOptions& options) {
   writer.set("general.name",
              GgufValue::string(fmt::format("{} (random weights, seed {}{})", shape->name, options.seed, scale_note)));
   writer.set("general.file_type", GgufValue::u32(file_type));
-  if (options.q4_k_m || options.q3_k_m ||
+  if (options.q4_k_m || options.q5_k_m || options.q3_k_m ||
       (options.type != DType::F32 && options.type != DType::F16 && options.type != DType::BF16))
     writer.set("general.quantization_version", GgufValue::u32(2));
   writer.set(arch + ".context_length", u32(shape->context_length));
@@ -518,8 +519,10 @@ void generate_random_gguf(const GeneratorOptions& options) {
     if (key.starts_with("tokenizer.ggml.")) writer.set(key, value);
   for (const auto& [key, value] : phi3_tokens) writer.set(key, value);
 
-  const std::vector<PlannedTensor> plan = plan_tensors(*shape, options.type, options.q4_k_m, options.q3_k_m, vocab_size,
-                                                       options.branch_scale, options.output_scale, rope);
+  const DType base_type = options.q5_k_m ? DType::Q5_K : options.q4_k_m ? DType::Q4_K : options.type;
+  const std::vector<PlannedTensor> plan =
+      plan_tensors(*shape, base_type, options.q4_k_m || options.q5_k_m, options.q3_k_m, vocab_size,
+                   options.branch_scale, options.output_scale, rope);
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 

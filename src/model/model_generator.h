@@ -67,6 +67,9 @@ struct GeneratorOptions {
   // llama.cpp's Q4_K_M recipe instead of one type: Q4_K, with Q6_K for output.weight and for
   // attn_v / ffn_down in the layers that recipe favours. `type` is ignored when set.
   bool q4_k_m = false;
+  // llama.cpp's Q5_K_M recipe: Q4_K_M's with Q5_K as the base type (and Q6_K for Phi-3's
+  // attn_qkv). `type` is ignored when set.
+  bool q5_k_m = false;
   // llama.cpp's Q3_K_M recipe (for a llama model): Q3_K, with Q6_K for output.weight, Q4_K for
   // attn_output, attn_v Q5_K in the first two layers and Q4_K after, ffn_down Q5_K in the first
   // sixteenth of the layers and Q4_K after. `type` is ignored when set.

@@ -1,5 +1,5 @@
-// A Q4_K_M model (Q4_K with Q6_K for output and some attn_v / ffn_down, rows of whole
-// 256-element blocks) through the whole forward pass: prefill equals token-by-token decode
+// Q4_K_M and Q5_K_M models (Q4_K or Q5_K with Q6_K for output and some attn_v / ffn_down,
+// rows of whole 256-element blocks) through the whole forward pass: prefill equals token-by-token decode
 // bit for bit — on an AMX machine the first runs the tile kernels and the second the dpbusd
 // decode path over the repacked weights — and the repacked weights give the same bits as
 // the row kernels reading the file's own blocks. Q2_K, Q3_K and IQ4_XS files as gen-model
@@ -59,36 +59,40 @@ int64_t differing_bits(const std::vector<float>& a, const std::vector<float>& b)
 
 TEST(KQuantModel, PrefillDecodeAndRowKernelsAgreeBitForBit) {
   TANDEM_REQUIRE_SHARED(kVocab);
-  GeneratorOptions options;
-  options.shape = "test-kquant";
-  options.q4_k_m = true;
-  options.vocab_path = vocab_path();
-  options.seed = 3;
-  const test_support::TempDir dir;  // its own folder: the test runs at several levels at once
-  options.out_path = dir.file("kquant_model.gguf");
-  generate_random_gguf(options);
-  const std::shared_ptr<const Model> model = load_model(options.out_path);
-  ASSERT_EQ(model->weights.layers[0].wq.dtype, DType::Q4_K);
-  ASSERT_EQ(model->weights.output.dtype, DType::Q6_K);
-  const bool packed = kernel_table().packer.packable != nullptr;  // every level but scalar repacks k-quants
-  EXPECT_EQ(model->weights.layers[0].wq.packed != nullptr, packed) << isa_name(kernel_table().isa);
+  for (const DType base : {DType::Q4_K, DType::Q5_K}) {
+    SCOPED_TRACE(dtype_name(base));
+    GeneratorOptions options;
+    options.shape = "test-kquant";
+    options.q4_k_m = base == DType::Q4_K;
+    options.q5_k_m = base == DType::Q5_K;
+    options.vocab_path = vocab_path();
+    options.seed = 3;
+    const test_support::TempDir dir;  // its own folder: the test runs at several levels at once
+    options.out_path = dir.file("kquant_model.gguf");
+    generate_random_gguf(options);
+    const std::shared_ptr<const Model> model = load_model(options.out_path);
+    ASSERT_EQ(model->weights.layers[0].wq.dtype, base);
+    ASSERT_EQ(model->weights.output.dtype, DType::Q6_K);
+    const bool packed = kernel_table().packer.packable != nullptr;  // every level but scalar repacks k-quants
+    EXPECT_EQ(model->weights.layers[0].wq.packed != nullptr, packed) << isa_name(kernel_table().isa);
 
-  std::mt19937 rng(4);
-  std::vector<int32_t> tokens(37);
-  for (int32_t& token : tokens) token = static_cast<int32_t>(rng() % model->config.vocab_size);
-  const std::vector<float> prefill = logits_in_steps(model, tokens, 37);
-  const std::vector<float> chunked = logits_in_steps(model, tokens, 7);
-  const std::vector<float> decode = logits_in_steps(model, tokens, 1);
-  EXPECT_EQ(differing_bits(prefill, decode), 0) << "prefill vs decode";
-  EXPECT_EQ(differing_bits(prefill, chunked), 0) << "prefill vs chunks of 7";
+    std::mt19937 rng(4);
+    std::vector<int32_t> tokens(37);
+    for (int32_t& token : tokens) token = static_cast<int32_t>(rng() % model->config.vocab_size);
+    const std::vector<float> prefill = logits_in_steps(model, tokens, 37);
+    const std::vector<float> chunked = logits_in_steps(model, tokens, 7);
+    const std::vector<float> decode = logits_in_steps(model, tokens, 1);
+    EXPECT_EQ(differing_bits(prefill, decode), 0) << "prefill vs decode";
+    EXPECT_EQ(differing_bits(prefill, chunked), 0) << "prefill vs chunks of 7";
 
-  // The same model reading the file's blocks through the row kernels.
-  auto unpacked = std::make_shared<Model>(*model);
-  for (LayerWeights& layer : unpacked->weights.layers)
-    for (TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
-      view->packed = nullptr;
-  unpacked->weights.output.packed = nullptr;
-  EXPECT_EQ(differing_bits(prefill, logits_in_steps(unpacked, tokens, 37)), 0) << "repacked vs file blocks";
+    // The same model reading the file's blocks through the row kernels.
+    auto unpacked = std::make_shared<Model>(*model);
+    for (LayerWeights& layer : unpacked->weights.layers)
+      for (TensorView* view : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate, &layer.w_up, &layer.w_down})
+        view->packed = nullptr;
+    unpacked->weights.output.packed = nullptr;
+    EXPECT_EQ(differing_bits(prefill, logits_in_steps(unpacked, tokens, 37)), 0) << "repacked vs file blocks";
+  }
 }
 
 // A copy of `model` whose matrices (not the token embedding, whose rows are dequantized on
