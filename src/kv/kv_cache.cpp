@@ -32,22 +32,22 @@ KvCache::KvCache(const KvShape& shape, int64_t n_blocks, int32_t block_size, KvT
   TANDEM_ASSERT(n_blocks > 0 && block_size > 0);
   TANDEM_ASSERT(n_slots() <= INT32_MAX);  // slots are int32 in the attention kernels
   if (storage == KvStorage::None) return;
-  key_lines_.assign(static_cast<size_t>(shape_.n_layers * n_slots() * key_row_bytes_ / kLine), CacheLine{});
-  value_lines_.assign(static_cast<size_t>(shape_.n_layers * n_slots() * value_row_bytes_ / kLine), CacheLine{});
+  key_bytes_ = std::make_unique<HugePageBuffer>(static_cast<size_t>(shape_.n_layers * n_slots() * key_row_bytes_));
+  value_bytes_ = std::make_unique<HugePageBuffer>(static_cast<size_t>(shape_.n_layers * n_slots() * value_row_bytes_));
 }
 
 void KvCache::store(int64_t layer, int64_t slot, const float* key_row, const float* value_row) {
   TANDEM_ASSERT(on_host() && layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
-  uint8_t* keys = bytes_of(key_lines_) + (layer * n_slots() + slot) * key_row_bytes_;
-  uint8_t* values = bytes_of(value_lines_) + (layer * n_slots() + slot) * value_row_bytes_;
+  uint8_t* keys = key_bytes_->data() + (layer * n_slots() + slot) * key_row_bytes_;
+  uint8_t* values = value_bytes_->data() + (layer * n_slots() + slot) * value_row_bytes_;
   quantize_row(types_.k, key_row, keys, shape_.kv_width());
   quantize_row(types_.v, value_row, values, shape_.kv_width());
 }
 
 void KvCache::store_converted(int64_t layer, int64_t slot, const uint8_t* key_bytes, const uint8_t* value_bytes) {
   TANDEM_ASSERT(on_host() && layer >= 0 && layer < shape_.n_layers && slot >= 0 && slot < n_slots());
-  uint8_t* keys = bytes_of(key_lines_) + (layer * n_slots() + slot) * key_row_bytes_;
-  uint8_t* values = bytes_of(value_lines_) + (layer * n_slots() + slot) * value_row_bytes_;
+  uint8_t* keys = key_bytes_->data() + (layer * n_slots() + slot) * key_row_bytes_;
+  uint8_t* values = value_bytes_->data() + (layer * n_slots() + slot) * value_row_bytes_;
   std::memcpy(keys, key_bytes, static_cast<size_t>(dtype_row_bytes(types_.k, shape_.kv_width())));
   std::memcpy(values, value_bytes, static_cast<size_t>(dtype_row_bytes(types_.v, shape_.kv_width())));
 }

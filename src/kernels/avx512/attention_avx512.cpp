@@ -223,6 +223,22 @@ template <bool kF16>
   return static_cast<__mmask16>((1u << n_visible) - 1u);
 }
 
+// Decode reads each position's K and V rows from memory once: one head's slice of a slot row,
+// consecutive positions a whole slot row (every KV head) apart, too far apart for the hardware
+// prefetcher to follow. A call with few queries (decode) fetches them kPrefetchBlocks blocks
+// ahead of the scores; each query's arithmetic is unchanged.
+constexpr int64_t kPrefetchBelowQueries = 8;
+constexpr int64_t kPrefetchBlocks = 2;
+
+[[gnu::always_inline]] inline void prefetch_head_rows(const KvRows& rows, int64_t offset_bytes, int64_t head_bytes,
+                                                      const int32_t* slots, int64_t first, int64_t end) {
+  for (int64_t p = first; p < end; ++p) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(rows.data + slots[p] * rows.row_bytes + offset_bytes);
+    for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + head_bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+  }
+}
+
 // The queries of one call: query j reads queries[j], writes outs[j] and sees positions
 // 0..n_ctx[j]-1, n_ctx ascending (not strictly). A GQA group is n queries with one n_ctx; a
 // run of tokens of one sequence is its tokens' groups in order, their n_ctx its positions + 1.
@@ -289,6 +305,16 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
   // test) size that to n_ctx when it is below a tile.
   alignas(64) float weights[kMaxQueries * kAttentionTile];
   const int64_t longest = n_ctx[n_queries - 1];
+  const bool prefetch = n_queries < kPrefetchBelowQueries;
+  const int64_t key_offset_bytes = kv_row_offset_bytes(keys.type, kv_offset);
+  const int64_t value_offset_bytes = kv_row_offset_bytes(values.type, kv_offset);
+  const int64_t key_head_bytes = dtype_row_bytes(keys.type, head_dim);
+  const int64_t value_head_bytes = dtype_row_bytes(values.type, head_dim);
+  if (prefetch) {  // the first blocks, before the loop's look-ahead reaches them
+    prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, 0, std::min(longest, kPrefetchBlocks * kLanes));
+    prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, 0,
+                       std::min(longest, kPrefetchBlocks * kLanes));
+  }
   int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
   for (int64_t tile = 0; tile < longest; tile += kAttentionTile) {
     while (n_ctx[tile_first] <= tile) ++tile_first;
@@ -308,6 +334,11 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
 
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
+      if (prefetch) {
+        const int64_t ahead = tile + (b + kPrefetchBlocks) * kLanes, ahead_end = std::min(longest, ahead + kLanes);
+        prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, ahead, ahead_end);
+        prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, ahead, ahead_end);
+      }
       int64_t key_rows[kLanes];
       const auto* key_base =
           block_base<kF16>(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
