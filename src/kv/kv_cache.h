@@ -92,7 +92,8 @@ class KvCache {
   int64_t value_row_bytes_;
   // Huge pages: decode reads one head's slice of every slot row, rows a whole slot apart —
   // about two positions per 4 KiB page, so with small pages nearly every position was a TLB
-  // miss (qwen3-0.6b f16, 4k context: attention 10 % faster with prefetching, ... with both).
+  // miss (perf of qwen3-0.6b's decode at 4k tokens: the row loads waited on memory at a
+  // fifth of the machine's read bandwidth).
   // Pages are committed as slots are first written, not when the pool is made.
   std::unique_ptr<HugePageBuffer> key_bytes_;
   std::unique_ptr<HugePageBuffer> value_bytes_;
