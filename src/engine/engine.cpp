@@ -144,7 +144,9 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       // With a device forward pass the engine's own runs no step (embeddings and KV imports,
       // which would, are refused there): scratch for one token, not max_batch_tokens.
       forward_(model_, device_forward_ ? 1 : config_.max_batch_tokens, pool, config_.context_length),
-      scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens}, blocks_),
+      scheduler_(
+          SchedulerConfig{config_.max_seqs, config_.max_batch_tokens, model_->config.attention_depth_equivalent()},
+          blocks_),
       rejection_(model_->config.vocab_size),
       logprob_work_(static_cast<size_t>(model_->config.vocab_size)),
       logprob_ids_(static_cast<size_t>(model_->config.vocab_size)) {

@@ -4,6 +4,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -90,22 +91,25 @@ StepPlan Scheduler::schedule() {
     if (budget <= 0) break;
     Request* request = running_[i];
     if (request->state != RequestState::Prefilling) continue;
-    const int64_t n = hold_prefill_chunk(request, std::min(request->n_pending(), budget), plan);
+    const int64_t n = hold_prefill_chunk(
+        request, std::min(request->n_pending(), chunk_tokens_within(request->n_computed, budget)), plan);
     if (n == 0) continue;
     plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending(), 0});
-    budget -= n;
+    budget -= chunk_cost(request->n_computed, n);
   }
 
   // 3. Admit waiting requests in order while the budget, max_seqs and blocks allow.
-  while (budget > 0 && !waiting_.empty() && admit(waiting_.front(), budget)) {
+  //    A request's cached prefix is not known before admission, so its first chunk is sized
+  //    from depth 0 and then trimmed to its real start.
+  while (budget > 0 && !waiting_.empty() && admit(waiting_.front(), chunk_tokens_within(0, budget))) {
     Request* request = waiting_.front();
     waiting_.pop_front();
-    const int64_t n = std::min(request->n_pending(), budget);
+    const int64_t n = std::min(request->n_pending(), chunk_tokens_within(request->n_computed, budget));
     plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending(), 0});
-    budget -= n;
+    budget -= chunk_cost(request->n_computed, n);
   }
 
-  plan.n_tokens = config_.max_batch_tokens - budget;
+  for (const ScheduledChunk& chunk : plan.chunks) plan.n_tokens += chunk.n_tokens;
   return plan;
 }
 
@@ -138,6 +142,27 @@ int64_t Scheduler::hold_prefill_chunk(Request* request, int64_t n, StepPlan& pla
   }
   const int64_t held = static_cast<int64_t>(request->blocks.table.size()) * blocks_.block_size();
   return std::clamp<int64_t>(held - request->n_computed, 0, n);
+}
+
+int64_t Scheduler::chunk_cost(int64_t start, int64_t n) const {
+  if (config_.depth_equivalent <= 0.0) return n;
+  // Token i of the chunk attends to start + i + 1 positions.
+  const double attended = static_cast<double>(n) * (static_cast<double>(start) + static_cast<double>(n + 1) / 2.0);
+  return n + static_cast<int64_t>(std::ceil(attended / config_.depth_equivalent));
+}
+
+int64_t Scheduler::chunk_tokens_within(int64_t start, int64_t budget) const {
+  if (budget <= 0) return 0;
+  if (config_.depth_equivalent <= 0.0) return budget;
+  // chunk_cost(start, n) <= budget, solved for n (n^2 / 2D + n (1 + (start + 1/2) / D) = budget)
+  // and then corrected for the rounding.
+  const double d = config_.depth_equivalent;
+  const double b = 1.0 + (static_cast<double>(start) + 0.5) / d;
+  int64_t n = static_cast<int64_t>(d * (std::sqrt(b * b + 2.0 * static_cast<double>(budget) / d) - b));
+  n = std::clamp<int64_t>(n, 1, budget);
+  while (n > 1 && chunk_cost(start, n) > budget) --n;
+  while (n < budget && chunk_cost(start, n + 1) <= budget) ++n;
+  return n;
 }
 
 int64_t Scheduler::fit_draft(Request* request, int64_t budget) {

@@ -4,7 +4,8 @@
 // blocks, reusing the longest cached prefix; when blocks run out mid-generation the newest
 // sequence is preempted (blocks freed, re-queued, recomputed later). A decoding sequence with
 // a proposed draft gets its proposed tokens after its pending one, from the budget left once
-// every decode has its token, and only from blocks free without preempting anyone.
+// every decode has its token, and only from blocks free without preempting anyone. A prefill
+// chunk's tokens are weighed by their depth (SchedulerConfig::depth_equivalent).
 // No model, no threads.
 #pragma once
 
@@ -20,6 +21,11 @@ namespace tandem {
 struct SchedulerConfig {
   int32_t max_seqs = 4;            // sequences admitted at once
   int64_t max_batch_tokens = 512;  // tokens per step, decode and prefill together (>= max_seqs)
+  // A prefill token at depth d takes 1 + d / depth_equivalent of the budget (its attention
+  // grows with d; ModelConfig::attention_depth_equivalent), so a step's work, and the decode
+  // latency of the sequences sharing it, stays about the same deep into a long prompt. 0:
+  // every token takes 1.
+  double depth_equivalent = 0.0;
 };
 
 // A run of consecutive positions of one request to compute this step.
@@ -76,6 +82,11 @@ class Scheduler {
   // planned this step if the pool is short; returns how many of the n it can compute now.
   int64_t hold_prefill_chunk(Request* request, int64_t n, StepPlan& plan);
   void preempt(Request* request);
+  // The most tokens of a prefill chunk starting at `start` whose cost fits `budget` (at least
+  // 1 while the budget is positive: every chunk makes progress).
+  int64_t chunk_tokens_within(int64_t start, int64_t budget) const;
+  // What a chunk of n tokens starting at `start` takes of the budget (>= n).
+  int64_t chunk_cost(int64_t start, int64_t n) const;
   // Grows the request's blocks for as many of its proposed tokens as `budget` and the free
   // blocks allow, trims its draft to that, and returns the count.
   int64_t fit_draft(Request* request, int64_t budget);

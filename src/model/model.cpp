@@ -11,6 +11,18 @@
 
 namespace tandem {
 
+double ModelConfig::attention_depth_equivalent() const {
+  int64_t global_layers = 0;
+  for (int64_t l = 0; l < n_layers; ++l) global_layers += layer_window(l) == 0;
+  if (global_layers == 0) return 0.0;
+  const int64_t ffn =
+      has_experts() ? n_experts_used * 3 * d_model * d_ff_expert + n_experts * d_model : 3 * d_model * d_ff;
+  const double weights_per_token =
+      static_cast<double>(n_layers) * static_cast<double>(d_model * (2 * q_width() + 2 * kv_width()) + ffn);
+  const double attention_per_position = 2.0 * static_cast<double>(global_layers * n_heads * head_dim);
+  return weights_per_token / attention_per_position;
+}
+
 void ModelConfig::validate() const {
   auto positive = [](int64_t value, const char* name) {
     TANDEM_CHECK_INPUT(value > 0 && value <= (int64_t{1} << 24), "model {} is {}, expected 1..16M", name, value);

@@ -95,6 +95,11 @@ struct ModelConfig {
   int64_t q_width() const { return n_heads * head_dim; }
   int64_t kv_width() const { return n_kv_heads * head_dim; }
   KvShape kv_shape() const { return {n_layers, n_kv_heads, head_dim}; }
+  // How many attended positions cost as much as one token's matrix products (2 FLOPs a weight
+  // against 4 * head_dim a query head, over the layers without a window): a token at depth d
+  // costs about 1 + d / this tokens at depth 0. 0 when every layer has a window (its cost
+  // does not grow with the depth). What the scheduler weighs prefill chunks by.
+  double attention_depth_equivalent() const;
   // Throws InputError naming the first inconsistent value.
   void validate() const;
 };

@@ -3,6 +3,7 @@
 // still gives every request exactly the tokens it would get alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -159,6 +160,64 @@ TEST(Scheduler, LongPromptIsChunkedWhileOthersKeepDecoding) {
   EXPECT_EQ(decode_steps_during_prefill, 14);  // 40 tokens at 3 per step
   for (auto& r : requests) scheduler.remove(r.get(), RequestState::Cancelled);
   EXPECT_EQ(blocks.stats().used, 0);
+}
+
+// With depth_equivalent D a prefill token at depth d takes 1 + d / D of the budget: the chunks
+// of a long prompt shrink as it gets deeper (each chunk's cost, counted here independently of
+// the scheduler's arithmetic, within the budget; every chunk makes progress), the concurrent
+// decode still gets its token every step, and the outputs are those of the plain budget.
+TEST(Scheduler, PrefillChunksShrinkWithDepthWithinTheBudget) {
+  const int64_t budget = 64;
+  const double depth_equivalent = 100.0;
+  BlockManager blocks(256, 8);
+  Scheduler scheduler({2, budget, depth_equivalent}, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  requests.push_back(make_request(0, prompt_of(1, 3), 400));
+  requests.push_back(make_request(1, prompt_of(2, 1000), 2));
+  scheduler.add(requests[0].get());
+  for (int i = 0; i < 2; ++i) {  // request 0 into decoding
+    const StepPlan plan = scheduler.schedule();
+    scheduler.complete(plan);
+    for (const ScheduledChunk& c : plan.chunks)
+      if (c.samples) c.request->append_token(fake_next(c.request->tokens));
+  }
+  scheduler.add(requests[1].get());
+  std::vector<int64_t> chunk_sizes;
+  while (requests[1]->state != RequestState::Decoding) {
+    const StepPlan plan = scheduler.schedule();
+    ASSERT_EQ(plan.chunks.size(), 2u);
+    EXPECT_EQ(plan.chunks[0].request, requests[0].get());  // the decode first, one token
+    EXPECT_EQ(plan.chunks[0].n_tokens, 1);
+    const ScheduledChunk& chunk = plan.chunks[1];
+    ASSERT_GE(chunk.n_tokens, 1);
+    double attended = 0;  // token i of the chunk attends to start + i + 1 positions
+    for (int64_t i = 0; i < chunk.n_tokens; ++i) attended += static_cast<double>(chunk.start + i + 1);
+    const double cost = static_cast<double>(chunk.n_tokens) + attended / depth_equivalent;
+    EXPECT_LE(cost, static_cast<double>(budget - 1)) << "chunk at " << chunk.start;
+    if (chunk.start + chunk.n_tokens < 1000) {  // not the last one: it used the budget (whole tokens)
+      const double one_more =
+          static_cast<double>(chunk.n_tokens + 1) +
+          std::ceil((attended + static_cast<double>(chunk.start + chunk.n_tokens + 1)) / depth_equivalent);
+      EXPECT_GT(one_more, static_cast<double>(budget - 1)) << "chunk at " << chunk.start << " could be longer";
+    }
+    chunk_sizes.push_back(chunk.n_tokens);
+    scheduler.complete(plan);
+    for (const ScheduledChunk& c : plan.chunks)
+      if (c.samples) c.request->append_token(fake_next(c.request->tokens));
+  }
+  ASSERT_GE(chunk_sizes.size(), 3u);
+  EXPECT_GT(chunk_sizes.front(), 3 * chunk_sizes[chunk_sizes.size() - 2]) << "chunks did not shrink with depth";
+  EXPECT_GE(chunk_sizes[chunk_sizes.size() - 2], 1);
+  for (auto& r : requests) scheduler.remove(r.get(), RequestState::Cancelled);
+  EXPECT_EQ(blocks.stats().used, 0);
+
+  // Whole runs under the weighted budget give every request the tokens it would get alone.
+  BlockManager more_blocks(64, 4);
+  Scheduler weighted({4, 8, 3.0}, more_blocks);
+  std::vector<std::unique_ptr<Request>> many;
+  for (int i = 0; i < 6; ++i) many.push_back(make_request(i, prompt_of(i, 3 + 7 * i), 5 + i));
+  run_to_completion(weighted, more_blocks, many, 2);
+  expect_outputs_and_no_leak(many, more_blocks);
 }
 
 TEST(Scheduler, PrefixHitSkipsCachedBlocksButComputesTheLastToken) {
