@@ -117,8 +117,9 @@ TEST(GrammarLimits, TextRulesAndElementsAreBounded) {
 // Building is linear in the grammar: the nullable and productive analyses used to iterate
 // over every rule until nothing changed, once per link of a chain of rules (r0 ::= r1 "a",
 // r1 ::= r2 "a", ...: quadratic, seconds for a 1 MiB grammar). Times a chain 16 times as long
-// against a short one: about 16x when linear, 256x when quadratic. The fastest of three runs
-// each, and a bound far from both, so a busy machine does not decide it.
+// against a short one: 20-40x here when linear (allocation and cache effects on top of 16x),
+// 376x on the quadratic builder. The fastest of five runs each, and a bound 3x from either,
+// so a busy machine does not decide it.
 TEST(GrammarLimits, BuildTimeIsLinearInTheGrammar) {
   const auto chain = [](int n) {
     std::string text = "root ::= r0\n";
@@ -127,7 +128,7 @@ TEST(GrammarLimits, BuildTimeIsLinearInTheGrammar) {
   };
   const auto fastest_build_s = [](const std::string& text) {
     double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 5; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       const Grammar g = parse_gbnf(text);
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -136,7 +137,7 @@ TEST(GrammarLimits, BuildTimeIsLinearInTheGrammar) {
     return best;
   };
   const double small = fastest_build_s(chain(2000)), large = fastest_build_s(chain(32000));
-  EXPECT_LT(large / small, 64.0) << "2000 rules: " << small << " s, 32000 rules: " << large << " s";
+  EXPECT_LT(large / small, 128.0) << "2000 rules: " << small << " s, 32000 rules: " << large << " s";
 }
 
 // ("a"?){0,2000} passes the compile limits (2000 copies), but one "a" can be any of 2000
