@@ -39,7 +39,9 @@ constexpr size_t kMaxParseStacks = 4096;
 // to an engine step: see the README for the measured worst case.
 constexpr uint64_t kMaxStepWork = uint64_t{1} << 21;
 // Memory one sequence's matcher may hold: parse stacks, states and the transition cache,
-// checked before each allocation.
-constexpr size_t kMaxMatcherBytes = size_t{32} << 20;
+// checked before each allocation. Output under bounded counts makes new stacks as it goes
+// (each count is another stack): a 100 x 100 matrix of numbers takes ~900 bytes a byte of
+// output, so this is ~70 KB of it; output under unbounded repetition reuses its states.
+constexpr size_t kMaxMatcherBytes = size_t{64} << 20;
 
 }  // namespace tandem::grammar

@@ -175,15 +175,16 @@ TEST(GrammarLimits, MaskStopsAtTheWorkBudget) {
   EXPECT_LE(m.pool().max_work(), kMaxStepWork + 256 * 4096);
 }
 
-// A grammar that stays within the stack limit at each step but whose states keep growing:
-// [a-z]{0,9000} [a-z]{0,9000} splits a run of letters at any point, so the k-th state holds
-// about k stacks, and the states so far about k^2 / 2. The memory limit ends it first.
+// A grammar that stays within the stack and work limits at each step but holds more with
+// every byte: [a-z]{0,3000} [a-z]{0,9000} splits a run of letters at any of 3001 places, so
+// past 3000 bytes each state is 3001 new stacks, and the states so far hold 3001 x bytes of
+// them (64 MiB by ~6000 bytes). The memory limit ends it, before the allocation past it.
 TEST(GrammarLimits, MatchingStopsAtTheMemoryLimit) {
-  GrammarMatcher m(gbnf(R"(root ::= [a-z]{0,9000} [a-z]{0,9000})"), 0);
+  GrammarMatcher m(gbnf(R"(root ::= [a-z]{0,3000} [a-z]{0,9000})"), 0);
   std::string error;
   int accepted = 0;
   try {
-    for (; accepted < 9000; ++accepted) ASSERT_TRUE(m.accept_byte('q'));
+    for (; accepted < 12000; ++accepted) ASSERT_TRUE(m.accept_byte('q'));
   } catch (const InputError& e) {
     error = e.what();
   }
