@@ -29,6 +29,7 @@ set(TANDEM_MODEL_TESTS
     "^ChatTemplateFile\\."
     "^(RunFlags|CliProgress|ChatTerminal|WebChatPage|BuildVersion)\\."
     "^GrammarTokenMaskVocab\\."
+    "^GrammarBombs\\."
     "^ToolCallParserTemplates\\."
     # Some tests of these (the others build their inputs).
     "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"

@@ -216,6 +216,7 @@ struct Event {
   std::vector<int32_t> tokens;  // the token(s) sampled in this step
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
+  std::string error;  // finish_reason Error: why ("grammar: ..." for a grammar past a matching limit)
   Usage usage;
   Timings timings;
 };
@@ -225,6 +226,7 @@ struct Result {
   std::vector<int32_t> prompt_ids;  // the prompt as the model saw it (BOS included if any)
   std::vector<int32_t> tokens;      // the generated ids (EOS included when it ended the request)
   FinishReason finish_reason = FinishReason::None;
+  std::string error;  // finish_reason Error: why
   uint64_t seed = 0;  // the sampling seed used
   Usage usage;
   Timings timings;

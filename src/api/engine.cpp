@@ -60,6 +60,7 @@ Event to_public(RequestEvent&& internal) {
   event.tokens = std::move(internal.tokens);
   event.finished = internal.finished;
   event.finish_reason = to_public(internal.finish_reason);
+  event.error = std::move(internal.error);
   event.usage = {internal.prompt_tokens, internal.cached_tokens,  internal.completion_tokens,
                  internal.kv_bytes,      internal.drafted_tokens, internal.accepted_tokens};
   if (internal.finished) {
@@ -262,6 +263,7 @@ Result Engine::generate(std::vector<int32_t> prompt_ids, const GenerateOptions& 
     if (on_text && !event->text.empty()) on_text(event->text);
     if (event->finished) {
       result.finish_reason = event->finish_reason;
+      result.error = std::move(event->error);
       result.usage = event->usage;
       result.timings = std::move(event->timings);
     }

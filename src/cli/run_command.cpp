@@ -170,6 +170,7 @@ void run(const RunOptions& options, const DeviceForwardFactory& device_forward) 
     }
     if (event->finished) {
       result.finish_reason = event->finish_reason;
+      result.error = std::move(event->error);
       result.usage = event->usage;
       result.timings = std::move(event->timings);
     }
@@ -197,6 +198,9 @@ void run(const RunOptions& options, const DeviceForwardFactory& device_forward) 
     std::fprintf(stderr, "trace:   %s (open in https://ui.perfetto.dev or chrome://tracing)\n",
                  options.trace_path.c_str());
   }
+  // The request failed after it started (a grammar past a matching limit): the text so far is
+  // out, and the run exits as a failed one, saying why.
+  if (!result.error.empty()) throw api::Error(result.error);
 }
 
 }  // namespace

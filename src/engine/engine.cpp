@@ -61,6 +61,7 @@ struct Engine::Sequence {
   std::optional<grammar::TokenMasker> masker;
   std::vector<uint32_t> mask;
   std::vector<float> masked_logits;
+  std::string grammar_error;  // why the grammar ended it (a matching limit, no token allowed)
   // Embedding requests (params.pooling): the running sum (mean) or the last row (last) of
   // final-normed hidden states, in double, added in position order so that chunking and
   // batching never change it; positions [0, pooled_positions) are in it.
@@ -626,13 +627,20 @@ bool Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
 
 std::span<const float> Engine::constrain(Sequence& sequence, std::span<const float> logits) {
   if (!sequence.matcher) return logits;
+  // The mask's work is bounded (grammar/grammar_limits.h: kMaxStepWork), so one grammar
+  // delays this step by a bounded time; past a limit this request ends, others go on.
   bool any = false;
   try {
     any = sequence.masker->fill_mask(*sequence.matcher, sequence.mask);
-  } catch (const InputError&) {  // a grammar too ambiguous to follow: this request ends, others go on
-    any = false;
+  } catch (const InputError& error) {
+    sequence.grammar_error = error.what();
+    return {};
   }
-  if (!any) return {};
+  if (!any) {
+    sequence.grammar_error =
+        "grammar: no token can continue the output here (the vocabulary cannot spell what the grammar needs next)";
+    return {};
+  }
   std::copy(logits.begin(), logits.end(), sequence.masked_logits.begin());
   grammar::apply_token_mask(sequence.mask, sequence.masked_logits);
   return sequence.masked_logits;
@@ -642,6 +650,7 @@ void Engine::end_unconstrainable(Sequence& sequence) {
   RequestEvent event;
   event.text = std::move(sequence.held) + sequence.detokenizer.finish();
   sequence.held.clear();
+  event.error = std::move(sequence.grammar_error);
   finish(sequence, RequestState::Finished, FinishReason::Error, event);
 }
 
@@ -729,8 +738,9 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
       bool taken = false;
       try {
         taken = sequence.masker->accept_token(*sequence.matcher, token);
-      } catch (const InputError&) {
-        taken = false;
+        if (!taken) event.error = "grammar: the sampled token was refused";
+      } catch (const InputError& error) {
+        event.error = error.what();
       }
       if (!taken) {
         reason = FinishReason::Error;

@@ -10,14 +10,12 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "grammar/grammar_limits.h"
 #include "grammar/utf8_ranges.h"
 
 namespace tandem::grammar {
 namespace {
 
-// Bounds a hostile grammar's size: repetition counts and the lowered element total.
-constexpr long kMaxRepeat = 10000;
-constexpr size_t kMaxElements = size_t{1} << 21;
 // Group nesting, so recursion depth is bounded for the fuzzer.
 constexpr int kMaxDepth = 200;
 
@@ -338,7 +336,7 @@ class Parser {
     long value = 0;
     while (peek() >= '0' && peek() <= '9') {
       value = value * 10 + (peek() - '0');
-      if (value > kMaxRepeat) fail(fmt::format("repetition count over {}", kMaxRepeat));
+      if (value > kMaxRepetitionCount) fail(fmt::format("repetition count over {}", kMaxRepetitionCount));
       ++pos_;
     }
     if (pos_ == start) fail("expected a number in '{m,n}'");
@@ -399,6 +397,8 @@ class Parser {
       builder_.add_alternative(star, {});
       out.push_back(GrammarElement::ref(star));
     } else if (max > min) {
+      if (builder_.n_rules() + static_cast<size_t>(max - min) > kMaxGrammarRules)
+        fail(fmt::format("the grammar passes the limit of {} rules after lowering", kMaxGrammarRules));
       // opt_1 ::= x | "", opt_k ::= x opt_{k-1} | "": up to max - min more.
       uint32_t previous = 0;
       for (long k = 1; k <= max - min; ++k) {
@@ -411,6 +411,7 @@ class Parser {
         builder_.add_alternative(opt, {});
         previous = opt;
       }
+      builder_.note_repetition(previous, static_cast<uint64_t>(max - min), x, rule_name_);
       out.push_back(GrammarElement::ref(previous));
     }
     return out;
@@ -418,7 +419,8 @@ class Parser {
 
   void count(size_t n) {
     n_elements_ += n;
-    if (n_elements_ > kMaxElements) fail("grammar too large");
+    if (n_elements_ > kMaxGrammarElements)
+      fail(fmt::format("the grammar passes the limit of {} elements after lowering", kMaxGrammarElements));
   }
 
   std::string_view text_;
@@ -433,6 +435,10 @@ class Parser {
 
 }  // namespace
 
-Grammar parse_gbnf(std::string_view text, std::string_view root) { return Parser(text).parse(root); }
+Grammar parse_gbnf(std::string_view text, std::string_view root) {
+  TANDEM_CHECK_INPUT(text.size() <= kMaxGrammarTextBytes, "grammar: {} bytes of text (the limit is {})", text.size(),
+                     kMaxGrammarTextBytes);
+  return Parser(text).parse(root);
+}
 
 }  // namespace tandem::grammar

@@ -1,9 +1,12 @@
 // GrammarBuilder's checks and freezing, and Grammar's debug text.
 #include "grammar/grammar.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "grammar/grammar_limits.h"
 
 namespace tandem::grammar {
 
@@ -30,6 +33,85 @@ void GrammarBuilder::add_alternative(uint32_t rule, std::vector<GrammarElement> 
   alts_[rule].push_back(std::move(sequence));
 }
 
+void GrammarBuilder::note_repetition(uint32_t rule, uint64_t copies, GrammarElement item, std::string_view within) {
+  TANDEM_ASSERT(rule < alts_.size() && item.kind != GrammarElement::kEnd);
+  repetitions_[rule] = {copies, item, std::string(within)};
+}
+
+void GrammarBuilder::check_limits() const {
+  TANDEM_CHECK_INPUT(names_.size() <= kMaxGrammarRules, "grammar: {} rules after lowering (the limit is {})",
+                     names_.size(), kMaxGrammarRules);
+  size_t n_elements = 0;
+  for (size_t r = 0; r < names_.size(); ++r) {
+    TANDEM_CHECK_INPUT(alts_[r].size() <= kMaxRuleAlternatives,
+                       "grammar: rule '{}' has {} alternatives (the limit is {})", names_[r], alts_[r].size(),
+                       kMaxRuleAlternatives);
+    for (const auto& alt : alts_[r]) n_elements += alt.size() + 1;
+  }
+  TANDEM_CHECK_INPUT(n_elements <= kMaxGrammarElements, "grammar: {} elements after lowering (the limit is {})",
+                     n_elements, kMaxGrammarElements);
+}
+
+void GrammarBuilder::check_expanded_repetition() const {
+  // weight[r]: the optional copies r's nested bounded repetitions expand to (1 without any).
+  // A sequence or a choice takes the largest of its parts (they do not nest); a repetition
+  // chain multiplies its copies by its item's weight. Depth-first over references, each rule
+  // once; a reference back into the current path (recursion) counts 1: unbounded recursion is
+  // the matcher's budget's to bound, as any unbounded repetition's.
+  constexpr uint64_t kSaturated = uint64_t{1} << 62;
+  const size_t n_rules = names_.size();
+  std::vector<uint64_t> weight(n_rules, 0);
+  std::vector<uint8_t> colour(n_rules, 0);  // 0 new, 1 on the path, 2 done
+  struct Frame {
+    uint32_t rule;
+    size_t alt = 0, element = 0;
+    uint64_t best = 1;
+  };
+  std::vector<Frame> path;
+  for (uint32_t start = 0; start < n_rules; ++start) {
+    if (colour[start] != 0) continue;
+    colour[start] = 1;
+    path.push_back({start});
+    while (!path.empty()) {
+      Frame& f = path.back();
+      const auto& alts = alts_[f.rule];
+      if (f.alt == alts.size()) {
+        uint64_t w = f.best;
+        if (auto it = repetitions_.find(f.rule); it != repetitions_.end()) {
+          const GrammarElement& item = it->second.item;
+          const uint64_t inner = item.kind == GrammarElement::kRule && colour[item.rule] == 2
+                                     ? std::max<uint64_t>(weight[item.rule], 1)
+                                     : 1;
+          w = std::max(w, inner > kSaturated / std::max<uint64_t>(it->second.copies, 1) ? kSaturated
+                                                                                        : inner * it->second.copies);
+          TANDEM_CHECK_INPUT(w <= kMaxExpandedRepetition,
+                             "grammar: repetitions nested in rule '{}' expand to {}{} optional copies (the expanded "
+                             "repetition limit is {})",
+                             it->second.within, w == kSaturated ? "over " : "", w, kMaxExpandedRepetition);
+        }
+        weight[f.rule] = w;
+        colour[f.rule] = 2;
+        path.pop_back();
+        continue;
+      }
+      const auto& alt = alts[f.alt];
+      if (f.element == alt.size()) {
+        ++f.alt;
+        f.element = 0;
+        continue;
+      }
+      const GrammarElement e = alt[f.element];
+      if (e.kind == GrammarElement::kRule && colour[e.rule] == 0) {
+        colour[e.rule] = 1;
+        path.push_back({e.rule});  // `f` is not used past here: the push may move it
+        continue;
+      }
+      if (e.kind == GrammarElement::kRule && colour[e.rule] == 2) f.best = std::max(f.best, weight[e.rule]);
+      ++f.element;
+    }
+  }
+}
+
 Grammar GrammarBuilder::build(std::string_view root_name) const {
   auto root_it = ids_.find(std::string(root_name));
   TANDEM_CHECK_INPUT(root_it != ids_.end() && !alts_[root_it->second].empty(), "grammar: no rule '{}'", root_name);
@@ -37,39 +119,55 @@ Grammar GrammarBuilder::build(std::string_view root_name) const {
   for (size_t r = 0; r < n_rules; ++r) {
     TANDEM_CHECK_INPUT(!alts_[r].empty(), "grammar: rule '{}' is used but never defined", names_[r]);
   }
+  check_limits();
 
-  // Nullable rules (match the empty string), to a fixed point.
-  std::vector<bool> nullable(n_rules, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n_rules; ++r) {
-      if (nullable[r]) continue;
-      for (const auto& alt : alts_[r]) {
-        bool all = true;
-        for (const GrammarElement& e : alt) all = all && e.kind == GrammarElement::kRule && nullable[e.rule];
-        if (all) {
-          nullable[r] = changed = true;
-          break;
+  // Nullable rules (match the empty string) and productive ones (match some finite string),
+  // each by a worklist: an alternative counts the elements it still waits for, and a rule
+  // found so lowers the count of every alternative that refers to it. Linear in the size;
+  // a pass-until-nothing-changes loop would be quadratic on a long chain of rules.
+  std::vector<uint32_t> alt_rule;                        // [n_alts] owner of each alternative
+  std::vector<std::vector<uint32_t>> users(n_rules);     // rule -> alternatives referring to it, once per reference
+  std::vector<uint32_t> nullable_wait, productive_wait;  // [n_alts]
+  for (uint32_t r = 0; r < n_rules; ++r) {
+    for (const auto& alt : alts_[r]) {
+      const auto a = static_cast<uint32_t>(alt_rule.size());
+      alt_rule.push_back(r);
+      uint32_t refs = 0;
+      bool has_bytes = false;
+      for (const GrammarElement& e : alt) {
+        if (e.kind == GrammarElement::kRule) {
+          ++refs;
+          users[e.rule].push_back(a);
+        } else {
+          has_bytes = true;
         }
       }
+      nullable_wait.push_back(has_bytes ? UINT32_MAX : refs);  // a byte is never empty
+      productive_wait.push_back(refs);
     }
   }
-  // Productive rules (match some finite string), to a fixed point.
-  std::vector<bool> productive(n_rules, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n_rules; ++r) {
-      if (productive[r]) continue;
-      for (const auto& alt : alts_[r]) {
-        bool all = true;
-        for (const GrammarElement& e : alt) all = all && (e.kind != GrammarElement::kRule || productive[e.rule]);
-        if (all) {
-          productive[r] = changed = true;
-          break;
-        }
+  const auto fixed_point = [&](std::vector<uint32_t>& wait) {
+    std::vector<bool> found(n_rules, false);
+    std::vector<uint32_t> work;
+    for (size_t a = 0; a < wait.size(); ++a) {
+      if (wait[a] == 0 && !found[alt_rule[a]]) {
+        found[alt_rule[a]] = true;
+        work.push_back(alt_rule[a]);
       }
     }
-  }
+    while (!work.empty()) {
+      const uint32_t r = work.back();
+      work.pop_back();
+      for (uint32_t a : users[r]) {
+        if (wait[a] == UINT32_MAX || --wait[a] != 0 || found[alt_rule[a]]) continue;
+        found[alt_rule[a]] = true;
+        work.push_back(alt_rule[a]);
+      }
+    }
+    return found;
+  };
+  const std::vector<bool> nullable = fixed_point(nullable_wait);
+  const std::vector<bool> productive = fixed_point(productive_wait);
   for (size_t r = 0; r < n_rules; ++r) {
     TANDEM_CHECK_INPUT(productive[r], "grammar: rule '{}' can never finish (every alternative recurses)", names_[r]);
   }
@@ -108,6 +206,7 @@ Grammar GrammarBuilder::build(std::string_view root_name) const {
       }
     }
   }
+  check_expanded_repetition();
 
   Grammar g;
   g.names_ = names_;

@@ -55,6 +55,7 @@ class Grammar {
 
 // Collects rules by name, then checks and freezes them into a Grammar. Front ends declare a
 // rule when they first see its name (a reference may come before the definition).
+// build() is linear in the grammar's size, and holds it to grammar_limits.h.
 class GrammarBuilder {
  public:
   // The id of rule `name`, declared (without alternatives) if new.
@@ -63,19 +64,36 @@ class GrammarBuilder {
   // repetition: "value_3").
   uint32_t fresh_rule(std::string_view base);
   bool has_alternatives(uint32_t rule) const { return !alts_[rule].empty(); }
+  size_t n_rules() const { return names_.size(); }
   const std::string& rule_name(uint32_t rule) const { return names_[rule]; }
   void add_alternative(uint32_t rule, std::vector<GrammarElement> sequence);
+  // Says that `rule` is a bounded repetition's chain of `copies` optional copies of `item`
+  // (x{m,n}: n - m), written in the front end's rule `within`: build() multiplies copies
+  // through nesting for the expanded repetition limit.
+  void note_repetition(uint32_t rule, uint64_t copies, GrammarElement item, std::string_view within);
 
   // Throws InputError when `root_name` is undefined, a referenced rule has no alternatives,
-  // a rule is left-recursive (the matcher's expansion would not terminate), or a rule can
+  // a rule is left-recursive (the matcher's expansion would not terminate), a rule can
   // never finish (no finite string matches it: every stack through it would be a dead end,
-  // and a mask must not offer tokens that lead there).
+  // and a mask must not offer tokens that lead there), or a limit of grammar_limits.h is
+  // passed (rules, alternatives of a rule, elements, expanded repetition count).
   Grammar build(std::string_view root_name) const;
 
  private:
+  struct Repetition {
+    uint64_t copies;
+    GrammarElement item;
+    std::string within;
+  };
+  void check_limits() const;
+  // Over every rule, the optional copies its nested bounded repetitions expand to; throws
+  // past kMaxExpandedRepetition.
+  void check_expanded_repetition() const;
+
   std::vector<std::string> names_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<std::vector<std::vector<GrammarElement>>> alts_;  // [n_rules][n_alts][n_elements]
+  std::unordered_map<uint32_t, Repetition> repetitions_;        // chain rule -> what it repeats
 };
 
 }  // namespace tandem::grammar

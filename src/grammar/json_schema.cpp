@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "grammar/gbnf_parser.h"
+#include "grammar/grammar_limits.h"
 
 namespace tandem::grammar {
 namespace {
@@ -89,13 +90,16 @@ class SchemaCompiler {
   void add(const std::string& name, std::string body) { rules_.emplace_back(name, std::move(body)); }
   void add_front(const std::string& name, std::string body) { rules_.insert(rules_.begin(), {name, std::move(body)}); }
 
-  // A fresh rule name from a schema location hint.
+  // A fresh rule name from a schema location hint. Many hints can sanitise to one base (keys
+  // "a!", "a?", ...): each base remembers the next suffix to try, so naming stays linear.
   std::string fresh(std::string_view hint) {
     std::string base;
     for (char c : hint) base += (std::isalnum(static_cast<unsigned char>(c)) != 0) ? c : '-';
     if (base.empty()) base = "r";
     std::string name = base;
-    for (int i = 2; used_.contains(name); ++i) name = fmt::format("{}-{}", base, i);
+    int& next = next_suffix_[base];
+    if (next == 0) next = 2;
+    while (used_.contains(name)) name = fmt::format("{}-{}", base, next++);
     used_.insert(name);
     return name;
   }
@@ -150,6 +154,9 @@ class SchemaCompiler {
       const Json& values = schema["enum"];
       TANDEM_CHECK_INPUT(values.is_array() && !values.empty(), "json schema: 'enum' at {} must be a non-empty array",
                          where);
+      TANDEM_CHECK_INPUT(values.size() <= kMaxRuleAlternatives,
+                         "json schema: 'enum' at {} has {} values (the limit is {})", where, values.size(),
+                         kMaxRuleAlternatives);
       std::string alts;
       for (const Json& v : values) {
         if (of_type(schema, v)) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
@@ -161,6 +168,9 @@ class SchemaCompiler {
       const Json& options = schema["anyOf"];
       TANDEM_CHECK_INPUT(options.is_array() && !options.empty(), "json schema: 'anyOf' at {} must be a non-empty array",
                          where);
+      TANDEM_CHECK_INPUT(options.size() <= kMaxRuleAlternatives,
+                         "json schema: 'anyOf' at {} has {} options (the limit is {})", where, options.size(),
+                         kMaxRuleAlternatives);
       const std::string name = fresh(hint);
       std::string alts;
       for (size_t i = 0; i < options.size(); ++i) {
@@ -383,6 +393,7 @@ class SchemaCompiler {
   std::vector<std::pair<std::string, std::string>> rules_;  // in output order
   std::set<std::string> used_;
   std::map<std::string, std::string> refs_;  // JSON pointer -> rule name
+  std::map<std::string, int> next_suffix_;   // fresh(): base -> next suffix to try
   bool any_defined_ = false;
   int depth_ = 0;
 };
@@ -404,7 +415,11 @@ std::string any_json_gbnf(const JsonGrammarOptions& options) {
 }
 
 Grammar json_schema_grammar(const nlohmann::ordered_json& schema, const JsonGrammarOptions& options) {
-  return parse_gbnf(json_schema_to_gbnf(schema, options));
+  const std::string text = json_schema_to_gbnf(schema, options);
+  TANDEM_CHECK_INPUT(text.size() <= kMaxGrammarTextBytes,
+                     "json schema: it compiles to {} bytes of grammar (the limit is {})", text.size(),
+                     kMaxGrammarTextBytes);
+  return parse_gbnf(text);
 }
 
 Grammar any_json_grammar(const JsonGrammarOptions& options) { return parse_gbnf(any_json_gbnf(options)); }

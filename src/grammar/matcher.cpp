@@ -16,6 +16,7 @@ void GrammarMatcher::reset() {
 }
 
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {
+  pool_->begin_operation();
   uint32_t state = state_;
   for (size_t i = 0; i < bytes.size(); ++i) {
     // A finished state has no stacks: a byte after it is dead like any rejected one.

@@ -20,6 +20,7 @@ class GrammarMatcher {
  public:
   // At the start of `grammar`'s root rule. `max_rollback`: how many steps rollback() can undo
   // at least (older history is dropped, so memory stays bounded over a long generation).
+  // InputError when the start is already past a matching limit (grammar_limits.h).
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar, size_t max_rollback = 64);
 
   // Copies are cheap (a state id and the history's ids) and independent in what they
@@ -29,8 +30,8 @@ class GrammarMatcher {
 
   // Consumes all of `bytes` as one step and returns true, or returns false and changes
   // nothing when some prefix of them leaves no stack alive. Empty bytes: a step that
-  // changes nothing. InputError (matcher unchanged) only for a grammar too ambiguous to
-  // follow (StackPool::kMaxTops stacks alive at once).
+  // changes nothing. InputError (matcher unchanged) only past a matching limit
+  // (grammar_limits.h: stacks at once, work per call, memory): a grammar too ambiguous to follow.
   bool accept_bytes(std::string_view bytes);
   bool accept_byte(uint8_t byte) { return accept_bytes(std::string_view(reinterpret_cast<const char*>(&byte), 1)); }
 

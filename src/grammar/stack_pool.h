@@ -10,8 +10,13 @@
 // Not thread-safe: one pool per sequence, shared only by copies of its matcher. Nodes and
 // states are never freed while the pool lives (a sequence's output bounds them); the
 // transition rows are a cache, dropped when they pass kMaxRows.
+// Bounded (grammar_limits.h): the work one operation does building stacks and states (the
+// caller opens an operation with begin_operation(): one mask, one accept), the stacks of one
+// state, and the memory held; past any, the call throws InputError naming the limit. Cached
+// steps cost nothing against the budget.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/grammar_limits.h"
 
 namespace tandem::grammar {
 
@@ -28,9 +34,14 @@ class StackPool {
   static constexpr size_t kMaxRows = 4096;  // 4 MiB of cached transitions per pool at most
   // Stacks alive at once. Only a highly ambiguous grammar gets near it (`("" | x+){300}`
   // splits a run of x every possible way); past it a step is an InputError, not a stall.
-  static constexpr size_t kMaxTops = 4096;
+  static constexpr size_t kMaxTops = kMaxParseStacks;
 
+  // Builds the initial state, as one operation: InputError past a limit (a grammar whose
+  // start is too ambiguous), so a sequence is refused before it is admitted.
   explicit StackPool(std::shared_ptr<const Grammar> grammar);
+
+  // Starts a new operation's work budget (kMaxStepWork).
+  void begin_operation() { work_ = 0; }
 
   // The state at the start of the root rule.
   uint32_t initial_state() const { return initial_; }
@@ -59,6 +70,12 @@ class StackPool {
   size_t n_states() const { return states_.size(); }
   // Transitions computed rather than read from the cache (a measure of cache misses).
   size_t n_slow_steps() const { return n_slow_steps_; }
+  // Work done in the current operation (units of kMaxStepWork), and the most any one
+  // operation has done.
+  uint64_t work() const { return work_; }
+  uint64_t max_work() const { return max_work_; }
+  // Bytes held for nodes, closures, states and the transition cache (kMaxMatcherBytes).
+  size_t bytes() const;
 
  private:
   static constexpr uint32_t kNone = 0xFFFFFFFF;
@@ -93,6 +110,24 @@ class StackPool {
   // The id of the state with these tops (sorted here) and can_end, interned.
   uint32_t intern_state(std::vector<uint32_t>& tops, bool can_end);
   int32_t step_slow(uint32_t state, uint8_t byte);
+  // Counts `units` of work against the operation's budget; throws past it.
+  void charge(uint64_t units) {
+    work_ += units;
+    if (work_ > kMaxStepWork) over_budget();
+  }
+  [[noreturn]] void over_budget();
+  [[noreturn]] void too_many_stacks(size_t n) const;
+  [[noreturn]] void over_memory(size_t bytes) const;
+  // Room for `more` elements in `v`, grown as a vector grows (doubling), unless that would
+  // take the pool past kMaxMatcherBytes: then InputError, before anything is allocated.
+  template <typename T>
+  void grow(std::vector<T>& v, size_t more) {
+    if (v.size() + more <= v.capacity()) return;
+    const size_t capacity = std::max(v.size() + more, 2 * v.capacity());
+    const size_t after = bytes() + (capacity - v.capacity()) * sizeof(T);
+    if (after > kMaxMatcherBytes) over_memory(after);
+    v.reserve(capacity);
+  }
 
   std::shared_ptr<const Grammar> grammar_;
   std::vector<Node> nodes_;
@@ -102,7 +137,7 @@ class StackPool {
   // Duplicate detection: node n is in the set being built when stamp_[n] == generation_.
   std::vector<uint32_t> stamp_;  // [n_nodes]
   uint32_t generation_ = 0;
-  std::vector<uint32_t> work_, scratch_, nexts_;  // expand()'s worklist, step_slow()'s set, advance()'s next nodes
+  std::vector<uint32_t> pending_, scratch_, nexts_;  // expand()'s worklist, step_slow()'s set, advance()'s next nodes
 
   std::vector<State> states_;
   std::vector<uint32_t> state_tops_;
@@ -111,6 +146,7 @@ class StackPool {
   std::vector<int32_t> rows_;                                // [n_rows, 256] next state, kDead or kUnknown
   uint32_t initial_ = 0;
   size_t n_slow_steps_ = 0;
+  uint64_t work_ = 0, max_work_ = 0;
   uint64_t serial_;
 };
 

@@ -42,6 +42,7 @@ bool TokenMasker::fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask) {
   const size_t words = mask_words(trie.vocab_size());
   TANDEM_ASSERT(mask.size() == words);
   StackPool& pool = matcher.pool();
+  pool.begin_operation();
   const uint32_t state = matcher.state();
   if (pool.serial() != pool_serial_) {
     pool_serial_ = pool.serial();

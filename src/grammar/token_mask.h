@@ -41,7 +41,8 @@ class TokenMasker {
   // transitions are cached there), not its state. Returns false when no token at all is
   // allowed (the grammar is finished and none of end_ids is in the vocabulary's reach, or the
   // vocabulary cannot spell what the grammar needs next): the caller ends the sequence.
-  // InputError only for a grammar too ambiguous to follow (StackPool::kMaxTops).
+  // InputError only past a matching limit (grammar_limits.h: stacks at once, work per call,
+  // memory), for a grammar too ambiguous to follow; one call's work is at most kMaxStepWork.
   bool fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask);
 
   // Advances the matcher by token `id` as one step; false (matcher unchanged) when the

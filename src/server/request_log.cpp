@@ -59,6 +59,7 @@ std::string request_log_line(const RequestLogEntry& e, LogFormat format) {
       line["ttft_ms"] = rounded(e.ttft_ms);
       line["finish_reason"] = e.finish_reason;
     }
+    if (!e.error.empty()) line["error"] = e.error;
     return json_line(line);
   }
   std::string line = fmt::format("tandem serve: request {} {} {} {}", e.id, e.method, printable(e.path), e.status);
@@ -69,6 +70,8 @@ std::string request_log_line(const RequestLogEntry& e, LogFormat format) {
   }
   line += fmt::format(" total_ms={}", rounded(e.total_ms));
   if (e.generation && !e.finish_reason.empty()) line += " finish=" + e.finish_reason;
+  if (!e.error.empty())
+    line += " error=" + nlohmann::json(e.error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return line + "\n";
 }
 

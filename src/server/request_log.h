@@ -32,13 +32,15 @@ struct RequestLogEntry {
   double queue_ms = 0.0;          // choice 0: arrival at the engine -> first admission
   double ttft_ms = 0.0;           // choice 0: arrival at the engine -> first token
   std::string finish_reason{};    // choice 0's ("stop", "length", "cancelled", ...)
+  std::string error{};            // why a choice ended with finish reason "error" (a grammar limit, a worker)
 };
 
 // One line, ending in '\n'. Text: "tandem serve: request cmpl-3 POST /v1/completions 200
 // prompt=5 cached=0 generated=16 queue_ms=0.1 ttft_ms=3.4 total_ms=25.1 finish=length".
 // Json: {"time": "<UTC ISO 8601>", "level": "info", "event": "request", "id", "method",
 // "path", "status", "total_ms", and for generation "choices", "prompt_tokens",
-// "cached_tokens", "completion_tokens", "queue_ms", "ttft_ms", "finish_reason"}.
+// "cached_tokens", "completion_tokens", "queue_ms", "ttft_ms", "finish_reason"}. A non-empty
+// `error` adds ` error="..."` (a JSON string, so it cannot split the line) / "error".
 std::string request_log_line(const RequestLogEntry& entry, LogFormat format);
 
 // Any other message: text "tandem serve: <message>" ("tandem serve: warning: <message>" for

@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "chat/tool_call_parser.h"
 #include "grammar/gbnf_parser.h"
+#include "grammar/grammar_limits.h"
 #include "grammar/json_schema.h"
 
 namespace tandem::server {
@@ -60,6 +61,9 @@ std::shared_ptr<const grammar::Grammar> response_format_grammar(const RequestJso
 std::shared_ptr<const grammar::Grammar> choice_grammar(const RequestJson& choices) {
   if (!choices.is_array() || choices.empty())
     bad(fmt::format("'guided_choice' must be a non-empty array of strings, not {}", shown(choices)));
+  // Each choice is an alternative of one rule (grammar_limits.h).
+  if (choices.size() > grammar::kMaxRuleAlternatives)
+    bad(fmt::format("'guided_choice' has {} choices (the limit is {})", choices.size(), grammar::kMaxRuleAlternatives));
   std::string alternatives;
   for (const RequestJson& choice : choices) {
     if (!choice.is_string() || choice.get<std::string>().empty())

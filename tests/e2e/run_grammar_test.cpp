@@ -59,7 +59,11 @@ TEST(RunGrammar, BadGrammarFlagsAreOneLineErrors) {
            {"--grammar " + shell_quote("root ::= nowhere"), "nowhere"},
            {"--json-schema " + shell_quote("{oops"), "json_schema"},
            {"--grammar-file /nonexistent/g.gbnf", "/nonexistent/g.gbnf"},
-           {"--grammar " + shell_quote(R"(root ::= "a")") + " -j '{}'", "at most one"}}) {
+           {"--grammar " + shell_quote(R"(root ::= "a")") + " -j '{}'", "at most one"},
+           // Issue 33: nested bounded repetitions are refused before the request starts.
+           {"--grammar " + shell_quote(R"(root ::= (("a"{0,100}){0,100}){0,100})"), "expanded repetition limit"},
+           {"--grammar " + shell_quote(R"(root ::= ((("a"{0,30}){0,30}){0,30}){0,30})"),
+            "expanded repetition limit"}}) {
     const CommandResult result = run_tandem(run_model(flags));
     EXPECT_EQ(result.exit_code, 1) << flags << ": " << result.err;
     EXPECT_EQ(result.err.rfind("tandem: error: ", 0), 0u) << flags << ": " << result.err;
@@ -67,6 +71,18 @@ TEST(RunGrammar, BadGrammarFlagsAreOneLineErrors) {
     EXPECT_NE(result.err.find(needle), std::string::npos) << flags << ": " << result.err;
     EXPECT_TRUE(result.out.empty()) << flags << ": " << result.out;  // refused before any text
   }
+}
+
+// A grammar within the compile limits whose matching passes the per-step work limit (one "a"
+// of ("a"?){0,2000} is any of 2000 places): the run ends at that step and exits 1 with one
+// line that says why, instead of stalling on the mask.
+TEST(RunGrammar, GrammarPastAMatchingLimitFailsWithTheReason) {
+  TANDEM_REQUIRE_SHARED(kModel);
+  const CommandResult result = run_tandem(run_model("-n 8 --grammar " + shell_quote(R"(root ::= ("a"?){0,2000} "b")")));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("tandem: error: grammar: matching one token needed more than"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("stop:    error"), std::string::npos) << result.err;
 }
 
 }  // namespace

@@ -224,6 +224,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   const auto note_final = [&](int32_t index, const RequestEvent& event) {
     log_entry_.cached_tokens += event.cached_tokens;
     log_entry_.completion_tokens += event.completion_tokens;
+    if (event.finish_reason == FinishReason::Error && log_entry_.error.empty()) log_entry_.error = event.error;
     if (index != 0) return;
     log_entry_.prompt_tokens = event.prompt_tokens;
     log_entry_.queue_ms = event.queue_ms;
