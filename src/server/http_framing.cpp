@@ -126,7 +126,7 @@ ConnectionRead read_connection(std::string_view bytes, const FramingLimits& limi
     }
     const RequestParser::value_type& request = parser.get();
     out.requests.push_back(ReadRequest{std::string(request.method_string()), std::string(request.target()),
-                                       request.version(), request.body(), request.keep_alive()});
+                                       request.version(), request.body(), request.keep_alive(), at});
     out.consumed = at;
     if (!request.keep_alive()) break;  // answered, then closed: nothing after it is read
   }

@@ -57,6 +57,7 @@ struct ReadRequest {
   unsigned version = 11;
   std::string body;
   bool keep_alive = true;
+  size_t end = 0;  // the offset in the bytes just past it
 };
 struct ConnectionRead {
   std::vector<ReadRequest> requests;      // read whole and accepted, in order
