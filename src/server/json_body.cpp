@@ -5,9 +5,9 @@
 // object's members in a vector of movable pairs and builds the object once, at its end.
 #include "server/json_body.h"
 
-#include <algorithm>
-#include <numeric>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -24,22 +24,29 @@ std::string json_error_text(std::string_view what) {
 }
 
 // Duplicate keys: the first position keeps the last value (what nlohmann's operator[] does).
+// Small objects compare their keys pairwise; larger ones through a hash map (linear).
 void merge_duplicate_keys(std::vector<std::pair<std::string, RequestJson>>& members) {
   if (members.size() < 2) return;
-  std::vector<uint32_t> order(members.size());
-  std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return members[a].first < members[b].first; });
   std::vector<bool> dropped(members.size(), false);
   bool any = false;
-  for (size_t i = 1, first = 0; i < order.size(); ++i) {
-    if (members[order[i]].first != members[order[first]].first) {
-      first = i;
-      continue;
-    }
-    members[order[first]].second = std::move(members[order[i]].second);
-    dropped[order[i]] = true;
+  const auto merge = [&](size_t first, size_t later) {
+    members[first].second = std::move(members[later].second);
+    dropped[later] = true;
     any = true;
+  };
+  if (members.size() <= 8) {
+    for (size_t i = 1; i < members.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (!dropped[j] && members[j].first == members[i].first) {
+          merge(j, i);
+          break;
+        }
+  } else {
+    // Views of the keys: the vector does not grow while they are used.
+    std::unordered_map<std::string_view, size_t> first_of;
+    first_of.reserve(members.size());
+    for (size_t i = 0; i < members.size(); ++i)
+      if (const auto [it, fresh] = first_of.try_emplace(members[i].first, i); !fresh) merge(it->second, i);
   }
   if (!any) return;
   size_t kept = 0;

@@ -17,7 +17,7 @@ namespace tandem::server {
 // What a body may hold. A string value has no limit of its own: a prompt may be most of a
 // body, and the body is capped in bytes before it is read (--max-body-bytes).
 struct JsonBodyLimits {
-  int64_t max_depth = 128;          // nested objects and arrays (OpenAI allows schemas 10 deep)
+  int64_t max_depth = 256;          // nested objects and arrays (chat_request refuses tools past 64 itself)
   int64_t max_object_keys = 10000;  // keys of one object (logit_bias takes 1024; schemas a few hundred)
   int64_t max_key_bytes = 1024;     // one key's length
   int64_t max_values = 1 << 20;     // values of every kind, containers included: bounds the DOM's memory
