@@ -14,6 +14,7 @@ set(TANDEM_MODEL_TESTS
     "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|MoeEngine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
     "^Types/KvTransferEngine\\."
     "^DisaggServer\\."
+    "^(HostileFraming|HostileBody)\\."
     "^(ConstrainedEngine|StructuredOutputClient|SlidingWindowEngine|ChatControlsClient|FinalMessagePrefillTemplates)\\."
     "^ServerEndpoints\\."
     "^StreamingDetokenizer\\."

@@ -55,6 +55,7 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
   }
   const server::ServedModel served = served_model_of(options);
   const sigset_t signals = block_stop_signals();
+  return_freed_memory();
 
   server::HttpServer http(http_config);
   http.bind();
@@ -124,8 +125,10 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
   }
 
   const int signal = wait_for_signal(signals);
-  say(options, fmt::format("{} received; no longer accepting, finishing admitted requests (up to {:.1f} s)",
+  say(options, fmt::format("{} received; no longer accepting, finishing admitted requests (up to {:.1f} s; "
+                           "another SIGINT or SIGTERM exits at once)",
                            signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s));
+  exit_on_second_signal(signals);
   http.shutdown(options.shutdown_timeout_s);
   engine.stop();
   if (pipeline) pipeline->stop([&](const std::string& m) { say(options, m); });
@@ -144,7 +147,9 @@ void add_serve_command(CLI::App& app) {
   command->add_option("-m,--model", options->model_path, "Model file (.gguf or llama2.c model.bin)")->required();
   command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models (tokenizer.bin)");
   command->add_option("--host", options->http.host, "Address to bind")->capture_default_str();
-  command->add_option("--port", options->http.port, "Port (0: any free port)")->capture_default_str();
+  command->add_option("--port", options->http.port, "Port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   command->add_option("--api-key", options->http.api_key,
                       "Require 'Authorization: Bearer KEY' on every path but /health");
   command->add_option("--parallel", options->engine.max_seqs, "Sequences decoded together (also -np)")

@@ -117,6 +117,7 @@ bool run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
   const server::ServerConfig http_config = http_config_of(options);
   const server::ServedModel served = served_model_of(options);
   const sigset_t signals = block_stop_signals();
+  return_freed_memory();
 
   server::HttpServer http(http_config);
   http.bind();
@@ -168,8 +169,10 @@ bool run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
                            options.engine.max_seqs, config.context_length, config.block_size));
 
   const int signal = wait_for_signal(signals);
-  say(options, fmt::format("{} received; no longer accepting, finishing admitted requests (up to {:.1f} s)",
+  say(options, fmt::format("{} received; no longer accepting, finishing admitted requests (up to {:.1f} s; "
+                           "another SIGINT or SIGTERM exits at once)",
                            signal == SIGINT ? "SIGINT" : "SIGTERM", options.shutdown_timeout_s));
+  exit_on_second_signal(signals);
   http.shutdown(options.shutdown_timeout_s);
   // A worker builds and sends its trace as it stops: more time for that.
   front.stop(config.trace ? 60.0 : 10.0);

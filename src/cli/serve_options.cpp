@@ -1,9 +1,12 @@
 #include "cli/serve_options.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -81,11 +84,27 @@ void end_loading(const sigset_t& signals) {
   ::signal(SIGTERM, SIG_DFL);
 }
 
+void return_freed_memory() {
+  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 8 << 20);
+}
+
 int wait_for_signal(const sigset_t& signals) {
   for (;;) {
     const int signal = sigwaitinfo(&signals, nullptr);
     if (signal > 0) return signal;
   }
+}
+
+void exit_on_second_signal(const sigset_t& signals) {
+  // Detached: it ends with the process, either way.
+  std::thread([signals] {
+    const int signal = wait_for_signal(signals);
+    const std::string line = fmt::format("tandem serve: second {} received; exiting without finishing the drain\n",
+                                         signal == SIGINT ? "SIGINT" : "SIGTERM");
+    [[maybe_unused]] const ssize_t written = ::write(2, line.data(), line.size());
+    ::_exit(128 + signal);
+  }).detach();
 }
 
 }  // namespace tandem::cli

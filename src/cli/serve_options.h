@@ -58,8 +58,17 @@ sigset_t block_stop_signals();
 // stop signal ends the process at once (and says so); after, wait_for_signal() takes them.
 void begin_loading(const sigset_t& signals);
 void end_loading(const sigset_t& signals);
+// A server's requests come and go in megabytes (a long prompt, its ids, a /tokenize answer),
+// freed on other threads than allocated them: glibc's defaults keep such memory resident
+// (its mmap threshold rises to the largest block freed, and the worker threads' arenas are
+// only trimmed past a threshold that rises with it). Fixed thresholds instead: blocks of
+// 4 MiB and more are mapped and unmapped, and an arena gives back any free top past 8 MiB.
+void return_freed_memory();
 // Waits for SIGINT or SIGTERM.
 int wait_for_signal(const sigset_t& signals);
+// After the first stop signal: a second one ends the process at once (exit status 128 +
+// the signal), without waiting for the drain. A thread of its own waits for it.
+void exit_on_second_signal(const sigset_t& signals);
 
 #ifdef TANDEM_WITH_MPI
 // `tandem serve --workers ...`: this process's part of the job, by its MPI rank.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "server/json_body.h"
 #include "server/request_json.h"
 
 namespace tandem::server {
@@ -43,8 +44,9 @@ std::string base64_of(const std::vector<float>& values) {
 }  // namespace
 
 EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tokenizer& tokenizer, int64_t d_model,
-                                           int64_t context_length, int64_t max_inputs) {
-  const RequestJson body = parse_json_object(body_text);
+                                           int64_t context_length, int64_t max_inputs,
+                                           std::string_view max_inputs_reason, const std::function<bool()>& abandoned) {
+  const RequestJson body = parse_json_object(body_text, {}, abandoned);
   EmbeddingsRequest request;
   if (const RequestJson* model = field(body, "model")) {
     if (!model->is_string()) bad(fmt::format("'model' must be a string, not {}", shown(*model)));
@@ -61,12 +63,22 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
   }
   const RequestJson* input = field(body, "input");
   if (!input) bad("'input' is required (a string, an array of strings, or token ids)");
+  // Counted before anything is tokenized: a request with too many inputs costs nothing.
+  const bool many = input->is_array() && !input->empty() && !input->front().is_number();
+  if (many && static_cast<int64_t>(input->size()) > max_inputs)
+    bad(fmt::format("'input' has {} items; at most {} per request{}", input->size(), max_inputs, max_inputs_reason));
+  if (abandoned && abandoned()) throw BodyAbandoned();
   const int64_t vocab_size = tokenizer.vocab().size();
   const bool bos = tokenizer.vocab().add_bos;
-  // An empty text would embed BOS alone (or nothing): refused, as OpenAI refuses it.
+  // An empty text would embed BOS alone (or nothing): refused, as OpenAI refuses it. A text
+  // with more bytes than the context's tokens could ever cover is refused unread.
   const auto text_ids = [&](const RequestJson& text, const std::string& where) {
-    if (text.get_ref<const std::string&>().empty()) bad(fmt::format("'{}' is an empty string", where));
-    return tokenizer.encode(text.get_ref<const std::string&>(), bos);
+    const std::string& value = text.get_ref<const std::string&>();
+    if (value.empty()) bad(fmt::format("'{}' is an empty string", where));
+    if (const int64_t at_least = tokenizer.min_tokens_of(value.size()); at_least > context_length)
+      bad(fmt::format("'{}' has {} bytes, at least {} tokens, but the context is {} tokens", where, value.size(),
+                      at_least, context_length));
+    return tokenizer.encode(value, bos);
   };
   if (input->is_string()) {
     request.inputs.push_back(text_ids(*input, "input"));
@@ -86,8 +98,6 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
   } else {
     bad(fmt::format("'input' must be a non-empty string, array of strings, or token ids, not {}", shown(*input)));
   }
-  if (static_cast<int64_t>(request.inputs.size()) > max_inputs)
-    bad(fmt::format("'input' has {} items; at most {} per request", request.inputs.size(), max_inputs));
   for (size_t i = 0; i < request.inputs.size(); ++i) {
     const auto n = static_cast<int64_t>(request.inputs[i].size());
     if (n == 0) bad(fmt::format("input {} is empty", i));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,9 +25,13 @@ struct EmbeddingsRequest {
 };
 
 // Parses and tokenizes. Each input must be non-empty, its ids in the vocabulary, at most
-// `context_length` tokens; at most `max_inputs` inputs.
+// `context_length` tokens; at most `max_inputs` inputs (counted before any is tokenized; the
+// 400 ends with `max_inputs_reason`). `abandoned` (json_body.h) may stop the parse, or the
+// work before tokenizing, with BodyAbandoned.
 EmbeddingsRequest parse_embeddings_request(std::string_view body, const Tokenizer& tokenizer, int64_t d_model,
-                                           int64_t context_length, int64_t max_inputs);
+                                           int64_t context_length, int64_t max_inputs,
+                                           std::string_view max_inputs_reason = {},
+                                           const std::function<bool()>& abandoned = {});
 
 // Scales `vector` to unit Euclidean length (left as is when it is all zeros), in double.
 void normalize_l2(std::vector<float>& vector);

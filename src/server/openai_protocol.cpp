@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "server/chat_request.h"
+#include "server/json_body.h"
 #include "server/request_json.h"
 #include "server/structured_output.h"
 
@@ -198,14 +199,8 @@ std::vector<int32_t> stop_token_ids_field(const RequestJson& body) {
 }  // namespace
 
 ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens,
-                         const SpeculationParams& default_speculation) {
-  RequestJson body;
-  try {
-    body = RequestJson::parse(body_text);
-  } catch (const json::exception& e) {  // syntax errors and numbers out of range (1e400) alike
-    bad("the request body is not valid JSON: " + json_error_text(e));
-  }
-  if (!body.is_object()) bad("the request body must be a JSON object");
+                         const SpeculationParams& default_speculation, const std::function<bool()>& abandoned) {
+  const RequestJson body = parse_json_object(body_text, {}, abandoned);
   try {
     return parse_fields(endpoint, body, default_max_tokens, default_speculation);
   } catch (const json::exception& e) {  // a type mismatch a check above missed is still the client's

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -74,9 +75,12 @@ struct ApiRequest {
 // message: a client relying on it must not get a silently different answer), and chat
 // messages or tools of the wrong shape (chat_request.h); the message names the field and
 // quotes the value. Sampling extras: logit_bias, min_tokens, ignore_eos, stop_token_ids.
+// The body's JSON is read by parse_json_body (json_body.h: linear time, limits), which
+// `abandoned` may stop (BodyAbandoned).
 constexpr int32_t kMaxChoices = 128;
 ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens,
-                         const SpeculationParams& default_speculation = {});
+                         const SpeculationParams& default_speculation = {},
+                         const std::function<bool()>& abandoned = {});
 
 // The seed of choice `index` of a request sampled with `seed`: seed + index (wrapping), so that
 // choice i reproduces alone as a request with n = 1 and that seed.

@@ -14,12 +14,19 @@ struct Refusal {
   // A bug rather than the client's fault (status 500): the exception's text, for the server's
   // log only; the client reads "internal error".
   std::string internal_detail;
+  // The preparation was stopped because nobody waits for it (json_body.h BodyAbandoned): its
+  // client left, or the server is shutting down (then it is the 503 above).
+  bool abandoned = false;
 
   bool refused() const { return status != 0; }
 };
 
+// The refusal of an abandoned request: 503 "the server is shutting down", abandoned.
+Refusal abandoned_refusal();
+
 // Call only inside a catch block. ApiError keeps its status and type; InputError (the
-// client's data was bad) is a 400 invalid_request_error; anything else is a 500.
+// client's data was bad) is a 400 invalid_request_error; BodyAbandoned is abandoned_refusal();
+// anything else is a 500.
 Refusal refusal_for_current_exception();
 
 }  // namespace tandem::server

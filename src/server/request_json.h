@@ -30,22 +30,6 @@ inline const RequestJson* field(const RequestJson& body, const char* name) {
   return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
-// A body that must be a JSON object (the endpoints outside parse_request: /tokenize, ...);
-// 400 "not valid JSON: <where>" or "must be a JSON object" otherwise.
-inline RequestJson parse_json_object(std::string_view text) {
-  RequestJson body;
-  try {
-    body = RequestJson::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // syntax errors and numbers out of range alike
-    const std::string_view what = e.what();       // "[json.exception.parse_error.101] parse error at ..."
-    const size_t close = what.find("] ");
-    bad(fmt::format("the request body is not valid JSON: {}",
-                    what.substr(close == std::string_view::npos ? 0 : close + 2)));
-  }
-  if (!body.is_object()) bad("the request body must be a JSON object");
-  return body;
-}
-
 inline bool bool_field(const RequestJson& body, const char* name, bool fallback) {
   const RequestJson* v = field(body, name);
   if (!v) return fallback;

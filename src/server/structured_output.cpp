@@ -6,6 +6,7 @@
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_limits.h"
 #include "grammar/json_schema.h"
+#include "server/json_body.h"
 
 namespace tandem::server {
 
@@ -112,11 +113,12 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const RequestJson& body, 
     take("json_schema", schema_grammar("json_schema", *schema));
   if (const RequestJson* schema = field(body, "guided_json")) {
     Json parsed = *schema;
-    if (schema->is_string()) {  // vLLM accepts the schema as JSON text too
+    if (schema->is_string()) {  // vLLM accepts the schema as JSON text too: read as a body is (linear, limits)
       try {
-        parsed = Json::parse(schema->get<std::string>());
-      } catch (const Json::exception&) {
-        bad(fmt::format("'guided_json' must be a JSON Schema object or its JSON text, not {}", shown(*schema)));
+        parsed = parse_json_body(schema->get<std::string>());
+      } catch (const ApiError& e) {
+        bad(fmt::format("'guided_json' must be a JSON Schema object or its JSON text, not {} ({})", shown(*schema),
+                        e.what()));
       }
     }
     take("guided_json", schema_grammar("guided_json", parsed));

@@ -2,8 +2,12 @@
 // as strictly as the OpenAI endpoints check theirs; unknown fields are ignored.
 #include "server/tokenize_api.h"
 
+#include <iterator>
+#include <unordered_map>
+
 #include "base/error.h"
 #include "server/chat_request.h"
+#include "server/json_body.h"
 #include "server/request_json.h"
 #include "tokenizer/utf8.h"
 
@@ -26,28 +30,55 @@ json piece_json(const Tokenizer& tokenizer, int32_t id) {
 
 }  // namespace
 
-json tokenize_json(std::string_view body_text, const Tokenizer& tokenizer) {
-  const RequestJson body = parse_json_object(body_text);
-  const RequestJson* content = field(body, "content");
-  if (!content) bad("'content' is required (the text to tokenize)");
-  if (!content->is_string()) bad(fmt::format("'content' must be a string, not {}", shown(*content)));
-  const bool add_special = bool_field(body, "add_special", false);
-  const bool parse_special = bool_field(body, "parse_special", false);
-  const bool with_pieces = bool_field(body, "with_pieces", false);
-  const std::vector<int32_t> ids =
-      tokenizer.encode(content->get_ref<const std::string&>(), add_special && tokenizer.vocab().add_bos, parse_special);
-  json tokens = json::array();
-  for (const int32_t id : ids) {
-    if (with_pieces)
-      tokens.push_back({{"id", id}, {"piece", piece_json(tokenizer, id)}});
-    else
-      tokens.push_back(id);
+std::string tokenize_response(std::string_view body_text, const Tokenizer& tokenizer,
+                              const std::function<bool()>& abandoned) {
+  std::vector<int32_t> ids;
+  {  // the body (the text twice: as sent, and parsed) is not needed past the encoding
+    const RequestJson body = parse_json_object(body_text, {}, abandoned);
+    const RequestJson* content = field(body, "content");
+    if (!content) bad("'content' is required (the text to tokenize)");
+    if (!content->is_string()) bad(fmt::format("'content' must be a string, not {}", shown(*content)));
+    const bool add_special = bool_field(body, "add_special", false);
+    const bool parse_special = bool_field(body, "parse_special", false);
+    if (abandoned && abandoned()) throw BodyAbandoned();
+    ids = tokenizer.encode(content->get_ref<const std::string&>(), add_special && tokenizer.vocab().add_bos,
+                           parse_special);
+    if (!bool_field(body, "with_pieces", false)) {
+      // Sized exactly first: an answer grown by doubling is held twice over while it grows.
+      size_t size = 16;
+      for (const int32_t id : ids) size += fmt::formatted_size("{},", id);
+      std::string out;
+      out.reserve(size);
+      out = R"({"tokens":[)";
+      for (size_t i = 0; i < ids.size(); ++i)
+        fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : ",", ids[i]);
+      out += "]}";
+      return out;
+    }
   }
-  return {{"tokens", std::move(tokens)}};
+  // Each distinct id's piece is written once (a vocabulary is far smaller than a long text's
+  // ids), which also sizes the answer before it is written.
+  std::unordered_map<int32_t, std::string> pieces;
+  size_t size = 16;
+  for (const int32_t id : ids) {
+    auto [it, fresh] = pieces.try_emplace(id);
+    if (fresh) it->second = piece_json(tokenizer, id).dump();
+    size += fmt::formatted_size(R"(,{{"id":{},"piece":}})", id) + it->second.size();
+  }
+  std::string out;
+  out.reserve(size);
+  out = R"({"tokens":[)";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    fmt::format_to(std::back_inserter(out), R"({}{{"id":{},"piece":)", i == 0 ? "" : ",", ids[i]);
+    out += pieces.at(ids[i]);
+    out += '}';
+  }
+  out += "]}";
+  return out;
 }
 
-json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer) {
-  const RequestJson body = parse_json_object(body_text);
+json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer, const std::function<bool()>& abandoned) {
+  const RequestJson body = parse_json_object(body_text, {}, abandoned);
   const RequestJson* tokens = field(body, "tokens");
   if (!tokens) bad("'tokens' is required (an array of token ids)");
   if (!tokens->is_array()) bad(fmt::format("'tokens' must be an array of token ids, not {}", shown(*tokens)));
@@ -74,8 +105,9 @@ json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer) {
 }
 
 json apply_template_json(std::string_view body_text, const chat::ChatRenderer& renderer,
-                         const nlohmann::ordered_json& default_template_kwargs) {
-  const RequestJson body = parse_json_object(body_text);
+                         const nlohmann::ordered_json& default_template_kwargs,
+                         const std::function<bool()>& abandoned) {
+  const RequestJson body = parse_json_object(body_text, {}, abandoned);
   ApiRequest request;
   request.endpoint = Endpoint::Chat;
   try {

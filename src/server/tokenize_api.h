@@ -4,6 +4,8 @@
 // ApiError (400) for a malformed body, naming the field; no sockets, no engine.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -19,16 +21,26 @@ namespace tandem::server {
 // character — is its byte values, as llama-server gives it). add_special adds BOS when the
 // vocabulary adds one to prompts; parse_special matches control tokens written in the text
 // (off by default: /v1/completions does not match them in a prompt either).
-nlohmann::json tokenize_json(std::string_view body, const Tokenizer& tokenizer);
+// The answer is written as JSON text as the ids are read, never as a DOM: with pieces, a DOM
+// of a few million tokens would take gigabytes. `abandoned` (json_body.h) may stop the
+// parse, or the work before tokenizing, with BodyAbandoned.
+std::string tokenize_response(std::string_view body, const Tokenizer& tokenizer,
+                              const std::function<bool()>& abandoned = {});
+// tokenize_response's answer as JSON (tests and small texts).
+inline nlohmann::json tokenize_json(std::string_view body, const Tokenizer& tokenizer) {
+  return nlohmann::json::parse(tokenize_response(body, tokenizer));
+}
 
 // {"tokens": [id, ...]} -> {"content": text}. Ids outside the vocabulary are a 400 that
 // names them.
-nlohmann::json detokenize_json(std::string_view body, const Tokenizer& tokenizer);
+nlohmann::json detokenize_json(std::string_view body, const Tokenizer& tokenizer,
+                               const std::function<bool()>& abandoned = {});
 
 // {"messages": [...], "tools": [...]} (the chat endpoint's shapes, chat_request.h, with
 // add_generation_prompt, continue_final_message and chat_template_kwargs over
 // `default_template_kwargs`) -> {"prompt": text}, rendered by `renderer` as a chat request would be.
 nlohmann::json apply_template_json(std::string_view body, const chat::ChatRenderer& renderer,
-                                   const nlohmann::ordered_json& default_template_kwargs = nullptr);
+                                   const nlohmann::ordered_json& default_template_kwargs = nullptr,
+                                   const std::function<bool()>& abandoned = {});
 
 }  // namespace tandem::server

@@ -3,8 +3,10 @@
 // entries are skipped when popped.
 #include "tokenizer/spm_encoder.h"
 
+#include <algorithm>
 #include <queue>
 
+#include "base/error.h"
 #include "tokenizer/utf8.h"
 
 namespace tandem {
@@ -12,22 +14,26 @@ namespace {
 
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
+// How many "▁" after a part's nominal end are tried as its end before giving up on cutting there.
+constexpr int kSplitTries = 64;
+
 // One symbol of the text being encoded: a byte range of the normalized text, linked to its
-// neighbours. A symbol merged into its left neighbour keeps length 0 and is skipped.
+// neighbours. A symbol merged into its left neighbour keeps length 0 and is skipped. 32-bit
+// fields: a part is far below 2 GiB (merge_and_append checks), and this is held per character.
 struct Symbol {
-  int prev = -1;
-  int next = -1;
-  size_t start = 0;
-  size_t length = 0;
+  int32_t prev = -1;
+  int32_t next = -1;
+  uint32_t start = 0;
+  uint32_t length = 0;
 };
 
 // A candidate merge of two adjacent symbols. `length` is their combined length when queued:
 // if either side has changed since, the entry is stale.
 struct Bigram {
-  int left = 0;
-  int right = 0;
+  int32_t left = 0;
+  int32_t right = 0;
   float score = 0;
-  size_t length = 0;
+  uint32_t length = 0;
 };
 
 // Highest score first; on equal scores the leftmost pair, as SentencePiece does.
@@ -40,7 +46,8 @@ struct BigramOrder {
 
 }  // namespace
 
-SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab), pre_tokenizer_(vocab.pre_regexes) {
+SpmEncoder::SpmEncoder(const Vocab& vocab, size_t part_bytes)
+    : vocab_(vocab), pre_tokenizer_(vocab.pre_regexes), part_bytes_(part_bytes) {
   byte_token_.fill(-1);
   for (int32_t id = 0; id < static_cast<int32_t>(vocab_.size()); ++id) {
     const TokenType type = vocab_.types[id];
@@ -51,6 +58,7 @@ SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab), pre_tokenizer_(vocab
     }
     if (type == TokenType::Normal || type == TokenType::UserDefined) {
       mergeable_.emplace(vocab_.pieces[id], id);  // the first of duplicate pieces wins
+      max_mergeable_bytes_ = std::max(max_mergeable_bytes_, vocab_.pieces[id].size());
     }
   }
 }
@@ -77,7 +85,7 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector
 
   // Normalize as SentencePiece does for llama: spaces become "▁", plus one leading "▁".
   std::string normalized;
-  normalized.reserve(text.size() + kSpaceMarker.size());
+  normalized.reserve(text.size() + kSpaceMarker.size() + 2 * std::count(text.begin(), text.end(), ' '));
   if (vocab_.add_space_prefix && starts_sequence) normalized += kSpaceMarker;
   for (char c : text) {
     if (c == ' ') {
@@ -89,26 +97,64 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector
   for (std::string_view piece : pre_tokenizer_.split(normalized)) encode_piece(piece, ids);
 }
 
+size_t SpmEncoder::split_point(std::string_view normalized, size_t from) const {
+  const size_t reach = max_mergeable_bytes_;
+  int tries = 0;
+  for (size_t p = normalized.find(kSpaceMarker, std::max<size_t>(from, 1));
+       p != std::string_view::npos && tries < kSplitTries; p = normalized.find(kSpaceMarker, p + 1), ++tries) {
+    // Every substring that starts before p and ends after it, up to the longest piece: none
+    // may be a piece. (Substrings that start or end inside a character only make the test
+    // stricter.) A "▁" is never the end of a character, so p is a symbol boundary.
+    bool spanned = false;
+    for (size_t a = p > reach ? p - reach + 1 : 0; a < p && !spanned; ++a)
+      for (size_t b = p + 1; b <= std::min(normalized.size(), a + reach) && !spanned; ++b)
+        spanned = mergeable_id(normalized.substr(a, b - a)) >= 0;
+    if (!spanned) return p;
+  }
+  return std::string_view::npos;
+}
+
 void SpmEncoder::encode_piece(std::string_view normalized, std::vector<int32_t>& ids) const {
+  while (normalized.size() > part_bytes_) {
+    const size_t cut = split_point(normalized, part_bytes_);
+    if (cut == std::string_view::npos) break;  // no clean cut: the rest is merged whole
+    merge_and_append(normalized.substr(0, cut), ids);
+    normalized.remove_prefix(cut);
+  }
+  merge_and_append(normalized, ids);
+}
+
+void SpmEncoder::merge_and_append(std::string_view normalized, std::vector<int32_t>& ids) const {
+  TANDEM_CHECK_INPUT(normalized.size() < (size_t{1} << 31),
+                     "a text of {} bytes without a place to cut it is too long to tokenize", normalized.size());
   std::vector<Symbol> symbols;
   symbols.reserve(normalized.size());
   for (size_t pos = 0; pos < normalized.size();) {
     const size_t length = utf8_sequence_length(normalized, pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({index - 1, -1, pos, length});
+    const auto index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({index - 1, -1, static_cast<uint32_t>(pos), static_cast<uint32_t>(length)});
     if (index > 0) symbols[index - 1].next = index;
     pos += length;
   }
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-  auto try_add = [&](int left, int right) {
+  // The pair's merge, if its text is a piece. Adjacent symbols are contiguous in
+  // `normalized`, so the pair is one substring.
+  const auto candidate = [&](int32_t left, int32_t right, std::vector<Bigram>& out) {
     if (left < 0 || right < 0) return;
-    // Adjacent symbols are contiguous in `normalized`, so the pair is one substring.
-    const size_t length = symbols[left].length + symbols[right].length;
+    const uint32_t length = symbols[left].length + symbols[right].length;
     const int32_t id = mergeable_id(normalized.substr(symbols[left].start, length));
-    if (id >= 0) queue.push({left, right, vocab_.scores[id], length});
+    if (id >= 0) out.push_back({left, right, vocab_.scores[id], length});
   };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
+  std::vector<Bigram> initial;  // sized once: a heap grown by doubling would hold twice as much
+  initial.reserve(symbols.size());
+  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) candidate(i - 1, i, initial);
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue(BigramOrder{}, std::move(initial));
+  std::vector<Bigram> added;
+  const auto try_add = [&](int32_t left, int32_t right) {
+    added.clear();
+    candidate(left, right, added);
+    for (const Bigram& bigram : added) queue.push(bigram);
+  };
 
   while (!queue.empty()) {
     const Bigram top = queue.top();

@@ -66,6 +66,7 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::make_shared<const Vocab>(std::mo
   bytes_.resize(static_cast<size_t>(n));
   for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
     bytes_[id] = bytes_of(v, id);
+    max_token_bytes_ = std::max({max_token_bytes_, bytes_[id].size(), v.pieces[id].size()});
     const TokenType type = v.types[id];
     if ((type == TokenType::Control || type == TokenType::UserDefined) && !v.pieces[id].empty()) {
       specials_.push_back(id);

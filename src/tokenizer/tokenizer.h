@@ -67,6 +67,13 @@ class Tokenizer {
 
   const Vocab& vocab() const { return *vocab_; }
 
+  // The fewest tokens a text of `bytes` bytes can encode to (BOS not counted): no token
+  // stands for more input bytes than its piece holds, nor an unknown character's UNK for
+  // more than 4. A text too long for a context is known to be without encoding it.
+  int64_t min_tokens_of(size_t bytes) const {
+    return static_cast<int64_t>((bytes + max_token_bytes_ - 1) / max_token_bytes_);
+  }
+
  private:
   // Where the next special token in `text` starts at or after `from`: its id and position;
   // id -1 when there is none. Control tokens count only inside one of `special_spans`.
@@ -83,6 +90,7 @@ class Tokenizer {
   std::shared_ptr<const Vocab> vocab_;
   std::shared_ptr<const TextEncoder> encoder_;
   std::vector<std::string> bytes_;  // [vocab_size] token_bytes
+  size_t max_token_bytes_ = 4;      // the longest token_bytes or piece; at least a UTF-8 character
   // Tokens matched whole in text, longest piece first: UserDefined always, Control only
   // with parse_special or inside a special span.
   std::vector<int32_t> specials_;

@@ -3,6 +3,7 @@
 // vocab; round trips on UTF-8 samples; control tokens never produced; a random-bytes loop.
 #include <random>
 
+#include "tokenizer/spm_encoder.h"
 #include "tokenizer_test_util.h"
 
 namespace tandem {
@@ -126,6 +127,50 @@ TEST(LlamaSpm, LongPromptIsFast) {
   text += std::string(20000, 'a');
   const std::vector<int32_t> ids = tokenizer.encode(text, true);
   EXPECT_EQ(tokenizer.decode(ids), text);
+}
+
+// A long piece is merged in parts, cut where no piece can span the cut (spm_encoder.h): the
+// ids must be those of merging it whole, for any part size, on text with runs of spaces
+// (pieces of several "▁"), words, punctuation, CJK and invalid bytes.
+TEST(LlamaSpm, LongTextEncodesTheSameInParts) {
+  TANDEM_REQUIRE_SHARED(testing::kLlamaSpmGguf);
+  const Tokenizer tokenizer = testing::gguf_tokenizer(testing::kLlamaSpmGguf);
+  const SpmEncoder whole(tokenizer.vocab(), SIZE_MAX);
+  std::mt19937 rng(33);
+  const std::vector<std::string> words = {"the",
+                                          "quick",
+                                          "brown",
+                                          "fox",
+                                          "jumps",
+                                          "Hello",
+                                          "world",
+                                          "'s",
+                                          "ing",
+                                          "\xE4\xB8\xAD\xE6\x96\x87",
+                                          "\xF0\x9F\xA6\x99",
+                                          ",",
+                                          ".",
+                                          "\n",
+                                          "1234",
+                                          "a",
+                                          "ab",
+                                          "\xE2\x96\x81"};
+  for (int round = 0; round < 20; ++round) {
+    std::string text;
+    while (text.size() < 6000) {
+      text += words[rng() % words.size()];
+      const unsigned spaces = rng() % 10 < 7 ? 1 : rng() % 12;  // mostly one space, sometimes a run
+      text += std::string(spaces, ' ');
+      if (rng() % 50 == 0) text += static_cast<char>(rng() % 256);
+    }
+    std::vector<int32_t> expected;
+    whole.encode(text, true, expected);
+    for (const size_t part : {size_t{16}, size_t{100}, size_t{1000}}) {
+      std::vector<int32_t> ids;
+      SpmEncoder(tokenizer.vocab(), part).encode(text, true, ids);
+      ASSERT_EQ(ids, expected) << "round " << round << ", parts of " << part << " bytes";
+    }
+  }
 }
 
 }  // namespace

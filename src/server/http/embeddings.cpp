@@ -4,7 +4,6 @@
 // server's --pooling), and the final events' pooled vectors, normalised to unit length, are
 // answered in input order as one JSON body. A client that leaves cancels its inputs.
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -16,6 +15,7 @@
 #include "server/embeddings_api.h"
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
+#include "server/http/worker_job.h"
 #include "server/model_names.h"
 #include "server/refusal.h"
 
@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
-constexpr auto kDisconnectPoll = 200ms;
+constexpr auto kDisconnectPoll = kPeerPoll;
 // Inputs per request at most (OpenAI allows 2048).
 constexpr int64_t kMaxInputs = 2048;
 
@@ -36,11 +36,22 @@ struct PreparedEmbeddings {
   Refusal refusal;
 };
 
-PreparedEmbeddings prepare(const ServerState& state, const GenerationService& engine, const std::string& body) {
+PreparedEmbeddings prepare(const ServerState& state, const GenerationService& engine, const std::string& body,
+                           const std::function<bool()>& abandoned) {
   PreparedEmbeddings prepared;
   try {
+    // Each input is a request in the engine: more than --parallel + --max-queue can never be
+    // admitted at once, however idle the server (a 400 then, not a 503 to retry).
+    const int64_t capacity = engine.max_seqs() + state.config.max_queue;
+    const int64_t max_inputs = std::min(kMaxInputs, capacity);
+    const std::string reason =
+        max_inputs < kMaxInputs
+            ? fmt::format(" (each input runs as one request, and this server holds at most {}: --parallel {} + "
+                          "--max-queue {})",
+                          capacity, engine.max_seqs(), state.config.max_queue)
+            : std::string();
     prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model_config().d_model,
-                                                engine.context_length(), kMaxInputs);
+                                                engine.context_length(), max_inputs, reason, abandoned);
     check_model_name(state.model_names, prepared.request.model);
   } catch (...) {
     prepared.refusal = refusal_for_current_exception();
@@ -56,9 +67,9 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   const unsigned version = request.version();
   GenerationService* engine = state_.engine.load();
   if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
-  const PreparedEmbeddings prepared = co_await asio::co_spawn(
-      state_.work, [&]() -> asio::awaitable<PreparedEmbeddings> { co_return prepare(state_, *engine, request.body()); },
-      asio::use_awaitable);
+  const PreparedEmbeddings prepared = co_await on_worker(
+      [&](const std::function<bool()>& abandoned) { return prepare(state_, *engine, request.body(), abandoned); });
+  if (prepared.refusal.abandoned) co_return co_await answer_abandoned(version);
   if (prepared.refusal.refused())
     co_return co_await send(
         error_response(version, prepared.refusal.status, prepared.refusal.message, prepared.refusal.type, keep_alive));
@@ -123,7 +134,7 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
     if (!events->pop_all(batch)) {
       wake.expires_after(kDisconnectPoll);
       co_await wake.async_wait(kNoThrow);
-      if (!gone && client_gone()) {
+      if (!gone && co_await peer_left()) {
         gone = true;
         counters.metrics.count(TransportEvent::Disconnect);
         for (const auto& [id, index] : index_of) engine->cancel(id);

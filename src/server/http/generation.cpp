@@ -5,7 +5,6 @@
 // request the engine refuses before admission (shutdown) still gets a proper 503.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -23,6 +22,8 @@
 #include "server/chat_request.h"
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
+#include "server/http/worker_job.h"
+#include "server/json_body.h"
 #include "server/model_names.h"
 #include "server/refusal.h"
 
@@ -35,7 +36,7 @@ namespace {
 
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 // How often a request with no new event checks whether its client is still there.
-constexpr auto kDisconnectPoll = 200ms;
+constexpr auto kDisconnectPoll = kPeerPoll;
 
 // A request ready for the engine, or why it is not.
 struct PreparedRequest {
@@ -45,13 +46,22 @@ struct PreparedRequest {
   Refusal refusal;
 };
 
+// A prompt text with more bytes than the context's tokens could ever cover: refused before it
+// is tokenized (tokenizing megabytes takes seconds and many times their size in memory).
+void check_prompt_bytes(const Tokenizer& tokenizer, std::string_view text, int64_t context_length) {
+  if (const int64_t at_least = tokenizer.min_tokens_of(text.size()); at_least > context_length)
+    throw ApiError(400, "invalid_request_error",
+                   fmt::format("the prompt has {} bytes, so at least {} tokens, but the context is {} tokens",
+                               text.size(), at_least, context_length));
+}
+
 PreparedRequest prepare(const ServerState& state, const GenerationService& engine, Endpoint endpoint,
-                        const std::string& body) {
+                        const std::string& body, const std::function<bool()>& abandoned) {
   PreparedRequest prepared;
   try {
     // Chat has no natural length: by default it may run to the end of the context.
     const int64_t default_max_tokens = endpoint == Endpoint::Chat ? engine.context_length() : 16;
-    prepared.api = parse_request(endpoint, body, default_max_tokens, state.config.speculation);
+    prepared.api = parse_request(endpoint, body, default_max_tokens, state.config.speculation, abandoned);
     const ApiRequest& api = prepared.api;
     if (state.config.verbose && !api.ignored_fields.empty()) {
       std::string names;
@@ -71,12 +81,17 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
       // (content, tool calls and results, names, tool definitions).
       chat::RenderOptions options = api.render;
       options.template_kwargs = merge_template_kwargs(state.config.chat_template_kwargs, options.template_kwargs);
+      if (abandoned()) throw BodyAbandoned();
       const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer, options);
+      check_prompt_bytes(tokenizer, chat.text, engine.context_length());
+      if (abandoned()) throw BodyAbandoned();
       prepared.prompt =
           tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text), chat.special_spans);
     } else if (!api.prompt_ids.empty()) {
       prepared.prompt = api.prompt_ids;
     } else {
+      check_prompt_bytes(tokenizer, api.prompt, engine.context_length());
+      if (abandoned()) throw BodyAbandoned();
       prepared.prompt = tokenizer.encode(api.prompt, bos);
     }
     if (api.echo) prepared.echo_text = api.prompt_ids.empty() ? api.prompt : tokenizer.decode(api.prompt_ids);
@@ -117,10 +132,10 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
     co_return co_await send(std::move(response));
   }
 
-  const PreparedRequest prepared = co_await asio::co_spawn(
-      state_.work,
-      [&]() -> asio::awaitable<PreparedRequest> { co_return prepare(state_, *engine, endpoint, request.body()); },
-      asio::use_awaitable);
+  const PreparedRequest prepared = co_await on_worker([&](const std::function<bool()>& abandoned) {
+    return prepare(state_, *engine, endpoint, request.body(), abandoned);
+  });
+  if (prepared.refusal.abandoned) co_return co_await answer_abandoned(version);
   if (prepared.refusal.refused())
     co_return co_await send(
         error_response(version, prepared.refusal.status, prepared.refusal.message, prepared.refusal.type, keep_alive));
@@ -237,9 +252,9 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   // request whose events arrive faster than that (every step, on a busy machine) would
   // otherwise never be checked, and a non-streamed one writes nothing that could fail.
   auto last_check = std::chrono::steady_clock::now();
-  const auto check_client = [&] {
+  const auto check_client = [&]() -> asio::awaitable<void> {
     last_check = std::chrono::steady_clock::now();
-    if (gone || !client_gone()) return;
+    if (gone || !co_await peer_left()) co_return;
     gone = true;
     counters.metrics.count(TransportEvent::Disconnect);
     cancel_all();
@@ -249,10 +264,10 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
     if (!events->pop_all(batch)) {
       wake.expires_after(kDisconnectPoll);
       co_await wake.async_wait(kNoThrow);  // a push cancels it early
-      check_client();
+      co_await check_client();
       continue;
     }
-    if (std::chrono::steady_clock::now() - last_check >= kDisconnectPoll) check_client();
+    if (std::chrono::steady_clock::now() - last_check >= kDisconnectPoll) co_await check_client();
     // Refused before it ran (shutdown): nothing was sent yet, so it can still be a 503.
     bool refused = false;
     for (const RequestEvent& event : batch) {
@@ -389,6 +404,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         head.keep_alive(false);
       }
       http::response_serializer<http::empty_body> serializer{head};
+      response_started_ = true;
       stream_.expires_after(write_timeout);
       std::tie(ec, std::ignore) = co_await http::async_write_header(stream_, serializer, kNoThrow);
       headers_sent = true;

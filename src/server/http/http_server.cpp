@@ -25,6 +25,10 @@ using tcp = asio::ip::tcp;
 
 // At shutdown, how long a connection that has sent nothing yet may take to send its request.
 constexpr std::chrono::milliseconds kFreshConnectionGrace{1000};
+// Connections past --max-connections that may still ask for /health (load balancers' and
+// Kubernetes' probes must succeed while slow clients hold every connection); each gets a
+// second for its request and one answer.
+constexpr int64_t kHealthReserve = 16;
 
 struct HttpServer::Impl {
   explicit Impl(ServerConfig config) : state(std::move(config)), acceptor(state.io) {}
@@ -39,12 +43,14 @@ struct HttpServer::Impl {
   void start_session(tcp::socket socket) {
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // an SSE chunk must leave at once
-    if (static_cast<int64_t>(state.sessions.size()) >= state.config.max_connections) {
+    const auto regular = static_cast<int64_t>(state.sessions.size()) - state.health_only_sessions;
+    const bool over = regular >= state.config.max_connections;
+    if (over && state.health_only_sessions >= kHealthReserve) {
       state.counters->metrics.count(TransportEvent::ConnectionRefused);
       asio::co_spawn(state.io, Session::refuse(state, std::move(socket)), asio::detached);
       return;
     }
-    auto session = std::make_shared<Session>(state, std::move(socket));
+    auto session = std::make_shared<Session>(state, std::move(socket), /*health_only=*/over);
     asio::co_spawn(state.io, Session::run(std::move(session)), asio::detached);
   }
 
@@ -66,6 +72,7 @@ struct HttpServer::Impl {
   // clients connected before the signal and deserve a 503, not a reset).
   void stop_accepting() {
     state.shutting_down = true;
+    state.abandon_work = true;
     if (acceptor.is_open()) {
       beast::error_code ec;
       acceptor.non_blocking(true, ec);
@@ -99,6 +106,9 @@ void HttpServer::bind() {
   beast::error_code ec;
   const asio::ip::address address = asio::ip::make_address(config.host, ec);
   TANDEM_CHECK_INPUT(!ec, "--host '{}' is not an IP address", config.host);
+  // Cast to 16 bits, 70000 would be port 4464 and -1 port 65535.
+  TANDEM_CHECK_INPUT(config.port >= 0 && config.port <= 65535,
+                     "--port {} is not a TCP port (0 to 65535; 0: any free one)", config.port);
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(config.port));
   tcp::acceptor& acceptor = impl_->acceptor;
   acceptor.open(endpoint.protocol(), ec);

@@ -50,9 +50,14 @@ struct ServerState {
   std::shared_ptr<ServingCounters> counters = std::make_shared<ServingCounters>();
   std::atomic<uint64_t> next_response_id{1};
 
+  // Set when shutdown begins: work on the worker pool for requests not yet admitted stops at
+  // its next check (Session::on_worker), since they are all answered 503 now.
+  std::atomic<bool> abandon_work{false};
+
   // I/O thread only.
   bool shutting_down = false;
   std::unordered_set<Session*> sessions;
+  int64_t health_only_sessions = 0;  // of `sessions`: in the reserve past --max-connections
 
   // Last, so they are destroyed first: the coroutine frames the I/O context still holds
   // (connections open at stop) unregister themselves from `sessions` as they go.

@@ -2,10 +2,12 @@
 // (shutdown, route, key, size), body, then the route's answer.
 #include "server/http/session.h"
 
+#include <malloc.h>
 #include <poll.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
@@ -17,11 +19,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "server/api_key.h"
 #include "server/cors.h"
+#include "server/http_framing.h"
 #include "server/model_names.h"
 #include "server/props.h"
+#include "server/refusal.h"
 #include "server/stage_metrics.h"
 #include "server/web_assets.h"
 #include "server/worker_health.h"
@@ -34,6 +39,8 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+// A request or response this large has its memory given back to the system once answered.
+constexpr size_t kBigRequestBytes = 1 << 20;
 
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
@@ -87,14 +94,17 @@ bool method_allowed(Route route, http::verb method) {
 
 }  // namespace
 
-Session::Session(ServerState& state, asio::ip::tcp::socket socket) : state_(state), stream_(std::move(socket)) {
+Session::Session(ServerState& state, asio::ip::tcp::socket socket, bool health_only)
+    : state_(state), stream_(std::move(socket)), health_only_(health_only) {
   state_.sessions.insert(this);
+  if (health_only_) ++state_.health_only_sessions;
   ++state_.counters->open_connections;
   ++state_.counters->fresh_connections;
 }
 
 Session::~Session() {
   state_.sessions.erase(this);
+  if (health_only_) --state_.health_only_sessions;
   --state_.counters->open_connections;
   if (requests_read_ == 0) --state_.counters->fresh_connections;
 }
@@ -104,6 +114,12 @@ asio::awaitable<void> Session::run(std::shared_ptr<Session> self) {
   while (open) {
     open = co_await self->serve_one();
     self->log_request();
+    if (std::exchange(self->big_request_, false)) {
+      // Megabytes of a request freed in the middle of malloc's arenas stay resident (the
+      // worker threads' arenas are never trimmed from the top alone): given back here, on a
+      // worker (it takes a few milliseconds), once per big request.
+      asio::post(self->state_.work, [] { ::malloc_trim(0); });
+    }
   }
   co_await self->close(self->unread_body_);
 }
@@ -158,9 +174,19 @@ asio::awaitable<void> Session::close(bool drain_unread) {
   stream_.close();
 }
 
-bool Session::client_gone() {
+asio::awaitable<bool> Session::peer_left() {
   pollfd fd{stream_.socket().native_handle(), POLLRDHUP, 0};
-  return ::poll(&fd, 1, 0) > 0 && (fd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  if (::poll(&fd, 1, 0) <= 0) co_return false;
+  if ((fd.revents & (POLLHUP | POLLERR)) != 0) co_return true;  // reset, or closed both ways
+  if ((fd.revents & POLLRDHUP) == 0) co_return false;
+  if (version_ < 11) co_return true;
+  if (response_started_ || probed_) co_return false;  // the writes (or the probe sent) will meet the reset
+  probed_ = true;
+  static constexpr std::string_view kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
+  stream_.expires_after(seconds(state_.config.write_timeout_s));
+  auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(kProbe), kNoThrow);
+  stream_.expires_never();
+  co_return static_cast<bool>(ec);
 }
 
 HttpResponse Session::error_response(unsigned version, int status, std::string_view message, std::string_view type,
@@ -181,6 +207,40 @@ HttpResponse Session::json_response(unsigned version, const nlohmann::json& body
   response.keep_alive(keep_alive);
   response.body() = dump_json(body);
   return response;
+}
+
+HttpResponse Session::json_response(unsigned version, std::string body, bool keep_alive) const {
+  HttpResponse response{http::status::ok, version};
+  response.set(http::field::content_type, "application/json");
+  response.keep_alive(keep_alive);
+  response.body() = std::move(body);
+  return response;
+}
+
+HttpResponse Session::health_response(unsigned version, bool keep_alive) const {
+  GenerationService* engine = state_.engine.load();
+  const std::vector<WorkerStatus> workers = engine ? engine->workers() : std::vector<WorkerStatus>{};
+  const WorkerHealth health = worker_health(workers);
+  const bool serving = engine != nullptr && (workers.empty() || health.serving);
+  HttpResponse response{serving ? http::status::ok : http::status::service_unavailable, version};
+  response.set(http::field::content_type, "application/json");
+  response.keep_alive(keep_alive);
+  if (!engine) {
+    response.body() = R"({"status":"loading model"})";
+  } else if (workers.empty()) {
+    response.body() = R"({"status":"ok"})";
+  } else {
+    response.body() = health.body.dump();
+  }
+  return response;
+}
+
+asio::awaitable<bool> Session::answer_abandoned(unsigned version) {
+  if (!state_.shutting_down) co_return false;  // its client left: no one to answer
+  const Refusal refusal = abandoned_refusal();
+  HttpResponse response = error_response(version, refusal.status, refusal.message, refusal.type, false);
+  response.set(http::field::retry_after, "1");
+  co_return co_await send(std::move(response));
 }
 
 HttpResponse Session::loading_response(unsigned version, bool keep_alive) const {
@@ -211,6 +271,7 @@ void Session::log_request() {
 
 asio::awaitable<bool> Session::send(HttpResponse response) {
   log_entry_.status = response.result_int();
+  big_request_ |= response.body().size() >= kBigRequestBytes;
   response.set(http::field::server, "tandem");
   set_cors_headers(response);
   response.prepare_payload();
@@ -218,6 +279,7 @@ asio::awaitable<bool> Session::send(HttpResponse response) {
   if (response.result() == http::status::no_content) response.erase(http::field::content_length);
   if (head_only_) response.body().clear();  // Content-Length still says what GET would send
   stream_.expires_after(seconds(state_.config.write_timeout_s));
+  response_started_ = true;
   auto [ec, n] = co_await http::async_write(stream_, response, kNoThrow);
   stream_.expires_never();
   if (ec == beast::error::timeout) state_.counters->metrics.count(TransportEvent::WriteTimeout);
@@ -227,6 +289,9 @@ asio::awaitable<bool> Session::send(HttpResponse response) {
 asio::awaitable<bool> Session::serve_one() {
   const ServerConfig& config = state_.config;
   head_only_ = false;
+  response_started_ = false;
+  probed_ = false;
+  version_ = 11;
   cors_origin_.clear();
   if (buffer_.size() == 0) {
     // Between requests: wait for a first byte, no longer than the idle timeout.
@@ -234,7 +299,9 @@ asio::awaitable<bool> Session::serve_one() {
     // request and hear 503 (HttpServer closes it after that).
     if (state_.shutting_down && requests_read_ > 0) co_return false;
     idle_ = true;
-    stream_.expires_after(seconds(config.idle_timeout_s));
+    // A connection in the probes' reserve past --max-connections gets little time: it holds a
+    // place kept for /health.
+    stream_.expires_after(seconds(health_only_ ? std::min(1.0, config.idle_timeout_s) : config.idle_timeout_s));
     auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(8192), kNoThrow);
     idle_ = false;
     if (ec) co_return false;  // closed, reset, idle too long, or shut down
@@ -250,10 +317,10 @@ asio::awaitable<bool> Session::serve_one() {
 
   // The whole request, head and body, must arrive within the read timeout: a client
   // trickling bytes loses its connection at the deadline, however steady the trickle.
-  http::request_parser<http::string_body> parser;
-  parser.header_limit(static_cast<uint32_t>(config.max_header_bytes));
-  parser.body_limit(config.max_body_bytes);
-  const auto read_deadline = std::chrono::steady_clock::now() + seconds(config.read_timeout_s);
+  RequestParser parser;
+  configure_request_parser(parser, FramingLimits{config.max_header_bytes, config.max_body_bytes});
+  const auto read_deadline = std::chrono::steady_clock::now() +
+                             seconds(health_only_ ? std::min(1.0, config.read_timeout_s) : config.read_timeout_s);
   stream_.expires_at(read_deadline);
   bool oversize = false;
   {
@@ -288,6 +355,14 @@ asio::awaitable<bool> Session::serve_one() {
   log_entry_.method = std::string(head.method_string());
   log_entry_.path = std::string(std::string_view(head.target()).substr(0, 200));
   const unsigned version = head.version();
+  version_ = version;
+  // A body whose length is not certain is never read, and nothing after it: the connection
+  // closes after the answer (http_framing.h).
+  if (const auto refusal = check_framing(head)) {
+    unread_body_ = true;
+    co_await send(error_response(version, refusal->status, refusal->message, "invalid_request_error", false));
+    co_return false;
+  }
   const bool body_pending = oversize || !parser.is_done();
   // Answering before the body is read means closing afterwards: its bytes would be taken
   // for the next request.
@@ -307,6 +382,17 @@ asio::awaitable<bool> Session::serve_one() {
   }
   head_only_ = head.method() == http::verb::head;
   const Route route = route_of(head.target());
+  if (health_only_ && route != Route::Health) {
+    state_.counters->metrics.count(TransportEvent::ConnectionRefused);
+    unread_body_ = body_pending;
+    HttpResponse response = error_response(
+        version, 503,
+        fmt::format("the server has {} connections open (--max-connections); retry later", config.max_connections),
+        "server_error", false);
+    response.set(http::field::retry_after, "1");
+    co_await send(std::move(response));
+    co_return false;
+  }
   // A CORS preflight carries no credentials, so it is answered before the key check; what it
   // reveals (the methods and headers allowed) is the same for every path. The CORS headers
   // themselves go only to an allowed origin (send()).
@@ -361,28 +447,19 @@ asio::awaitable<bool> Session::serve_one() {
                                    "invalid_request_error", false));
       co_return false;
     }
+    if (const auto refusal = framing_refusal(ec)) {  // a malformed chunk: answered, and the rest never read
+      unread_body_ = true;
+      co_await send(error_response(version, refusal->status, refusal->message, "invalid_request_error", false));
+      co_return false;
+    }
     if (ec) co_return false;
   }
   HttpRequest request = parser.release();
+  big_request_ |= request.body().size() >= kBigRequestBytes;
 
   GenerationService* engine = state_.engine.load();
   switch (route) {
-    case Route::Health: {
-      const std::vector<WorkerStatus> workers = engine ? engine->workers() : std::vector<WorkerStatus>{};
-      const WorkerHealth health = worker_health(workers);
-      const bool serving = engine != nullptr && (workers.empty() || health.serving);
-      HttpResponse response{serving ? http::status::ok : http::status::service_unavailable, version};
-      response.set(http::field::content_type, "application/json");
-      response.keep_alive(keep_alive);
-      if (!engine) {
-        response.body() = R"({"status":"loading model"})";
-      } else if (workers.empty()) {
-        response.body() = R"({"status":"ok"})";
-      } else {
-        response.body() = health.body.dump();
-      }
-      co_return co_await send(std::move(response));
-    }
+    case Route::Health: co_return co_await send(health_response(version, keep_alive && !health_only_));
     case Route::Metrics: {
       HttpResponse response{http::status::ok, version};
       response.set(http::field::content_type, "text/plain; version=0.0.4");

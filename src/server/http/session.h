@@ -14,6 +14,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,7 +34,9 @@ class Session {
  public:
   enum class TextUtility { Tokenize, Detokenize, ApplyTemplate };
 
-  Session(ServerState& state, boost::asio::ip::tcp::socket socket);
+  // `health_only`: a connection past --max-connections, in the reserve kept for probes: it
+  // may ask for /health, once; anything else is the 503 refuse() answers.
+  Session(ServerState& state, boost::asio::ip::tcp::socket socket, bool health_only = false);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -56,6 +59,18 @@ class Session {
   boost::asio::awaitable<bool> serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive);
   // /v1/embeddings (embeddings.cpp): every input an embedding request in the engine.
   boost::asio::awaitable<bool> serve_embeddings(HttpRequest request, bool keep_alive);
+  // Runs `work` on the worker pool, watching the client meanwhile (every kPeerPoll, peer_left):
+  // `work` is passed `abandoned`, which turns true once nobody waits for its answer (the client
+  // left, or the server is shutting down), and should then stop early. Waits for it to return
+  // (it uses this session's data), and returns what it returned. worker_job.h.
+  template <class Work>
+  auto on_worker(Work work) -> boost::asio::awaitable<decltype(work(std::function<bool()>()))>;
+  // Whether the client is gone. A reset is; a FIN alone may be a half-close (shutdown(SHUT_WR)
+  // after a whole request) that still waits for its answer: an HTTP/1.1 client that has been
+  // sent nothing yet is sent one "100 Continue" (RFC 9110 15.2: clients must read 1xx), which a
+  // closed socket answers with a reset that the next call sees; an HTTP/1.0 client cannot be
+  // sent one, so its FIN counts as gone. Once a response has started, its writes probe.
+  boost::asio::awaitable<bool> peer_left();
   // Writes a whole response; false when the connection must close (or the write failed).
   boost::asio::awaitable<bool> send(HttpResponse response);
   // Shuts down sending, and when the client may still be sending a body we did not read,
@@ -65,23 +80,31 @@ class Session {
   HttpResponse error_response(unsigned version, int status, std::string_view message, std::string_view type,
                               bool keep_alive) const;
   HttpResponse json_response(unsigned version, const nlohmann::json& body, bool keep_alive) const;
+  HttpResponse json_response(unsigned version, std::string body, bool keep_alive) const;
+  HttpResponse health_response(unsigned version, bool keep_alive) const;
+  // A request the worker pool abandoned (on_worker): at shutdown it is a 503 and the
+  // connection closes; when its client left, there is no one to answer (false: close).
+  boost::asio::awaitable<bool> answer_abandoned(unsigned version);
   // 503 + Retry-After while the model loads (no engine attached yet).
   HttpResponse loading_response(unsigned version, bool keep_alive) const;
   // Access-Control-Allow-Origin for an allowed Origin (cors_origin_), and Vary: Origin when
   // origins are listed. send() calls it; a streamed head (generation.cpp) does not yet.
   void set_cors_headers(http::fields& head) const;
-  // The peer closed or reset its end (checked between events, without reading).
-  bool client_gone();
   // Writes the log line of the request serve_one() just answered (if it read one), then forgets it.
   void log_request();
 
   ServerState& state_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  bool idle_ = false;          // waiting for the first byte of the next request
-  int64_t requests_read_ = 0;  // request heads read on this connection
-  bool unread_body_ = false;   // answered without reading the request's body
-  bool head_only_ = false;     // the request was HEAD: the response carries headers only
+  bool idle_ = false;              // waiting for the first byte of the next request
+  int64_t requests_read_ = 0;      // request heads read on this connection
+  bool unread_body_ = false;       // answered without reading the request's body
+  bool head_only_ = false;         // the request was HEAD: the response carries headers only
+  const bool health_only_;         // in the reserve past --max-connections: /health only, then close
+  unsigned version_ = 11;          // the request's HTTP version (11: 1.1)
+  bool response_started_ = false;  // a byte of the current request's response has been written
+  bool probed_ = false;            // peer_left() sent this request's 100 Continue
+  bool big_request_ = false;       // a body or answer of megabytes: run() trims malloc's arenas after it
   // The request's Origin, when --allowed-origins allows it: send() adds the CORS headers.
   std::string cors_origin_;
   // The request being answered, for its log line: serve_one() starts it when a head arrives,

@@ -2,13 +2,12 @@
 // read on the worker pool (tokenize_api.h), as a prompt is, so a long text never stalls the
 // I/O thread; the answer is one JSON body. No engine work: the tokenizer and the chat
 // renderer are immutable and shared.
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <cstdio>
 
 #include "base/error.h"
 #include "server/http/session.h"
+#include "server/http/worker_job.h"
 #include "server/refusal.h"
 #include "server/tokenize_api.h"
 
@@ -18,21 +17,24 @@ namespace asio = boost::asio;
 
 namespace {
 
-// A body, or why there is none.
+// A body (JSON text), or why there is none.
 struct UtilityAnswer {
-  nlohmann::json body;
+  std::string body;
   Refusal refusal;
 };
 
 UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, const GenerationService& engine,
-                     const std::string& body) {
+                     const std::string& body, const std::function<bool()>& abandoned) {
   UtilityAnswer answer;
   try {
     switch (utility) {
-      case Session::TextUtility::Tokenize: answer.body = tokenize_json(body, engine.tokenizer()); break;
-      case Session::TextUtility::Detokenize: answer.body = detokenize_json(body, engine.tokenizer()); break;
+      case Session::TextUtility::Tokenize: answer.body = tokenize_response(body, engine.tokenizer(), abandoned); break;
+      case Session::TextUtility::Detokenize:
+        answer.body = dump_json(detokenize_json(body, engine.tokenizer(), abandoned));
+        break;
       case Session::TextUtility::ApplyTemplate:
-        answer.body = apply_template_json(body, state.chat_renderer, state.config.chat_template_kwargs);
+        answer.body =
+            dump_json(apply_template_json(body, state.chat_renderer, state.config.chat_template_kwargs, abandoned));
         break;
     }
   } catch (...) {
@@ -49,14 +51,14 @@ asio::awaitable<bool> Session::serve_text_utility(TextUtility utility, HttpReque
   const unsigned version = request.version();
   GenerationService* engine = state_.engine.load();
   if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
-  const UtilityAnswer result = co_await asio::co_spawn(
-      state_.work,
-      [&]() -> asio::awaitable<UtilityAnswer> { co_return answer(utility, state_, *engine, request.body()); },
-      asio::use_awaitable);
+  UtilityAnswer result = co_await on_worker([&](const std::function<bool()>& abandoned) {
+    return answer(utility, state_, *engine, request.body(), abandoned);
+  });
+  if (result.refusal.abandoned) co_return co_await answer_abandoned(version);
   if (result.refusal.refused())
     co_return co_await send(
         error_response(version, result.refusal.status, result.refusal.message, result.refusal.type, keep_alive));
-  co_return co_await send(json_response(version, result.body, keep_alive));
+  co_return co_await send(json_response(version, std::move(result.body), keep_alive));
 }
 
 }  // namespace tandem::server
