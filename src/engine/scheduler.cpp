@@ -146,9 +146,10 @@ int64_t Scheduler::hold_prefill_chunk(Request* request, int64_t n, StepPlan& pla
 
 int64_t Scheduler::chunk_cost(int64_t start, int64_t n) const {
   if (config_.depth_equivalent <= 0.0) return n;
-  // Token i of the chunk attends to start + i + 1 positions.
+  // Token i of the chunk attends to start + i + 1 positions. Whole tokens of extra cost only
+  // (rounded down): a short prompt near depth 0 still fits a budget of its own length.
   const double attended = static_cast<double>(n) * (static_cast<double>(start) + static_cast<double>(n + 1) / 2.0);
-  return n + static_cast<int64_t>(std::ceil(attended / config_.depth_equivalent));
+  return n + static_cast<int64_t>(std::floor(attended / config_.depth_equivalent));
 }
 
 int64_t Scheduler::chunk_tokens_within(int64_t start, int64_t budget) const {
