@@ -34,6 +34,8 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 #endif
 
+#include "kernels/avx512/fifth_bits.h"
+
 namespace tandem::avx512 {
 namespace {
 
@@ -99,20 +101,7 @@ inline void unpack_codes(const uint8_t* block, __m512i table, __m512i* rows) {
     rows[k] = _mm512_and_si512(bytes, low_mask);
     rows[k + 4] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_mask);
   }
-  if constexpr (kType == DType::Q5_0 || kType == DType::Q5_1) {
-    // Bit m of each plane byte is line m's fifth bit: moved to bit 4 (16-bit shifts move bits
-    // across bytes, but never into bit 4 from the neighbour) and or'ed in.
-    const __m512i planes = _mm512_loadu_si512(block + packed::kFifthBitsOffset);
-    const __m512i bit4 = _mm512_set1_epi8(0x10);
-    rows[0] = _mm512_or_si512(rows[0], _mm512_and_si512(_mm512_slli_epi16(planes, 4), bit4));
-    rows[1] = _mm512_or_si512(rows[1], _mm512_and_si512(_mm512_slli_epi16(planes, 3), bit4));
-    rows[2] = _mm512_or_si512(rows[2], _mm512_and_si512(_mm512_slli_epi16(planes, 2), bit4));
-    rows[3] = _mm512_or_si512(rows[3], _mm512_and_si512(_mm512_slli_epi16(planes, 1), bit4));
-    rows[4] = _mm512_or_si512(rows[4], _mm512_and_si512(planes, bit4));
-    rows[5] = _mm512_or_si512(rows[5], _mm512_and_si512(_mm512_srli_epi16(planes, 1), bit4));
-    rows[6] = _mm512_or_si512(rows[6], _mm512_and_si512(_mm512_srli_epi16(planes, 2), bit4));
-    rows[7] = _mm512_or_si512(rows[7], _mm512_and_si512(_mm512_srli_epi16(planes, 3), bit4));
-  }
+  if constexpr (kType == DType::Q5_0 || kType == DType::Q5_1) or_fifth_bits(block + packed::kFifthBitsOffset, rows);
   if constexpr (kType == DType::IQ4_NL || kType == DType::MXFP4) {
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) rows[k] = _mm512_shuffle_epi8(table, rows[k]);

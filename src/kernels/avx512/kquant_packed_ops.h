@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/dtype.h"
+#include "kernels/avx512/fifth_bits.h"
 #include "kernels/dot_kquants.h"
 #include "kernels/packed/kquant_layout.h"
 
@@ -39,20 +40,10 @@ inline void q4k_tile_rows(const uint8_t* packed, __m512i rows[8]) {
   }
 }
 
-// Q5_K: Q4_K's nibbles with bit m of each plane byte moved to bit 4 of line m (16-bit
-// shifts carry bits across bytes, never into bit 4; the mask keeps each byte's own).
+// Q5_K: Q4_K's nibbles with each line's fifth bit from the sub-block's bit planes.
 inline void q5k_tile_rows(const uint8_t* packed, __m512i rows[8]) {
   q4k_tile_rows(packed, rows);
-  const __m512i planes = _mm512_loadu_si512(packed + Q5KLayout::kFifthBits);
-  const __m512i bit4 = _mm512_set1_epi8(0x10);
-  rows[0] = _mm512_or_si512(rows[0], _mm512_and_si512(_mm512_slli_epi16(planes, 4), bit4));
-  rows[1] = _mm512_or_si512(rows[1], _mm512_and_si512(_mm512_slli_epi16(planes, 3), bit4));
-  rows[2] = _mm512_or_si512(rows[2], _mm512_and_si512(_mm512_slli_epi16(planes, 2), bit4));
-  rows[3] = _mm512_or_si512(rows[3], _mm512_and_si512(_mm512_slli_epi16(planes, 1), bit4));
-  rows[4] = _mm512_or_si512(rows[4], _mm512_and_si512(planes, bit4));
-  rows[5] = _mm512_or_si512(rows[5], _mm512_and_si512(_mm512_srli_epi16(planes, 1), bit4));
-  rows[6] = _mm512_or_si512(rows[6], _mm512_and_si512(_mm512_srli_epi16(planes, 2), bit4));
-  rows[7] = _mm512_or_si512(rows[7], _mm512_and_si512(_mm512_srli_epi16(planes, 3), bit4));
+  or_fifth_bits(packed + Q5KLayout::kFifthBits, rows);
 }
 
 inline void q6k_tile_rows(const uint8_t* packed, __m512i rows[4]) {
