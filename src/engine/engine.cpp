@@ -651,6 +651,7 @@ void Engine::end_unconstrainable(Sequence& sequence) {
   event.text = std::move(sequence.held) + sequence.detokenizer.finish();
   sequence.held.clear();
   event.error = std::move(sequence.grammar_error);
+  event.error_from_request = true;
   finish(sequence, RequestState::Finished, FinishReason::Error, event);
 }
 
@@ -744,6 +745,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
       }
       if (!taken) {
         reason = FinishReason::Error;
+        event.error_from_request = true;
       } else if (sequence.matcher->must_end()) {
         reason = FinishReason::EndOfSequence;
       }

@@ -65,6 +65,9 @@ struct RequestEvent {
   double kv_transfer_ms = 0.0;
   // Why a request ended with FinishReason::Error, when there is more to say than the reason.
   std::string error;
+  // The error came from the request itself (its grammar passed a matching limit): the same
+  // request would fail the same way again, so a server answers 400 rather than 503 + retry.
+  bool error_from_request = false;
 };
 using EventCallback = std::function<void(RequestEvent&&)>;
 

@@ -247,7 +247,8 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
     log_entry_.finish_reason = finish_reason_name(event.finish_reason);
   };
   std::vector<RequestEvent> batch;
-  std::string failure;  // why a choice ended with an error, when a worker failed under it
+  std::string failure;  // why a choice ended with an error (a worker failed under it, or its grammar passed a limit)
+  bool failure_from_request = false;  // the latter: a 400, not a 503
   // The client is looked at every kDisconnectPoll, whether or not events came in between: a
   // request whose events arrive faster than that (every step, on a busy machine) would
   // otherwise never be checked, and a non-streamed one writes nothing that could fail.
@@ -298,7 +299,10 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
         for (TokenLogprob& lp : event.logprobs) completion.logprobs.push_back(std::move(lp));
         if (!event.finished) continue;
         completion.finish_reason = event.finish_reason;
-        if (event.finish_reason == FinishReason::Error && !event.error.empty()) failure = event.error;
+        if (event.finish_reason == FinishReason::Error && !event.error.empty()) {
+          failure = event.error;
+          failure_from_request = failure_from_request || event.error_from_request;
+        }
         completion.prompt_tokens = event.prompt_tokens;
         completion.completion_tokens = event.completion_tokens;
         completion.cached_tokens = event.cached_tokens;
@@ -318,6 +322,8 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
                      choice.completion.finish_reason == FinishReason::None;
         completions.push_back(std::move(choice.completion));
       }
+      if (!failure.empty() && failure_from_request)  // its grammar passed a limit: the same again would too
+        co_return co_await send(error_response(version, 400, failure, "invalid_request_error", keep_alive));
       if (!failure.empty()) {  // a worker process failed under it (tandem serve --workers)
         HttpResponse response = error_response(version, 503, failure, "server_error", keep_alive);
         response.set(http::field::retry_after, "1");
@@ -364,8 +370,13 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       }
       choice.first = false;
       if (event.finished && event.finish_reason == FinishReason::Error && !event.error.empty()) {
-        // A worker process failed under it: an SSE error object, as OpenAI's clients read one.
-        const nlohmann::json error = {{"error", {{"message", event.error}, {"type", "server_error"}, {"code", 503}}}};
+        // A worker process failed under it (503), or its grammar passed a limit (400): an SSE
+        // error object, as OpenAI's clients read one.
+        const bool from_request = event.error_from_request;
+        const nlohmann::json error = {{"error",
+                                       {{"message", event.error},
+                                        {"type", from_request ? "invalid_request_error" : "server_error"},
+                                        {"code", from_request ? 400 : 503}}}};
         chunks += "data: " + error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
       }
       if (event.finished) {
