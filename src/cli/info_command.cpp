@@ -10,6 +10,7 @@
 #include "cli/human_units.h"
 #include "cli/kv_type_options.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_pool_plan.h"
 #include "model/attention_window.h"
@@ -213,7 +214,9 @@ void add_info_command(CLI::App& app) {
     // Checked here, not only where the model is read: --pipeline 0 must not pass as "not asked".
     if (pipeline_option->count() > 0)
       TANDEM_CHECK_INPUT(*pipeline >= 1, "--pipeline {} must be at least 1 (stages)", *pipeline);
-    if (*cpu) fmt::print("{}\n", cpu_feature_summary());
+    if (*cpu)
+      fmt::print("{}; attention: {}\n", cpu_feature_summary(),
+                 attention_arithmetic_name(kernel_table().attention_arithmetic));
     if (*device) fmt::print("{}\n", device_summary());
     if (!path->empty()) print_info(*path, kv_types->resolve(), *pipeline);
     if (!*cpu && !*device && path->empty()) throw InputError("info needs -m MODEL, --cpu or --device");

@@ -117,6 +117,8 @@ Isa active_isa() {
   return isa;
 }
 
+bool cpu_has_avx512_bf16() { return cpu_features().avx512bf16 && cpu_features().avx512f && cpu_features().avx512bw; }
+
 std::string cpu_feature_summary() {
   const CpuFeatures& f = cpu_features();
   std::string features;

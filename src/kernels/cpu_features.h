@@ -15,6 +15,8 @@ std::string_view isa_name(Isa isa);
 Isa detect_isa();
 // The level in use: detect_isa(), lowered by TANDEM_ISA when set. Fixed for the process.
 Isa active_isa();
+// Whether the CPU (and OS) has AVX512_BF16 (vdpbf16ps), for the bf16 attention kernel.
+bool cpu_has_avx512_bf16();
 // A one-line description of the CPU's relevant features, for `tandem info --cpu`.
 std::string cpu_feature_summary();
 

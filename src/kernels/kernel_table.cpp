@@ -5,6 +5,11 @@
 #include "kernels/kernel_table.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string_view>
 
 #include "base/error.h"
 #include "kernels/amx/amx_gemm.h"
@@ -113,6 +118,16 @@ void pack_into_avx512(const TensorView& weight, uint8_t* out) {
     pack_into_int8(weight, out);
 }
 
+// A level's table whose attention is a bf16 kernel.
+KernelTable with_bf16_attention(const KernelTable& level, AttentionArithmetic arithmetic) {
+  KernelTable table = level;
+  const bool values_only = arithmetic == AttentionArithmetic::Bf16Values;
+  table.attention = values_only ? avx512::attention_group_bf16_values : avx512::attention_group_bf16;
+  table.attention_tokens = values_only ? avx512::attention_tokens_bf16_values : avx512::attention_tokens_bf16;
+  table.attention_arithmetic = arithmetic;
+  return table;
+}
+
 template <Isa kIsa>
 float dot_q8k_level(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
   return dot_q8k_activations_isa(kIsa, type, weight_row, x, n);
@@ -208,8 +223,47 @@ std::vector<uint8_t> pack_for_level(const KernelTable& table, TensorView& weight
   return packed;
 }
 
+std::string_view attention_arithmetic_name(AttentionArithmetic arithmetic) {
+  switch (arithmetic) {
+    case AttentionArithmetic::F32: return "f32";
+    case AttentionArithmetic::Bf16: return "bf16";
+    case AttentionArithmetic::Bf16Values: return "bf16-values";
+  }
+  return "?";
+}
+
+bool attention_arithmetic_available(Isa isa, AttentionArithmetic arithmetic) {
+  return arithmetic == AttentionArithmetic::F32 ||
+         (static_cast<int>(isa) >= static_cast<int>(Isa::Avx512) && cpu_has_avx512_bf16());
+}
+
+AttentionArithmetic active_attention_arithmetic() {
+  static const AttentionArithmetic active = [] {
+    const char* requested = std::getenv("TANDEM_ATTENTION");
+    if (requested == nullptr) return AttentionArithmetic::F32;
+    for (AttentionArithmetic candidate : {AttentionArithmetic::Bf16, AttentionArithmetic::Bf16Values})
+      if (attention_arithmetic_name(candidate) == requested && attention_arithmetic_available(active_isa(), candidate))
+        return candidate;
+    return AttentionArithmetic::F32;
+  }();
+  return active;
+}
+
+const KernelTable& kernel_table(Isa isa, AttentionArithmetic arithmetic) {
+  TANDEM_ASSERT(attention_arithmetic_available(isa, arithmetic));
+  if (arithmetic == AttentionArithmetic::F32) return kernel_table(isa);
+  // [level - Avx512][arithmetic - Bf16], built on first use (a level the CPU lacks is never built).
+  static std::array<std::array<std::unique_ptr<KernelTable>, 2>, 2> tables;
+  static std::mutex building;
+  const std::lock_guard lock(building);
+  auto& table = tables[static_cast<size_t>(static_cast<int>(isa) - static_cast<int>(Isa::Avx512))]
+                      [static_cast<size_t>(static_cast<int>(arithmetic) - static_cast<int>(AttentionArithmetic::Bf16))];
+  if (table == nullptr) table = std::make_unique<KernelTable>(with_bf16_attention(kernel_table(isa), arithmetic));
+  return *table;
+}
+
 const KernelTable& kernel_table() {
-  static const KernelTable& table = kernel_table(active_isa());
+  static const KernelTable& table = kernel_table(active_isa(), active_attention_arithmetic());
   return table;
 }
 

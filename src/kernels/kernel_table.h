@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "base/tensor_view.h"
@@ -77,6 +78,9 @@ struct WeightPacker {
   void (*pack_into)(const TensorView& weight, uint8_t* out) = nullptr;
 };
 
+// See active_attention_arithmetic below.
+enum class AttentionArithmetic { F32, Bf16, Bf16Values };
+
 struct KernelTable {
   Isa isa;
   GemmFloatFn gemm_float;  // F32, F16, BF16 weights; activations f32
@@ -95,14 +99,31 @@ struct KernelTable {
   SoftcapFn softcap;       // Gemma 2's final-logit soft-cap (the attention kernels cap their own tiles)
   SwigluOaiFn swiglu_oai;  // gpt-oss's clamped expert activation
   WeightPacker packer;
+  AttentionArithmetic attention_arithmetic = AttentionArithmetic::F32;  // of attention, attention_tokens
 };
 
 // Packs `weight` for the table's level when it has a layout for it (as the loader does):
 // returns the packed bytes and points weight.packed at them; an empty vector otherwise.
 std::vector<uint8_t> pack_for_level(const KernelTable& table, TensorView& weight);
 
-const KernelTable& kernel_table();         // the active level
-const KernelTable& kernel_table(Isa isa);  // a given level (must be supported by the CPU)
+// What the attention kernels multiply in. F32 is every level's own kernel and the default.
+// On an AVX-512 level with AVX512_BF16, TANDEM_ATTENTION asks for bf16 dot products
+// (kernels/avx512/attention_bf16_avx512.cpp): "bf16" rounds Q, K, the softmax weights and V
+// to bf16 (the scores lose precision: greedy tokens of a tiny model can differ from f32's),
+// "bf16-values" only the weights and V (the scores stay the f32 kernel's). Either is the same
+// kernel for prefill and decode, so batch invariance holds as with f32.
+std::string_view attention_arithmetic_name(AttentionArithmetic arithmetic);
+// Whether the CPU and a level can run `arithmetic` (F32 always).
+bool attention_arithmetic_available(Isa isa, AttentionArithmetic arithmetic);
+// TANDEM_ATTENTION for the active level: F32 when unset, "f32", or not available here.
+AttentionArithmetic active_attention_arithmetic();
+
+// The active level's table, its attention that of active_attention_arithmetic().
+const KernelTable& kernel_table();
+// A given level (must be supported by the CPU), with the level's own (f32) attention.
+const KernelTable& kernel_table(Isa isa);
+// A given level's table with the attention of `arithmetic` (must be available).
+const KernelTable& kernel_table(Isa isa, AttentionArithmetic arithmetic);
 
 namespace portable {
 void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
@@ -141,6 +162,25 @@ void attention_group(const float* queries, int64_t n_queries, const KvRows& keys
                      float* out, float softcap, const float* sinks, AttentionPartial* partials);
 void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
                      float* out);
+// attention_group and attention_tokens with bf16 dot products (kernels/avx512/
+// attention_bf16_avx512.cpp): Q, K, the softmax weights and V rounded to bf16, accumulated in
+// float. Need AVX512_BF16.
+void attention_group_bf16(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
+                          int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
+                          float* out, float softcap, const float* sinks, AttentionPartial* partials);
+void attention_tokens_bf16(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                           const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                           const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                           float softcap, const float* sinks, AttentionPartial* partials);
+// The same with the scores in float (the f32 kernel's), only the weighted values in bf16.
+void attention_group_bf16_values(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
+                                 int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
+                                 float* scratch, float* out, float softcap, const float* sinks,
+                                 AttentionPartial* partials);
+void attention_tokens_bf16_values(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                                  const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                                  const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                                  int64_t out_stride, float softcap, const float* sinks, AttentionPartial* partials);
 }  // namespace avx512
 
 // The k-quant GEMM of the levels without repacked k-quant weights: each (row, token) one call
