@@ -22,6 +22,7 @@
 #include "kernels/attention.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/kernel_table.h"
+#include "kernels/kv_prefetch.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)
@@ -42,6 +43,9 @@ constexpr int kMaxHeadVectors = 32;   // head_dim <= 256
 constexpr int kLanes = 8;             // positions per score vector
 constexpr int kPack = 2;              // queries sharing each K/V vector loaded
 static_assert(kAttentionTile % kLanes == 0);
+// Decode prefetches its K/V rows this many blocks of 8 positions ahead (kernels/kv_prefetch.h):
+// the distance of the AVX-512 kernel's 2 blocks of 16.
+constexpr int64_t kPrefetchBlocks = 4;
 
 // The lane-sum tree: 8 dot vectors become one vector whose lane p is the sum of the 8 lanes of
 // dots[p], by a fixed tree of pairwise adds (8 -> 4 -> 2 -> 1 vectors) instead of 8 horizontal
@@ -315,6 +319,16 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
   // test) size that to n_ctx when it is below a tile.
   alignas(32) float weights[kMaxQueries * kAttentionTile];
   const int64_t longest = n_ctx[n_queries - 1];
+  const bool prefetch = n_queries < kPrefetchBelowQueries;
+  const int64_t key_offset_bytes = kv_row_offset_bytes(keys.type, kv_offset);
+  const int64_t value_offset_bytes = kv_row_offset_bytes(values.type, kv_offset);
+  const int64_t key_head_bytes = dtype_row_bytes(keys.type, head_dim);
+  const int64_t value_head_bytes = dtype_row_bytes(values.type, head_dim);
+  if (prefetch) {  // the first blocks, before the loop's look-ahead reaches them
+    prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, 0, std::min(longest, kPrefetchBlocks * kLanes));
+    prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, 0,
+                       std::min(longest, kPrefetchBlocks * kLanes));
+  }
   int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
   for (int64_t tile = 0; tile < longest; tile += kAttentionTile) {
     while (n_ctx[tile_first] <= tile) ++tile_first;
@@ -334,6 +348,11 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
 
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
+      if (prefetch) {
+        const int64_t ahead = tile + (b + kPrefetchBlocks) * kLanes, ahead_end = std::min(longest, ahead + kLanes);
+        prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, ahead, ahead_end);
+        prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, ahead, ahead_end);
+      }
       int64_t key_rows[kLanes];
       const auto* key_base =
           block_base<kF16>(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
