@@ -11,6 +11,7 @@
 set(TANDEM_MODEL_TESTS
     # Every test of these suites.
     "^(ChatSpans|EmbeddingLookup|Engine|GenModel|Gpt2Bpe|GreedyReference|KQuantModel|LibraryApi|LlamaSpm)\\."
+    "^LongText\\."
     "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|MoeEngine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
     "^Types/KvTransferEngine\\."
     "^DisaggServer\\."
@@ -65,6 +66,10 @@ set(TANDEM_SLOW_TESTS
     # passed the client's 60 s limit), 31-53 s; 13, 4 and 4 s in Release.
     "^StructuredOutputClient\\.(FiftyRandomSchemasGiveValidJson|RequiredAndNamedToolCallsStreamedAndRunTools)$"
     "^SpeculativeEngine\\.DraftModelSamplingKeepsTheTargetDistribution$"
+    # Megabytes of text tokenized several times each: 4-6 s in Release.
+    "^LongText\\.(SpmWithoutSpacesIsLinearAndBounded|OneHugeBpeWordIsLinearAndBounded)$"
+    # Tokenizes 8 MB with the 32k Llama 2 vocabulary (2-3 s in Release) and writes a model.
+    "^HostileBody\\.LongTokenizeStopsWhenTheClientLeavesOrTheServerStops$"
 )
 
 # Tests that run several processes under mpirun (tandem serve --workers): also `dist` and `mpi`.

@@ -238,6 +238,11 @@ typedef struct tandem_event {
   tandem_usage usage;
   tandem_timings timings;
   tandem_speculation_usage speculation; /* so far; complete on the final event */
+  /* Why the request failed, on a final event with finish_reason TANDEM_FINISH_ERROR (e.g.
+   * "grammar: matching one token needed more than ..."): error_len bytes, NUL-terminated,
+   * valid as long as text. "" (never NULL) on every other event. */
+  const char* error;
+  size_t error_len;
 } tandem_event;
 
 /* Called for every event of a request, on the thread that called tandem_generate. Return 0 to
@@ -255,6 +260,10 @@ typedef struct tandem_result {
   tandem_usage usage;
   tandem_timings timings;
   tandem_speculation_usage speculation;
+  /* finish_reason TANDEM_FINISH_ERROR: why the request failed (as tandem_event.error),
+   * error_len bytes, NUL-terminated; "" otherwise. Freed by tandem_result_free. */
+  char* error;
+  size_t error_len;
 } tandem_result;
 
 /* Blocking generation. options, callback and result may be NULL. Any number of threads may

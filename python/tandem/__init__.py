@@ -71,10 +71,11 @@ class Timings:
 class Result:
     text: str  # the generated text (the prompt not included)
     tokens: List[int]  # the generated ids (EOS included when it ended the text)
-    finish_reason: str  # "end of sequence", "stop string", "token limit", "context limit", "cancelled"
+    finish_reason: str  # "end of sequence", "stop string", "token limit", "context limit", "cancelled", "error"
     seed: int  # the sampling seed used
     usage: Usage = field(default_factory=Usage)
     timings: Timings = field(default_factory=Timings)
+    error: str = ""  # finish_reason "error": why (a grammar past its matching limit, ...)
 
     def __str__(self) -> str:
         return self.text
@@ -124,7 +125,8 @@ class Stream:
             if event.finished:
                 self.result = Result("".join(self._text), self._tokens,
                                      lib.tandem_finish_reason_name(event.finish_reason).decode(), self.seed,
-                                     Usage._from(event.usage, event.speculation), Timings._from(event.timings))
+                                     Usage._from(event.usage, event.speculation), Timings._from(event.timings),
+                                     ctypes.string_at(event.error, event.error_len).decode("utf-8", "replace"))
                 self.close()
             if piece:
                 return piece
@@ -304,7 +306,8 @@ class Model:
             return Result(ctypes.string_at(result.text, result.text_len).decode("utf-8", "replace"),
                           [result.tokens[i] for i in range(result.n_tokens)],
                           lib.tandem_finish_reason_name(result.finish_reason).decode(), result.seed,
-                          Usage._from(result.usage, result.speculation), Timings._from(result.timings))
+                          Usage._from(result.usage, result.speculation), Timings._from(result.timings),
+                          ctypes.string_at(result.error, result.error_len).decode("utf-8", "replace"))
         finally:
             lib.tandem_result_free(ctypes.byref(result))
 

@@ -108,6 +108,8 @@ class Event(ctypes.Structure):
         ("usage", Usage),
         ("timings", Timings),
         ("speculation", SpeculationUsage),
+        ("error", ctypes.POINTER(ctypes.c_char)),  # finish_reason ERROR: why
+        ("error_len", ctypes.c_size_t),
     ]
 
 
@@ -122,6 +124,8 @@ class Result(ctypes.Structure):
         ("usage", Usage),
         ("timings", Timings),
         ("speculation", SpeculationUsage),
+        ("error", ctypes.POINTER(ctypes.c_char)),  # finish_reason ERROR: why
+        ("error_len", ctypes.c_size_t),
     ]
 
 

@@ -87,6 +87,16 @@ class TandemTest(unittest.TestCase):
         with self.assertRaises(tandem.TandemError):
             self.model.generate("The dream", max_tokens=4, grammar="root ::= undefined_rule")
 
+    def test_a_grammar_past_its_matching_limit_says_why(self):
+        # One "a" of ("a"?){0,2000} is any of 2000 places: the first mask passes the per-token
+        # matching limit, and the request ends with finish_reason "error" and the reason.
+        bomb = 'root ::= ("a"?){0,2000} "b"'
+        for result in (self.model.generate("The dream", max_tokens=8, seed=1, grammar=bomb),
+                       self.model.generate("The dream", max_tokens=8, seed=1, grammar=bomb, stream=True).read()):
+            self.assertEqual(result.finish_reason, "error")
+            self.assertIn("grammar: matching one token needed more than", result.error)
+        self.assertEqual(self.model.generate("The dream", max_tokens=2, seed=1).error, "")
+
     def test_prompt_lookup_speculation_gives_the_same_text(self):
         plain = self.model.generate("The dream", max_tokens=80, temperature=0.8, seed=3)
         spec = self.model.generate("The dream", max_tokens=80, temperature=0.8, seed=3, speculative="ngram",

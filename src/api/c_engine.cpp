@@ -97,6 +97,8 @@ tandem_event to_c(const api::Event& event) {
   c.usage = to_c(event.usage);
   c.timings = to_c(event.timings);
   c.speculation = speculation_to_c(event.usage);
+  c.error = event.error.c_str();
+  c.error_len = event.error.size();
   return c;
 }
 
@@ -104,6 +106,7 @@ tandem_event to_c(const api::Event& event) {
 tandem_status run_to_end(api::Stream& stream, tandem_event_callback callback, void* user_data, tandem_result* result) {
   std::string text;
   std::vector<int32_t> tokens;
+  std::string error;
   tandem_result summary{};
   summary.seed = stream.seed();
   bool cancelled = false;
@@ -117,6 +120,7 @@ tandem_status run_to_end(api::Stream& stream, tandem_event_callback callback, vo
       summary.usage = to_c(event->usage);
       summary.timings = to_c(event->timings);
       summary.speculation = speculation_to_c(event->usage);
+      error = event->error;
     }
     if (callback != nullptr) {
       const tandem_event c_event = to_c(*event);
@@ -130,11 +134,16 @@ tandem_status run_to_end(api::Stream& stream, tandem_event_callback callback, vo
   if (result == nullptr) return TANDEM_OK;
   summary.text = static_cast<char*>(std::malloc(text.size() + 1));
   summary.tokens = static_cast<int32_t*>(std::malloc(tokens.size() * sizeof(int32_t) + 1));
-  if (summary.text == nullptr || summary.tokens == nullptr) {
+  summary.error = static_cast<char*>(std::malloc(error.size() + 1));
+  if (summary.text == nullptr || summary.tokens == nullptr || summary.error == nullptr) {
     std::free(summary.text);
     std::free(summary.tokens);
+    std::free(summary.error);
     return fail(TANDEM_ERROR_OUT_OF_MEMORY, "out of memory");
   }
+  std::memcpy(summary.error, error.data(), error.size());
+  summary.error[error.size()] = '\0';
+  summary.error_len = error.size();
   std::memcpy(summary.text, text.data(), text.size());
   summary.text[text.size()] = '\0';
   summary.text_len = text.size();
@@ -275,6 +284,7 @@ void tandem_result_free(tandem_result* result) {
   if (result == nullptr) return;
   std::free(result->text);
   std::free(result->tokens);
+  std::free(result->error);
   *result = tandem_result{};
 }
 

@@ -41,8 +41,13 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
     const bool add_special = bool_field(body, "add_special", false);
     const bool parse_special = bool_field(body, "parse_special", false);
     if (abandoned && abandoned()) throw BodyAbandoned();
+    // Megabytes of text take seconds: the client leaving, or the server stopping, ends the
+    // work between the parts the encoder merges (each bounded, text_encoder.h).
+    const EncodeCheckpoint checkpoint = [&abandoned] {
+      if (abandoned && abandoned()) throw BodyAbandoned();
+    };
     ids = tokenizer.encode(content->get_ref<const std::string&>(), add_special && tokenizer.vocab().add_bos,
-                           parse_special);
+                           parse_special, checkpoint);
     if (!bool_field(body, "with_pieces", false)) {
       // Sized exactly first: an answer grown by doubling is held twice over while it grows.
       size_t size = 16;

@@ -23,7 +23,7 @@ namespace tandem::server {
 // (off by default: /v1/completions does not match them in a prompt either).
 // The answer is written as JSON text as the ids are read, never as a DOM: with pieces, a DOM
 // of a few million tokens would take gigabytes. `abandoned` (json_body.h) may stop the
-// parse, or the work before tokenizing, with BodyAbandoned.
+// parse, or the tokenizing between its parts, with BodyAbandoned.
 std::string tokenize_response(std::string_view body, const Tokenizer& tokenizer,
                               const std::function<bool()>& abandoned = {});
 // tokenize_response's answer as JSON (tests and small texts).

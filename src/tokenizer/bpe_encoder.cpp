@@ -1,13 +1,15 @@
 // Byte-level BPE encoding (see bpe_encoder.h): a linked list of symbols and a min-heap of
-// candidate merges, O(n log n) per piece. A heap entry is stale when either symbol has
-// changed since it was queued; a symbol's id only ever grows into longer tokens, so
-// comparing ids is enough to tell.
+// candidate merges, O(n log n) per part of a piece (at most max_piece_bytes_). A heap entry
+// is stale when either symbol has changed since it was queued; a symbol's id only ever grows
+// into longer tokens, so comparing ids is enough to tell.
 #include "tokenizer/bpe_encoder.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "base/error.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/utf8.h"
 
 namespace tandem {
 namespace {
@@ -38,7 +40,8 @@ struct CandidateOrder {
 
 }  // namespace
 
-BpeEncoder::BpeEncoder(const Vocab& vocab) : vocab_(vocab), pre_tokenizer_(vocab.pre_regexes) {
+BpeEncoder::BpeEncoder(const Vocab& vocab, size_t max_piece_bytes)
+    : vocab_(vocab), pre_tokenizer_(vocab.pre_regexes), max_piece_bytes_(std::max<size_t>(max_piece_bytes, 4)) {
   for (int32_t id = 0; id < static_cast<int32_t>(vocab_.size()); ++id) {
     const TokenType type = vocab_.types[id];
     if (type == TokenType::Control || type == TokenType::Unknown || type == TokenType::Unused) {
@@ -66,17 +69,30 @@ int32_t BpeEncoder::token_id(std::string_view piece) const {
   return it == token_ids_.end() ? -1 : it->second;
 }
 
-void BpeEncoder::encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const {
+void BpeEncoder::encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids,
+                        const EncodeCheckpoint& checkpoint) const {
   if (vocab_.add_space_prefix && starts_sequence && !text.empty() && text[0] != ' ') {
     // HF ByteLevel's add_prefix_space (RoBERTa-style): the first word looks like any other.
     const std::string prefixed = std::string(" ").append(text);  // not " " + ...: GCC 12 -Wrestrict, bug 105329
-    for (std::string_view piece : pre_tokenizer_.split(prefixed)) encode_piece(piece, ids);
+    for (std::string_view piece : pre_tokenizer_.split(prefixed)) encode_piece(piece, ids, checkpoint);
     return;
   }
-  for (std::string_view piece : pre_tokenizer_.split(text)) encode_piece(piece, ids);
+  for (std::string_view piece : pre_tokenizer_.split(text)) encode_piece(piece, ids, checkpoint);
 }
 
-void BpeEncoder::encode_piece(std::string_view bytes, std::vector<int32_t>& ids) const {
+void BpeEncoder::encode_piece(std::string_view bytes, std::vector<int32_t>& ids,
+                              const EncodeCheckpoint& checkpoint) const {
+  while (bytes.size() > max_piece_bytes_) {
+    const size_t cut = utf8_character_start(bytes, max_piece_bytes_);  // > 0: max_piece_bytes_ >= 4
+    if (checkpoint) checkpoint();
+    merge_and_append(bytes.substr(0, cut), ids);
+    bytes.remove_prefix(cut);
+  }
+  if (checkpoint) checkpoint();
+  merge_and_append(bytes, ids);
+}
+
+void BpeEncoder::merge_and_append(std::string_view bytes, std::vector<int32_t>& ids) const {
   if (bytes.empty()) return;
   if (vocab_.ignore_merges || bytes.size() == 1) {
     if (const int32_t id = token_id(byte_level_encode(bytes)); id >= 0) {

@@ -1,6 +1,6 @@
 // SentencePiece BPE encoding (see spm_encoder.h). Symbols live in a linked list and candidate
-// merges in a priority queue, so a text of n characters costs O(n log n); stale queue
-// entries are skipped when popped.
+// merges in a priority queue, so a part of n characters costs O(n log n); stale queue
+// entries are skipped when popped. Long pieces are merged in bounded parts (spm_encoder.h).
 #include "tokenizer/spm_encoder.h"
 
 #include <algorithm>
@@ -14,7 +14,9 @@ namespace {
 
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
-// How many "▁" after a part's nominal end are tried as its end before giving up on cutting there.
+// How many "▁", and then how many character boundaries, after a part's nominal end are tried
+// as its end before it is cut at max_part_bytes_ instead. Each try looks up about
+// (longest piece)^2 / 2 substrings.
 constexpr int kSplitTries = 64;
 
 // One symbol of the text being encoded: a byte range of the normalized text, linked to its
@@ -46,8 +48,11 @@ struct BigramOrder {
 
 }  // namespace
 
-SpmEncoder::SpmEncoder(const Vocab& vocab, size_t part_bytes)
-    : vocab_(vocab), pre_tokenizer_(vocab.pre_regexes), part_bytes_(part_bytes) {
+SpmEncoder::SpmEncoder(const Vocab& vocab, size_t part_bytes, size_t max_part_bytes)
+    : vocab_(vocab),
+      pre_tokenizer_(vocab.pre_regexes),
+      part_bytes_(part_bytes),
+      max_part_bytes_(std::max({part_bytes, max_part_bytes, size_t{4}})) {
   byte_token_.fill(-1);
   for (int32_t id = 0; id < static_cast<int32_t>(vocab_.size()); ++id) {
     const TokenType type = vocab_.types[id];
@@ -80,7 +85,8 @@ void SpmEncoder::append_fallback(std::string_view symbol, std::vector<int32_t>& 
   }
 }
 
-void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const {
+void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids,
+                        const EncodeCheckpoint& checkpoint) const {
   if (text.empty()) return;
 
   // Normalize as SentencePiece does for llama: spaces become "▁", plus one leading "▁".
@@ -94,33 +100,47 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector
       normalized += c;
     }
   }
-  for (std::string_view piece : pre_tokenizer_.split(normalized)) encode_piece(piece, ids);
+  for (std::string_view piece : pre_tokenizer_.split(normalized)) encode_piece(piece, ids, checkpoint);
 }
 
-size_t SpmEncoder::split_point(std::string_view normalized, size_t from) const {
+bool SpmEncoder::spanned(std::string_view normalized, size_t p) const {
+  // Every substring that starts before p and ends after it, up to the longest piece: is one a
+  // piece? (Substrings that start or end inside a character only make the test stricter.)
   const size_t reach = max_mergeable_bytes_;
+  for (size_t a = p > reach ? p - reach + 1 : 0; a < p; ++a)
+    for (size_t b = p + 1; b <= std::min(normalized.size(), a + reach); ++b)
+      if (mergeable_id(normalized.substr(a, b - a)) >= 0) return true;
+  return false;
+}
+
+size_t SpmEncoder::split_point(std::string_view normalized, size_t from, size_t limit) const {
+  // A "▁" first: it is never the end of a character, and pieces rarely span where words meet.
   int tries = 0;
-  for (size_t p = normalized.find(kSpaceMarker, std::max<size_t>(from, 1));
-       p != std::string_view::npos && tries < kSplitTries; p = normalized.find(kSpaceMarker, p + 1), ++tries) {
-    // Every substring that starts before p and ends after it, up to the longest piece: none
-    // may be a piece. (Substrings that start or end inside a character only make the test
-    // stricter.) A "▁" is never the end of a character, so p is a symbol boundary.
-    bool spanned = false;
-    for (size_t a = p > reach ? p - reach + 1 : 0; a < p && !spanned; ++a)
-      for (size_t b = p + 1; b <= std::min(normalized.size(), a + reach) && !spanned; ++b)
-        spanned = mergeable_id(normalized.substr(a, b - a)) >= 0;
-    if (!spanned) return p;
-  }
+  for (size_t p = normalized.find(kSpaceMarker, std::max<size_t>(from, 1)); p < limit && tries < kSplitTries;
+       p = normalized.find(kSpaceMarker, p + 1), ++tries)
+    if (!spanned(normalized, p)) return p;
+  // Text without spaces (CJK, code, a long run): any character boundary.
+  tries = 0;
+  for (size_t p = utf8_character_start(normalized, from); p < limit && tries < kSplitTries;
+       p += utf8_sequence_length(normalized, p), ++tries)
+    if (p > 0 && !spanned(normalized, p)) return p;
   return std::string_view::npos;
 }
 
-void SpmEncoder::encode_piece(std::string_view normalized, std::vector<int32_t>& ids) const {
+void SpmEncoder::encode_piece(std::string_view normalized, std::vector<int32_t>& ids,
+                              const EncodeCheckpoint& checkpoint) const {
   while (normalized.size() > part_bytes_) {
-    const size_t cut = split_point(normalized, part_bytes_);
-    if (cut == std::string_view::npos) break;  // no clean cut: the rest is merged whole
+    size_t cut = split_point(normalized, part_bytes_, std::min(normalized.size(), max_part_bytes_));
+    if (cut == std::string_view::npos) {
+      if (normalized.size() <= max_part_bytes_) break;  // no clean cut, but short enough to merge whole
+      // No clean cut: a bounded part all the same (see kMaxPartBytes), never inside a character.
+      cut = utf8_character_start(normalized, max_part_bytes_);
+    }
+    if (checkpoint) checkpoint();
     merge_and_append(normalized.substr(0, cut), ids);
     normalized.remove_prefix(cut);
   }
+  if (checkpoint) checkpoint();
   merge_and_append(normalized, ids);
 }
 

@@ -4,10 +4,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
 namespace tandem {
+
+// Called by an encoder between the parts it merges (a pre-tokenizer piece, or a part of a
+// long one: each is bounded, see the encoders), so that the caller of a long encoding can
+// stop it: the checkpoint throws, and the exception leaves encode. Empty: never called.
+using EncodeCheckpoint = std::function<void()>;
 
 class TextEncoder {
  public:
@@ -15,7 +21,8 @@ class TextEncoder {
 
   // Appends the ids of `text` to `ids`. `starts_sequence`: the text opens the sequence or
   // follows a special token (SentencePiece adds its space prefix only there).
-  virtual void encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids) const = 0;
+  virtual void encode(std::string_view text, bool starts_sequence, std::vector<int32_t>& ids,
+                      const EncodeCheckpoint& checkpoint) const = 0;
 };
 
 }  // namespace tandem

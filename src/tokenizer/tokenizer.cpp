@@ -123,13 +123,15 @@ std::pair<int32_t, size_t> Tokenizer::find_special(std::string_view text, size_t
   return best;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special,
+                                       const EncodeCheckpoint& checkpoint) const {
   const TextSpan whole{0, text.size()};
-  return encode(text, add_bos, parse_special ? std::span<const TextSpan>(&whole, 1) : std::span<const TextSpan>());
+  return encode(text, add_bos, parse_special ? std::span<const TextSpan>(&whole, 1) : std::span<const TextSpan>(),
+                checkpoint);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
-                                       std::span<const TextSpan> special_spans) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, std::span<const TextSpan> special_spans,
+                                       const EncodeCheckpoint& checkpoint) const {
   for (size_t i = 0; i < special_spans.size(); ++i) {
     // Spans come from code (the chat renderer), never from a user: a bad one is a bug.
     TANDEM_ASSERT(special_spans[i].begin <= special_spans[i].end && special_spans[i].end <= text.size());
@@ -143,7 +145,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
     const auto [special, at] = specials_.empty() ? std::pair<int32_t, size_t>{-1, text.size()}
                                                  : find_special(text, pos, special_spans, next_at);
     if (at > pos) {
-      encoder_->encode(text.substr(pos, at - pos), starts_sequence, ids);
+      encoder_->encode(text.substr(pos, at - pos), starts_sequence, ids, checkpoint);
       starts_sequence = false;
     }
     if (special < 0) break;

@@ -36,15 +36,19 @@ class Tokenizer {
     return encode(text, add_bos, /*parse_special=*/false);
   }
   // As above; with `parse_special`, control tokens written in the text are matched whole too
-  // (longest first), for chat templates whose markup is special tokens.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+  // (longest first), for chat templates whose markup is special tokens. `checkpoint`, if
+  // set, is called between the bounded parts the encoder merges (text_encoder.h): throwing
+  // from it stops a long encoding there (a server whose client has left).
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special,
+                              const EncodeCheckpoint& checkpoint = {}) const;
   // As above, but a control token is matched only where its whole piece lies inside one of
   // `special_spans` (sorted, non-overlapping, within `text`): a chat prompt marks the
   // template's own text so that turn markers typed inside a message stay plain text.
   // User-defined tokens are matched anywhere. The text between matched tokens is encoded as
   // one run, as with parse_special: spans covering all of `text` give parse_special=true's
   // ids, no spans give parse_special=false's.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, std::span<const TextSpan> special_spans) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, std::span<const TextSpan> special_spans,
+                              const EncodeCheckpoint& checkpoint = {}) const;
 
   // The piece of a control token that occurs in `text` (the longest, if several do); empty
   // when none does. For callers that must refuse text whose control tokens would be lost.

@@ -59,6 +59,19 @@ size_t utf8_sequence_length(std::string_view text, size_t pos) {
   return static_cast<size_t>(info.length);
 }
 
+size_t utf8_character_start(std::string_view text, size_t pos) {
+  // A byte that is not a continuation byte always starts a character (well-formed sequences
+  // hold continuation bytes only after their lead); so does a continuation byte no lead in
+  // the three bytes before it reaches over.
+  const auto continuation = [&](size_t i) { return (static_cast<uint8_t>(text[i]) & 0xC0) == 0x80; };
+  if (!continuation(pos)) return pos;
+  for (size_t back = 1; back <= 3 && back <= pos; ++back) {
+    const size_t lead = pos - back;
+    if (!continuation(lead)) return utf8_sequence_length(text, lead) > back ? lead : pos;
+  }
+  return pos;
+}
+
 void Utf8Sanitizer::feed(std::string_view bytes, std::string& out) {
   for (char c : bytes) feed_byte(static_cast<uint8_t>(c), out);
 }

@@ -18,6 +18,11 @@ void append_utf8(std::string& out, char32_t c);
 // are not one (a stray continuation byte, a bad lead byte, a truncated or overlong sequence).
 size_t utf8_sequence_length(std::string_view text, size_t pos);
 
+// The start of the character (as utf8_sequence_length splits `text` from its start) that
+// holds text[pos]: pos itself unless pos is inside a well-formed multi-byte sequence. A
+// place to cut text without splitting a character. pos < text.size().
+size_t utf8_character_start(std::string_view text, size_t pos);
+
 // A UTF-8 decoder that replaces each maximal ill-formed subpart with U+FFFD (the Unicode /
 // WHATWG rule). It decides each byte as soon as it can, so feeding bytes in any chunking
 // produces the same output; an incomplete but still valid tail is held until the next feed.

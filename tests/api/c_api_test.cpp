@@ -75,6 +75,7 @@ struct Collected {
   int finished_events = 0;
   int cancel_after = -1;                        // return nonzero from this event on
   tandem_speculation_usage last_speculation{};  // the final event's
+  std::string last_error;                       // the final event's
 };
 
 int collect(const tandem_event* event, void* user_data) {
@@ -83,7 +84,10 @@ int collect(const tandem_event* event, void* user_data) {
   collected.text.append(event->text, event->text_len);
   collected.tokens.insert(collected.tokens.end(), event->tokens, event->tokens + event->n_tokens);
   collected.finished_events += event->finished;
-  if (event->finished) collected.last_speculation = event->speculation;
+  if (event->finished) {
+    collected.last_speculation = event->speculation;
+    collected.last_error.assign(event->error, event->error_len);
+  }
   ++collected.events;
   return collected.cancel_after >= 0 && collected.events > collected.cancel_after;
 }
@@ -330,6 +334,56 @@ TEST_F(CApi, GrammarConstrainsAndBadGrammarsAreInputErrors) {
   options.json_schema = "[1, 2";
   EXPECT_EQ(tandem_generate(engine_, "The dream", &options, nullptr, nullptr, &result), TANDEM_ERROR_INPUT);
   EXPECT_NE(std::string(tandem_last_error()).find("json_schema"), std::string::npos) << tandem_last_error();
+}
+
+// A grammar within the compile limits whose matching is not (grammar_limits.h): after the
+// forced "x", one "a" of ("a"?){0,2000} is any of 2000 places, past the per-token matching
+// work. The request ends with TANDEM_FINISH_ERROR, and the reason reaches a C caller in the
+// final event (stream and callback) and in the result; every other event's error is "".
+TEST_F(CApi, AGrammarPastItsMatchingLimitEndsWithTheReason) {
+  const std::string reason = "grammar: matching one token needed more than";
+  tandem_generate_options options = tandem_generate_options_default();
+  options.max_tokens = 8;
+  options.seed = 1;
+  options.grammar = R"(root ::= "x" ("a"?){0,2000} "b")";
+
+  tandem_stream* stream = nullptr;
+  ASSERT_EQ(tandem_stream_open(engine_, "The dream", &options, &stream), TANDEM_OK) << tandem_last_error();
+  std::string text;
+  tandem_event event{};
+  do {
+    ASSERT_EQ(tandem_stream_next(stream, &event), TANDEM_OK) << tandem_last_error();
+    text.append(event.text, event.text_len);
+    ASSERT_NE(event.error, nullptr);
+    EXPECT_EQ(std::strlen(event.error), event.error_len);
+    if (!event.finished) {
+      EXPECT_STREQ(event.error, "");
+    }
+  } while (!event.finished);
+  EXPECT_EQ(event.finish_reason, TANDEM_FINISH_ERROR);
+  EXPECT_NE(std::string(event.error, event.error_len).find(reason), std::string::npos) << event.error;
+  EXPECT_EQ(text, "x");  // the limit was passed mid-decode, after the grammar's first token
+  tandem_stream_free(stream);
+
+  Collected collected;
+  tandem_result result{};
+  ASSERT_EQ(tandem_generate(engine_, "The dream", &options, collect, &collected, &result), TANDEM_OK)
+      << tandem_last_error();
+  EXPECT_EQ(result.finish_reason, TANDEM_FINISH_ERROR);
+  ASSERT_NE(result.error, nullptr);
+  EXPECT_EQ(std::strlen(result.error), result.error_len);
+  EXPECT_NE(std::string(result.error).find(reason), std::string::npos) << result.error;
+  EXPECT_EQ(collected.last_error, result.error);
+  tandem_result_free(&result);
+  EXPECT_EQ(result.error, nullptr);  // freed and cleared
+
+  tandem_generate_options plain = greedy(4);
+  ASSERT_EQ(tandem_generate(engine_, "The dream", &plain, nullptr, nullptr, &result), TANDEM_OK);
+  EXPECT_EQ(result.finish_reason, TANDEM_FINISH_LENGTH);
+  ASSERT_NE(result.error, nullptr);
+  EXPECT_STREQ(result.error, "");
+  EXPECT_EQ(result.error_len, 0u);
+  tandem_result_free(&result);
 }
 
 TEST_F(CApi, StreamsPullEventsToTheEnd) {

@@ -1,13 +1,15 @@
 // Issue 33's hostile bodies against the real `tandem serve` on 127.0.0.1, over raw TCP
 // (raw_http.h): JSON shaped to make parsing quadratic (objects of 100k keys, deep objects
 // followed by more keys), bodies abandoned mid-parse and at shutdown, a 7 MB prompt's memory,
-// a 1 MB model name, and more embeddings inputs than the server can ever hold. Each TEST is
-// one attack and asserts the fixed behaviour; times are compared as ratios (the same work
-// shaped differently, or a request against itself alone), never against a clock.
+// a 1 MB model name, 8 MB /tokenize bodies abandoned or cut short by shutdown, and more
+// embeddings inputs than the server can ever hold. Each TEST is one attack and asserts the
+// fixed behaviour; times are compared as ratios (the same work shaped differently, or a
+// request against itself alone), never against a clock.
 #include <gtest/gtest.h>
 
 #include <thread>
 
+#include "generated_tiny_model.h"
 #include "hostile_checks.h"
 
 namespace tandem::testing::hostile {
@@ -177,6 +179,71 @@ TEST(HostileBody, LongPromptMemoryIsBoundedAndReleased) {
   EXPECT_LT(after_kib * 1024, 2 * body_bytes) << "RSS stayed " << after_kib << " KiB above where it started";
   expect_completion_served(port, "after the long prompts");
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// A /tokenize body of nearly 8 MiB (the default --max-body-bytes) whose text has no space:
+// one pre-token, seconds of merging.
+std::string long_tokenize_body() {
+  static const char* const words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "dream"};
+  std::string text;
+  for (size_t i = 0; text.size() < (8u << 20) - 64; ++i) text += words[(i * 7 + i / 9) % 9];
+  return json{{"content", text}}.dump();
+}
+
+// Attack: /tokenize on 8 MB of text, sent and abandoned twice; then twice more, kept open,
+// and SIGTERM. Before: the tokenizer ran each to its end whoever waited for it, so both
+// workers stayed busy (a short /tokenize behind them waited as long) and shutdown waited for
+// them past --shutdown-timeout. Fixed: the tokenizer checks between its bounded parts
+// (text_encoder.h), so a client that leaves or the server stopping ends the work there: the
+// short request waits a small part of one long tokenization, and the server exits within
+// its drain time.
+TEST(HostileBody, LongTokenizeStopsWhenTheClientLeavesOrTheServerStops) {
+  // The 32k Llama 2 vocabulary: 8 MB takes seconds to tokenize (aidreams' 512 pieces, well
+  // under the drain time).
+  const char* const llama_spm_vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+  TANDEM_REQUIRE_SHARED(llama_spm_vocab);
+  static const GeneratedTinyModel model("tandem-hostile-tokenize", shared_path(llama_spm_vocab));
+  ASSERT_FALSE(model.path().empty()) << "gen-model failed";
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--shutdown-timeout", "1"}, 30.0, model.path())) << server.log();
+  const int port = server.port();
+  const std::string body = long_tokenize_body();
+  const std::string short_body = json{{"content", "The dream"}}.dump();
+  const auto timed = [&](const std::string& what) {
+    const auto start = Clock::now();
+    const auto res = post(port, "/tokenize", what, {}, 120.0);
+    EXPECT_TRUE(res && res->status == 200) << describe(res);
+    return seconds_since(start);
+  };
+  const double long_alone = timed(body);
+  const double short_alone = std::min(timed(short_body), timed(short_body));
+  const auto send_two = [&](std::vector<RawConnection>& connections) {
+    for (RawConnection& connection : connections) {
+      ASSERT_TRUE(connection.connect(port));
+      ASSERT_TRUE(connection.send(http_request("POST", "/tokenize", body), 20.0));
+    }
+  };
+  {
+    std::vector<RawConnection> abandoned(2);
+    send_two(abandoned);
+  }                                    // closed here, unanswered
+  std::this_thread::sleep_for(300ms);  // their bodies read and handed to the workers
+  const double beside = timed(short_body);
+  EXPECT_LT(beside, short_alone + long_alone / 2)
+      << "8 MB alone " << long_alone << " s; a short /tokenize alone " << short_alone
+      << " s, beside two abandoned 8 MB ones " << beside << " s";
+
+  std::vector<RawConnection> waiting(2);
+  send_two(waiting);
+  std::this_thread::sleep_for(300ms);
+  const auto stop_start = Clock::now();
+  server.send_signal(SIGTERM);
+  const std::optional<int> code = server.wait_exit(1.0 + 2 * long_alone + 5.0);
+  ASSERT_TRUE(code) << "still running " << seconds_since(stop_start) << " s after SIGTERM";
+  const double stop_seconds = seconds_since(stop_start);
+  EXPECT_LT(stop_seconds, std::min(1.0 + 1.0, long_alone / 2 + 0.5))
+      << "8 MB alone " << long_alone << " s; exit " << stop_seconds << " s after SIGTERM (--shutdown-timeout 1)";
+  EXPECT_EQ(*code, 0) << server.log();
 }
 
 // Attack: a 1 MB `model` string. Fixed: the 404 quotes its start only.

@@ -164,10 +164,10 @@ TEST(LlamaSpm, LongTextEncodesTheSameInParts) {
       if (rng() % 50 == 0) text += static_cast<char>(rng() % 256);
     }
     std::vector<int32_t> expected;
-    whole.encode(text, true, expected);
+    whole.encode(text, true, expected, {});
     for (const size_t part : {size_t{16}, size_t{100}, size_t{1000}}) {
       std::vector<int32_t> ids;
-      SpmEncoder(tokenizer.vocab(), part).encode(text, true, ids);
+      SpmEncoder(tokenizer.vocab(), part).encode(text, true, ids, {});
       ASSERT_EQ(ids, expected) << "round " << round << ", parts of " << part << " bytes";
     }
   }

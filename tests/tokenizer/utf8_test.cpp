@@ -61,5 +61,20 @@ TEST(Utf8, ChunkingDoesNotMatter) {
   }
 }
 
+// utf8_character_start is the last character start at or before a byte, characters being
+// what utf8_sequence_length splits the text into from its start (valid, ill-formed, mixed).
+TEST(Utf8, CharacterStartIsTheLastBoundaryBeforeAByte) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> parts = {"a",        "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\xA6\x99", "\x80", "\xBF",
+                                          "\xE4\xB8", "\xF0\x9F", "\xC0\x80",     "\xED\xA0\x80",     "\xFF"};
+  for (int iteration = 0; iteration < 2000; ++iteration) {
+    std::string text;
+    while (text.size() < 20) text += parts[rng() % parts.size()];
+    for (size_t pos = 0; pos < text.size(); pos += utf8_sequence_length(text, pos))
+      for (size_t i = pos; i < pos + utf8_sequence_length(text, pos); ++i)
+        ASSERT_EQ(utf8_character_start(text, i), pos) << "byte " << i << " of iteration " << iteration;
+  }
+}
+
 }  // namespace
 }  // namespace tandem
