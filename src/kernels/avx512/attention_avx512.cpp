@@ -97,21 +97,6 @@ template <int kVectors, int kQueries, typename Element>
     }
 }
 
-// rows_of_block for the kernel that reads F16 K and V in place (kF16): element offsets from
-// the rows' base, widened to floats as they are loaded; otherwise rows_of_block.
-template <bool kF16>
-[[gnu::always_inline]] inline const std::conditional_t<kF16, uint16_t, float>* block_base(
-    const KvRows& rows, int64_t kv_offset, const int64_t* block_slots, int64_t block_len, int64_t head_dim,
-    float* block, int64_t (&out)[kLanes]) {
-  if constexpr (kF16) {
-    const int64_t row_halves = rows.row_bytes / static_cast<int64_t>(sizeof(uint16_t));
-    for (int p = 0; p < kLanes; ++p) out[p] = block_slots[p] * row_halves;
-    return reinterpret_cast<const uint16_t*>(rows.data) + kv_offset;
-  } else {
-    return rows_of_block(rows, kv_offset, block_slots, block_len, head_dim, block, out);
-  }
-}
-
 // Per tile: every query's scores, then each query's softmax step, then the weighted values.
 // A tile is walked block by block (16 positions), each block serving every query before the
 // next: K/V rows a row stride apart map to few L1 sets, so a whole tile's rows would not stay in
@@ -314,10 +299,6 @@ constexpr std::array<QueriesKernel, kMaxHeadVectors> kQueriesKernels =
     queries_kernels<false>(std::make_index_sequence<kMaxHeadVectors>());
 constexpr std::array<QueriesKernel, kMaxHeadVectors> kF16QueriesKernels =
     queries_kernels<true>(std::make_index_sequence<kMaxHeadVectors>());
-
-// From this many queries in a call (a prefill block's tokens x group) a converted block is
-// shared by enough queries that converting it once beats widening every load.
-constexpr int64_t kConvertBlocksFrom = 8;
 
 QueriesKernel queries_kernel(const KvRows& keys, const KvRows& values, int64_t head_dim, int64_t n_queries) {
   const bool f16 = keys.type == DType::F16 && values.type == DType::F16 && n_queries < kConvertBlocksFrom;

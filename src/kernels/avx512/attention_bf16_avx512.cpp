@@ -64,13 +64,14 @@ constexpr int kChunkHalves = 32;  // bf16 elements in one vector
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
 }
 
-// One head's floats as kChunks<kVectors> bf16 vectors at out (aligned).
-template <int kVectors>
-[[gnu::always_inline]] inline void head_to_bf16(const float* head, uint16_t* out) {
+// One head's floats (F32, or F16 widened as loaded) as kChunks<kVectors> bf16 vectors at out
+// (aligned).
+template <int kVectors, typename Element>
+[[gnu::always_inline]] inline void head_to_bf16(const Element* head, uint16_t* out) {
 #pragma GCC unroll 8
   for (int c = 0; c < kChunks<kVectors>; ++c) {
-    const __m512 low = _mm512_loadu_ps(head + 32 * c);
-    const __m512 high = 2 * c + 1 < kVectors ? _mm512_loadu_ps(head + 32 * c + 16) : _mm512_setzero_ps();
+    const __m512 low = load_vector(head + 32 * c);
+    const __m512 high = 2 * c + 1 < kVectors ? load_vector(head + 32 * c + 16) : _mm512_setzero_ps();
     _mm512_store_si512(out + kChunkHalves * c, to_bf16(low, high));
   }
 }
@@ -87,7 +88,7 @@ template <int kVectors>
 // position a chain of bf16 dot products over the head's chunks in order, then the lane-sum tree.
 template <int kVectors, int kQueries>
 [[gnu::always_inline]] inline void score_block_bf16(const __m512i (&queries)[kQueries][kChunks<kVectors>],
-                                               const uint16_t* key_block, __m512 (&scores)[kQueries]) {
+                                                    const uint16_t* key_block, __m512 (&scores)[kQueries]) {
   constexpr int chunks = kChunks<kVectors>;
   __m512 quads[kQueries][4];
 #pragma GCC unroll 4
@@ -117,8 +118,10 @@ template <int kVectors>
 constexpr int kQueriesPerLoad = kVectors <= 8 ? 2 : 1;
 
 // kBf16Scores: the scores from bf16 Q and K as well; otherwise in float (attention_parts.h's
-// score_block, the f32 kernel's arithmetic), only the weighted values in bf16.
-template <int kVectors, bool kBf16Scores>
+// score_block, the f32 kernel's arithmetic), only the weighted values in bf16. kF16: F16 K and
+// V read in place, widened as loaded (the floats a converted block holds: the same bits), for
+// calls with few queries, where converting a block costs more than the attention on it.
+template <int kVectors, bool kBf16Scores, bool kF16>
 void attend_queries_bf16(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                          const int32_t* slots) {
   constexpr int64_t head_dim = 16 * kVectors;
@@ -135,7 +138,7 @@ void attend_queries_bf16(const QuerySet& set, const KvRows& keys, const KvRows& 
   alignas(64) uint16_t query_halves[kMaxQueries * head_halves];
   if constexpr (kBf16Scores)
     for (int64_t j = 0; j < n_queries; ++j) head_to_bf16<kVectors>(set.queries[j], query_halves + j * head_halves);
-  auto load_queries = [&]<int kQueries>(int64_t j, __m512i (&out)[kQueries][chunks]) {
+  auto load_queries = [&]<int kQueries>(int64_t j, __m512i(&out)[kQueries][chunks]) {
     for (int g = 0; g < kQueries; ++g)
       for (int c = 0; c < chunks; ++c)
         out[g][c] = _mm512_load_si512(query_halves + (j + g) * head_halves + kChunkHalves * c);
@@ -193,7 +196,8 @@ void attend_queries_bf16(const QuerySet& set, const KvRows& keys, const KvRows& 
         prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, ahead, ahead_end);
       }
       int64_t key_rows[kLanes];
-      const float* key_base = rows_of_block(keys, kv_offset, rows + b * kLanes, block_len, head_dim, float_block, key_rows);
+      const auto* key_base =
+          block_base<kF16>(keys, kv_offset, rows + b * kLanes, block_len, head_dim, float_block, key_rows);
       if constexpr (kBf16Scores)
         for (int p = 0; p < kLanes; ++p) head_to_bf16<kVectors>(key_base + key_rows[p], key_halves + p * head_halves);
       for_each_query_pack<pack>(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
@@ -234,7 +238,8 @@ void attend_queries_bf16(const QuerySet& set, const KvRows& keys, const KvRows& 
       correction[j] = _mm512_cvtss_f32(rescale);
       __m512 tile_sum = _mm512_setzero_ps();
       for (int64_t b = 0; b < query_blocks; ++b) {
-        const __m512 block_weights = exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_scores + b * kLanes), new_max_vector));
+        const __m512 block_weights =
+            exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_scores + b * kLanes), new_max_vector));
         const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(block_weights));
         _mm256_store_si256(reinterpret_cast<__m256i*>(weight_halves + j * kAttentionTile + b * kLanes), rounded);
         tile_sum = _mm512_add_ps(tile_sum, bf16_to_floats(rounded));
@@ -248,13 +253,13 @@ void attend_queries_bf16(const QuerySet& set, const KvRows& keys, const KvRows& 
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
       if (block_first[b] >= n_queries) continue;
       int64_t value_rows[kLanes];
-      const float* value_base =
-          rows_of_block(values, kv_offset, rows + b * kLanes, block_len, head_dim, float_block, value_rows);
+      const auto* value_base =
+          block_base<kF16>(values, kv_offset, rows + b * kLanes, block_len, head_dim, float_block, value_rows);
       for (int64_t m = 0; m < kPairs; ++m)
 #pragma GCC unroll 16
         for (int v = 0; v < kVectors; ++v) {
-          const __m512i two_rows = to_bf16(_mm512_loadu_ps(value_base + value_rows[2 * m] + 16 * v),
-                                           _mm512_loadu_ps(value_base + value_rows[2 * m + 1] + 16 * v));
+          const __m512i two_rows = to_bf16(load_vector(value_base + value_rows[2 * m] + 16 * v),
+                                           load_vector(value_base + value_rows[2 * m + 1] + 16 * v));
           _mm512_store_si512(value_pairs + (m * kVectors + v) * kChunkHalves, interleave_rows(two_rows));
         }
       for_each_query_pack<pack>(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
@@ -301,23 +306,23 @@ void attend_queries_bf16(const QuerySet& set, const KvRows& keys, const KvRows& 
   }
 }
 
-template <bool kBf16Scores, size_t... kIndices>
+template <bool kBf16Scores, bool kF16, size_t... kIndices>
 constexpr std::array<QueriesKernel, sizeof...(kIndices)> bf16_kernels(std::index_sequence<kIndices...>) {
-  return {&attend_queries_bf16<static_cast<int>(kIndices) + 1, kBf16Scores>...};
+  return {&attend_queries_bf16<static_cast<int>(kIndices) + 1, kBf16Scores, kF16>...};
 }
 
-// Indexed by head_dim / 16 - 1.
-constexpr std::array<QueriesKernel, kMaxHeadVectors> kBf16Kernels =
-    bf16_kernels<true>(std::make_index_sequence<kMaxHeadVectors>());
-constexpr std::array<QueriesKernel, kMaxHeadVectors> kBf16ValueKernels =
-    bf16_kernels<false>(std::make_index_sequence<kMaxHeadVectors>());
+// [bf16 scores][F16 read in place], indexed by head_dim / 16 - 1.
+using Bf16Kernels = std::array<QueriesKernel, kMaxHeadVectors>;
+constexpr Bf16Kernels kBf16Kernels[2][2] = {{bf16_kernels<false, false>(std::make_index_sequence<kMaxHeadVectors>()),
+                                             bf16_kernels<false, true>(std::make_index_sequence<kMaxHeadVectors>())},
+                                            {bf16_kernels<true, false>(std::make_index_sequence<kMaxHeadVectors>()),
+                                             bf16_kernels<true, true>(std::make_index_sequence<kMaxHeadVectors>())}};
 
-QueriesKernel bf16_kernel(const KvRows& /*keys*/, const KvRows& /*values*/, int64_t head_dim, int64_t /*n_queries*/) {
-  return kBf16Kernels[static_cast<size_t>(head_dim / 16 - 1)];
-}
-QueriesKernel bf16_values_kernel(const KvRows& /*keys*/, const KvRows& /*values*/, int64_t head_dim,
-                                 int64_t /*n_queries*/) {
-  return kBf16ValueKernels[static_cast<size_t>(head_dim / 16 - 1)];
+// The f32 kernel's choice of F16 in place (kConvertBlocksFrom).
+template <bool kBf16Scores>
+QueriesKernel bf16_kernel(const KvRows& keys, const KvRows& values, int64_t head_dim, int64_t n_queries) {
+  const bool f16 = keys.type == DType::F16 && values.type == DType::F16 && n_queries < kConvertBlocksFrom;
+  return kBf16Kernels[kBf16Scores ? 1 : 0][f16 ? 1 : 0][static_cast<size_t>(head_dim / 16 - 1)];
 }
 
 }  // namespace
@@ -325,7 +330,7 @@ QueriesKernel bf16_values_kernel(const KvRows& /*keys*/, const KvRows& /*values*
 void attention_group_bf16(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                           int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                           float* out, float softcap, const float* sinks, AttentionPartial* partials) {
-  attention_parts::attention_group_with(bf16_kernel, queries, n_queries, keys, values, kv_offset, slots, n_ctx,
+  attention_parts::attention_group_with(bf16_kernel<true>, queries, n_queries, keys, values, kv_offset, slots, n_ctx,
                                         head_dim, scratch, out, softcap, sinks, partials);
 }
 
@@ -333,8 +338,8 @@ void attention_tokens_bf16(const float* queries, int64_t query_stride, int64_t n
                            const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                            const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
                            float softcap, const float* sinks, AttentionPartial* partials) {
-  attention_parts::attention_tokens_with(bf16_kernel, queries, query_stride, n_tokens, group, positions, keys, values,
-                                         kv_offset, slots, head_dim, scratch, out, out_stride, softcap, sinks,
+  attention_parts::attention_tokens_with(bf16_kernel<true>, queries, query_stride, n_tokens, group, positions, keys,
+                                         values, kv_offset, slots, head_dim, scratch, out, out_stride, softcap, sinks,
                                          partials);
 }
 
@@ -342,16 +347,15 @@ void attention_group_bf16_values(const float* queries, int64_t n_queries, const 
                                  int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim,
                                  float* scratch, float* out, float softcap, const float* sinks,
                                  AttentionPartial* partials) {
-  attention_parts::attention_group_with(bf16_values_kernel, queries, n_queries, keys, values, kv_offset, slots, n_ctx,
+  attention_parts::attention_group_with(bf16_kernel<false>, queries, n_queries, keys, values, kv_offset, slots, n_ctx,
                                         head_dim, scratch, out, softcap, sinks, partials);
 }
 
 void attention_tokens_bf16_values(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                                  const int32_t* positions, const KvRows& keys, const KvRows& values,
-                                  int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch,
-                                  float* out, int64_t out_stride, float softcap, const float* sinks,
-                                  AttentionPartial* partials) {
-  attention_parts::attention_tokens_with(bf16_values_kernel, queries, query_stride, n_tokens, group, positions, keys,
+                                  const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                                  const int32_t* slots, int64_t head_dim, float* scratch, float* out,
+                                  int64_t out_stride, float softcap, const float* sinks, AttentionPartial* partials) {
+  attention_parts::attention_tokens_with(bf16_kernel<false>, queries, query_stride, n_tokens, group, positions, keys,
                                          values, kv_offset, slots, head_dim, scratch, out, out_stride, softcap, sinks,
                                          partials);
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "base/error.h"
 #include "kernels/attention.h"
@@ -127,6 +128,24 @@ template <int kVectors, int kQueries, typename Element>
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
 
+// rows_of_block for the kernel that reads F16 K and V in place (kF16): element offsets from
+// the rows' base, widened to floats as they are loaded; otherwise rows_of_block.
+template <bool kF16>
+[[gnu::always_inline]] inline const std::conditional_t<kF16, uint16_t, float>* block_base(
+    const KvRows& rows, int64_t kv_offset, const int64_t* block_slots, int64_t block_len, int64_t head_dim,
+    float* block, int64_t (&out)[kLanes]) {
+  if constexpr (kF16) {
+    const int64_t row_halves = rows.row_bytes / static_cast<int64_t>(sizeof(uint16_t));
+    for (int p = 0; p < kLanes; ++p) out[p] = block_slots[p] * row_halves;
+    return reinterpret_cast<const uint16_t*>(rows.data) + kv_offset;
+  } else {
+    return rows_of_block(rows, kv_offset, block_slots, block_len, head_dim, block, out);
+  }
+}
+
+// From this many queries in a call (a prefill block's tokens x group) a converted block is
+// shared by enough queries that converting it once beats widening every load.
+constexpr int64_t kConvertBlocksFrom = 8;
 
 // Decode prefetches its K/V rows kPrefetchBlocks blocks of 16 positions ahead
 // (kernels/kv_prefetch.h).
@@ -187,10 +206,10 @@ void attention_group_with(PickKernel pick, const float* queries, int64_t n_queri
 // attention_tokens (kernel_table.h's AttentionTokensFn) the same way: the tokens' groups in
 // calls of up to kMaxQueries queries.
 template <typename PickKernel>
-void attention_tokens_with(PickKernel pick, const float* queries, int64_t query_stride, int64_t n_tokens,
-                           int64_t group, const int32_t* positions, const KvRows& keys, const KvRows& values,
-                           int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch, float* out,
-                           int64_t out_stride, float softcap, const float* sinks, AttentionPartial* partials) {
+void attention_tokens_with(PickKernel pick, const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+                           const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                           const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
+                           float softcap, const float* sinks, AttentionPartial* partials) {
   if (!vector_kernel_fits(head_dim) || group > kMaxGroup) {
     for (int64_t t = 0; t < n_tokens; ++t)
       portable::attention_group(queries + t * query_stride, group, keys, values, kv_offset, slots,
