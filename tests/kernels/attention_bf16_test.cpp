@@ -34,7 +34,9 @@
 namespace tandem {
 namespace {
 
-bool has_bf16_kernel() { return static_cast<int>(detect_isa()) >= static_cast<int>(Isa::Avx512) && cpu_has_avx512_bf16(); }
+bool has_bf16_kernel() {
+  return static_cast<int>(detect_isa()) >= static_cast<int>(Isa::Avx512) && cpu_has_avx512_bf16();
+}
 
 float round_to_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
@@ -48,9 +50,9 @@ std::vector<float> rounded_to_bf16(std::vector<float> xs) {
 struct Cache {
   DType type = DType::F32;
   int64_t head_dim = 0, width = 0, row_bytes = 0;
-  std::vector<float> key_floats, value_floats;      // the originals, [n_slots, width]
-  std::vector<uint8_t> key_bytes, value_bytes;      // as stored
-  std::vector<float> key_stored, value_stored;      // the stored values, [n_slots, width]
+  std::vector<float> key_floats, value_floats;  // the originals, [n_slots, width]
+  std::vector<uint8_t> key_bytes, value_bytes;  // as stored
+  std::vector<float> key_stored, value_stored;  // the stored values, [n_slots, width]
   std::vector<int32_t> slots;
 
   KvRows keys() const { return {key_bytes.data(), row_bytes, type}; }
@@ -96,8 +98,8 @@ std::vector<float> run_group(const Bf16Kernel& kernel, const float* queries, int
                              int64_t kv_offset, int64_t n_ctx, float softcap = 0.0f, const float* sinks = nullptr) {
   std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(n_queries)));
   std::vector<float> out(static_cast<size_t>(n_queries * cache.head_dim));
-  kernel.group(queries, n_queries, cache.keys(), cache.values(), kv_offset, cache.slots.data(), n_ctx,
-                               cache.head_dim, scratch.data(), out.data(), softcap, sinks, nullptr);
+  kernel.group(queries, n_queries, cache.keys(), cache.values(), kv_offset, cache.slots.data(), n_ctx, cache.head_dim,
+               scratch.data(), out.data(), softcap, sinks, nullptr);
   return out;
 }
 
@@ -126,59 +128,56 @@ TEST(AttentionBf16Test, WithinItsBoundsOfDoubleOnRoundedAndOriginalInputs) {
   const int64_t n_slots = 210, n_kv_heads = 2;
   int64_t checked = 0;
   for (const Bf16Kernel& kernel : kBf16Kernels)
-  for (DType type : kCacheTypes)
-    for (int64_t head_dim : {16, 48, 64, 80, 128, 256}) {
-      if (head_dim % dtype_block_geometry(type).first != 0) continue;
-      const Cache cache = make_cache(rng, type, n_slots, n_kv_heads, head_dim);
-      const bool scores_rounded = kernel.arithmetic == AttentionArithmetic::Bf16;
-      const std::vector<float> keys_rounded = scores_rounded ? rounded_to_bf16(cache.key_stored) : cache.key_stored;
-      const std::vector<float> values_rounded = rounded_to_bf16(cache.value_stored);
-      for (int64_t group : {1, 3, 8})
-        for (float q_bound : {1.0f, 8.0f, 30.0f})
-          for (float softcap : {0.0f, 20.0f}) {
-            const std::vector<float> queries = random_floats(rng, group * head_dim, -q_bound, q_bound);
-            const std::vector<float> queries_rounded = scores_rounded ? rounded_to_bf16(queries) : queries;
-            const bool with_sinks = softcap == 0.0f && q_bound == 8.0f;
-            const std::vector<float> sinks = random_floats(rng, group, -2.0f, 6.0f);
-            for (int64_t n_ctx : kContexts) {
-              const int64_t kv_offset = (n_ctx % n_kv_heads) * head_dim;
-              const std::vector<float> out = run_group(kernel, queries.data(), group, cache, kv_offset, n_ctx, softcap,
-                                                       with_sinks ? sinks.data() : nullptr);
-              for (int64_t g = 0; g < group; ++g) {
-                const std::optional<double> sink =
-                    with_sinks ? std::optional<double>(sinks[static_cast<size_t>(g)]) : std::nullopt;
-                const float* q = queries.data() + g * head_dim;
-                const std::vector<double> on_rounded = reference_attention(
-                    queries_rounded.data() + g * head_dim,
-                    {keys_rounded.data(), values_rounded.data(), cache.width, cache.slots.data()}, kv_offset, n_ctx,
-                    head_dim, softcap, sink);
-                const std::vector<double> exact = reference_attention(
-                    q, {cache.key_stored.data(), cache.value_stored.data(), cache.width, cache.slots.data()},
-                    kv_offset, n_ctx, head_dim, softcap, sink);
-                // max|v| <= 1 (the stored and rounded values of numbers in [-1, 1]).
-                const double score_scale = largest_abs_score(q, cache.key_stored, cache, kv_offset, n_ctx);
-                const double rounded_bound =
-                    std::ldexp(1.0, -8) * 1.05 + 2.0 * score_scale * static_cast<double>(head_dim) * 0x1p-24 + 1e-6;
-                const double score_shift = scores_rounded ? std::expm1(std::ldexp(1.0, -7) * score_scale) * 2.0 : 0.0;
-                const double exact_bound = (score_shift + std::ldexp(1.0, -8)) *
-                                               1.05 +
-                                           1e-6;
-                for (int64_t i = 0; i < head_dim; ++i) {
-                  const double value = out[static_cast<size_t>(g * head_dim + i)];
-                  ASSERT_NEAR(value, on_rounded[static_cast<size_t>(i)], rounded_bound)
-                      << attention_arithmetic_name(kernel.arithmetic) << " " << dtype_name(type) << " head_dim " << head_dim << " group " << group << " q_bound " << q_bound
-                      << " softcap " << softcap << " sinks " << with_sinks << " n_ctx " << n_ctx << " query " << g
-                      << " dim " << i;
-                  ASSERT_NEAR(value, exact[static_cast<size_t>(i)], exact_bound)
-                      << "against the exact result: " << attention_arithmetic_name(kernel.arithmetic) << " "
-                      << dtype_name(type) << " head_dim " << head_dim << " q_bound "
-                      << q_bound << " n_ctx " << n_ctx;
+    for (DType type : kCacheTypes)
+      for (int64_t head_dim : {16, 48, 64, 80, 128, 256}) {
+        if (head_dim % dtype_block_geometry(type).first != 0) continue;
+        const Cache cache = make_cache(rng, type, n_slots, n_kv_heads, head_dim);
+        const bool scores_rounded = kernel.arithmetic == AttentionArithmetic::Bf16;
+        const std::vector<float> keys_rounded = scores_rounded ? rounded_to_bf16(cache.key_stored) : cache.key_stored;
+        const std::vector<float> values_rounded = rounded_to_bf16(cache.value_stored);
+        for (int64_t group : {1, 3, 8})
+          for (float q_bound : {1.0f, 8.0f, 30.0f})
+            for (float softcap : {0.0f, 20.0f}) {
+              const std::vector<float> queries = random_floats(rng, group * head_dim, -q_bound, q_bound);
+              const std::vector<float> queries_rounded = scores_rounded ? rounded_to_bf16(queries) : queries;
+              const bool with_sinks = softcap == 0.0f && q_bound == 8.0f;
+              const std::vector<float> sinks = random_floats(rng, group, -2.0f, 6.0f);
+              for (int64_t n_ctx : kContexts) {
+                const int64_t kv_offset = (n_ctx % n_kv_heads) * head_dim;
+                const std::vector<float> out = run_group(kernel, queries.data(), group, cache, kv_offset, n_ctx,
+                                                         softcap, with_sinks ? sinks.data() : nullptr);
+                for (int64_t g = 0; g < group; ++g) {
+                  const std::optional<double> sink =
+                      with_sinks ? std::optional<double>(sinks[static_cast<size_t>(g)]) : std::nullopt;
+                  const float* q = queries.data() + g * head_dim;
+                  const std::vector<double> on_rounded =
+                      reference_attention(queries_rounded.data() + g * head_dim,
+                                          {keys_rounded.data(), values_rounded.data(), cache.width, cache.slots.data()},
+                                          kv_offset, n_ctx, head_dim, softcap, sink);
+                  const std::vector<double> exact = reference_attention(
+                      q, {cache.key_stored.data(), cache.value_stored.data(), cache.width, cache.slots.data()},
+                      kv_offset, n_ctx, head_dim, softcap, sink);
+                  // max|v| <= 1 (the stored and rounded values of numbers in [-1, 1]).
+                  const double score_scale = largest_abs_score(q, cache.key_stored, cache, kv_offset, n_ctx);
+                  const double rounded_bound =
+                      std::ldexp(1.0, -8) * 1.05 + 2.0 * score_scale * static_cast<double>(head_dim) * 0x1p-24 + 1e-6;
+                  const double score_shift = scores_rounded ? std::expm1(std::ldexp(1.0, -7) * score_scale) * 2.0 : 0.0;
+                  const double exact_bound = (score_shift + std::ldexp(1.0, -8)) * 1.05 + 1e-6;
+                  for (int64_t i = 0; i < head_dim; ++i) {
+                    const double value = out[static_cast<size_t>(g * head_dim + i)];
+                    ASSERT_NEAR(value, on_rounded[static_cast<size_t>(i)], rounded_bound)
+                        << attention_arithmetic_name(kernel.arithmetic) << " " << dtype_name(type) << " head_dim "
+                        << head_dim << " group " << group << " q_bound " << q_bound << " softcap " << softcap
+                        << " sinks " << with_sinks << " n_ctx " << n_ctx << " query " << g << " dim " << i;
+                    ASSERT_NEAR(value, exact[static_cast<size_t>(i)], exact_bound)
+                        << "against the exact result: " << attention_arithmetic_name(kernel.arithmetic) << " "
+                        << dtype_name(type) << " head_dim " << head_dim << " q_bound " << q_bound << " n_ctx " << n_ctx;
+                  }
+                  ++checked;
                 }
-                ++checked;
               }
             }
-          }
-    }
+      }
   EXPECT_GT(checked, 1000);
 }
 
@@ -188,38 +187,38 @@ TEST(AttentionBf16Test, QueryAloneEqualsQueryInAnyGroupOrRunOfTokens) {
   if (!has_bf16_kernel()) GTEST_SKIP() << "no AVX512_BF16 on this machine";
   std::mt19937 rng(31);
   for (const Bf16Kernel& kernel : kBf16Kernels)
-  for (DType type : {DType::F16, DType::F32, DType::Q8_0})
-    for (int64_t head_dim : {64, 80, 128, 256}) {
-      if (head_dim % dtype_block_geometry(type).first != 0) continue;
-      const int64_t n_kv_heads = 2, n_slots = 300;
-      const Cache cache = make_cache(rng, type, n_slots, n_kv_heads, head_dim);
-      for (int64_t group : {1, 2, 5}) {
-        const std::vector<int32_t> positions = {0, 1, 14, 15, 16, 16, 40, 63, 64, 65, 100, 170, 171, 299};
-        const auto n_tokens = static_cast<int64_t>(positions.size());
-        const std::vector<float> queries = random_floats(rng, n_tokens * group * head_dim, -8.0f, 8.0f);
-        const int64_t kv_offset = head_dim;  // the second KV head
-        std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
-        std::vector<float> together(static_cast<size_t>(n_tokens * group * head_dim));
-        kernel.tokens(queries.data(), group * head_dim, n_tokens, group, positions.data(),
-                                      cache.keys(), cache.values(), kv_offset, cache.slots.data(), head_dim,
-                                      scratch.data(), together.data(), group * head_dim, 0.0f, nullptr, nullptr);
-        for (int64_t t = 0; t < n_tokens; ++t)
-          for (int64_t g = 0; g < group; ++g) {
-            const float* q = queries.data() + (t * group + g) * head_dim;
-            const std::vector<float> alone = run_group(kernel, q, 1, cache, kv_offset, int64_t{positions[t]} + 1);
-            const std::vector<float> in_group =
-                run_group(kernel, queries.data() + t * group * head_dim, group, cache, kv_offset, int64_t{positions[t]} + 1);
-            ASSERT_EQ(0, std::memcmp(alone.data(), in_group.data() + g * head_dim,
-                                     static_cast<size_t>(head_dim) * sizeof(float)))
-                << attention_arithmetic_name(kernel.arithmetic) << " " << dtype_name(type) << " head_dim " << head_dim
-                << " group " << group << " token " << t;
-            ASSERT_EQ(0, std::memcmp(alone.data(), together.data() + (t * group + g) * head_dim,
-                                     static_cast<size_t>(head_dim) * sizeof(float)))
-                << "in the run of tokens: " << dtype_name(type) << " head_dim " << head_dim << " group " << group
-                << " token " << t;
-          }
+    for (DType type : {DType::F16, DType::F32, DType::Q8_0})
+      for (int64_t head_dim : {64, 80, 128, 256}) {
+        if (head_dim % dtype_block_geometry(type).first != 0) continue;
+        const int64_t n_kv_heads = 2, n_slots = 300;
+        const Cache cache = make_cache(rng, type, n_slots, n_kv_heads, head_dim);
+        for (int64_t group : {1, 2, 5}) {
+          const std::vector<int32_t> positions = {0, 1, 14, 15, 16, 16, 40, 63, 64, 65, 100, 170, 171, 299};
+          const auto n_tokens = static_cast<int64_t>(positions.size());
+          const std::vector<float> queries = random_floats(rng, n_tokens * group * head_dim, -8.0f, 8.0f);
+          const int64_t kv_offset = head_dim;  // the second KV head
+          std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
+          std::vector<float> together(static_cast<size_t>(n_tokens * group * head_dim));
+          kernel.tokens(queries.data(), group * head_dim, n_tokens, group, positions.data(), cache.keys(),
+                        cache.values(), kv_offset, cache.slots.data(), head_dim, scratch.data(), together.data(),
+                        group * head_dim, 0.0f, nullptr, nullptr);
+          for (int64_t t = 0; t < n_tokens; ++t)
+            for (int64_t g = 0; g < group; ++g) {
+              const float* q = queries.data() + (t * group + g) * head_dim;
+              const std::vector<float> alone = run_group(kernel, q, 1, cache, kv_offset, int64_t{positions[t]} + 1);
+              const std::vector<float> in_group = run_group(kernel, queries.data() + t * group * head_dim, group, cache,
+                                                            kv_offset, int64_t{positions[t]} + 1);
+              ASSERT_EQ(0, std::memcmp(alone.data(), in_group.data() + g * head_dim,
+                                       static_cast<size_t>(head_dim) * sizeof(float)))
+                  << attention_arithmetic_name(kernel.arithmetic) << " " << dtype_name(type) << " head_dim " << head_dim
+                  << " group " << group << " token " << t;
+              ASSERT_EQ(0, std::memcmp(alone.data(), together.data() + (t * group + g) * head_dim,
+                                       static_cast<size_t>(head_dim) * sizeof(float)))
+                  << "in the run of tokens: " << dtype_name(type) << " head_dim " << head_dim << " group " << group
+                  << " token " << t;
+            }
+        }
       }
-    }
 }
 
 // Past kAttentionSegment positions the table's entry points split a context into segments:
