@@ -39,11 +39,6 @@ namespace {
 
 using namespace attention_parts;  // NOLINT(google-build-using-namespace): this file is their user
 
-// Loads, not FMAs, bound these loops, so kQueries (1 or 2) adjacent queries share each K/V
-// vector loaded; their query vectors and accumulators must then fit in registers together.
-template <int kVectors>
-constexpr int kQueriesPerLoad = kVectors <= 8 ? 2 : 1;
-
 // Small heads give too few FMA chains to hide FMA latency, so within a block the positions
 // are dealt round-robin to kChains accumulators.
 template <int kVectors>

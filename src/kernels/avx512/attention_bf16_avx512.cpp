@@ -112,11 +112,6 @@ template <int kVectors, int kQueries>
   for (int g = 0; g < kQueries; ++g) scores[g] = combine_quads(quads[g]);
 }
 
-// The calls's queries at a time sharing each K/V vector loaded (their accumulators must fit
-// in the registers).
-template <int kVectors>
-constexpr int kQueriesPerLoad = kVectors <= 8 ? 2 : 1;
-
 // kBf16Scores: the scores from bf16 Q and K as well; otherwise in float (attention_parts.h's
 // score_block, the f32 kernel's arithmetic), only the weighted values in bf16. kF16: F16 K and
 // V read in place, widened as loaded (the floats a converted block holds: the same bits), for

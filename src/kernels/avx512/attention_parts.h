@@ -59,6 +59,11 @@ template <int kPack, typename Visit>
   for (; j < end; ++j) visit.template operator()<1>(j);
 }
 
+// Loads, not FMAs, bound the kernels' loops, so kQueries (1 or 2) adjacent queries share each K/V
+// vector loaded; their query vectors and accumulators must then fit in registers together.
+template <int kVectors>
+constexpr int kQueriesPerLoad = kVectors <= 8 ? 2 : 1;
+
 // 16 K/V elements as floats: F32 rows as they are, F16 rows (uint16_t) widened in the
 // register as they are loaded (exact: the same floats convert_kv_rows gives).
 [[gnu::always_inline]] inline __m512 load_vector(const float* p) { return _mm512_loadu_ps(p); }
