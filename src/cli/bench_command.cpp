@@ -1,8 +1,11 @@
 // tandem bench: llama-bench-style throughput of one model — ppN (prefill) and tgN (greedy
 // decode) tokens/s, median ± stddev of repetitions — as a markdown table, or one JSON
 // object per test with --json; --profile adds the per-op roofline summary on stderr,
-// --trace FILE a Chrome trace, --machine measures and caches the machine's ceilings. Flags
-// and printing only; the measuring is engine/benchmark and profile/.
+// --trace FILE a Chrome trace, --machine measures and caches the machine's ceilings; on a
+// terminal, a progress line on stderr inside each test. Flags and printing only; the
+// measuring is engine/benchmark and profile/.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -62,9 +65,12 @@ void run_machine(const BenchFlags& flags) {
   const std::string path = default_ceilings_path();
   save_ceilings(path, ceilings);
   fmt::print("machine: {}, {} kernels, {} threads: read {:.2f} GB/s ({} MiB, best of 5), int8 GEMM {:.1f} GOP/s, "
-             "f32 GEMM {:.1f} GFLOP/s\ncached in {}\n",
+             "f32 GEMM {:.1f} GFLOP/s; instructions: f32 FMA {:.1f} GFLOP/s, bf16 dot {}\ncached in {}\n",
              ceilings.cpu, ceilings.isa, ceilings.threads, ceilings.read_gbps, flags.machine_mib, ceilings.int8_gops,
-             ceilings.f32_gflops, path);
+             ceilings.f32_gflops, ceilings.fma_gflops,
+             ceilings.bf16_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", ceilings.bf16_gflops)
+                                      : std::string("none at this level"),
+             path);
   std::fflush(stdout);
 }
 
@@ -99,8 +105,19 @@ void run_bench(BenchFlags flags) {
     if (!flags.trace_path.empty()) profiler.enable_trace(options.threads, steps * (model->config.n_layers * 20 + 8));
   }
   const char* device_name = device == ComputeDevice::Cuda ? "cuda" : "cpu";
+  // A line redrawn with \r belongs on a terminal only; in a log file it is noise.
+  const bool show_progress = ::isatty(STDERR_FILENO) != 0;
+  if (show_progress)
+    options.on_run = [](const std::string& test, int run, int repetitions) {
+      if (run == 0)
+        std::fprintf(stderr, "\r\033[Kbench: %s warm-up done", test.c_str());
+      else
+        std::fprintf(stderr, "\r\033[Kbench: %s run %d/%d done", test.c_str(), run, repetitions);
+      std::fflush(stderr);
+    };
   if (!flags.json) print_table_header();
   auto emit = [&](const BenchResult& result) {
+    if (show_progress) std::fputs("\r\033[K", stderr);  // the row takes the progress line's place
     if (flags.json) {
       nlohmann::ordered_json line = bench_result_json(result, info);
       line["device"] = device_name;

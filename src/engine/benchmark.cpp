@@ -173,6 +173,7 @@ BenchResult Benchmark::run_prefill(int64_t n_prompt) {
     forward_.run(rep > 0 ? batch : warmup, cache);
     const double elapsed = seconds_since(start);
     if (rep > 0) result.samples.push_back(static_cast<double>(n_prompt) / elapsed);
+    if (options_.on_run) options_.on_run(result.test, rep, options_.repetitions);
   }
   forward_.set_profiler(nullptr);
   if (options_.profiler != nullptr) options_.profiler->record_phases(true, true);
@@ -215,6 +216,7 @@ BenchResult Benchmark::run_decode(int64_t n_gen) {
     // decode_ms runs from the first token to the last: exactly `steps` decode steps.
     if (rep > 0) result.samples.push_back(static_cast<double>(steps) / (last.decode_ms / 1000.0));
     result.kv_bytes = last.kv_bytes;
+    if (options_.on_run) options_.on_run(result.test, rep, options_.repetitions);
   }
   engine.set_profiler(nullptr);
   if (options_.profiler != nullptr) options_.profiler->record_phases(true, true);

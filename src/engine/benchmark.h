@@ -34,6 +34,9 @@ struct BenchOptions {
   // Records the timed repetitions' ops (never the warm-ups); null: off. With tracing on, the
   // benchmark's pool reports its chunks to it.
   Profiler* profiler = nullptr;
+  // Called after each run of a test ("pp512", 0 for the warm-up, then 1..repetitions), so a
+  // long test can show progress (tandem bench on a terminal); empty: nothing.
+  std::function<void(const std::string& test, int run, int repetitions)> on_run;
 };
 
 struct BenchResult {

@@ -1,8 +1,8 @@
-// The portable (scalar level) row dot products and activation quantizer, plus the AVX-512
-// quantizer. Plain loops with a fixed number of independent partial sums, so the compiler can
-// vectorize them for the baseline ISA without reassociating, and results do not depend on the
-// batch. The faster levels have their own kernels (kernels/avx2, avx512, amx), picked through
-// kernel_table(); the quantizer entry points below dispatch through it too.
+// The portable (scalar level) row dot products and activation quantizer (the AVX-512
+// quantizer is kernels/avx512/quantize_avx512.cpp). Plain loops with a fixed number of independent partial sums, so the
+// compiler can vectorize them for the baseline ISA without reassociating, and results do not depend on the batch. The
+// faster levels have their own kernels (kernels/avx2, avx512, amx), picked through kernel_table(); the quantizer entry
+// points below dispatch through it too.
 #include "kernels/dot.h"
 
 #include <cmath>
@@ -13,10 +13,6 @@
 #include "kernels/cpu_features.h"
 #include "kernels/dot_q32.h"
 #include "kernels/kernel_table.h"
-
-#if defined(__x86_64__)
-#include "kernels/simd_intrinsics.h"
-#endif
 
 namespace tandem {
 namespace {
@@ -101,30 +97,6 @@ void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out) {
 }
 
 }  // namespace portable
-
-#if defined(__x86_64__)
-// The same bytes as the portable loop: max is exact in any order (and, like fmax, keeps the
-// running value when an input is NaN), and product and rounding (to nearest, ties to even)
-// are the same per element. The portable loop calls libm's fmax/nearbyint per element.
-namespace avx512 {
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_q8(const float* x, int64_t n,
-                                                                               ActivationBlockQ8* out) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const __m512 low = _mm512_loadu_ps(x + b * 32), high = _mm512_loadu_ps(x + b * 32 + 16);
-    const __m512 max_abs = _mm512_max_ps(_mm512_abs_ps(high), _mm512_max_ps(_mm512_abs_ps(low), _mm512_setzero_ps()));
-    const float amax = _mm512_reduce_max_ps(max_abs);
-    const float scale = amax / 127.0f;
-    const __m512 inverse = _mm512_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
-    out[b].scale = scale;
-    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m512i q_low = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(low, inverse), kRound));
-    const __m512i q_high = _mm512_cvtps_epi32(_mm512_roundscale_ps(_mm512_mul_ps(high, inverse), kRound));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].quants), _mm512_cvtepi32_epi8(q_low));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].quants + 16), _mm512_cvtepi32_epi8(q_high));
-  }
-}
-}  // namespace avx512
-#endif
 
 void quantize_activations_q8_isa(Isa isa, const float* x, int64_t n, ActivationBlockQ8* out) {
   kernel_table(isa).quantize_q8(x, n, out);

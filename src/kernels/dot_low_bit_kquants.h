@@ -1,5 +1,5 @@
 // Row dot products of the low-bit 256-element weight types (Q2_K, Q3_K, IQ4_XS; layouts in
-// base/kquants_low_bit.h) against activations in 256-element 8-bit blocks, at each CPU level.
+// base/kquants_low_bit.h) against activations in 256-element 8-bit blocks: the scalar level.
 // Same contract as the other k-quants (kernels/dot_kquants.h): exact int32 sums per
 // super-block, one shared float update, so every level returns the same bits.
 #pragma once
@@ -10,7 +10,8 @@
 
 namespace tandem {
 
-// The row kernel of `isa` (<= detect_isa()) for Q2_K, Q3_K or IQ4_XS; nullptr for any other type.
-KQuantRowDotFn low_bit_kquant_row_dot(Isa isa, DType type);
+// The scalar reference row kernel for Q2_K, Q3_K or IQ4_XS; nullptr for any other type. The
+// levels' kernels: avx2::kquant_row_dot, avx512::kquant_row_dot (kernels/dot_kquants.h).
+KQuantRowDotFn low_bit_kquant_row_dot_scalar(DType type);
 
 }  // namespace tandem

@@ -31,7 +31,7 @@ namespace {
 // once (its tokens share them), the queries are read and the outputs written; QKᵀ and PV
 // are 4 operations per (query head, position, dimension).
 OpCost attention_cost(const std::vector<int64_t>& block_starts, const std::vector<int32_t>& positions,
-                      const ModelConfig& c, int64_t kv_row_bytes) {
+                      const ModelConfig& c, int64_t kv_row_bytes, AttentionArithmetic arithmetic) {
   OpCost cost;
   for (size_t b = 0; b + 1 < block_starts.size(); ++b)
     cost.bytes += 2 * (positions[static_cast<size_t>(block_starts[b + 1] - 1)] + 1) * kv_row_bytes;
@@ -39,6 +39,12 @@ OpCost attention_cost(const std::vector<int64_t>& block_starts, const std::vecto
   for (int64_t t = 0; t < n_tokens; ++t)
     cost.flops += 4 * (positions[static_cast<size_t>(t)] + int64_t{1}) * c.head_dim * c.n_heads;
   cost.bytes += 2 * n_tokens * c.q_width() * static_cast<int64_t>(sizeof(float));
+  // Held against the instruction ceiling of the arithmetic the attention kernel runs.
+  switch (arithmetic) {
+    case AttentionArithmetic::F32: cost.peak = Peak::FmaF32; break;
+    case AttentionArithmetic::Bf16: cost.peak = Peak::Bf16; break;
+    case AttentionArithmetic::Bf16Values: cost.peak = Peak::Bf16Values; break;
+  }
   return cost;
 }
 
@@ -404,7 +410,8 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   auto block_of = [n_blocks](int64_t i) { return i % 2 == 0 ? i / 2 : n_blocks - 1 - i / 2; };
   ProfileOp attention_op(profiler_, OpRole::Attention, li, [&] {
     // Positions relative to each token's window: what the kernel reads.
-    return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * cache.n_layers()));
+    return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * cache.n_layers()),
+                          kernel_table().attention_arithmetic);
   });
   // gpt-oss: the sink logits of the query heads, [n_heads]; a KV head's group is contiguous.
   const TensorView& sink_view = model_->weights.layers[static_cast<size_t>(layer)].sinks;

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/quant.h"
 #include "base/tensor_view.h"
+#include "kernels/instruction_peak.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 
@@ -155,6 +156,29 @@ double measure_gemm_peak(ThreadPool& pool, DType type, int repetitions) {
   return best;
 }
 
+double measure_instruction_peak(ThreadPool& pool, bool bf16, int repetitions) {
+  const Isa isa = kernel_table().isa;
+  // Many short loops claimed by the pool's threads (a thread the OS delays takes fewer, as in
+  // the kernels), 2^16 rounds of 12 instructions each: milliseconds per repetition in all.
+  constexpr int64_t kIterations = int64_t{1} << 16;
+  const int64_t n_loops = int64_t{16} * pool.size();
+  std::vector<InstructionLoop> loops(static_cast<size_t>(n_loops));
+  double best = 0.0;
+  for (int rep = 0; rep < repetitions; ++rep) {
+    const Clock::time_point start = Clock::now();
+    pool.parallel_for(n_loops, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i)
+        loops[static_cast<size_t>(i)] = bf16 ? dot_bf16_loop(isa, kIterations) : fma_f32_loop(isa, kIterations);
+    });
+    const double seconds = seconds_since(start);
+    int64_t flops = 0;
+    for (const InstructionLoop& loop : loops) flops += loop.flops;
+    if (flops == 0) return 0.0;
+    best = std::max(best, static_cast<double>(flops) / seconds / 1e9);
+  }
+  return best;
+}
+
 MachineCeilings measure_ceilings(ThreadPool& pool, int64_t bandwidth_mib) {
   MachineCeilings ceilings;
   ceilings.cpu = cpu_model_name();
@@ -163,6 +187,8 @@ MachineCeilings measure_ceilings(ThreadPool& pool, int64_t bandwidth_mib) {
   ceilings.read_gbps = measure_read_bandwidth(pool, bandwidth_mib, 5);
   ceilings.int8_gops = measure_gemm_peak(pool, DType::Q8_0);
   ceilings.f32_gflops = measure_gemm_peak(pool, DType::F32);
+  ceilings.fma_gflops = measure_instruction_peak(pool, false);
+  ceilings.bf16_gflops = measure_instruction_peak(pool, true);
   return ceilings;
 }
 
@@ -185,7 +211,9 @@ void save_ceilings(const std::string& path, const MachineCeilings& ceilings) {
                                                                 {"threads", ceilings.threads},
                                                                 {"read_gbps", ceilings.read_gbps},
                                                                 {"int8_gops", ceilings.int8_gops},
-                                                                {"f32_gflops", ceilings.f32_gflops}};
+                                                                {"f32_gflops", ceilings.f32_gflops},
+                                                                {"fma_gflops", ceilings.fma_gflops},
+                                                                {"bf16_gflops", ceilings.bf16_gflops}};
   std::error_code error;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
@@ -210,6 +238,9 @@ std::optional<MachineCeilings> load_ceilings(const std::string& path, std::strin
     ceilings.read_gbps = entry.at("read_gbps").get<double>();
     ceilings.int8_gops = entry.at("int8_gops").get<double>();
     ceilings.f32_gflops = entry.at("f32_gflops").get<double>();
+    // Entries cached before the instruction ceilings have none: unknown, not an error.
+    ceilings.fma_gflops = std::max(0.0, entry.value("fma_gflops", 0.0));
+    ceilings.bf16_gflops = std::max(0.0, entry.value("bf16_gflops", 0.0));
     if (ceilings.read_gbps <= 0 || ceilings.int8_gops <= 0 || ceilings.f32_gflops <= 0) return std::nullopt;
     return ceilings;
   } catch (const nlohmann::json::exception&) {

@@ -1,7 +1,9 @@
 // MachineCeilings: the roofline's ceilings for this CPU, at one kernel level and thread count
 // — read bandwidth (a STREAM-style sum over a buffer far larger than the caches, the method
-// of bench/bandwidth.cpp) and the peak rates of this level's own 8-bit and f32 GEMMs on
-// cache-resident operands — measured once (`tandem bench --machine`) and cached as JSON in
+// of bench/bandwidth.cpp), the peak rates of this level's own 8-bit and f32 GEMMs on
+// cache-resident operands, and the instruction ceilings of f32 FMAs and bf16 dot products
+// (kernels/instruction_peak.h: what attention's arithmetic is held against) — measured once (`tandem bench --machine`)
+// and cached as JSON in
 // ~/.cache/tandem/machine-<cpu>.json, one entry per "<level>-t<threads>". No printing here.
 #pragma once
 
@@ -21,6 +23,10 @@ struct MachineCeilings {
   double read_gbps = 0.0;   // 1e9 bytes/s, best pass
   double int8_gops = 0.0;   // the level's Q8_0 GEMM, 1e9 multiply-adds x 2 per second
   double f32_gflops = 0.0;  // the level's F32 GEMM
+  // Instruction ceilings, 0 where the level has no such loop (scalar; bf16 without
+  // AVX512_BF16) or the cached entry predates them.
+  double fma_gflops = 0.0;   // f32 FMAs on register operands
+  double bf16_gflops = 0.0;  // vdpbf16ps on register operands
 };
 
 // "AMD EPYC (family 26 model 2)": /proc/cpuinfo's model name, family and model; "unknown cpu".
@@ -34,7 +40,10 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t mib, int passes);
 // Best rate of matmul() with a [n_out, n_in] weight of `type` (packed as the loader packs it)
 // over `n_tokens` tokens: a few MiB of weights, reused across tokens, so compute bound.
 double measure_gemm_peak(ThreadPool& pool, DType type, int repetitions = 8);
-// All three for the active level and the pool's thread count.
+// Best rate of the level's instruction loop (fma_f32_loop or dot_bf16_loop), run on every
+// thread of the pool at once; 0 where the level has none.
+double measure_instruction_peak(ThreadPool& pool, bool bf16, int repetitions = 5);
+// All of them for the active level and the pool's thread count.
 MachineCeilings measure_ceilings(ThreadPool& pool, int64_t bandwidth_mib = 512);
 
 // Adds (or replaces) the entry of ceilings.isa/threads in the JSON file at `path`, creating

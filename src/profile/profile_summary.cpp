@@ -29,6 +29,10 @@ std::string format_row(const SummaryRow& row, int64_t phase_ns, bool roofline) {
   return text + "\n";
 }
 
+std::string gflops_or_unknown(double gflops) {
+  return gflops > 0 ? fmt::format("{:.1f} GFLOP/s", gflops) : std::string("not measured");
+}
+
 std::string table_header(std::string_view first, bool roofline) {
   std::string text = fmt::format("| {:<26} | {:>7} | {:>10} | {:>6} | {:>8} | {:>9} |", first, "calls", "ms", "% time",
                                  "GB/s", "GFLOP/s");
@@ -46,11 +50,31 @@ std::string table_header(std::string_view first, bool roofline) {
 
 }  // namespace
 
+namespace {
+
+double compute_bound_ns(const SiteStats& site, const MachineCeilings& ceilings) {
+  // flops / (GFLOP/s) is ns. An instruction ceiling the cache lacks (an entry from before
+  // them, a level without the instruction) falls back to the next one below it.
+  const double fma = ceilings.fma_gflops > 0 ? ceilings.fma_gflops : ceilings.f32_gflops;
+  const double bf16 = ceilings.bf16_gflops > 0 ? ceilings.bf16_gflops : fma;
+  const auto flops = static_cast<double>(site.flops);
+  const auto over = [](double work, double peak) { return peak > 0 ? work / peak : 0.0; };
+  switch (site.peak) {
+    case Peak::Int8: return over(flops, ceilings.int8_gops);
+    case Peak::FmaF32: return over(flops, fma);
+    case Peak::Bf16: return over(flops, bf16);
+    case Peak::Bf16Values: return over(flops / 2, fma) + over(flops / 2, bf16);
+    case Peak::F32: break;
+  }
+  return over(flops, ceilings.f32_gflops);
+}
+
+}  // namespace
+
 int64_t roofline_bound_ns(const SiteStats& site, const MachineCeilings& ceilings) {
-  // bytes / (GB/s) is ns, as is flops / (GFLOP/s).
-  const double peak = site.peak == Peak::Int8 ? ceilings.int8_gops : ceilings.f32_gflops;
+  // bytes / (GB/s) is ns.
   const double memory_ns = ceilings.read_gbps > 0 ? static_cast<double>(site.bytes) / ceilings.read_gbps : 0.0;
-  const double compute_ns = peak > 0 ? static_cast<double>(site.flops) / peak : 0.0;
+  const double compute_ns = compute_bound_ns(site, ceilings);
   return static_cast<int64_t>(std::llround(std::max(memory_ns, compute_ns)));
 }
 
@@ -117,9 +141,10 @@ std::string format_summary(const ProfileSummary& summary) {
   std::string text = "\nprofile (op times are wall clock on the stepping thread; bytes and FLOPs from shapes)\n";
   if (roofline) {
     const MachineCeilings& c = *summary.ceilings;
-    text +=
-        fmt::format("ceilings: {}, {} kernels, {} threads: read {:.1f} GB/s, int8 {:.1f} GOP/s, f32 {:.1f} GFLOP/s\n",
-                    c.cpu, c.isa, c.threads, c.read_gbps, c.int8_gops, c.f32_gflops);
+    text += fmt::format("ceilings: {}, {} kernels, {} threads: read {:.1f} GB/s, int8 {:.1f} GOP/s, f32 {:.1f} GFLOP/s"
+                        "; instructions: f32 FMA {}, bf16 dot {}\n",
+                        c.cpu, c.isa, c.threads, c.read_gbps, c.int8_gops, c.f32_gflops,
+                        gflops_or_unknown(c.fma_gflops), gflops_or_unknown(c.bf16_gflops));
     text += "(the bound takes every byte from memory: ops on data that stays in cache can pass 100 % of it)\n";
   } else {
     text += "no machine ceilings cached for this kernel level and thread count: run `tandem bench --machine -t N` "

@@ -26,6 +26,7 @@
 #include "base/half.h"
 #include "base/quant.h"
 #include "kernels/attention.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
 #include "support/attention_reference.h"

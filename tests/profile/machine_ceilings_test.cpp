@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "kernels/kernel_table.h"
 #include "support/random_model.h"
 
 namespace tandem {
@@ -22,6 +23,8 @@ MachineCeilings sample(std::string isa, int threads, double gbps) {
   ceilings.read_gbps = gbps;
   ceilings.int8_gops = 900.5;
   ceilings.f32_gflops = 300.25;
+  ceilings.fma_gflops = 410.5;
+  ceilings.bf16_gflops = 820.75;
   return ceilings;
 }
 
@@ -37,6 +40,8 @@ TEST(MachineCeilings, CacheKeepsOneEntryPerLevelAndThreadCount) {
   EXPECT_DOUBLE_EQ(avx512->read_gbps, 45.0);
   EXPECT_DOUBLE_EQ(avx512->int8_gops, 900.5);
   EXPECT_DOUBLE_EQ(avx512->f32_gflops, 300.25);
+  EXPECT_DOUBLE_EQ(avx512->fma_gflops, 410.5);
+  EXPECT_DOUBLE_EQ(avx512->bf16_gflops, 820.75);
   EXPECT_EQ(avx512->cpu, cpu_model_name());
   const std::optional<MachineCeilings> avx2 = load_ceilings(path, "avx2", 2);
   ASSERT_TRUE(avx2.has_value());
@@ -54,6 +59,18 @@ TEST(MachineCeilings, ForeignOrCorruptFilesGiveNoCeilings) {
   EXPECT_FALSE(load_ceilings(path, "avx512", 2).has_value());
   save_ceilings(path, sample("avx512", 2, 12.0));  // a corrupt cache is rewritten
   ASSERT_TRUE(load_ceilings(path, "avx512", 2).has_value());
+}
+
+TEST(MachineCeilings, AnEntryFromBeforeTheInstructionCeilingsLoadsWithThemUnknown) {
+  TempDir dir;
+  const std::string path = dir.file("machine.json");
+  std::ofstream(path) << R"({"cpu": ")" << cpu_model_name() << R"(", "entries": {"avx512-t2": )"
+                      << R"({"read_gbps": 30, "int8_gops": 600, "f32_gflops": 140}}})";
+  const std::optional<MachineCeilings> old = load_ceilings(path, "avx512", 2);
+  ASSERT_TRUE(old.has_value());
+  EXPECT_DOUBLE_EQ(old->f32_gflops, 140.0);
+  EXPECT_EQ(old->fma_gflops, 0.0);
+  EXPECT_EQ(old->bf16_gflops, 0.0);
 }
 
 TEST(MachineCeilings, DefaultPathIsUnderTheCacheDirectoryAndNamesTheCpu) {
@@ -78,6 +95,16 @@ TEST(MachineCeilings, MeasurementsGivePositiveRates) {
   EXPECT_GT(measure_read_bandwidth(pool, 8, 1), 0.0);
   EXPECT_GT(measure_gemm_peak(pool, DType::Q8_0, 1), 0.0);
   EXPECT_GT(measure_gemm_peak(pool, DType::F32, 1), 0.0);
+  // The active level's instruction loops: an FMA loop at every SIMD level, bf16 only with
+  // AVX512_BF16 (kernels/instruction_peak.h); none on the scalar level.
+  const Isa isa = kernel_table().isa;
+  if (isa == Isa::Scalar) {
+    EXPECT_EQ(measure_instruction_peak(pool, false, 1), 0.0);
+  } else {
+    EXPECT_GT(measure_instruction_peak(pool, false, 1), 0.0);
+  }
+  const bool bf16 = (isa == Isa::Avx512 || isa == Isa::Amx) && cpu_has_avx512_bf16();
+  EXPECT_EQ(measure_instruction_peak(pool, true, 1) > 0.0, bf16);
 }
 
 }  // namespace

@@ -42,6 +42,28 @@ TEST(ProfileSummary, BoundIsTheSlowerOfMemoryAndCompute) {
   EXPECT_EQ(roofline_bound_ns(compute_bound, ceilings), 200);
 }
 
+TEST(ProfileSummary, AttentionIsHeldAgainstTheInstructionCeilingOfItsArithmetic) {
+  MachineCeilings ceilings = test_ceilings();
+  SiteStats attention;
+  attention.bytes = 10;     // 1 ns: compute bound
+  attention.flops = 16000;  // f32 GEMM 800 ns, FMA 400 ns, bf16 200 ns
+  attention.peak = Peak::F32;
+  EXPECT_EQ(roofline_bound_ns(attention, ceilings), 800);
+  // Without instruction ceilings (an old cache entry) they fall back to the level below.
+  attention.peak = Peak::FmaF32;
+  EXPECT_EQ(roofline_bound_ns(attention, ceilings), 800);
+  attention.peak = Peak::Bf16;
+  EXPECT_EQ(roofline_bound_ns(attention, ceilings), 800);
+  ceilings.fma_gflops = 40.0;
+  ceilings.bf16_gflops = 80.0;
+  attention.peak = Peak::FmaF32;
+  EXPECT_EQ(roofline_bound_ns(attention, ceilings), 400);
+  attention.peak = Peak::Bf16;
+  EXPECT_EQ(roofline_bound_ns(attention, ceilings), 200);
+  attention.peak = Peak::Bf16Values;  // half the flops each way: 200 + 100 ns
+  EXPECT_EQ(roofline_bound_ns(attention, ceilings), 300);
+}
+
 // Two layers of ffn_down and attention in two decode steps, times chosen by hand.
 Profiler::Snapshot hand_made_profile() {
   Profiler profiler;

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "engine/engine.h"
+#include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 #include "model/forward.h"
 #include "profiled_model.h"
@@ -102,6 +103,14 @@ TEST(Profiler, OpTimesCoverTheStepTimesOfAForwardPass) {
   EXPECT_EQ(down.peak, Peak::Int8);
   EXPECT_EQ(down.flops, 12 * 2 * 256 * 512);
   EXPECT_EQ(down.bytes, 12 * (256 * 512 / 32 * 34 + (256 + 512) * 4));
+  // Attention is held against the instruction ceiling of the arithmetic the kernels run.
+  const SiteStats& attention =
+      snapshot
+          .sites[static_cast<size_t>(Phase::Decode)][static_cast<size_t>(Profiler::site_index(OpRole::Attention, 0))];
+  const AttentionArithmetic arithmetic = kernel_table().attention_arithmetic;
+  EXPECT_EQ(attention.peak, arithmetic == AttentionArithmetic::F32    ? Peak::FmaF32
+                            : arithmetic == AttentionArithmetic::Bf16 ? Peak::Bf16
+                                                                      : Peak::Bf16Values);
 }
 
 TEST(Profiler, OffRecordsNothingAndStepsOutsideRecordedPhasesAreSkipped) {

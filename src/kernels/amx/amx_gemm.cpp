@@ -12,8 +12,8 @@
 
 #include "base/error.h"
 #include "kernels/amx/amx_tiles.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/gemm_packed.h"
-#include "kernels/kernel_table.h"
 #include "kernels/packed/q8_layout.h"
 #include "kernels/packed/row_groups.h"
 

@@ -21,8 +21,9 @@
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "kernels/avx2/avx2_kernels.h"
-#include "kernels/kernel_table.h"
+#include "kernels/kernel_contract.h"
 #include "kernels/kv_prefetch.h"
+#include "kernels/portable_kernels.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)

@@ -20,8 +20,8 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "kernels/attention.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/geglu.h"
-#include "kernels/kernel_table.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)

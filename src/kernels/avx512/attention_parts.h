@@ -12,9 +12,10 @@
 
 #include "base/error.h"
 #include "kernels/attention.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/avx512/first_lanes.h"
-#include "kernels/kernel_table.h"
 #include "kernels/kv_prefetch.h"
+#include "kernels/portable_kernels.h"
 #include "kernels/simd_intrinsics.h"
 
 namespace tandem::avx512::attention_parts {

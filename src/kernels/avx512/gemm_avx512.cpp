@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "base/dtype.h"
-#include "kernels/kernel_table.h"
+#include "kernels/avx512/avx512_kernels.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)

@@ -20,7 +20,7 @@
 
 #include "base/dtype.h"
 #include "base/quant32.h"
-#include "kernels/kernel_table.h"
+#include "kernels/avx512/avx512_kernels.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.
 #if defined(__clang__)

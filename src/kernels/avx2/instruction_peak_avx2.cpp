@@ -1,0 +1,42 @@
+// The AVX2 instruction loop of kernels/instruction_peak.h: 12 independent 8-lane f32
+// accumulators, more than an FMA's latency times its issue rate (4 cycles x 2 pipes), so
+// the loop runs at the instruction's throughput.
+#include "kernels/simd_intrinsics.h"
+
+#include "kernels/instruction_peak.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+
+namespace tandem::avx2 {
+
+InstructionLoop fma_f32_loop(int64_t iterations) {
+  constexpr int kAccumulators = 12;
+  __m256 acc[kAccumulators];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  __m256 factor = _mm256_set1_ps(1.0f);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  // Hidden from the optimiser, so 1 x 0.5 stays a multiply-add and is not folded into an add.
+  asm volatile("" : "+x"(factor));
+  for (int64_t i = 0; i < iterations; ++i)
+    for (__m256& a : acc) a = _mm256_fmadd_ps(factor, half, a);
+  double sum = 0.0;
+  for (const __m256& a : acc) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, a);
+    for (const float lane : lanes) sum += lane;
+  }
+  return {iterations * kAccumulators * 8 * 2, sum};
+}
+
+}  // namespace tandem::avx2
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,59 @@
+// The AVX-512 instruction loops of kernels/instruction_peak.h: 12 independent 16-lane
+// accumulators, more than an FMA's latency times its issue rate on any core we met (4 cycles
+// x 2 pipes), so the loop runs at the instruction's throughput, not its latency.
+#include "kernels/simd_intrinsics.h"
+
+#include "kernels/instruction_peak.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512bf16"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512bf16")
+#endif
+
+namespace tandem::avx512 {
+namespace {
+
+constexpr int kAccumulators = 12;
+
+double sum_lanes(const __m512 (&acc)[kAccumulators]) {
+  double sum = 0.0;
+  for (const __m512& a : acc) sum += _mm512_reduce_add_ps(a);
+  return sum;
+}
+
+}  // namespace
+
+InstructionLoop fma_f32_loop(int64_t iterations) {
+  __m512 acc[kAccumulators];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  __m512 factor = _mm512_set1_ps(1.0f);
+  const __m512 half = _mm512_set1_ps(0.5f);
+  // Hidden from the optimiser, so 1 x 0.5 stays a multiply-add and is not folded into an add.
+  asm volatile("" : "+v"(factor));
+  for (int64_t i = 0; i < iterations; ++i)
+    for (__m512& a : acc) a = _mm512_fmadd_ps(factor, half, a);
+  return {iterations * kAccumulators * 16 * 2, sum_lanes(acc)};
+}
+
+InstructionLoop dot_bf16_loop(int64_t iterations) {
+  __m512 acc[kAccumulators];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  // bf16 1.0 and 0.25 in every pair: each lane adds 1 x 0.25 twice per instruction.
+  __m512i ones = _mm512_set1_epi16(0x3F80);
+  const __m512i quarters = _mm512_set1_epi16(0x3E80);
+  asm volatile("" : "+v"(ones));
+  for (int64_t i = 0; i < iterations; ++i)
+    for (__m512& a : acc)
+      a = _mm512_dpbf16_ps(a, reinterpret_cast<__m512bh>(ones), reinterpret_cast<__m512bh>(quarters));
+  return {iterations * kAccumulators * 32 * 2, sum_lanes(acc)};
+}
+
+}  // namespace tandem::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,36 @@
+// The ceilings of kernels built from one instruction: loops of independent f32 FMAs or bf16
+// pair dot products (AVX512_BF16's vdpbf16ps) on register-resident accumulators, per level.
+// Timed by profile/machine_ceilings.cpp, they say what the cores can do with the instructions
+// the attention kernels use — the ceiling the issue holds attention against — where the GEMM
+// ceilings say what Tandem's own matrix kernels reach with their loads and packing.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace tandem {
+
+// What one loop did: `flops` (2 per multiply-add) and `checksum`, the sum of every accumulator
+// lane, whose exact value (0.5 per multiply-add pair; see the tests) shows the arithmetic ran.
+struct InstructionLoop {
+  int64_t flops = 0;
+  double checksum = 0.0;
+};
+
+// `iterations` rounds of the level's widest f32 FMA over its independent accumulators; flops 0
+// on the scalar level (no instruction loop there: its ceiling is its GEMM's).
+InstructionLoop fma_f32_loop(Isa isa, int64_t iterations);
+// `iterations` rounds of vdpbf16ps (32 products a 512-bit instruction); flops 0 where the level
+// or the CPU has no bf16 dot products.
+InstructionLoop dot_bf16_loop(Isa isa, int64_t iterations);
+
+namespace avx2 {
+InstructionLoop fma_f32_loop(int64_t iterations);
+}  // namespace avx2
+namespace avx512 {
+InstructionLoop fma_f32_loop(int64_t iterations);
+InstructionLoop dot_bf16_loop(int64_t iterations);  // needs AVX512_BF16
+}  // namespace avx512
+
+}  // namespace tandem

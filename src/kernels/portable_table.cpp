@@ -1,0 +1,49 @@
+// The scalar level's table (kernels/level_tables.h), and its GEMMs built from the row dot
+// products in dot.cpp: every (row, token) one call, the reference arithmetic of every level.
+#include "kernels/dot.h"
+#include "kernels/dot_kquants.h"
+#include "kernels/elementwise.h"
+#include "kernels/geglu.h"
+#include "kernels/level_tables.h"
+#include "kernels/portable_kernels.h"
+#include "kernels/swiglu_oai.h"
+
+namespace tandem::portable {
+namespace {
+
+void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+              int64_t n_tokens, float* out, int64_t out_stride) {
+  gemm_q8k_rows(Isa::Scalar, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+}
+
+float dot_q8k(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
+  return dot_q8k_activations_isa(Isa::Scalar, type, weight_row, x, n);
+}
+
+}  // namespace
+
+void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                float* out, int64_t out_stride) {
+  const int64_t n_in = weight.row_length();
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t r = row_begin; r < row_end; ++r)
+      out[t * out_stride + r] = dot_float_activations(weight.dtype, weight.row(r), x + t * n_in, n_in);
+}
+
+void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
+             float* out, int64_t out_stride) {
+  const int64_t n_in = weight.row_length();
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t r = row_begin; r < row_end; ++r)
+      out[t * out_stride + r] = dot_q8_activations(weight.dtype, weight.row(r), x + t * (n_in / 32), n_in);
+}
+
+const KernelTable& level_table() {
+  static const KernelTable table{
+      Isa::Scalar,  gemm_float,      gemm_q8,          gemm_q8k,        dot_q8k,    quantize_q8,
+      quantize_q8k, attention_group, attention_tokens, convert_kv_rows, swiglu_row, rmsnorm_row,
+      rope_apply,   geglu_row,       softcap_row,      swiglu_oai_row,  {}};
+  return table;
+}
+
+}  // namespace tandem::portable
