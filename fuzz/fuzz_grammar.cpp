@@ -1,5 +1,6 @@
 // libFuzzer target for the grammar engine's front ends and matcher: any GBNF text (or, when
-// the input starts with '{', a JSON Schema) must compile or throw InputError; a compiled
+// the input starts with '{', a JSON Schema; with '/', a regex as guided_regex takes it) must
+// compile or throw InputError; a compiled
 // grammar then runs over the input's own bytes (accept, can_end, rollback) and through a
 // token masker over a small vocabulary cut from the input, without crashes, sanitizer
 // reports or runaway memory. The limits of grammar_limits.h are checked as invariants: a
@@ -22,6 +23,7 @@
 #include "grammar/grammar_limits.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/regex_grammar.h"
 #include "grammar/token_mask.h"
 #include "grammar/token_trie.h"
 
@@ -70,6 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (schema.is_discarded()) return 0;
       grammar = std::make_shared<const Grammar>(json_schema_grammar(schema));
+    } else if (!text.empty() && text[0] == '/') {
+      grammar = std::make_shared<const Grammar>(parse_gbnf("root ::= " + regex_to_gbnf(text.substr(1), {}, "regex")));
     } else {
       grammar = std::make_shared<const Grammar>(parse_gbnf(text));
     }

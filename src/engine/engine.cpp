@@ -12,8 +12,7 @@
 
 #include "base/error.h"
 #include "engine/step_description.h"
-#include "grammar/matcher.h"
-#include "grammar/token_mask.h"
+#include "grammar/mask_worker.h"
 #include "kernels/kernel_table.h"
 #include "kv/kv_block_message.h"
 
@@ -54,13 +53,19 @@ struct Engine::Sequence {
   int64_t accepted_tokens = 0;
   std::vector<int32_t> end_tokens;  // EOS (unless ignore_eos) and stop_token_ids: what min_tokens holds back
   bool holding_end = false;         // whether the sampler suppresses end_tokens now
+  // Stops its grammar's mask computation if one is in flight: nothing will read it.
+  ~Sequence() {
+    if (grammar && !grammar->done()) grammar->stop();
+  }
+
   // Constrained decoding (params.grammar): where the output stands in the grammar (advanced
-  // only by emitted tokens, so rejected proposals never touch it), the masker with its cache
-  // of masks by grammar state, and scratch for this step's mask and masked logits.
-  std::optional<grammar::GrammarMatcher> matcher;
-  std::optional<grammar::TokenMasker> masker;
-  std::vector<uint32_t> mask;
+  // only by emitted tokens, so rejected proposals never touch it) and the masker with its
+  // cache of masks by grammar state, in a job whose next mask is computed on the mask worker
+  // while the forward pass runs (Engine::launch_mask); scratch for the masked logits; the
+  // logits of a sample waiting for its mask (Request::awaiting_sample).
+  std::shared_ptr<grammar::MaskJob> grammar;
   std::vector<float> masked_logits;
+  std::vector<float> awaiting_logits;
   std::string grammar_error;  // why the grammar ended it (a matching limit, no token allowed)
   // Embedding requests (params.pooling): the running sum (mean) or the last row (last) of
   // final-normed hidden states, in double, added in position order so that chunking and
@@ -259,10 +264,10 @@ std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> pro
     std::call_once(trie_once_, [this] {
       token_trie_ = std::make_shared<const grammar::TokenTrie>(grammar::TokenTrie::from_tokenizer(tokenizer_));
     });
-    sequence->matcher.emplace(params.grammar);
-    sequence->masker.emplace(token_trie_, sequence->end_tokens);
-    sequence->mask.resize(grammar::mask_words(vocab));
+    sequence->grammar = std::make_shared<grammar::MaskJob>(grammar::GrammarMatcher(params.grammar),
+                                                           grammar::TokenMasker(token_trie_, sequence->end_tokens));
     sequence->masked_logits.resize(static_cast<size_t>(vocab));
+    launch_mask(*sequence);  // the first mask is made while the prompt is computed
   }
   TANDEM_CHECK_INPUT(!params.kv_export || (params.pooling == Pooling::None && model_->config.kv_window() == 0),
                      "KV export: not with pooling, nor for a sliding-window model (it drops blocks)");
@@ -454,7 +459,12 @@ void Engine::propose_drafts() {
   for (Request* request : scheduler_.running()) {
     if (request->state != RequestState::Decoding) continue;
     Sequence& sequence = *sequences_.at(request->id);
-    if (!sequence.speculation.enabled()) continue;
+    if (!sequence.speculation.enabled() || request->awaiting_sample) continue;
+    // Verifying proposals needs this step's mask at once: none while it is being computed.
+    if (sequence.grammar && !sequence.grammar->done()) {
+      request->draft.clear();
+      continue;
+    }
     // Every kept proposal is an output token, and the step adds one more after them: never
     // propose past max_tokens or past the context (the last proposal's position).
     const auto n_tokens = static_cast<int64_t>(request->tokens.size());
@@ -476,6 +486,7 @@ void Engine::propose_drafts() {
 
 bool Engine::step() {
   intake();
+  sample_awaiting();
   propose_drafts();
   const StepPlan plan = scheduler_.schedule();
   if (plan.empty()) {
@@ -615,6 +626,16 @@ void Engine::hold_end_tokens(Sequence& sequence) {
 }
 
 bool Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
+  if (sequence.grammar && !sequence.grammar->done()) {
+    // Its mask is still being computed: the sample waits (these logits kept), the step and
+    // the other sequences do not. The same logits and mask later give the same token.
+    Request& request = sequence.request;
+    sequence.awaiting_logits.assign(logits.begin(), logits.end());
+    request.awaiting_sample = true;
+    if (std::find(awaiting_.begin(), awaiting_.end(), request.id) == awaiting_.end()) awaiting_.push_back(request.id);
+    ++samples_awaited_;
+    return false;
+  }
   hold_end_tokens(sequence);
   const std::span<const float> allowed = constrain(sequence, logits);
   if (allowed.empty()) {
@@ -622,27 +643,55 @@ bool Engine::process_sample(Sequence& sequence, std::span<const float> logits) {
     return true;
   }
   const int32_t token = sequence.sampler.sample(allowed, sequence.request.tokens);
-  return emit_token(sequence, token, logits);
+  if (emit_token(sequence, token, logits)) return true;
+  if (sequence.grammar) launch_mask(sequence);
+  return false;
+}
+
+void Engine::sample_awaiting() {
+  std::erase_if(awaiting_, [&](uint64_t id) {
+    const auto it = sequences_.find(id);
+    if (it == sequences_.end()) return true;  // ended (cancelled) while it waited
+    Sequence& sequence = *it->second;
+    if (!sequence.request.awaiting_sample) {
+      sequence.awaiting_logits.clear();  // preempted: its recompute samples afresh
+      return true;
+    }
+    if (!sequence.grammar->done()) return false;
+    sequence.request.awaiting_sample = false;
+    const std::vector<float> logits = std::move(sequence.awaiting_logits);
+    process_sample(sequence, logits);  // may end (and destroy) the sequence
+    return true;
+  });
+}
+
+void Engine::launch_mask(Sequence& sequence) {
+  grammar::MaskJob& job = *sequence.grammar;
+  // A mask in the masker's cache is a copy: made here, without the hand-over's latency.
+  if (job.masker.cached(job.matcher)) {
+    job.run();
+    return;
+  }
+  mask_worker_.submit(sequence.grammar);
 }
 
 std::span<const float> Engine::constrain(Sequence& sequence, std::span<const float> logits) {
-  if (!sequence.matcher) return logits;
-  // The mask's work is bounded (grammar/grammar_limits.h: kMaxStepWork), so one grammar
-  // delays this step by a bounded time; past a limit this request ends, others go on.
-  bool any = false;
-  try {
-    any = sequence.masker->fill_mask(*sequence.matcher, sequence.mask);
-  } catch (const InputError& error) {
-    sequence.grammar_error = error.what();
-    return {};
-  }
-  if (!any) {
-    sequence.grammar_error =
-        "grammar: no token can continue the output here (the vocabulary cannot spell what the grammar needs next)";
-    return {};
+  if (!sequence.grammar) return logits;
+  // The mask for the current grammar state is done (computed on the mask worker, or here for
+  // a speculative chunk's later rows); past a matching limit this request ends, others go on.
+  const grammar::MaskJob& job = *sequence.grammar;
+  TANDEM_ASSERT(job.done());
+  switch (job.outcome()) {
+    case grammar::MaskJob::Outcome::Allowed: break;
+    case grammar::MaskJob::Outcome::Error: sequence.grammar_error = job.error(); return {};
+    case grammar::MaskJob::Outcome::NothingAllowed:
+    case grammar::MaskJob::Outcome::Stopped:  // only a destroyed sequence's job is stopped
+      sequence.grammar_error =
+          "grammar: no token can continue the output here (the vocabulary cannot spell what the grammar needs next)";
+      return {};
   }
   std::copy(logits.begin(), logits.end(), sequence.masked_logits.begin());
-  grammar::apply_token_mask(sequence.mask, sequence.masked_logits);
+  grammar::apply_token_mask(job.mask, sequence.masked_logits);
   return sequence.masked_logits;
 }
 
@@ -675,7 +724,10 @@ void Engine::verify_draft(Sequence& sequence, int64_t n_draft, std::span<const f
     bool kept = false;
     hold_end_tokens(sequence);  // row i follows i kept proposals, each already emitted
     // The grammar's state follows the emitted tokens only: a proposal it forbids has p = 0
-    // under the mask and is rejected like any other the target disagrees with.
+    // under the mask and is rejected like any other the target disagrees with. Row 0's mask
+    // was made on the mask worker (proposals wait for it: propose_drafts); a later row's
+    // grammar state is known only now, so its mask is made here, within kMaxStepWork.
+    if (i > 0 && sequence.grammar) sequence.grammar->run();
     const std::span<const float> allowed = constrain(sequence, logits);
     if (allowed.empty()) {
       end_unconstrainable(sequence);
@@ -710,6 +762,7 @@ void Engine::verify_draft(Sequence& sequence, int64_t n_draft, std::span<const f
   sequence.draft_length.record(static_cast<int32_t>(n_draft), static_cast<int32_t>(n_accepted));
   scheduler_.settle_draft(&request, n_accepted);
   if (from_model) draft_->rollback(request.id, request.n_computed);
+  if (sequence.grammar) launch_mask(sequence);
 }
 
 bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float> logits) {
@@ -733,12 +786,14 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
     reason = FinishReason::EndOfSequence;
   } else {
     sequence.held += sequence.detokenizer.push(token);
-    if (sequence.matcher) {
+    if (sequence.grammar) {
       // Sampled under the mask, so the grammar takes it; a complete grammar ends the request
       // here rather than spend a step on the only token left (EOS, or none under ignore_eos).
+      // The caller launches the next mask (launch_mask) once the token is emitted.
+      grammar::MaskJob& job = *sequence.grammar;
       bool taken = false;
       try {
-        taken = sequence.masker->accept_token(*sequence.matcher, token);
+        taken = job.masker.accept_token(job.matcher, token);
         if (!taken) event.error = "grammar: the sampled token was refused";
       } catch (const InputError& error) {
         event.error = error.what();
@@ -746,7 +801,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
       if (!taken) {
         reason = FinishReason::Error;
         event.error_from_request = true;
-      } else if (sequence.matcher->must_end()) {
+      } else if (job.matcher.must_end()) {
         reason = FinishReason::EndOfSequence;
       }
     }
@@ -869,6 +924,7 @@ void Engine::update_stats() {
   stats_.kv_pool = kv_pool_;
   stats_.drafted_tokens = drafted_tokens_;
   stats_.accepted_tokens = accepted_tokens_;
+  stats_.grammar_samples_awaited = samples_awaited_;
 }
 
 void Engine::trace_requests(const StepPlan& plan, int64_t step_start_ns) {
@@ -895,8 +951,15 @@ void Engine::set_profiler(Profiler* profiler) {
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard lock(mutex_);
-  return stats_;
+  EngineStats stats;
+  {
+    std::lock_guard lock(mutex_);
+    stats = stats_;
+  }
+  // Read here, not copied per step: a stop lands on the worker after its request has ended.
+  stats.grammar_masks_off_thread = static_cast<int64_t>(mask_worker_.n_started());
+  stats.grammar_masks_stopped = static_cast<int64_t>(mask_worker_.n_stopped());
+  return stats;
 }
 
 void Engine::run_until_idle() {
@@ -906,6 +969,7 @@ void Engine::run_until_idle() {
       std::lock_guard lock(mutex_);
       if (incoming_.empty() && cancels_.empty() && !cancel_everything_ && !cancel_unadmitted_) return;
     }
+    if (!ran) std::this_thread::yield();  // what runs is waiting for a grammar mask
   }
 }
 
@@ -926,9 +990,17 @@ void Engine::loop() {
     }
     const bool ran = step();
     busy = !scheduler_.idle();
-    // Work waits but nothing could run (cannot happen with a pool that fits one context,
-    // but never spin on it).
-    if (busy && !ran) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Work waits but nothing could run: the running sequences wait for their grammar masks
+    // (the worker wakes the loop when one is done), or, which cannot happen with a pool that
+    // fits one context, for blocks. Never spin on it.
+    if (busy && !ran) {
+      std::unique_lock lock(mutex_);
+      wake_.wait_for(lock, std::chrono::milliseconds(1), [&] {
+        return mask_news_ || stopping_ || !incoming_.empty() || !cancels_.empty() || cancel_everything_ ||
+               cancel_unadmitted_ || import_news_;
+      });
+      mask_news_ = false;
+    }
   }
   intake();  // finishes every request left with a Cancelled event
 }

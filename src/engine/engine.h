@@ -33,6 +33,7 @@
 #include "engine/speculation/draft_model.h"
 #include "engine/speculation/ngram_proposer.h"
 #include "engine/speculation/rejection_sampler.h"
+#include "grammar/mask_worker.h"
 #include "grammar/token_trie.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
@@ -180,11 +181,19 @@ class Engine final : public GenerationService {
   void pool_rows(Sequence& sequence, int64_t first_position, std::span<const float> residual_rows);
   // Ends an embedding request whose whole prompt has been pooled, its vector on the event.
   void finish_embedding(Sequence& sequence);
-  // Samples from logits and emits the token; true when that finished (and destroyed) the sequence.
+  // Samples from logits and emits the token; true when that finished (and destroyed) the
+  // sequence. A constrained sequence whose mask is not done yet keeps the logits and waits
+  // (Request::awaiting_sample) instead: the step goes on without it.
   bool process_sample(Sequence& sequence, std::span<const float> logits);
+  // Samples the sequences whose awaited mask is now done (from their kept logits).
+  void sample_awaiting();
+  // Starts the mask for the grammar's current state: on the mask worker, or here when the
+  // masker has it cached (a copy).
+  void launch_mask(Sequence& sequence);
   // The logits a constrained sequence may sample from (the grammar's disallowed tokens at
-  // -inf, in the sequence's scratch), or `logits` itself when it is unconstrained; empty when
-  // the grammar allows no token at all (the caller ends the sequence).
+  // -inf, in the sequence's scratch; its mask must be done), or `logits` itself when it is
+  // unconstrained; empty when the grammar allows no token at all or passed a matching limit
+  // (the caller ends the sequence).
   std::span<const float> constrain(Sequence& sequence, std::span<const float> logits);
   // Ends a constrained sequence whose grammar allows nothing more (FinishReason::Error).
   void end_unconstrainable(Sequence& sequence);
@@ -258,7 +267,17 @@ class Engine final : public GenerationService {
   int64_t steps_ = 0;
   int64_t drafted_tokens_ = 0;  // engine thread; copied into stats_
   int64_t accepted_tokens_ = 0;
+  bool mask_news_ = false;          // a grammar mask was done since the loop last waited
+  std::vector<uint64_t> awaiting_;  // engine thread: sequences whose sample waits for its mask
+  int64_t samples_awaited_ = 0;     // engine thread; copied into stats_
   std::thread thread_;
+  // Computes grammar masks off the engine thread (grammar/mask_worker.h); last, so that it is
+  // stopped and joined before the mutex and condition variable its callback wakes the loop by.
+  grammar::MaskWorker mask_worker_{[this] {
+    std::lock_guard lock(mutex_);
+    mask_news_ = true;
+    wake_.notify_one();
+  }};
 };
 
 }  // namespace tandem

@@ -83,6 +83,12 @@ struct EngineStats {
   KvPoolPlan kv_pool;           // the pool's sizing, as chosen at construction
   int64_t drafted_tokens = 0;   // speculative decoding, since start: tokens proposed and verified
   int64_t accepted_tokens = 0;  // of those, kept
+  // Grammar masks (grammar/mask_worker.h), since start: begun off the engine thread, of
+  // those stopped half way because their request ended, and samples that waited a step or
+  // more for their mask (the steps of the other sequences went on).
+  int64_t grammar_masks_off_thread = 0;
+  int64_t grammar_masks_stopped = 0;
+  int64_t grammar_samples_awaited = 0;
 };
 
 // One worker process of a multi-process job, as the front sees it (/health, /metrics).

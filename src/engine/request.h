@@ -89,6 +89,10 @@ struct Request {
   // Proposed continuation of `tokens` for this step (speculative decoding): the scheduler
   // feeds as many as fit after the pending token, the engine verifies them. Not in `tokens`.
   std::vector<int32_t> draft;
+  // Decoding, its last logits computed, but its next token not chosen yet: it waits for its
+  // grammar mask, computed off the engine thread (grammar/mask_worker.h). The scheduler gives
+  // it no chunk until the engine has sampled it; a preemption clears it (the recompute samples).
+  bool awaiting_sample = false;
   int64_t cached_prompt_tokens = -1;  // prefix-cache hit at first admission (-1: not admitted yet)
   int64_t admit_order = 0;            // preemption takes the newest admitted first
   int32_t n_preemptions = 0;

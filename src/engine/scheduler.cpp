@@ -48,6 +48,7 @@ void Scheduler::preempt(Request* request) {
   blocks_.release(request->blocks);
   request->draft.clear();
   request->n_computed = 0;
+  request->awaiting_sample = false;  // its recompute's last chunk computes the logits again
   request->state = RequestState::Waiting;
   ++request->n_preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), request));
@@ -61,13 +62,14 @@ StepPlan Scheduler::schedule() {
   // Proposed tokens ride on what is left once every decoding sequence has its one token.
   int64_t draft_budget = budget;
   for (const Request* request : running_)
-    if (request->state == RequestState::Decoding) --draft_budget;
+    if (request->state == RequestState::Decoding && !request->awaiting_sample) --draft_budget;
 
   // 1. One decode token per decoding sequence, oldest first; when the pool runs dry the
   //    newest admitted sequence gives its blocks back (it may be the one asking).
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* request = running_[i];
-    if (request->state != RequestState::Decoding) continue;
+    // A sequence waiting for its grammar mask has nothing to compute until it is sampled.
+    if (request->state != RequestState::Decoding || request->awaiting_sample) continue;
     TANDEM_ASSERT(request->n_pending() == 1);
     bool preempted_self = false;
     while (!blocks_.grow(request->blocks, static_cast<int64_t>(request->tokens.size()))) {

@@ -35,8 +35,9 @@ constexpr uint64_t kMaxExpandedRepetition = uint64_t{1} << 18;
 // Parse stacks alive at once in one matcher state. Only an ambiguous grammar gets near it.
 constexpr size_t kMaxParseStacks = 4096;
 // Work one matcher operation (one token mask, one accept) may do expanding parse stacks,
-// in units of one stack visited or created (StackPool). Bounds the time one grammar can add
-// to an engine step: see the README for the measured worst case.
+// in units of one stack visited or created (StackPool). Bounds the time one mask takes (~6 ms
+// here): masks are made off the engine thread (mask_worker.h), so this is the time a
+// grammar's own request may wait for a token, not a delay to the others. See the README.
 constexpr uint64_t kMaxStepWork = uint64_t{1} << 21;
 // Memory one sequence's matcher may hold: parse stacks, states and the transition cache,
 // checked before each allocation. Output under bounded counts makes new stacks as it goes

@@ -13,47 +13,33 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "grammar/gbnf_literal.h"
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_limits.h"
+#include "grammar/json_string_chars.h"
+#include "grammar/number_range.h"
+#include "grammar/regex_grammar.h"
+#include "grammar/string_formats.h"
 
 namespace tandem::grammar {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A GBNF string literal matching exactly `bytes`.
-std::string literal(std::string_view bytes) {
-  std::string out = "\"";
-  for (char c : bytes) {
-    const auto b = static_cast<uint8_t>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (b < 0x20) {
-      out += fmt::format("\\x{:02X}", b);
-    } else {
-      out += c;  // UTF-8 bytes pass through: a literal matches its bytes
-    }
-  }
-  return out + "\"";
-}
-
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonGrammarOptions& options) : root_(root), options_(options) {
     TANDEM_CHECK_INPUT(options.max_whitespace >= 0 && options.max_whitespace <= 100,
                        "json schema: max_whitespace {} is outside [0, 100]", options.max_whitespace);
-    for (const char* name :
-         {"root", "ws", "value", "object", "array", "string", "char", "number", "integer", "boolean", "null", "digits"})
+    for (const char* name : {"root", "ws", "value", "object", "array", "string", "char", "bmp-char", "number",
+                             "integer", "boolean", "null", "digits"})
       used_.insert(name);
-    add("ws", fmt::format("[ \\t\\n\\r]{{0,{}}}", options.max_whitespace));
-    add("char", R"([^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))");
+    // Between two tokens: nothing, one space, or one or two newlines and an indentation (the
+    // bound llama.cpp's JSON grammars use), so a model cannot spend its tokens on whitespace.
+    add("ws", options.max_whitespace == 0
+                  ? std::string("\"\"")
+                  : fmt::format(R"(( " " | "\n"{{1,2}} [ \t]{{0,{}}} )?)", options.max_whitespace));
+    add("char", kJsonStringChar);
     add("string", R"("\"" char* "\"")");
     add("integer", R"("-"? ("0" | [1-9] [0-9]{0,15}))");
     add("number", R"(integer ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?)");
@@ -76,11 +62,11 @@ class SchemaCompiler {
     add_front("root", "ws " + value);
     std::string out;
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
-    return out;
+    return out + extra_rules_;
   }
 
-  std::string compile_any() {
-    add_front("root", "ws " + any_value());
+  std::string compile_any(bool object_only) {
+    add_front("root", "ws " + std::string(object_only ? (any_value(), "object") : any_value()));
     std::string out;
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
@@ -123,12 +109,35 @@ class SchemaCompiler {
     TANDEM_CHECK_INPUT(schema.is_object(), "json schema: expected an object at {}", where);
     static const std::set<std::string> kAnnotations = {"description", "title",    "$schema", "$id",        "default",
                                                        "examples",    "$comment", "$defs",   "definitions"};
-    static const std::set<std::string> kKnown = {"type",        "properties",  "required", "additionalProperties",
-                                                 "items",       "minItems",    "maxItems", "enum",
-                                                 "const",       "anyOf",       "$ref",     "$defs",
-                                                 "definitions", "description", "title",    "$schema",
-                                                 "$id",         "default",     "examples", "$comment",
-                                                 "minLength",   "maxLength",   "format"};
+    static const std::set<std::string> kKnown = {"type",
+                                                 "properties",
+                                                 "required",
+                                                 "additionalProperties",
+                                                 "items",
+                                                 "minItems",
+                                                 "maxItems",
+                                                 "enum",
+                                                 "const",
+                                                 "anyOf",
+                                                 "$ref",
+                                                 "$defs",
+                                                 "definitions",
+                                                 "description",
+                                                 "title",
+                                                 "$schema",
+                                                 "$id",
+                                                 "default",
+                                                 "examples",
+                                                 "$comment",
+                                                 "minLength",
+                                                 "maxLength",
+                                                 "format",
+                                                 "pattern",
+                                                 "minimum",
+                                                 "maximum",
+                                                 "exclusiveMinimum",
+                                                 "exclusiveMaximum",
+                                                 "multipleOf"};
     for (const auto& [key, _] : schema.items()) {
       if (!kKnown.contains(key)) unsupported(key, where);
     }
@@ -148,7 +157,7 @@ class SchemaCompiler {
     if (schema.contains("const")) {
       TANDEM_CHECK_INPUT(of_type(schema, schema["const"]), "json schema: 'const' at {} does not have the schema's type",
                          where);
-      return literal(schema["const"].dump());
+      return gbnf_literal(schema["const"].dump());
     }
     if (schema.contains("enum")) {
       const Json& values = schema["enum"];
@@ -159,7 +168,7 @@ class SchemaCompiler {
                          kMaxRuleAlternatives);
       std::string alts;
       for (const Json& v : values) {
-        if (of_type(schema, v)) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+        if (of_type(schema, v)) alts += (alts.empty() ? "" : " | ") + gbnf_literal(v.dump());
       }
       TANDEM_CHECK_INPUT(!alts.empty(), "json schema: no 'enum' value at {} has the schema's type", where);
       return "(" + alts + ")";
@@ -222,8 +231,8 @@ class SchemaCompiler {
     if (type == "object") return object(schema, hint, where);
     if (type == "array") return array(schema, hint, where);
     if (type == "string") return string(schema, hint, where);
-    if (type == "number") return "number";
-    if (type == "integer") return "integer";
+    if (type == "number") return number(schema, hint, where);
+    if (type == "integer") return integer(schema, hint, where);
     if (type == "boolean") return "boolean";
     if (type == "null") return "null";
     throw InputError(fmt::format("json schema: unknown type '{}' at {}", type, where));
@@ -238,26 +247,42 @@ class SchemaCompiler {
   }
 
   std::string string(const Json& schema, const std::string& hint, const std::string& where) {
+    const bool has_length = schema.contains("minLength") || schema.contains("maxLength");
     if (schema.contains("format")) {
       const Json& f = schema["format"];
       TANDEM_CHECK_INPUT(f.is_string(), "json schema: 'format' at {} must be a string", where);
       const std::string format = f.get<std::string>();
-      static const std::map<std::string, std::string> kFormats = {
-          {"date", R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))"},
-          {"time",
-           R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
-          {"uuid", R"([0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12})"},
-      };
-      std::string body;
-      if (format == "date-time") {
-        body = kFormats.at("date") + " \"T\" " + kFormats.at("time");
-      } else if (kFormats.contains(format)) {
-        body = kFormats.at(format);
-      } else {
-        throw InputError(fmt::format("json schema: unsupported string format '{}' at {}", format, where));
+      const std::optional<std::string> body = string_format_gbnf(format);
+      if (!body) throw InputError(fmt::format("json schema: unsupported string format '{}' at {}", format, where));
+      // A grammar is not intersected with another: both at once would be one of them ignored.
+      TANDEM_CHECK_INPUT(!has_length, "json schema: 'format' with minLength/maxLength at {} is not supported", where);
+      if (schema.contains("pattern")) {
+        const Json& p = schema["pattern"];
+        TANDEM_CHECK_INPUT(p.is_string() && pattern_implied_by_format(format, p.get<std::string>()),
+                           "json schema: 'format' '{}' with a 'pattern' at {} is not supported (the grammar cannot "
+                           "intersect them; only zod's own pattern for a format is known to hold for it)",
+                           format, where);
       }
-      TANDEM_CHECK_INPUT(!schema.contains("minLength") && !schema.contains("maxLength"),
-                         "json schema: 'format' with minLength/maxLength at {} is not supported", where);
+      const std::string name = fresh(hint);
+      add(name, "\"\\\"\" " + *body + " \"\\\"\"");
+      return name;
+    }
+    if (schema.contains("pattern")) {
+      const Json& p = schema["pattern"];
+      TANDEM_CHECK_INPUT(p.is_string(), "json schema: 'pattern' at {} must be a string", where);
+      RegexLengths lengths;
+      const std::string body = regex_to_gbnf(p.get<std::string>(), {.json_string = true, .search = true},
+                                             fmt::format("json schema: 'pattern' at {}", where), &lengths);
+      // Length bounds beside a pattern are followed when every match of the pattern meets them
+      // anyway (^[A-Z]{3}$ with minLength 3); otherwise the grammar cannot intersect the two.
+      const int64_t min_length = count_keyword(schema, "minLength", 0, where);
+      const int64_t max_length = count_keyword(schema, "maxLength", -1, where);
+      TANDEM_CHECK_INPUT(
+          lengths.min >= static_cast<uint64_t>(min_length) &&
+              (max_length < 0 || (lengths.max && *lengths.max <= static_cast<uint64_t>(max_length))),
+          "json schema: 'pattern' with minLength/maxLength at {} is supported only when every match of the pattern "
+          "has such a length (it matches {} to {} characters)",
+          where, lengths.min, lengths.max ? std::to_string(*lengths.max) : std::string("unboundedly many"));
       const std::string name = fresh(hint);
       add(name, "\"\\\"\" " + body + " \"\\\"\"");
       return name;
@@ -266,9 +291,101 @@ class SchemaCompiler {
     const int64_t max = count_keyword(schema, "maxLength", -1, where);
     if (min == 0 && max < 0) return "string";
     TANDEM_CHECK_INPUT(max < 0 || max >= min, "json schema: maxLength < minLength at {}", where);
+    // JSON Schema counts code points; JavaScript validators (zod's .max()) count UTF-16 units,
+    // in which a character past U+FFFF is two. Within length bounds the characters stay in the
+    // BMP, where both counts agree, so the reply passes either validator.
+    if (!bmp_char_added_) {
+      add("bmp-char", kJsonBmpStringChar);
+      bmp_char_added_ = true;
+    }
     const std::string name = fresh(hint);
-    add(name,
-        max < 0 ? fmt::format(R"("\"" char{{{},}} "\"")", min) : fmt::format(R"("\"" char{{{},{}}} "\"")", min, max));
+    add(name, max < 0 ? fmt::format(R"("\"" bmp-char{{{},}} "\"")", min)
+                      : fmt::format(R"("\"" bmp-char{{{},{}}} "\"")", min, max));
+    return name;
+  }
+
+  // minimum / exclusiveMinimum (and the maximum pair) as one bound each: the tighter when both
+  // are given; draft 4's boolean exclusiveMinimum makes `minimum` exclusive.
+  static std::optional<Bound> bound(const Json& schema, const char* inclusive_key, const char* exclusive_key,
+                                    bool lower, const std::string& where) {
+    std::optional<Bound> out;
+    bool draft4_exclusive = false;
+    if (schema.contains(exclusive_key) && schema[exclusive_key].is_boolean()) {
+      draft4_exclusive = schema[exclusive_key].get<bool>();
+    } else if (schema.contains(exclusive_key)) {
+      out = Bound{decimal_of(schema[exclusive_key], fmt::format("'{}' at {}", exclusive_key, where)), true};
+    }
+    if (schema.contains(inclusive_key)) {
+      Bound b{decimal_of(schema[inclusive_key], fmt::format("'{}' at {}", inclusive_key, where)), draft4_exclusive};
+      const int c = out ? compare(b.value, out->value) : 0;
+      if (!out || (lower ? c > 0 : c < 0)) out = b;
+    }
+    return out;
+  }
+
+  std::string integer(const Json& schema, const std::string& hint, const std::string& where) {
+    const std::optional<Bound> min = bound(schema, "minimum", "exclusiveMinimum", true, where);
+    const std::optional<Bound> max = bound(schema, "maximum", "exclusiveMaximum", false, where);
+    if (schema.contains("multipleOf")) {
+      const Decimal m = decimal_of(schema["multipleOf"], fmt::format("'multipleOf' at {}", where));
+      TANDEM_CHECK_INPUT(!m.negative && !m.is_zero(), "json schema: 'multipleOf' at {} must be positive", where);
+      // 0.1, 0.01, ...: every integer is a multiple. Other fractions are refused.
+      if (!m.is_integer()) {
+        TANDEM_CHECK_INPUT(m.int_digits == "0" && m.frac_digits.back() == '1' &&
+                               m.frac_digits.find_first_not_of('0') == m.frac_digits.size() - 1,
+                           "json schema: integer 'multipleOf' {} at {} is not supported (only whole numbers and "
+                           "powers of ten)",
+                           m.text(), where);
+      } else if (m.int_digits != "1") {
+        std::string rules;
+        // InputError past the limit on k; nullopt for bounds the automaton cannot follow.
+        const std::optional<std::string> expr =
+            integer_multiple_in_range_gbnf(m.int_digits, fresh(hint + "-mod"), rules, min, max);
+        TANDEM_CHECK_INPUT(expr.has_value(),
+                           "json schema: 'multipleOf' with these minimum/maximum at {} is not supported (the "
+                           "grammar follows a lower bound of 0, 1 or at most -(10^D - 1) and an upper one of at "
+                           "least 10^D - 1 (D >= 1); other bounds would need the product of two digit automata)",
+                           where);
+        extra_rules_ += rules;
+        return *expr;
+      }
+    }
+    if (!min && !max) return "integer";
+    const std::optional<std::string> range = integer_range_gbnf(min, max);
+    TANDEM_CHECK_INPUT(range.has_value(), "json schema: no integer satisfies the bounds at {}", where);
+    const std::string name = fresh(hint);
+    add(name, *range);
+    return name;
+  }
+
+  // Numbers under bounds are written in plain decimal (no exponent), with at most 16 fraction
+  // digits: always inside the bounds, exactly as a validator compares them.
+  std::string number(const Json& schema, const std::string& hint, const std::string& where) {
+    const std::optional<Bound> min = bound(schema, "minimum", "exclusiveMinimum", true, where);
+    const std::optional<Bound> max = bound(schema, "maximum", "exclusiveMaximum", false, where);
+    size_t fraction_digits = kDefaultFractionDigits;
+    if (schema.contains("multipleOf")) {
+      const Decimal m = decimal_of(schema["multipleOf"], fmt::format("'multipleOf' at {}", where));
+      TANDEM_CHECK_INPUT(!m.negative && !m.is_zero(), "json schema: 'multipleOf' at {} must be positive", where);
+      if (m.is_integer()) {
+        if (m.int_digits != "1") return integer(schema, hint, where);  // a multiple of an integer is one
+        fraction_digits = 0;
+      } else {
+        // 10^-k: at most k fraction digits. Other fractions (0.25, 0.3) are refused.
+        const bool power_of_ten = m.int_digits == "0" && m.frac_digits.back() == '1' &&
+                                  m.frac_digits.find_first_not_of('0') == m.frac_digits.size() - 1;
+        TANDEM_CHECK_INPUT(power_of_ten,
+                           "json schema: number 'multipleOf' {} at {} is not supported (only integers and powers of "
+                           "ten such as 0.01)",
+                           m.text(), where);
+        fraction_digits = m.frac_digits.size();
+      }
+    }
+    if (!min && !max && fraction_digits == kDefaultFractionDigits) return "number";
+    const std::optional<std::string> range = number_range_gbnf(min, max, fraction_digits);
+    TANDEM_CHECK_INPUT(range.has_value(), "json schema: no number satisfies the bounds at {}", where);
+    const std::string name = fresh(hint);
+    add(name, *range);
     return name;
   }
 
@@ -344,7 +461,7 @@ class SchemaCompiler {
     // none has been written yet, rest_i when one has (so the next needs a comma).
     std::vector<std::string> kvs, keys;
     for (const auto& [key, sub] : properties.items()) {
-      kvs.push_back(fmt::format(R"({} ws ":" ws {} ws)", literal(Json(key).dump()),
+      kvs.push_back(fmt::format(R"({} ws ":" ws {} ws)", gbnf_literal(Json(key).dump()),
                                 visit(sub, hint + "-" + key, where + "/properties/" + key)));
       keys.push_back(key);
     }
@@ -392,8 +509,10 @@ class SchemaCompiler {
   JsonGrammarOptions options_;
   std::vector<std::pair<std::string, std::string>> rules_;  // in output order
   std::set<std::string> used_;
+  bool bmp_char_added_ = false;              // the "bmp-char" rule, written by the first length-bounded string
   std::map<std::string, std::string> refs_;  // JSON pointer -> rule name
   std::map<std::string, int> next_suffix_;   // fresh(): base -> next suffix to try
+  std::string extra_rules_;                  // whole rules written by helpers (integer multipleOf)
   bool any_defined_ = false;
   int depth_ = 0;
 };
@@ -411,7 +530,12 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const Json
 
 std::string any_json_gbnf(const JsonGrammarOptions& options) {
   Json empty = Json::object();
-  return SchemaCompiler(empty, options).compile_any();
+  return SchemaCompiler(empty, options).compile_any(false);
+}
+
+std::string any_json_object_gbnf(const JsonGrammarOptions& options) {
+  Json empty = Json::object();
+  return SchemaCompiler(empty, options).compile_any(true);
 }
 
 Grammar json_schema_grammar(const nlohmann::ordered_json& schema, const JsonGrammarOptions& options) {
@@ -423,5 +547,7 @@ Grammar json_schema_grammar(const nlohmann::ordered_json& schema, const JsonGram
 }
 
 Grammar any_json_grammar(const JsonGrammarOptions& options) { return parse_gbnf(any_json_gbnf(options)); }
+
+Grammar any_json_object_grammar(const JsonGrammarOptions& options) { return parse_gbnf(any_json_object_gbnf(options)); }
 
 }  // namespace tandem::grammar

@@ -13,11 +13,15 @@
 // Bounded (grammar_limits.h): the work one operation does building stacks and states (the
 // caller opens an operation with begin_operation(): one mask, one accept), the stacks of one
 // state, and the memory held; past any, the call throws InputError naming the limit. Cached
-// steps cost nothing against the budget.
+// steps cost nothing against the budget. An operation may also be given a stop flag, read
+// every kStopCheckUnits units: once it is set (by another thread: the request was cancelled),
+// the call throws MaskStopped, so abandoned work ends within microseconds.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -27,6 +31,12 @@
 #include "grammar/grammar_limits.h"
 
 namespace tandem::grammar {
+
+// Thrown by an operation whose stop flag was set (StackPool::begin_operation): the work was
+// abandoned, and the pool must not be used again (a throw can leave a half-made node).
+struct MaskStopped : std::exception {
+  const char* what() const noexcept override { return "grammar: mask computation stopped (request ended)"; }
+};
 
 class StackPool {
  public:
@@ -40,8 +50,17 @@ class StackPool {
   // start is too ambiguous), so a sequence is refused before it is admitted.
   explicit StackPool(std::shared_ptr<const Grammar> grammar);
 
-  // Starts a new operation's work budget (kMaxStepWork).
-  void begin_operation() { work_ = 0; }
+  // Between two reads of an operation's stop flag, at most this much work (~10 us).
+  static constexpr uint64_t kStopCheckUnits = 4096;
+
+  // Starts a new operation's work budget (kMaxStepWork). `stop`, when given, is read as the
+  // work goes on (it must outlive the operation); set, the operation throws MaskStopped.
+  void begin_operation(const std::atomic<bool>* stop = nullptr) {
+    work_ = 0;
+    stop_ = stop;
+  }
+  // Whether the current operation's stop flag is set (for callers' own loops).
+  bool stop_requested() const { return stop_ != nullptr && stop_->load(std::memory_order_relaxed); }
 
   // The state at the start of the root rule.
   uint32_t initial_state() const { return initial_; }
@@ -112,8 +131,10 @@ class StackPool {
   int32_t step_slow(uint32_t state, uint8_t byte);
   // Counts `units` of work against the operation's budget; throws past it.
   void charge(uint64_t units) {
+    const uint64_t before = work_;
     work_ += units;
     if (work_ > kMaxStepWork) over_budget();
+    if ((before / kStopCheckUnits) != (work_ / kStopCheckUnits) && stop_requested()) throw MaskStopped();
   }
   [[noreturn]] void over_budget();
   [[noreturn]] void too_many_stacks(size_t n) const;
@@ -147,6 +168,7 @@ class StackPool {
   uint32_t initial_ = 0;
   size_t n_slow_steps_ = 0;
   uint64_t work_ = 0, max_work_ = 0;
+  const std::atomic<bool>* stop_ = nullptr;  // the current operation's stop flag, if any
   uint64_t serial_;
 };
 

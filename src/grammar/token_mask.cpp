@@ -37,12 +37,16 @@ TokenMasker::TokenMasker(std::shared_ptr<const TokenTrie> trie, std::vector<int3
 
 bool TokenMasker::is_end(int32_t id) const { return std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end(); }
 
-bool TokenMasker::fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask) {
+bool TokenMasker::cached(GrammarMatcher& matcher) const {
+  return matcher.pool().serial() == pool_serial_ && cached_.count(matcher.state()) != 0;
+}
+
+bool TokenMasker::fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask, const std::atomic<bool>* stop) {
   const TokenTrie& trie = *trie_;
   const size_t words = mask_words(trie.vocab_size());
   TANDEM_ASSERT(mask.size() == words);
   StackPool& pool = matcher.pool();
-  pool.begin_operation();
+  pool.begin_operation(stop);
   const uint32_t state = matcher.state();
   if (pool.serial() != pool_serial_) {
     pool_serial_ = pool.serial();
@@ -70,7 +74,12 @@ void TokenMasker::walk(StackPool& pool, uint32_t state, std::span<uint32_t> mask
   if (pool.finished(state)) return;
   states_[0] = state;
   const uint32_t n = trie.n_nodes();
+  uint32_t until_check = kStopCheckNodes;
   for (uint32_t node = 1; node < n;) {
+    if (--until_check == 0) {
+      until_check = kStopCheckNodes;
+      if (pool.stop_requested()) throw MaskStopped();
+    }
     const uint32_t d = trie.depth(node);
     const int32_t next = pool.step(states_[d - 1], trie.byte(node));
     if (next == StackPool::kDead) {

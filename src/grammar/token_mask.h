@@ -13,6 +13,7 @@
 // masker per sequence, so the cache serves it; the trie is shared by all.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,7 +44,13 @@ class TokenMasker {
   // vocabulary cannot spell what the grammar needs next): the caller ends the sequence.
   // InputError only past a matching limit (grammar_limits.h: stacks at once, work per call,
   // memory), for a grammar too ambiguous to follow; one call's work is at most kMaxStepWork.
-  bool fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask);
+  // `stop` (optional; another thread sets it when the request ends) is read every
+  // StackPool::kStopCheckUnits units of stack work and every kStopCheckNodes trie nodes: once
+  // set, MaskStopped is thrown and the matcher must not be used again.
+  bool fill_mask(GrammarMatcher& matcher, std::span<uint32_t> mask, const std::atomic<bool>* stop = nullptr);
+  // Whether the mask for the matcher's current state is in the cache: fill_mask is then a
+  // copy of mask_words(vocab_size) words, with no grammar work.
+  bool cached(GrammarMatcher& matcher) const;
 
   // Advances the matcher by token `id` as one step; false (matcher unchanged) when the
   // grammar does not allow it. An end token is allowed iff matcher.can_end(); it is a step
@@ -56,6 +63,8 @@ class TokenMasker {
  private:
   // The trie walk: the allowed tokens from `state` into `mask`.
   void walk(StackPool& pool, uint32_t state, std::span<uint32_t> mask);
+  // Trie nodes walked between two reads of the stop flag (a cached node is a few ns).
+  static constexpr uint32_t kStopCheckNodes = 4096;
 
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> end_ids_;

@@ -90,6 +90,13 @@ std::string Metrics::render(const EngineStats& s, const TransportStats& transpor
   counter("tandem_engine_steps_total", "Engine iterations run", s.steps);
   counter("tandem_spec_drafted_tokens_total", "Speculative decoding: tokens proposed and verified", s.drafted_tokens);
   counter("tandem_spec_accepted_tokens_total", "Speculative decoding: proposed tokens accepted", s.accepted_tokens);
+  counter("tandem_grammar_masks_off_thread_total", "Grammar token masks computed off the engine thread",
+          s.grammar_masks_off_thread);
+  counter("tandem_grammar_masks_stopped_total", "Grammar masks stopped half way because their request ended",
+          s.grammar_masks_stopped);
+  counter("tandem_grammar_samples_awaited_total",
+          "Samples that waited a step or more for their grammar mask (other sequences stepped on)",
+          s.grammar_samples_awaited);
   std::lock_guard lock(mutex_);
   counter("tandem_requests_finished_total", "Requests that ran to a finish reason", requests_ok_);
   counter("tandem_requests_cancelled_total", "Requests cancelled (client gone or shutdown)", requests_cancelled_);

@@ -1,6 +1,7 @@
 // What a request's output must look like, as a grammar for the engine's sampler: OpenAI's
 // response_format (json_object, json_schema), llama-server's `grammar` (GBNF) and top-level
-// `json_schema`, vLLM's guided_json and guided_choice, and a chat request's tool_choice
+// `json_schema`, vLLM's guided_json, guided_choice, guided_regex, guided_grammar and its
+// `structured_outputs` object, and a chat request's tool_choice
 // "required" or named function. And, for those tool choices, reading the constrained output
 // back as tool calls. A request may ask for one of these at most.
 //
@@ -33,8 +34,10 @@ std::shared_ptr<const grammar::Grammar> output_grammar(const RequestJson& body, 
 std::optional<nlohmann::ordered_json> forced_tool_call_schema(const ApiRequest& request);
 
 // A forced reply's text as tool calls, ids drawn from `id_seed`; nullopt when the text is not
-// the JSON the grammar describes (the reply was cut short by max_tokens or a stop string).
+// the JSON the grammar describes (the reply was cut short by max_tokens or a stop string)
+// and holds no complete call. A "required" reply cut after one or more complete calls gives
+// those calls, with `*cut` set (the cut one is dropped).
 std::optional<std::vector<chat::ToolCall>> forced_tool_calls(const ApiRequest& request, const std::string& text,
-                                                             uint64_t id_seed);
+                                                             uint64_t id_seed, bool* cut = nullptr);
 
 }  // namespace tandem::server

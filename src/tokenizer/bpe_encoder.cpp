@@ -74,10 +74,14 @@ void BpeEncoder::encode(std::string_view text, bool starts_sequence, std::vector
   if (vocab_.add_space_prefix && starts_sequence && !text.empty() && text[0] != ' ') {
     // HF ByteLevel's add_prefix_space (RoBERTa-style): the first word looks like any other.
     const std::string prefixed = std::string(" ").append(text);  // not " " + ...: GCC 12 -Wrestrict, bug 105329
-    for (std::string_view piece : pre_tokenizer_.split(prefixed)) encode_piece(piece, ids, checkpoint);
+    pre_tokenizer_.for_each_piece(
+        prefixed, [&](std::string_view piece) { encode_piece(piece, ids, checkpoint); }, checkpoint);
     return;
   }
-  for (std::string_view piece : pre_tokenizer_.split(text)) encode_piece(piece, ids, checkpoint);
+  // Each piece merged as the split settles it: the pieces of megabytes of text are never
+  // all held at once.
+  pre_tokenizer_.for_each_piece(
+      text, [&](std::string_view piece) { encode_piece(piece, ids, checkpoint); }, checkpoint);
 }
 
 void BpeEncoder::encode_piece(std::string_view bytes, std::vector<int32_t>& ids,

@@ -7,6 +7,7 @@
 #include <pcre2.h>
 
 #include <array>
+#include <span>
 #include <utility>
 
 #include "base/error.h"
@@ -168,7 +169,7 @@ struct Segment {
 };
 
 // The pieces `segments` (in order, covering `piece`) make under `behavior`.
-void join_segments(std::string_view piece, const std::vector<Segment>& segments, SplitBehavior behavior,
+void join_segments(std::string_view piece, std::span<const Segment> segments, SplitBehavior behavior,
                    std::vector<std::string_view>& out) {
   auto emit = [&](size_t begin, size_t end) { out.push_back(piece.substr(begin, end - begin)); };
   switch (behavior) {
@@ -215,45 +216,116 @@ void join_segments(std::string_view piece, const std::vector<Segment>& segments,
 
 }  // namespace
 
-std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
-  std::vector<std::string_view> pieces;
-  if (text.empty()) return pieces;
-  pieces.push_back(text);
+namespace {
+
+// Whether join_segments can cut `segments` between a and b (neighbours) without changing the
+// pieces: no behaviour joins across that boundary.
+bool separable(const Segment& a, const Segment& b, SplitBehavior behavior) {
+  switch (behavior) {
+    case SplitBehavior::Isolated:
+    case SplitBehavior::Removed: return true;
+    case SplitBehavior::Contiguous: return a.delimiter != b.delimiter;
+    case SplitBehavior::MergedWithPrevious: return !(b.delimiter && !a.delimiter);
+    case SplitBehavior::MergedWithNext: return !(a.delimiter && !b.delimiter);
+  }
+  return false;
+}
+
+// What split_piece needs of a compiled step.
+struct StepView {
+  const pcre2_code* code;
+  SplitBehavior behavior;
+  bool invert, bytes;
+};
+
+// One step over one piece, its pieces handed to `emit` as they are settled: the segments are
+// joined every kCheckpointPieces of them at a boundary no behaviour joins across, so the
+// memory held is bounded by that, not by the piece (megabytes of one-character pieces made
+// 24 bytes of segment and 16 of piece per byte, held all at once).
+void split_piece(const StepView& compiled, pcre2_match_data* match, std::string_view piece,
+                 const std::function<void(std::string_view)>& emit, const std::function<void()>& count) {
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
   std::vector<Segment> segments;
-  for (const std::unique_ptr<Compiled>& compiled : compiled_) {
-    // Match data per call keeps split() const and safe to run from several threads.
-    pcre2_match_data* match = pcre2_match_data_create_from_pattern(compiled->code, nullptr);
-    TANDEM_ASSERT(match != nullptr);
-    std::vector<std::string_view> next;
-    next.reserve(pieces.size() * 2);
-    for (std::string_view piece : pieces) {
-      const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
-      segments.clear();
-      size_t kept = 0;  // end of what has been segmented so far
-      size_t start = 0;
-      while (start < piece.size()) {
-        const int rc = pcre2_match(compiled->code, subject, piece.size(), start, 0, match, nullptr);
-        if (rc < 0) break;  // PCRE2_ERROR_NOMATCH (or a limit): the rest is one gap
-        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
-        const size_t begin = ovector[0], end = ovector[1];
-        if (end <= begin) {
-          // An empty match splits nothing; step past one character and search on.
-          start = begin + 1;
-          while (!compiled->bytes && start < piece.size() && (static_cast<uint8_t>(piece[start]) & 0xC0) == 0x80) {
-            ++start;
-          }
-          continue;
-        }
-        if (begin > kept) segments.push_back({kept, begin, compiled->invert});
-        segments.push_back({begin, end, !compiled->invert});
-        kept = start = end;
+  std::vector<std::string_view> joined;
+  const auto flush = [&](size_t n) {
+    joined.clear();
+    join_segments(piece, std::span<const Segment>(segments.data(), n), compiled.behavior, joined);
+    segments.erase(segments.begin(), segments.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::string_view p : joined) emit(p);
+  };
+  size_t kept = 0;  // end of what has been segmented so far
+  size_t start = 0;
+  while (start < piece.size()) {
+    count();
+    const int rc = pcre2_match(compiled.code, subject, piece.size(), start, 0, match, nullptr);
+    if (rc < 0) break;  // PCRE2_ERROR_NOMATCH (or a limit): the rest is one gap
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
+    const size_t begin = ovector[0], end = ovector[1];
+    if (end <= begin) {
+      // An empty match splits nothing; step past one character and search on.
+      start = begin + 1;
+      while (!compiled.bytes && start < piece.size() && (static_cast<uint8_t>(piece[start]) & 0xC0) == 0x80) {
+        ++start;
       }
-      if (kept < piece.size()) segments.push_back({kept, piece.size(), compiled->invert});
-      join_segments(piece, segments, compiled->behavior, next);
+      continue;
     }
-    pcre2_match_data_free(match);
+    if (begin > kept) segments.push_back({kept, begin, compiled.invert});
+    segments.push_back({begin, end, !compiled.invert});
+    kept = start = end;
+    if (segments.size() >= PreTokenizer::kCheckpointPieces) {
+      // Up to the last boundary that can be cut (the last segment may still join the next).
+      size_t n = segments.size() - 1;
+      while (n > 0 && !separable(segments[n - 1], segments[n], compiled.behavior)) --n;
+      if (n > 0) flush(n);
+    }
+  }
+  if (kept < piece.size()) segments.push_back({kept, piece.size(), compiled.invert});
+  flush(segments.size());
+}
+
+}  // namespace
+
+void PreTokenizer::for_each_piece(std::string_view text, const std::function<void(std::string_view)>& on_piece,
+                                  const std::function<void()>& checkpoint) const {
+  if (text.empty()) return;
+  if (compiled_.empty()) {
+    on_piece(text);
+    return;
+  }
+  size_t until_checkpoint = kCheckpointPieces;
+  const std::function<void()> count = [&] {
+    if (--until_checkpoint != 0) return;
+    until_checkpoint = kCheckpointPieces;
+    if (checkpoint) checkpoint();
+  };
+  // Steps before the last hold their pieces for the next step; the last step's go straight
+  // to on_piece.
+  std::vector<std::string_view> pieces{text};
+  for (size_t s = 0; s < compiled_.size(); ++s) {
+    const Compiled& compiled = *compiled_[s];
+    // Match data per call keeps this const and safe to run from several threads. Owned, so
+    // that a checkpoint that throws does not leak it.
+    const std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match_data(
+        pcre2_match_data_create_from_pattern(compiled.code, nullptr), pcre2_match_data_free);
+    TANDEM_ASSERT(match_data != nullptr);
+    const bool last = s + 1 == compiled_.size();
+    std::vector<std::string_view> next;
+    const std::function<void(std::string_view)> emit =
+        last ? on_piece : std::function<void(std::string_view)>([&next](std::string_view p) { next.push_back(p); });
+    const StepView view{compiled.code, compiled.behavior, compiled.invert, compiled.bytes};
+    for (std::string_view piece : pieces) {
+      count();
+      split_piece(view, match_data.get(), piece, emit, count);
+    }
     pieces = std::move(next);
   }
+}
+
+std::vector<std::string_view> PreTokenizer::split(std::string_view text,
+                                                  const std::function<void()>& checkpoint) const {
+  std::vector<std::string_view> pieces;
+  for_each_piece(
+      text, [&pieces](std::string_view piece) { pieces.push_back(piece); }, checkpoint);
   return pieces;
 }
 

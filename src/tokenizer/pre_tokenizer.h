@@ -5,6 +5,7 @@
 // Punctuation, Whitespace, WhitespaceSplit, Metaspace's split). Knows nothing about tokens.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,7 +49,16 @@ class PreTokenizer {
   // every piece of the previous one, so anchors and look-aheads stop at piece boundaries.
   // The pieces cover every byte exactly once unless a step removes what it matches.
   // Ill-formed UTF-8 never matches a UTF-8 step and ends up between matches.
-  std::vector<std::string_view> split(std::string_view text) const;
+  // `checkpoint`, if set, is called every kCheckpointPieces pieces made or matches tried
+  // (megabytes of text take a while): throwing from it stops the split there.
+  std::vector<std::string_view> split(std::string_view text, const std::function<void()>& checkpoint = {}) const;
+  static constexpr size_t kCheckpointPieces = 4096;
+  // split() one piece at a time, each handed to `on_piece` as soon as it is settled: the
+  // memory held besides the text is bounded (about kCheckpointPieces segments), not
+  // proportional to it, for a pre-tokenizer of one step (the pieces of a step before the last
+  // are held for the next).
+  void for_each_piece(std::string_view text, const std::function<void(std::string_view)>& on_piece,
+                      const std::function<void()>& checkpoint = {}) const;
 
  private:
   struct Compiled;

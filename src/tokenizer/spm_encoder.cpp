@@ -100,7 +100,9 @@ void SpmEncoder::encode(std::string_view text, bool starts_sequence, std::vector
       normalized += c;
     }
   }
-  for (std::string_view piece : pre_tokenizer_.split(normalized)) encode_piece(piece, ids, checkpoint);
+  // Each piece merged as the split settles it (their views are never all held at once).
+  pre_tokenizer_.for_each_piece(
+      normalized, [&](std::string_view piece) { encode_piece(piece, ids, checkpoint); }, checkpoint);
 }
 
 bool SpmEncoder::spanned(std::string_view normalized, size_t p) const {

@@ -64,7 +64,9 @@ def rand_schema(depth, defs):
 
 
 def ws():
-    return "".join(rng.choice(" \n\t") for _ in range(rng.choice([0, 0, 0, 1, 1, 2, 3])))
+    # What the grammar allows between tokens: nothing, one space, or one or two newlines and
+    # an indentation of spaces and tabs.
+    return rng.choice(["", "", "", " ", " ", "\n", "\n  ", "\n\t", "\n\n    "])
 
 
 def rand_string(s):

@@ -52,7 +52,7 @@ function randomSchema(random) {
   const defs = {};
   let nDefs = 0;
   function value(depth) {
-    const kinds = ['string', 'integer', 'number', 'boolean', 'null', 'enum', 'const', 'format'];
+    const kinds = ['string', 'integer', 'number', 'boolean', 'null', 'enum', 'const', 'format', 'bounded', 'pattern'];
     if (depth < 2) kinds.push('object', 'array', 'anyOf', 'ref');
     switch (pick(kinds)) {
       case 'string': return { type: 'string', maxLength: 1 + Math.floor(random() * 8) };
@@ -63,6 +63,14 @@ function randomSchema(random) {
       case 'enum': return { enum: ['alpha', 'beta', 'gamma', 'delta'].slice(0, 1 + Math.floor(random() * 4)) };
       case 'const': return { const: pick(['fixed', 42, true, null]) };
       case 'format': return { type: 'string', format: pick(['date', 'time', 'date-time', 'uuid']) };
+      case 'bounded': return pick([
+        { type: 'integer', minimum: 0, maximum: 255 },
+        { type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991 },
+        { type: 'integer', exclusiveMinimum: 10, maximum: 99999 },
+        { type: 'number', minimum: -1.5, exclusiveMaximum: 2.25 },
+        { type: 'number', minimum: 0, multipleOf: 0.01 },
+      ]);
+      case 'pattern': return { type: 'string', pattern: pick(['^[A-Z]{3}-\\d{2}$', '^(red|green|blue)$', '^[a-z]{1,8}@[a-z]{1,8}\\.[a-z]{2,3}$', '^\\w{1,5}$']) };
       case 'object': return object(depth + 1);
       case 'array': {
         const max = 1 + Math.floor(random() * 3);
@@ -103,7 +111,7 @@ async function schemas() {
       // The SDK's parse(): it refuses a reply cut at max_tokens and parses the content itself.
       const completion = await client.chat.completions.parse(request);
       const message = completion.choices[0].message;
-      assert.equal(completion.choices[0].finish_reason, 'stop', JSON.stringify(completion));
+      assert.equal(completion.choices[0].finish_reason, 'stop', `${JSON.stringify(completion)}\nschema: ${JSON.stringify(schema)}`);
       assert.ok(message.parsed !== undefined && message.parsed !== null || message.content === 'null', message.content);
       text = message.content;
     } else {
@@ -116,7 +124,7 @@ async function schemas() {
           if (choice.finish_reason) finish = choice.finish_reason;
         }
       }
-      assert.equal(finish, 'stop', text);
+      assert.equal(finish, 'stop', `${text}\nschema: ${JSON.stringify(schema)}`);
     }
     let value;
     try {
@@ -126,19 +134,29 @@ async function schemas() {
     }
     assert.ok(validate(value), `schema ${i}: ${text}\nerrors: ${JSON.stringify(validate.errors)}\nschema: ${JSON.stringify(schema)}`);
   }
-  // json_object: any JSON value.
-  const anyJson = await client.chat.completions.create({
-    model: MODEL, messages: [{ role: 'user', content: 'JSON please' }], max_tokens: 1500, seed: 3,
-    response_format: { type: 'json_object' },
-  });
-  if (anyJson.choices[0].finish_reason === 'stop') JSON.parse(anyJson.choices[0].message.content);
+  // json_object: a JSON object (never a bare number or string).
+  for (const seed of [3, 4, 5]) {
+    const anyJson = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'JSON please' }], max_tokens: 1500, seed,
+      response_format: { type: 'json_object' },
+    });
+    if (anyJson.choices[0].finish_reason !== 'stop') continue;
+    const value = JSON.parse(anyJson.choices[0].message.content);
+    assert.ok(typeof value === 'object' && value !== null && !Array.isArray(value), anyJson.choices[0].message.content);
+  }
   // Refusals name the problem.
   await assert.rejects(
     client.chat.completions.create({
       model: MODEL, messages: [{ role: 'user', content: 'x' }],
-      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 1 } } },
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', not: { const: 1 } } } },
     }),
-    (e) => e.status === 400 && /minimum/.test(e.message));
+    (e) => e.status === 400 && /'not'/.test(e.message));
+  await assert.rejects(
+    client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'x' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a)\\1' } } },
+    }),
+    (e) => e.status === 400 && /backreferences/.test(e.message));
   await assert.rejects(
     client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], response_format: { type: 'nonsense' } }),
     (e) => e.status === 400 && /nonsense/.test(e.message));
@@ -268,7 +286,90 @@ async function toolCalls() {
   assert.equal(free.choices[0].finish_reason, 'length');
 }
 
-const parts = { schemas, tools: toolCalls };
+// zod schemas through the SDK's own helpers (openai/helpers/zod), with zod 3 and zod 4: .int()
+// (zod 4 writes the safe integer range), .min()/.max(), .regex(), .email() (zod 4 writes a
+// pattern beside the format), .array().min(1).max(3). parse() runs zod on the reply; Ajv with
+// ajv-formats checks it against the JSON Schema the SDK sent.
+async function zodSchemas() {
+  const { zodResponseFormat, zodFunction } = requireFromNpm('openai/helpers/zod');
+  const addFormats = requireFromNpm('ajv-formats').default ?? requireFromNpm('ajv-formats');
+  const strictAjv = new Ajv({ strict: false });
+  addFormats(strictAjv);
+  for (const [tag, z] of [['zod3', requireFromNpm('zod').z], ['zod4', requireFromNpm('zod/v4')]]) {
+    const Person = z.object({
+      name: z.string().min(1).max(40),
+      age: z.number().int().min(0).max(150),
+      code: z.string().regex(/^[A-Z]{3}-\d{2}$/),
+      email: z.string().email(),
+      tags: z.array(z.string().max(10)).min(1).max(3),
+      count: z.number().int(),
+    });
+    const format = zodResponseFormat(Person, 'person');
+    const validate = strictAjv.compile(format.json_schema.schema);
+    for (const seed of [1, 2, 3]) {
+      const completion = await client.chat.completions.parse({
+        model: MODEL, messages: [{ role: 'user', content: 'Describe a person.' }], max_tokens: 3000, seed,
+        temperature: 1.0, response_format: format,
+      });
+      const message = completion.choices[0].message;
+      assert.equal(completion.choices[0].finish_reason, 'stop', `${tag}: ${JSON.stringify(completion)}`);
+      assert.ok(message.parsed, `${tag}: zod refused ${message.content}`);
+      assert.ok(validate(JSON.parse(message.content)), `${tag}: ${message.content}: ${JSON.stringify(validate.errors)}`);
+    }
+    // The same schema as a forced tool's parameters (zodFunction), arguments parsed by zod.
+    const tool = zodFunction({ name: 'save_person', parameters: Person });
+    const validateArgs = strictAjv.compile(tool.function.parameters);
+    const called = await client.chat.completions.parse({
+      model: MODEL, messages: [{ role: 'user', content: 'Save a person.' }], max_tokens: 3000, seed: 7,
+      tools: [tool], tool_choice: { type: 'function', function: { name: 'save_person' } },
+    });
+    const call = called.choices[0].message.tool_calls[0];
+    assert.ok(call.function.parsed_arguments, `${tag}: ${JSON.stringify(called)}`);
+    assert.ok(validateArgs(JSON.parse(call.function.arguments)), `${tag}: ${call.function.arguments}`);
+  }
+  // vLLM's fields through the SDK (it passes unknown body fields on): guided_regex,
+  // structured_outputs, on completions and chat.
+  const regex = await client.completions.create({ model: MODEL, prompt: 'Code:', max_tokens: 50, guided_regex: '[A-Z]{3}-\\d{2}' });
+  assert.match(regex.choices[0].text, /^[A-Z]{3}-\d{2}$/);
+  const choice = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Pick.' }], max_tokens: 10,
+    structured_outputs: { choice: ['red', 'green', 'blue'] },
+  });
+  assert.ok(['red', 'green', 'blue'].includes(choice.choices[0].message.content), choice.choices[0].message.content);
+  const json = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Count.' }], max_tokens: 100,
+    structured_outputs: { json: { type: 'integer', minimum: 10, maximum: 99 } },
+  });
+  const n = JSON.parse(json.choices[0].message.content);
+  assert.ok(Number.isInteger(n) && n >= 10 && n <= 99, json.choices[0].message.content);
+}
+
+// A forced "required" reply cut by max_tokens: the complete calls before the cut are returned.
+async function cutToolCalls() {
+  const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  let sawCut = false;
+  for (let seed = 1; seed <= 20 && !sawCut; seed++) {
+    const full = await client.chat.completions.create({ model: MODEL, messages, tools, tool_choice: 'required', seed, temperature: 1.0, max_tokens: 1500 });
+    const calls = full.choices[0].message.tool_calls;
+    if (calls.length < 2) continue;
+    // The same seeded request stopped a few tokens before its end (inside the last call, once
+    // the tokens after its closing brace are cut too): the calls before it survive.
+    const usage = full.usage.completion_tokens;
+    const strip = (cs) => cs.map((c) => ({ name: c.function.name, arguments: c.function.arguments }));
+    for (let k = 1; k <= 12 && !sawCut; k++) {
+      const cut = await client.chat.completions.create({ model: MODEL, messages, tools, tool_choice: 'required', seed, temperature: 1.0, max_tokens: usage - k });
+      assert.equal(cut.choices[0].finish_reason, 'length');
+      const kept = cut.choices[0].message.tool_calls ?? [];
+      assert.ok(kept.length >= 1, JSON.stringify(cut));
+      assert.deepEqual(strip(kept), strip(calls.slice(0, kept.length)));
+      for (const call of kept) checkCall(call);
+      sawCut = kept.length < calls.length;
+    }
+  }
+  assert.ok(sawCut, 'no seed gave two or more calls to cut');
+}
+
+const parts = { schemas, tools: toolCalls, zod: zodSchemas, cut: cutToolCalls };
 try {
   await parts[args.part]();
   console.log(`${args.part}: ok`);

@@ -5,6 +5,9 @@
 // syntax, and the response / stream JSON that carries them.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "grammar/matcher.h"
@@ -50,11 +53,16 @@ const std::string kWeatherTools = R"(,"tools":[
   {"type":"function","function":{"name":"get_time","parameters":{"type":"object",
     "properties":{"zone":{"type":"string"}},"required":["zone"],"additionalProperties":false}}}])";
 
-TEST(StructuredOutput, ResponseFormatJsonObjectAcceptsAnyJsonOnly) {
+TEST(StructuredOutput, ResponseFormatJsonObjectAcceptsAnObjectOnly) {
   const ApiRequest r = chat(R"(,"response_format":{"type":"json_object"})");
   EXPECT_TRUE(grammar_accepts(r, R"({"a": [1, 2.5, "x", null, true]})"));
   EXPECT_FALSE(grammar_accepts(r, "hello"));
   EXPECT_FALSE(grammar_accepts(r, R"({"a": )"));
+  // "a valid JSON object": a bare number, string or array is not one (LangChain's jsonMode
+  // parses the reply as an object).
+  EXPECT_FALSE(grammar_accepts(r, "42"));
+  EXPECT_FALSE(grammar_accepts(r, R"("text")"));
+  EXPECT_FALSE(grammar_accepts(r, "[1]"));
   EXPECT_FALSE(chat(R"(,"response_format":{"type":"text"})").params.grammar);
   EXPECT_FALSE(chat("").params.grammar);
 }
@@ -82,14 +90,119 @@ TEST(StructuredOutput, GbnfJsonSchemaGuidedJsonAndGuidedChoice) {
   // The completions endpoint takes them too.
   const ApiRequest completion =
       parse_request(Endpoint::Completions, R"({"prompt":"x","response_format":{"type":"json_object"}})", 16);
-  EXPECT_TRUE(grammar_accepts(completion, "[]"));
+  EXPECT_TRUE(grammar_accepts(completion, "{}"));
+  EXPECT_FALSE(grammar_accepts(completion, "[]"));
+}
+
+TEST(StructuredOutput, GuidedRegexAndGuidedGrammar) {
+  for (Endpoint endpoint : {Endpoint::Chat, Endpoint::Completions}) {
+    const std::string head =
+        endpoint == Endpoint::Chat ? R"({"messages":[{"role":"user","content":"hi"}])" : R"({"prompt":"hi")";
+    const ApiRequest regex = parse_request(endpoint, head + R"(,"guided_regex":"[A-Z]{2}-\\d{3}"})", 16);
+    EXPECT_TRUE(grammar_accepts(regex, "AB-123"));
+    EXPECT_FALSE(grammar_accepts(regex, "AB-1234"));
+    EXPECT_FALSE(grammar_accepts(regex, "xAB-123")) << "guided_regex is a whole match";
+    const ApiRequest gbnf = parse_request(endpoint, head + R"(,"guided_grammar":"root ::= \"yes\" | \"no\""})", 16);
+    EXPECT_TRUE(grammar_accepts(gbnf, "no"));
+    EXPECT_FALSE(grammar_accepts(gbnf, "maybe"));
+  }
+  EXPECT_NE(
+      rejection(R"({"messages":[{"role":"user","content":"hi"}],"guided_regex":"(a)\\1"})").find("backreferences"),
+      std::string::npos);
+  EXPECT_NE(rejection(R"({"messages":[{"role":"user","content":"hi"}],"guided_regex":"a{0,100000}"})")
+                .find("kMaxRepetitionCount"),
+            std::string::npos);
+  EXPECT_NE(rejection(R"({"messages":[{"role":"user","content":"hi"}],"guided_regex":""})").find("guided_regex"),
+            std::string::npos);
+  EXPECT_NE(rejection(R"({"messages":[{"role":"user","content":"hi"}],"guided_grammar":"root ::= x"})")
+                .find("guided_grammar"),
+            std::string::npos);
+  EXPECT_NE(rejection(R"({"messages":[{"role":"user","content":"hi"}],"guided_regex":"a","guided_choice":["a"]})")
+                .find("both"),
+            std::string::npos);
+}
+
+TEST(StructuredOutput, VllmStructuredOutputsObject) {
+  EXPECT_TRUE(
+      grammar_accepts(chat(R"(,"structured_outputs":{"json":{"type":"integer","minimum":1,"maximum":9}})"), "7"));
+  EXPECT_FALSE(
+      grammar_accepts(chat(R"(,"structured_outputs":{"json":{"type":"integer","minimum":1,"maximum":9}})"), "10"));
+  EXPECT_TRUE(grammar_accepts(chat(R"(,"structured_outputs":{"json":"{\"type\":\"boolean\"}"})"), "false"));
+  EXPECT_TRUE(grammar_accepts(chat(R"(,"structured_outputs":{"regex":"\\d+"})"), "123"));
+  EXPECT_FALSE(grammar_accepts(chat(R"(,"structured_outputs":{"regex":"\\d+"})"), "12a"));
+  EXPECT_TRUE(grammar_accepts(chat(R"(,"structured_outputs":{"choice":["red","green"]})"), "green"));
+  EXPECT_FALSE(grammar_accepts(chat(R"(,"structured_outputs":{"choice":["red","green"]})"), "blue"));
+  EXPECT_TRUE(grammar_accepts(chat(R"(,"structured_outputs":{"grammar":"root ::= [a-c]+"})"), "abc"));
+  EXPECT_TRUE(grammar_accepts(chat(R"(,"structured_outputs":{"json_object":true})"), R"({"k": 1})"));
+  EXPECT_FALSE(grammar_accepts(chat(R"(,"structured_outputs":{"json_object":true})"), "1"));
+  // disable_any_whitespace: JSON without whitespace between tokens.
+  const ApiRequest tight = chat(R"(,"structured_outputs":{"json":{"type":"array"},"disable_any_whitespace":true})");
+  EXPECT_TRUE(grammar_accepts(tight, "[1,2]"));
+  EXPECT_FALSE(grammar_accepts(tight, "[1, 2]"));
+  EXPECT_TRUE(grammar_accepts(
+      parse_request(Endpoint::Completions, R"({"prompt":"x","structured_outputs":{"choice":["a"]}})", 16), "a"));
+  const std::string head = R"({"messages":[{"role":"user","content":"hi"}],"structured_outputs":)";
+  EXPECT_NE(rejection(head + R"({"json":{},"regex":"a"}})").find("sets both"), std::string::npos);
+  EXPECT_NE(rejection(head + R"({}})").find("must set one of"), std::string::npos);
+  EXPECT_NE(rejection(head + R"({"structural_tag":"x"}})").find("structured_outputs.structural_tag"),
+            std::string::npos);
+  EXPECT_NE(rejection(head + R"x({"regex":"(?=a)"}})x").find("lookahead"), std::string::npos);
+  EXPECT_NE(rejection(head + R"("json"})").find("'structured_outputs' must be an object"), std::string::npos);
+  EXPECT_NE(rejection(head + R"({"choice":["a"]},"grammar":"root ::= \"a\""})").find("both"), std::string::npos);
+}
+
+// The request bodies real clients send for one zod schema (.int(), .min(), .max(), .regex(),
+// .email(), .array().min(1).max(3)), captured by fixtures/capture_client_schemas.mjs: each is
+// accepted, and its grammar takes a valid reply and refuses replies that break one keyword.
+TEST(StructuredOutput, SchemasRealClientsSendAreFollowed) {
+  const std::filesystem::path path = std::filesystem::path(__FILE__).parent_path() / "fixtures" / "client_schemas.json";
+  std::ifstream file(path);
+  ASSERT_TRUE(file) << "missing fixture " << path;
+  std::stringstream text;
+  text << file.rdbuf();
+  const json fixture = json::parse(text.str());
+  ASSERT_GE(fixture["requests"].size(), 8u);
+  const json valid = {{"name", "Ann"},      {"age", 30},
+                      {"code", "ABC-12"},   {"email", "ann@example.com"},
+                      {"tags", {"x", "y"}}, {"count", -9007199254740991}};
+  auto with = [&](const char* key, const json& value) {
+    json v = valid;
+    v[key] = value;
+    return v.dump();
+  };
+  for (const auto& [name, body] : fixture["requests"].items()) {
+    SCOPED_TRACE(name);
+    json request = body;
+    request["messages"] = json::array({{{"role", "user"}, {"content", "hi"}}});
+    ApiRequest r;
+    try {
+      r = parse_request(Endpoint::Chat, request.dump(), 16);
+    } catch (const ApiError& e) {
+      ADD_FAILURE() << "refused: " << e.what();
+      continue;
+    }
+    // Named tool choice (LangChain's functionCalling): the arguments object is the reply.
+    EXPECT_TRUE(grammar_accepts(r, valid.dump()));
+    EXPECT_TRUE(grammar_accepts(r, with("age", 150)));
+    EXPECT_TRUE(grammar_accepts(r, with("tags", {"a", "b", "c"})));
+    EXPECT_FALSE(grammar_accepts(r, with("age", 151)));
+    EXPECT_FALSE(grammar_accepts(r, with("age", -1)));
+    EXPECT_FALSE(grammar_accepts(r, with("age", 3.5)));
+    EXPECT_FALSE(grammar_accepts(r, with("name", "")));
+    EXPECT_FALSE(grammar_accepts(r, with("code", "abc-12")));
+    EXPECT_FALSE(grammar_accepts(r, with("code", "ABC-123")));
+    EXPECT_FALSE(grammar_accepts(r, with("email", "not an email")));
+    EXPECT_FALSE(grammar_accepts(r, with("tags", json::array())));
+    EXPECT_FALSE(grammar_accepts(r, with("tags", {"a", "b", "c", "d"})));
+    EXPECT_FALSE(grammar_accepts(r, with("tags", {"eleven chars"})));
+  }
 }
 
 TEST(StructuredOutput, UnusableConstraintsAre400sNamingTheProblem) {
-  const std::string minimum = rejection(R"({"messages":[{"role":"user","content":"hi"}],"response_format":
-    {"type":"json_schema","json_schema":{"name":"p","schema":{"type":"integer","minimum":3}}}})");
-  EXPECT_NE(minimum.find("minimum"), std::string::npos) << minimum;
-  EXPECT_NE(minimum.find("response_format"), std::string::npos) << minimum;
+  const std::string unsupported = rejection(R"({"messages":[{"role":"user","content":"hi"}],"response_format":
+    {"type":"json_schema","json_schema":{"name":"p","schema":{"type":"integer","not":{"const":3}}}}})");
+  EXPECT_NE(unsupported.find("'not'"), std::string::npos) << unsupported;
+  EXPECT_NE(unsupported.find("response_format"), std::string::npos) << unsupported;
   EXPECT_NE(
       rejection(R"({"messages":[{"role":"user","content":"hi"}],"grammar":"root ::= undefined-rule"})").find("grammar"),
       std::string::npos);
@@ -127,6 +240,19 @@ TEST(StructuredOutput, ToolChoiceRequiredForcesAnArrayOfKnownCalls) {
   EXPECT_NE((*calls)[0].id, (*calls)[1].id);
   EXPECT_EQ((*calls)[0].id.rfind("call_", 0), 0u);
   EXPECT_FALSE(forced_tool_calls(r, R"([{"name": "get_time", "param)", 7)) << "cut short: no call";
+  // Cut by max_tokens after complete calls: those are still returned, the cut one dropped.
+  bool cut = false;
+  const auto kept = forced_tool_calls(
+      r, R"([{"name": "get_weather", "parameters": {"city": "Paris, \"}{", "unit": "c"}}, {"name": "get_time", "param)",
+      7, &cut);
+  ASSERT_TRUE(kept);
+  EXPECT_TRUE(cut);
+  ASSERT_EQ(kept->size(), 1u);
+  EXPECT_EQ((*kept)[0].name, "get_weather");
+  EXPECT_EQ(json::parse((*kept)[0].arguments), json::parse(R"({"city": "Paris, \"}{", "unit": "c"})"));
+  cut = true;
+  EXPECT_EQ(forced_tool_calls(r, two, 7, &cut)->size(), 2u);
+  EXPECT_FALSE(cut);
 
   const ApiRequest single = chat(R"(,"tool_choice":"required","parallel_tool_calls":false)" + kWeatherTools);
   EXPECT_FALSE(grammar_accepts(single, two));
@@ -176,6 +302,29 @@ TEST(ChatReplyShaper, ForcedCallsStreamAtTheEndAndMatchTheWholeReading) {
   ASSERT_EQ(reply.tool_calls.size(), 1u);
   EXPECT_EQ(reply.tool_calls[0].id, call["id"]);
   EXPECT_TRUE(reply.content.empty());
+}
+
+// max_tokens cut a forced "required" reply inside its second call: the first is a call (the
+// AI SDK's ToolChoiceViolationError and LangChain's empty tool_calls came from losing it).
+TEST(ChatReplyShaper, ForcedCallsCutShortKeepTheCompleteOnes) {
+  const ApiRequest r = chat(R"(,"tool_choice":"required")" + kWeatherTools);
+  const std::string text = R"([{"name": "get_time", "parameters": {"zone": "CET"}}, {"name": "get_weather", "par)";
+  ChatReplyShaper streamed(r, {}, 5);
+  EXPECT_TRUE(streamed.feed(text).empty());
+  const std::vector<json> deltas = streamed.finish();
+  ASSERT_EQ(deltas.size(), 1u);
+  EXPECT_EQ(deltas[0]["tool_calls"][0]["function"]["name"], "get_time");
+  EXPECT_TRUE(streamed.called_tools());
+  ASSERT_EQ(streamed.errors().size(), 1u);
+  EXPECT_NE(streamed.errors()[0].find("did not complete"), std::string::npos);
+
+  ChatReplyShaper whole(r, {}, 5);
+  const ChatReply reply = whole.whole(text);
+  ASSERT_EQ(reply.tool_calls.size(), 1u);
+  EXPECT_TRUE(reply.content.empty());
+  // Nothing complete: the text is returned as content, as before.
+  ChatReplyShaper none(r, {}, 5);
+  EXPECT_EQ(none.whole(R"([{"name": "get_ti)").content, R"([{"name": "get_ti)");
 }
 
 TEST(ChatReplyShaper, AutoReadsTheTemplatesOwnCallSyntaxAndReasoning) {

@@ -45,6 +45,22 @@ std::string cjk_text(size_t bytes, uint32_t seed) {
   return text;
 }
 
+// Letters and punctuation in turn ("a.q,z!..."): under GPT-2's split every byte is a piece
+// of its own, so pieces and regex segments held for the whole text cost 40+ bytes a byte.
+std::string one_byte_pieces(size_t bytes, uint32_t seed) {
+  static const char letters[] = "abcdefghijklmnopqrstuvwxyz";
+  static const char marks[] = ".,;:!?-";
+  std::mt19937 rng(seed);
+  std::string text;
+  text.reserve(bytes + 2);
+  while (text.size() < bytes) {
+    text += letters[rng() % 26];
+    text += marks[rng() % 7];
+  }
+  text.resize(bytes);
+  return text;
+}
+
 double encode_seconds(const Tokenizer& tokenizer, const std::string& text) {
   double best = 1e9;
   for (int run = 0; run < 2; ++run) {
@@ -110,6 +126,15 @@ TEST(LongText, OneHugeBpeWordIsLinearAndBounded) {
   TANDEM_REQUIRE_SHARED(testing::kGpt2Gguf);
   const Tokenizer tokenizer = testing::gguf_tokenizer(testing::kGpt2Gguf);
   expect_linear_and_bounded(tokenizer, "GPT-2 byte-level BPE, one word of letters", spaceless_text);
+}
+
+// Megabytes of one-byte pieces: the pre-tokenizer hands each piece to the merges as it is
+// settled (pre_tokenizer.h), so what is held is the ids, not every piece and segment of the
+// text at once (an 8 MB /tokenize of them peaked at +352 MB before).
+TEST(LongText, BpeOneBytePiecesAreLinearAndBounded) {
+  TANDEM_REQUIRE_SHARED(testing::kGpt2Gguf);
+  const Tokenizer tokenizer = testing::gguf_tokenizer(testing::kGpt2Gguf);
+  expect_linear_and_bounded(tokenizer, "GPT-2 byte-level BPE, letters and punctuation in turn", one_byte_pieces);
 }
 
 // Text without spaces is cut at character boundaries no piece spans where there are some

@@ -4,6 +4,7 @@
 // definitions, full coverage of any bytes, and clear errors for unknown names and broken
 // patterns. No ../shared needed: llama.cpp ships no vectors for these splits.
 #include <random>
+#include <stdexcept>
 
 #include "base/error.h"
 #include "io/gguf_file.h"
@@ -122,6 +123,95 @@ TEST(PreTokenizer, SplitBehaviours) {
   // Unicode punctuation and Rust's ASCII punctuation count; currency outside ASCII does not.
   EXPECT_EQ(split_steps({hf_punctuation(SplitBehavior::Isolated, false)}, "a\xC2\xABz\xC2\xBB 5\xE2\x82\xAC"),
             (Pieces{"a", "\xC2\xAB", "z", "\xC2\xBB", " 5\xE2\x82\xAC"}));
+}
+
+// Long text is split as it is matched, its pieces settled every kCheckpointPieces segments at
+// a boundary no behaviour joins across (pre_tokenizer.h: the memory stays bounded). The
+// pieces must be those of joining all the segments at once, as HF defines the behaviours:
+// checked against that definition, written out here, on random text with tens of thousands
+// of segments, for every behaviour, with and without invert.
+TEST(PreTokenizer, LongTextGivesThePiecesOfOneWholeJoin) {
+  std::mt19937 rng(5);
+  const std::vector<std::string> parts = {"Hi", "!", ",", " ", "(", "x", ")", "!!", "ab"};
+  std::string text;
+  while (text.size() < 200000) text += parts[rng() % parts.size()];
+  const auto is_match = [](char c) { return c == '!' || c == ',' || c == '(' || c == ')'; };
+  for (const bool invert : {false, true}) {
+    // The segments of the regex [!,()] (one character a match): matches, and the runs between.
+    std::vector<std::pair<std::string, bool>> segments;  // text, acted on by the behaviour
+    for (size_t i = 0; i < text.size();) {
+      size_t j = i + 1;
+      if (!is_match(text[i]))
+        while (j < text.size() && !is_match(text[j])) ++j;
+      segments.emplace_back(text.substr(i, j - i), is_match(text[i]) != invert);
+      i = j;
+    }
+    for (const SplitBehavior behavior : {SplitBehavior::Isolated, SplitBehavior::Removed, SplitBehavior::Contiguous,
+                                         SplitBehavior::MergedWithPrevious, SplitBehavior::MergedWithNext}) {
+      Pieces expected;
+      bool previous_delimiter = true, joined_previous = false;
+      for (size_t k = 0; k < segments.size(); ++k) {
+        const auto& [piece, delimiter] = segments[k];
+        switch (behavior) {
+          case SplitBehavior::Isolated: expected.push_back(piece); break;
+          case SplitBehavior::Removed:
+            if (!delimiter) expected.push_back(piece);
+            break;
+          case SplitBehavior::Contiguous:
+            if (k > 0 && delimiter == previous_delimiter) {
+              expected.back() += piece;
+            } else {
+              expected.push_back(piece);
+            }
+            break;
+          case SplitBehavior::MergedWithPrevious:
+            if (delimiter && k > 0 && !previous_delimiter) {
+              expected.back() += piece;
+            } else {
+              expected.push_back(piece);
+            }
+            break;
+          case SplitBehavior::MergedWithNext:
+            if (joined_previous) {
+              expected.back() += piece;
+              joined_previous = false;
+            } else {
+              expected.push_back(piece);
+              joined_previous = delimiter && k + 1 < segments.size() && !segments[k + 1].second;
+            }
+            break;
+        }
+        previous_delimiter = delimiter;
+      }
+      const Pieces got = split_steps({PreSplit("[!,()]", behavior, invert)}, text);
+      EXPECT_EQ(got.size(), expected.size()) << "behaviour " << static_cast<int>(behavior) << ", invert " << invert;
+      EXPECT_TRUE(got == expected) << "behaviour " << static_cast<int>(behavior) << ", invert " << invert;
+    }
+  }
+}
+
+// A checkpoint is called as a long split goes (every kCheckpointPieces pieces or matches):
+// throwing from it leaves the split there, before the text is all matched.
+TEST(PreTokenizer, ACheckpointThatThrowsStopsALongSplit) {
+  const PreTokenizer pre_tokenizer(pre_tokenizer_regexes("gpt-2"));
+  std::string text;
+  while (text.size() < (1u << 20)) text += "a.";
+  size_t calls = 0, pieces = 0;
+  EXPECT_THROW(pre_tokenizer.for_each_piece(
+                   text, [&](std::string_view) { ++pieces; },
+                   [&] {
+                     if (++calls == 3) throw std::runtime_error("stop");
+                   }),
+               std::runtime_error);
+  EXPECT_EQ(calls, 3u);
+  EXPECT_LT(pieces, 4 * PreTokenizer::kCheckpointPieces) << "the split went on past the checkpoint";
+  // Without a throw it covers the text: a checkpoint every kCheckpointPieces pieces or matches.
+  calls = 0;
+  pieces = 0;
+  pre_tokenizer.for_each_piece(
+      text, [&](std::string_view) { ++pieces; }, [&] { ++calls; });
+  EXPECT_EQ(pieces, text.size());
+  EXPECT_GE(calls, text.size() / PreTokenizer::kCheckpointPieces);
 }
 
 TEST(PreTokenizer, HfDigits) {
