@@ -84,14 +84,17 @@ ChatReply ChatReplyShaper::whole(const std::string& text) {
   ChatReply reply;
   switch (mode_) {
     case Mode::kPassThrough: reply.content = text; break;
-    case Mode::kForced:
-      if (std::optional<std::vector<chat::ToolCall>> calls = forced_tool_calls(request_, text, id_seed_)) {
+    case Mode::kForced: {
+      bool cut = false;
+      if (std::optional<std::vector<chat::ToolCall>> calls = forced_tool_calls(request_, text, id_seed_, &cut)) {
         reply.tool_calls = std::move(*calls);
+        if (cut) errors_.push_back("the last forced tool call did not complete; returned the complete ones");
       } else {
         reply.content = text;  // cut short: the client sees what was written
         errors_.push_back("the forced tool call did not complete; returned as content");
       }
       break;
+    }
     case Mode::kParsed: {
       chat::ParsedReply parsed = chat::parse_reply(syntax_, text, id_seed_);
       reply.content = std::move(parsed.content);

@@ -32,6 +32,13 @@ json piece_json(const Tokenizer& tokenizer, int32_t id) {
 
 std::string tokenize_response(std::string_view body_text, const Tokenizer& tokenizer,
                               const std::function<bool()>& abandoned) {
+  // Megabytes of text take seconds: the client leaving, or the server stopping, ends the
+  // work between the parts the encoder splits and merges (each bounded, text_encoder.h), and
+  // every kCheckpointIds ids of the answer as it is written.
+  const EncodeCheckpoint checkpoint = [&abandoned] {
+    if (abandoned && abandoned()) throw BodyAbandoned();
+  };
+  constexpr size_t kCheckpointIds = size_t{1} << 16;
   std::vector<int32_t> ids;
   {  // the body (the text twice: as sent, and parsed) is not needed past the encoding
     const RequestJson body = parse_json_object(body_text, {}, abandoned);
@@ -40,12 +47,7 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
     if (!content->is_string()) bad(fmt::format("'content' must be a string, not {}", shown(*content)));
     const bool add_special = bool_field(body, "add_special", false);
     const bool parse_special = bool_field(body, "parse_special", false);
-    if (abandoned && abandoned()) throw BodyAbandoned();
-    // Megabytes of text take seconds: the client leaving, or the server stopping, ends the
-    // work between the parts the encoder merges (each bounded, text_encoder.h).
-    const EncodeCheckpoint checkpoint = [&abandoned] {
-      if (abandoned && abandoned()) throw BodyAbandoned();
-    };
+    checkpoint();
     ids = tokenizer.encode(content->get_ref<const std::string&>(), add_special && tokenizer.vocab().add_bos,
                            parse_special, checkpoint);
     if (!bool_field(body, "with_pieces", false)) {
@@ -55,8 +57,10 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
       std::string out;
       out.reserve(size);
       out = R"({"tokens":[)";
-      for (size_t i = 0; i < ids.size(); ++i)
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i % kCheckpointIds == 0) checkpoint();
         fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : ",", ids[i]);
+      }
       out += "]}";
       return out;
     }
@@ -65,7 +69,9 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
   // ids), which also sizes the answer before it is written.
   std::unordered_map<int32_t, std::string> pieces;
   size_t size = 16;
-  for (const int32_t id : ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % kCheckpointIds == 0) checkpoint();
+    const int32_t id = ids[i];
     auto [it, fresh] = pieces.try_emplace(id);
     if (fresh) it->second = piece_json(tokenizer, id).dump();
     size += fmt::formatted_size(R"(,{{"id":{},"piece":}})", id) + it->second.size();
@@ -74,6 +80,7 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
   out.reserve(size);
   out = R"({"tokens":[)";
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i % kCheckpointIds == 0) checkpoint();
     fmt::format_to(std::back_inserter(out), R"({}{{"id":{},"piece":)", i == 0 ? "" : ",", ids[i]);
     out += pieces.at(ids[i]);
     out += '}';

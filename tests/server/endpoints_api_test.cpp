@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "server/cors.h"
+#include "server/json_body.h"
 #include "server/model_names.h"
 #include "server/openai_protocol.h"
 #include "server/props.h"
@@ -53,6 +54,34 @@ std::string rejection(Call call, int status = 400) {
 }
 
 bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+// A long /tokenize asks whether its client is still there as it goes (issue 33): while the
+// text is encoded, and also while the answer is written, every 65536 ids of it — with pieces
+// twice (sizing the answer, then writing it) — so a client that leaves, or the server
+// stopping, ends the work there too.
+TEST(TokenizeApi, LongAnswersAskForTheirClientAsTheyAreWritten) {
+  const Tokenizer tokenizer = small_tokenizer();
+  std::string text;
+  for (int i = 0; i < 200000; ++i) text += "hi ";
+  const std::string plain = json{{"content", text}}.dump();
+  const std::string with_pieces = json{{"content", text}, {"with_pieces", true}}.dump();
+  const auto calls_for = [&](const std::string& body) {
+    int64_t calls = 0;
+    tokenize_response(body, tokenizer, [&calls] {
+      ++calls;
+      return false;
+    });
+    return calls;
+  };
+  const auto n_ids = static_cast<int64_t>(tokenize_json(plain, tokenizer)["tokens"].size());
+  ASSERT_GT(n_ids, 3 * 65536);
+  const int64_t plain_calls = calls_for(plain), pieces_calls = calls_for(with_pieces);
+  EXPECT_GE(pieces_calls - plain_calls, n_ids / 65536)
+      << plain_calls << " calls without pieces, " << pieces_calls << " with, for " << n_ids << " ids";
+  // The last of them, after the text is encoded, stops the answer.
+  int64_t calls = 0;
+  EXPECT_THROW(tokenize_response(with_pieces, tokenizer, [&] { return ++calls == pieces_calls; }), BodyAbandoned);
+}
 
 TEST(TokenizeApi, TokenizeAndDetokenizeRoundTrip) {
   const Tokenizer tokenizer = small_tokenizer();

@@ -1,8 +1,9 @@
-// Completions and chat completions on one connection (see session.h): the body is parsed
-// and tokenized on the worker pool, admitted against --parallel + --max-queue, submitted to
-// the engine, and answered from its events — one JSON body, or SSE chunks (chunked in
-// HTTP/1.1, close-delimited in HTTP/1.0). Stream headers wait for the first event, so a
-// request the engine refuses before admission (shutdown) still gets a proper 503.
+// Completions, chat completions and responses on one connection (see session.h): the body
+// is parsed (by the endpoint's GenerationFormat, generation_format.h) and tokenized on the
+// worker pool, admitted against --parallel + --max-queue, submitted to the engine, and
+// answered from its events — one JSON body, or SSE chunks (chunked in HTTP/1.1,
+// close-delimited in HTTP/1.0). Stream headers wait for the first event, so a request the
+// engine refuses before admission (shutdown) still gets a proper 503.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,6 +22,7 @@
 #include "server/chat_reply.h"
 #include "server/chat_request.h"
 #include "server/http/event_stream.h"
+#include "server/http/generation_format.h"
 #include "server/http/session.h"
 #include "server/http/worker_job.h"
 #include "server/json_body.h"
@@ -55,14 +57,13 @@ void check_prompt_bytes(const Tokenizer& tokenizer, std::string_view text, int64
                                text.size(), at_least, context_length));
 }
 
-PreparedRequest prepare(const ServerState& state, const GenerationService& engine, Endpoint endpoint,
+PreparedRequest prepare(const ServerState& state, const GenerationService& engine, GenerationFormat& format,
                         const std::string& body, const std::function<bool()>& abandoned) {
   PreparedRequest prepared;
   try {
-    // Chat has no natural length: by default it may run to the end of the context.
-    const int64_t default_max_tokens = endpoint == Endpoint::Chat ? engine.context_length() : 16;
-    prepared.api = parse_request(endpoint, body, default_max_tokens, state.config.speculation, abandoned);
+    prepared.api = format.parse(body, engine.context_length(), abandoned);
     const ApiRequest& api = prepared.api;
+    const Endpoint endpoint = api.endpoint;
     if (state.config.verbose && !api.ignored_fields.empty()) {
       std::string names;
       for (const std::string& name : api.ignored_fields) names += (names.empty() ? "'" : ", '") + name + "'";
@@ -76,6 +77,11 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
                                  engine.max_seqs()));
     const Tokenizer& tokenizer = engine.tokenizer();
     const bool bos = tokenizer.vocab().add_bos;
+    // A prompt of many megabytes (a long context's worth) takes seconds to encode: the client
+    // leaving, or the server stopping, ends it between the encoder's bounded parts.
+    const EncodeCheckpoint checkpoint = [&abandoned] {
+      if (abandoned()) throw BodyAbandoned();
+    };
     if (endpoint == Endpoint::Chat) {
       // Control tokens are matched only in the template's own text, never in what a client wrote
       // (content, tool calls and results, names, tool definitions).
@@ -85,14 +91,14 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
       const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer, options);
       check_prompt_bytes(tokenizer, chat.text, engine.context_length());
       if (abandoned()) throw BodyAbandoned();
-      prepared.prompt =
-          tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text), chat.special_spans);
+      prepared.prompt = tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text),
+                                         chat.special_spans, checkpoint);
     } else if (!api.prompt_ids.empty()) {
       prepared.prompt = api.prompt_ids;
     } else {
       check_prompt_bytes(tokenizer, api.prompt, engine.context_length());
       if (abandoned()) throw BodyAbandoned();
-      prepared.prompt = tokenizer.encode(api.prompt, bos);
+      prepared.prompt = tokenizer.encode(api.prompt, bos, /*parse_special=*/false, checkpoint);
     }
     if (api.echo) prepared.echo_text = api.prompt_ids.empty() ? api.prompt : tokenizer.decode(api.prompt_ids);
   } catch (...) {
@@ -121,9 +127,68 @@ int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// /v1/completions and /v1/chat/completions: OpenAI's shapes (openai_protocol.h).
+class OpenAIFormat final : public GenerationFormat {
+ public:
+  OpenAIFormat(Endpoint endpoint, const SpeculationParams& speculation)
+      : endpoint_(endpoint), speculation_(speculation) {}
+
+  ApiRequest parse(const std::string& body, int64_t context_length, const std::function<bool()>& abandoned) override {
+    // Chat has no natural length: by default it may run to the end of the context.
+    const int64_t default_max_tokens = endpoint_ == Endpoint::Chat ? context_length : 16;
+    ApiRequest api = parse_request(endpoint_, body, default_max_tokens, speculation_, abandoned);
+    include_usage_ = api.include_usage;
+    return api;
+  }
+  std::string response_id(uint64_t serial) const override {
+    return fmt::format("{}-{}", endpoint_ == Endpoint::Chat ? "chatcmpl" : "cmpl", serial);
+  }
+  std::string whole(const ResponseMeta& meta, const std::vector<Completion>& choices) override {
+    return dump_json(response_json(meta, choices));
+  }
+  std::string stream_event(const ResponseMeta& meta, const RequestEvent& event,
+                           const std::vector<nlohmann::json>& deltas, bool first, bool called_tools,
+                           int32_t index) override {
+    return sse_choice_event(meta, event, deltas, first, called_tools, index);
+  }
+  std::string stream_error(const ResponseMeta&, const RequestEvent& event) override {
+    // An SSE error object, as OpenAI's clients read one.
+    const bool from_request = event.error_from_request;
+    const nlohmann::json error = {{"error",
+                                   {{"message", event.error},
+                                    {"type", from_request ? "invalid_request_error" : "server_error"},
+                                    {"code", from_request ? 400 : 503}}}};
+    return "data: " + error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  }
+  std::string stream_end(const ResponseMeta& meta, const std::vector<Completion>& choices) override {
+    nlohmann::json usage = nullptr;
+    if (include_usage_) {
+      int64_t completion_tokens = 0, drafted = 0, accepted = 0;
+      for (const Completion& choice : choices) {
+        completion_tokens += choice.completion_tokens;
+        drafted += choice.drafted_tokens;
+        accepted += choice.accepted_tokens;
+      }
+      const Completion& first = choices.front();
+      usage = usage_json(first.prompt_tokens, completion_tokens, first.cached_tokens, drafted, accepted);
+    }
+    return sse_stream_end(meta, usage);
+  }
+
+ private:
+  const Endpoint endpoint_;
+  const SpeculationParams speculation_;
+  bool include_usage_ = false;
+};
+
 }  // namespace
 
 asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest request, bool keep_alive) {
+  OpenAIFormat format(endpoint, state_.config.speculation);
+  co_return co_await serve_generation(format, std::move(request), keep_alive);
+}
+
+asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRequest request, bool keep_alive) {
   const unsigned version = request.version();
   GenerationService* engine = state_.engine.load();
   if (engine == nullptr) {
@@ -133,7 +198,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   }
 
   const PreparedRequest prepared = co_await on_worker([&](const std::function<bool()>& abandoned) {
-    return prepare(state_, *engine, endpoint, request.body(), abandoned);
+    return prepare(state_, *engine, format, request.body(), abandoned);
   });
   if (prepared.refusal.abandoned) co_return co_await answer_abandoned(version);
   if (prepared.refusal.refused())
@@ -157,6 +222,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
   }
 
   const ApiRequest& api = prepared.api;
+  const Endpoint endpoint = api.endpoint;
   const int32_t n = api.n;
   if (counters.in_engine.load() + n > capacity) {
     counters.metrics.count(TransportEvent::Shed);
@@ -209,7 +275,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
 
   ResponseMeta meta;
   meta.endpoint = endpoint;
-  meta.id = fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", state_.next_response_id++);
+  meta.id = format.response_id(state_.next_response_id++);
   meta.created = unix_seconds();
   meta.model = state_.model_id;
   meta.logprobs = api.logprobs;
@@ -338,7 +404,7 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       HttpResponse response{http::status::ok, version};
       response.set(http::field::content_type, "application/json");
       response.keep_alive(keep_alive);
-      response.body() = dump_json(response_json(meta, completions));
+      response.body() = format.whole(meta, completions);
       co_return co_await send(std::move(response));
     }
 
@@ -362,24 +428,18 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
           for (nlohmann::json& delta : choice.shaper->finish()) deltas.push_back(std::move(delta));
           log_reply_errors(state_, *choice.shaper);
         }
-        chunks += sse_choice_event(meta, event, deltas, choice.first, choice.shaper->called_tools(), index);
+        chunks += format.stream_event(meta, event, deltas, choice.first, choice.shaper->called_tools(), index);
       } else {
         std::vector<nlohmann::json> deltas;
         if (!event.text.empty()) deltas.push_back({{"content", event.text}});
-        chunks += sse_choice_event(meta, event, deltas, choice.first, false, index);
+        chunks += format.stream_event(meta, event, deltas, choice.first, false, index);
       }
       choice.first = false;
-      if (event.finished && event.finish_reason == FinishReason::Error && !event.error.empty()) {
-        // A worker process failed under it (503), or its grammar passed a limit (400): an SSE
-        // error object, as OpenAI's clients read one.
-        const bool from_request = event.error_from_request;
-        const nlohmann::json error = {{"error",
-                                       {{"message", event.error},
-                                        {"type", from_request ? "invalid_request_error" : "server_error"},
-                                        {"code", from_request ? 400 : 503}}}};
-        chunks += "data: " + error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
-      }
+      // A worker process failed under it (503), or its grammar passed a limit (400).
+      if (event.finished && event.finish_reason == FinishReason::Error && !event.error.empty())
+        chunks += format.stream_error(meta, event);
       if (event.finished) {
+        choice.completion.finish_reason = event.finish_reason;
         choice.completion.prompt_tokens = event.prompt_tokens;
         choice.completion.completion_tokens = event.completion_tokens;
         choice.completion.cached_tokens = event.cached_tokens;
@@ -388,18 +448,9 @@ asio::awaitable<bool> Session::serve_generation(Endpoint endpoint, HttpRequest r
       }
     }
     if (finished) {
-      nlohmann::json usage = nullptr;
-      if (api.include_usage) {
-        int64_t completion_tokens = 0, drafted = 0, accepted = 0;
-        for (const Choice& choice : choices) {
-          completion_tokens += choice.completion.completion_tokens;
-          drafted += choice.completion.drafted_tokens;
-          accepted += choice.completion.accepted_tokens;
-        }
-        const Completion& first = choices.front().completion;
-        usage = usage_json(first.prompt_tokens, completion_tokens, first.cached_tokens, drafted, accepted);
-      }
-      chunks += sse_stream_end(meta, usage);
+      std::vector<Completion> totals;
+      for (const Choice& choice : choices) totals.push_back(choice.completion);
+      chunks += format.stream_end(meta, totals);
     }
     beast::error_code ec;
     if (!headers_sent) {

@@ -142,6 +142,8 @@ void HttpServer::attach(GenerationService* engine, ServedModel model, chat::Chat
   impl_->state.tool_call_syntax = chat_renderer.jinja_template.empty()
                                       ? chat::default_tool_call_syntax(chat::ToolCallFormat::kHermes)
                                       : chat::detect_tool_call_syntax(chat_renderer.jinja_template);
+  if (impl_->state.config.tool_call_format)
+    impl_->state.tool_call_syntax.format = *impl_->state.config.tool_call_format;
   impl_->state.chat_renderer = std::move(chat_renderer);
   impl_->state.engine.store(engine);  // publishes the model's names, path and chat_renderer to the I/O thread
 }

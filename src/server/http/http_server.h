@@ -9,10 +9,12 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "chat/chat_renderer.h"
+#include "chat/tool_call_parser.h"
 #include "engine/engine.h"
 #include "server/cors.h"
 #include "server/request_log.h"
@@ -41,6 +43,13 @@ struct ServerConfig {
   // a request's chat_template_kwargs override them key by key.
   nlohmann::ordered_json chat_template_kwargs = nullptr;
   Pooling pooling = Pooling::Mean;  // --pooling: how /v1/embeddings pools a prompt's hidden states
+  // /v1/responses keeps stored responses (for previous_response_id) in memory, at most this
+  // many (--max-stored-responses; 0: none) and this many bytes; the oldest go first.
+  size_t max_stored_responses = 1024;
+  size_t max_stored_response_bytes = size_t{64} << 20;
+  // --tool-call-parser: how replies' tool calls are read, in place of the format the chat
+  // template shows its model (detect_tool_call_syntax); unset: the template's.
+  std::optional<chat::ToolCallFormat> tool_call_format;
 };
 
 // The model as the API names it.

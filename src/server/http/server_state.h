@@ -21,6 +21,7 @@
 #include "server/http/http_server.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
+#include "server/responses_store.h"
 
 namespace tandem::server {
 
@@ -39,6 +40,8 @@ struct ServerState {
   explicit ServerState(ServerConfig config) : config(std::move(config)) {}
 
   const ServerConfig config;
+  // /v1/responses' stored responses (previous_response_id), bounded by the config.
+  ResponsesStore responses{config.max_stored_responses, config.max_stored_response_bytes};
   std::atomic<GenerationService*> engine{nullptr};  // stored last by attach(): publishes the four below
   std::string model_id;                             // model_names[0]: what responses carry
   std::vector<std::string> model_names;             // what a request's `model` may be

@@ -57,10 +57,14 @@ enum class Route {
   ApplyTemplate,
   Completions,
   Chat,
+  Responses,
+  StoredResponse,  // /v1/responses/{id}: GET, DELETE
   Embeddings,
   WebPage,  // the chat page's files: /, /chat.css, /chat.js
   NotFound
 };
+
+constexpr std::string_view kStoredResponsePrefix = "/v1/responses/";
 
 Route route_of(std::string_view target) {
   target = target.substr(0, target.find('?'));
@@ -74,18 +78,23 @@ Route route_of(std::string_view target) {
   if (target == "/apply-template") return Route::ApplyTemplate;
   if (target == "/v1/completions") return Route::Completions;
   if (target == "/v1/chat/completions") return Route::Chat;
+  if (target == "/v1/responses") return Route::Responses;
+  if (target.size() > kStoredResponsePrefix.size() && target.starts_with(kStoredResponsePrefix))
+    return Route::StoredResponse;
   if (target == "/v1/embeddings") return Route::Embeddings;
   if (find_web_asset(target) != nullptr) return Route::WebPage;
   return Route::NotFound;
 }
 
 bool is_post(Route route) {
-  return route == Route::Completions || route == Route::Chat || route == Route::Tokenize ||
+  return route == Route::Completions || route == Route::Chat || route == Route::Responses || route == Route::Tokenize ||
          route == Route::Detokenize || route == Route::ApplyTemplate || route == Route::Embeddings;
 }
 
 bool method_allowed(Route route, http::verb method) {
   if (is_post(route)) return method == http::verb::post;
+  if (route == Route::StoredResponse)
+    return method == http::verb::get || method == http::verb::head || method == http::verb::delete_;
   switch (route) {
     case Route::NotFound: return true;  // answered 404 whatever the method
     default: return method == http::verb::get || method == http::verb::head;
@@ -502,6 +511,8 @@ asio::awaitable<bool> Session::serve_one() {
       co_return co_await serve_text_utility(TextUtility::ApplyTemplate, std::move(request), keep_alive);
     case Route::Completions: co_return co_await serve_generation(Endpoint::Completions, std::move(request), keep_alive);
     case Route::Chat: co_return co_await serve_generation(Endpoint::Chat, std::move(request), keep_alive);
+    case Route::Responses: co_return co_await serve_responses(std::move(request), keep_alive);
+    case Route::StoredResponse: co_return co_await send(stored_response(request, keep_alive));
     case Route::Embeddings: co_return co_await serve_embeddings(std::move(request), keep_alive);
     case Route::WebPage: {
       const WebAsset* asset = find_web_asset(request.target());

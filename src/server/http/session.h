@@ -25,6 +25,8 @@
 
 namespace tandem::server {
 
+class GenerationFormat;
+
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using HttpRequest = http::request<http::string_body>;
@@ -54,6 +56,12 @@ class Session {
   // Reads and answers one request; false when the connection must close.
   boost::asio::awaitable<bool> serve_one();
   boost::asio::awaitable<bool> serve_generation(Endpoint endpoint, HttpRequest request, bool keep_alive);
+  // Any generating endpoint, its protocol given by `format` (generation_format.h).
+  boost::asio::awaitable<bool> serve_generation(GenerationFormat& format, HttpRequest request, bool keep_alive);
+  // /v1/responses (responses.cpp): OpenAI's Responses API over the chat path.
+  boost::asio::awaitable<bool> serve_responses(HttpRequest request, bool keep_alive);
+  // GET /v1/responses/{id} (the stored response object) and DELETE (forgets it): responses.cpp.
+  HttpResponse stored_response(const HttpRequest& request, bool keep_alive) const;
   // /tokenize, /detokenize, /apply-template (text_utilities.cpp): the body is read on the
   // worker pool, as a prompt is.
   boost::asio::awaitable<bool> serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive);
