@@ -14,6 +14,7 @@ TandemError with the library's message. No build step: it loads libtandem.so (se
 
 import ctypes
 import json
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, List, Optional, Sequence, Union
@@ -21,7 +22,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Union
 from . import _native
 from ._native import lib
 
-__all__ = ["Model", "Stream", "Result", "Usage", "Timings", "TandemError", "__version__"]
+__all__ = ["Model", "Stream", "Result", "Usage", "Timings", "TandemError", "ArgumentError", "__version__"]
 
 __version__ = lib.tandem_version().decode()
 
@@ -30,9 +31,43 @@ class TandemError(Exception):
     """Bad input (a missing file, an over-long prompt, a bad option); the message says which."""
 
 
+class ArgumentError(TandemError, ValueError):
+    """An argument out of its range (temperature=-1, top_p=5): a ValueError naming it, raised
+    before the library is called (and a TandemError, as the library's own refusal was)."""
+
+
 def _check(status: int) -> None:
     if status != _native.OK:
         raise TandemError(lib.tandem_last_error().decode("utf-8", "replace"))
+
+
+def _check_number(name: str, value, low: float, high: float, *, integer: bool = False,
+                  low_open: bool = False) -> None:
+    """ValueError naming the argument when `value` is not a number in [low, high] ((low, high]
+    with low_open), or not an integer where one is needed: caught here, before the library."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ArgumentError(f"{name} must be {'an integer' if integer else 'a number'}, not {value!r}")
+    if not math.isfinite(value) or value < low or value > high or (low_open and value == low):
+        bounds = f"{'above' if low_open else 'at least'} {low}" + ("" if math.isinf(high) else f" and at most {high}")
+        raise ArgumentError(f"{name} must be {bounds}, not {value!r}")
+
+
+def _check_generate_options(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n,
+                            presence_penalty, frequency_penalty, seed, draft_max) -> None:
+    """The sampling arguments' ranges, as the server's request fields have them (OpenAI's)."""
+    _check_number("max_tokens", max_tokens, 0, math.inf, integer=True)
+    _check_number("temperature", temperature, 0.0, math.inf)
+    _check_number("top_k", top_k, 0, math.inf, integer=True)
+    _check_number("top_p", top_p, 0.0, 1.0)
+    _check_number("min_p", min_p, 0.0, 1.0)
+    _check_number("repetition_penalty", repetition_penalty, 0.0, math.inf, low_open=True)
+    _check_number("repeat_last_n", repeat_last_n, -1, math.inf, integer=True)
+    _check_number("presence_penalty", presence_penalty, -2.0, 2.0)
+    _check_number("frequency_penalty", frequency_penalty, -2.0, 2.0)
+    if seed is not None:
+        _check_number("seed", seed, 0, 2**64 - 1, integer=True)
+    _check_number("draft_max", draft_max, 0, math.inf, integer=True)
 
 
 @dataclass(frozen=True)
@@ -263,11 +298,14 @@ class Model:
         speculative decoding (same output, fewer forward passes when the text repeats);
         speculative="draft": the engine's draft_model proposes (same output distribution).
         grammar (llama.cpp GBNF) or json_schema (a dict or JSON text; {} for any JSON)
-        constrain the output: only tokens they allow are sampled."""
+        constrain the output: only tokens they allow are sampled. An argument out of its
+        range (temperature below 0, top_p or min_p outside 0..1, ...) raises ValueError naming it."""
         kinds = {"none": _native.SPECULATION_NONE, "ngram": _native.SPECULATION_NGRAM,
                  "draft": _native.SPECULATION_DRAFT}
         if speculative not in kinds:
             raise ValueError(f"speculative must be one of {sorted(kinds)}, not {speculative!r}")
+        _check_generate_options(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n,
+                                presence_penalty, frequency_penalty, seed, draft_max)
         ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         stop_strings = [s.encode() for s in (stop or [])]
         stop_array = (ctypes.c_char_p * max(1, len(stop_strings)))(*stop_strings)

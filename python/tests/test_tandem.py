@@ -1,6 +1,7 @@
 """The Python binding end to end, against the libtandem.so named by TANDEM_LIBRARY (CTest sets
 it to the one just built): llama2.c's greedy references, streaming, chat, tokenization,
-threads on one model, cancellation, usage and timings, and errors as TandemError."""
+threads on one model, cancellation, usage and timings, errors as TandemError, and out-of-range
+arguments as ValueError naming them."""
 
 import json
 import os
@@ -194,6 +195,22 @@ class TandemTest(unittest.TestCase):
         self.assertIn("head_dim", str(caught.exception))
         with self.assertRaises(ValueError):
             tandem.Model(str(MODEL), kv_type_v="q5_0")
+
+    def test_out_of_range_arguments_raise_value_error_naming_them(self):
+        bad = [("temperature", -1), ("top_p", 5), ("top_p", -0.1), ("min_p", 2), ("top_k", -3),
+               ("temperature", float("nan")), ("repetition_penalty", 0), ("presence_penalty", 3),
+               ("frequency_penalty", -2.5), ("max_tokens", -1), ("max_tokens", 1.5), ("seed", -1),
+               ("draft_max", -1), ("temperature", "hot")]
+        for name, value in bad:
+            with self.subTest(name=name, value=value):
+                with self.assertRaises(ValueError) as caught:
+                    self.model.generate("The dream", **{"max_tokens": 4, "temperature": 0, name: value})
+                self.assertIn(name, str(caught.exception))
+                with self.assertRaises(ValueError):
+                    self.model.chat([{"role": "user", "content": "hi"}], **{"max_tokens": 4, name: value})
+        # The edges are allowed.
+        edges = self.model.generate("The dream", max_tokens=2, temperature=0, top_p=1, min_p=0, top_k=0, seed=0)
+        self.assertEqual(len(edges.tokens), 2)
 
     def test_llama2c_checkpoint_with_its_tokenizer(self):
         checkpoint = SHARED / "models" / "aidreams260K" / "model.bin"

@@ -13,6 +13,7 @@
 #include "api/engine_state.h"
 #include "cli/chat_input.h"
 #include "cli/commands.h"
+#include "cli/compat_options.h"
 #include "cli/device_options.h"
 #include "cli/interrupt.h"
 #include "cli/kv_type_options.h"
@@ -201,7 +202,8 @@ void add_chat_command(CLI::App& app) {
   command->add_option("-n,--n-predict", options->max_tokens,
                       "Tokens per answer at most (default: to the context's end)");
   add_sampling_options(command, &options->sampling, &options->seed);
-  command->add_option("-c,--ctx", options->context_length, "Context in tokens (default and most: the model's)")
+  command
+      ->add_option("-c,--ctx,--ctx-size", options->context_length, "Context in tokens (default and most: the model's)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("-t,--threads", options->threads, "Threads (default: all cores)");
   add_kv_type_options(command, &options->kv_types);
@@ -209,7 +211,15 @@ void add_chat_command(CLI::App& app) {
                     "Print each turn's whole rendered prompt (the conversation so far) on stderr");
   auto device = std::make_shared<std::string>("auto");
   add_device_option(command, device.get());
-  command->callback([options, device] { chat(*options, engine_device_forward(*device)); });
+  auto compat = std::make_shared<CompatFlags>();
+  add_compat_options(command, compat.get(), CompatScope::kGenerate);
+  command->callback([options, device, compat, command] {
+    apply_compat_flags(*compat, *command, &options->kv_types, &options->chat_template, device.get());
+    DeviceForwardFactory device_forward = engine_device_forward(*device);
+    for (const std::string& note : compat_notes(*compat, device_forward != nullptr))
+      std::fprintf(stderr, "tandem chat: note: %s\n", note.c_str());
+    chat(*options, device_forward);
+  });
 }
 
 }  // namespace tandem::cli

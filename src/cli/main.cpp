@@ -8,6 +8,7 @@
 #include "base/build_info.h"
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/foreign_flags.h"
 #include "cli/llama_flag_aliases.h"
 #include "tandem/tandem.h"
 
@@ -26,12 +27,17 @@ int main(int argc, char** argv) {
   tandem::cli::add_serve_command(app);
   tandem::cli::add_chat_template_command(app);
   tandem::cli::add_convert_command(app);
+  // llama.cpp's -ngl, -fa, -ctk, -ctv, -np, -ub, -cb, -sys, which CLI11 cannot declare, as our
+  // long names; what was typed is kept for the errors.
+  const tandem::cli::RewrittenArgs args = tandem::cli::rewrite_llama_flags(argc, argv);
   try {
-    // llama.cpp's -ctk, -ctv, -np, -sys, which CLI11 cannot declare, as our long names.
-    const std::vector<std::string> args = tandem::cli::rewrite_llama_flags(argc, argv);
+    tandem::cli::refuse_foreign_flags(app, args);  // llama.cpp's and vLLM's flags Tandem does not take
     std::vector<const char*> arg_pointers;
-    for (const std::string& arg : args) arg_pointers.push_back(arg.c_str());
-    app.parse(argc, arg_pointers.data());
+    for (const std::string& arg : args.args) arg_pointers.push_back(arg.c_str());
+    app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
+  } catch (const CLI::ExtrasError&) {
+    std::fprintf(stderr, "tandem: error: %s\n", tandem::cli::unexpected_arguments_message(app, args).c_str());
+    return 1;
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   } catch (const tandem::InputError& error) {

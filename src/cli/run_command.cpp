@@ -15,6 +15,7 @@
 #include "api/engine_state.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/compat_options.h"
 #include "cli/device_options.h"
 #include "cli/grammar_options.h"
 #include "cli/kv_type_options.h"
@@ -220,7 +221,8 @@ void add_run_command(CLI::App& app) {
   command->add_flag("--special", options->parse_special,
                     "Control-token text in the prompt (<|endoftext|>, <s>) becomes the control token (default: plain "
                     "text)");
-  command->add_option("-c,--ctx", options->context_length, "Context in tokens (default and most: the model's)")
+  command
+      ->add_option("-c,--ctx,--ctx-size", options->context_length, "Context in tokens (default and most: the model's)")
       ->check(CLI::NonNegativeNumber);
   add_byte_size_option(command, "--kv-memory", &options->kv_memory_bytes,
                        "KV cache memory (default: one full context)");
@@ -252,9 +254,17 @@ void add_run_command(CLI::App& app) {
   command->add_option("--trace", options->trace_path, "Write a Chrome trace (Perfetto) of the run to FILE");
   auto device = std::make_shared<std::string>("auto");
   add_device_option(command, device.get());
-  command->callback([options, device] {
+  auto compat = std::make_shared<CompatFlags>();
+  add_compat_options(command, compat.get(), CompatScope::kGenerate);
+  command->callback([options, device, compat, command] {
+    apply_compat_flags(*compat, *command, &options->kv_types, &options->chat_template, device.get());
     // A draft model has its own forward pass and KV cache, the CPU's.
-    run(*options, engine_device_forward(*device, options->draft_model_path.empty() ? "" : "--draft-model"));
+    DeviceForwardFactory device_forward =
+        engine_device_forward(*device, options->draft_model_path.empty() ? "" : "--draft-model");
+    if (!options->quiet)
+      for (const std::string& note : compat_notes(*compat, device_forward != nullptr))
+        std::fprintf(stderr, "tandem run: note: %s\n", note.c_str());
+    run(*options, device_forward);
   });
 }
 

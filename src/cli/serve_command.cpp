@@ -17,6 +17,7 @@
 #include "chat/model_chat_renderer.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/compat_options.h"
 #include "cli/device_options.h"
 #include "cli/kv_type_options.h"
 #include "cli/serve_options.h"
@@ -144,7 +145,9 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
 void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   CLI::App* command = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
-  command->add_option("-m,--model", options->model_path, "Model file (.gguf or llama2.c model.bin)")->required();
+  command->add_option("-m,--model", options->model_path, "Model file (.gguf or llama2.c model.bin)");
+  auto positional_model = std::make_shared<std::string>();
+  command->add_option("MODEL", *positional_model, "The model file, as vLLM's `vllm serve MODEL` takes it (or -m)");
   command->add_option("-z,--tokenizer", options->tokenizer_path, "Tokenizer for llama2.c models (tokenizer.bin)");
   command->add_option("--host", options->http.host, "Address to bind")->capture_default_str();
   command->add_option("--port", options->http.port, "Port (0: any free port)")
@@ -152,23 +155,26 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   command->add_option("--api-key", options->http.api_key,
                       "Require 'Authorization: Bearer KEY' on every path but /health");
-  command->add_option("--parallel", options->engine.max_seqs, "Sequences decoded together (also -np)")
+  command->add_option("--parallel,--max-num-seqs", options->engine.max_seqs, "Sequences decoded together (also -np)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   command
-      ->add_option("-c,--ctx", options->engine.context_length, "Context per sequence (default and most: the model's)")
+      ->add_option("-c,--ctx,--ctx-size,--max-model-len", options->engine.context_length,
+                   "Context per sequence (default and most: the model's)")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--max-batch-tokens", options->engine.max_batch_tokens, "Tokens per engine step (prefill chunks)")
+  command
+      ->add_option("--max-batch-tokens,--max-num-batched-tokens", options->engine.max_batch_tokens,
+                   "Tokens per engine step (prefill chunks; also -b, -ub)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   add_byte_size_option(command, "--kv-memory", &options->engine.kv_memory_bytes,
                        "KV cache memory (default: --parallel full contexts)");
-  command->add_option("--kv-block", options->engine.block_size, "Tokens per KV block")
+  command->add_option("--kv-block,--block-size", options->engine.block_size, "Tokens per KV block")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   add_kv_type_options(command, &options->kv_types);
   command
-      ->add_option("--served-model-name,--alias", options->served_model_names,
+      ->add_option("-a,--served-model-name,--alias", options->served_model_names,
                    "Names requests may give as `model` (NAME NAME..., NAME,NAME or repeated); the first is the id "
                    "/v1/models lists (default: the model file's name)")
       ->expected(1, -1);
@@ -266,6 +272,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   command
+      ->add_option("--max-stored-responses", options->http.max_stored_responses,
+                   "Responses /v1/responses keeps in memory for previous_response_id (0: none); the oldest go first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  command
       ->add_option("--read-timeout", options->http.read_timeout_s,
                    "Seconds a request's head and body may take to arrive")
       ->capture_default_str()
@@ -285,13 +296,29 @@ void add_serve_command(CLI::App& app) {
       ->default_str(std::to_string(options->http.max_body_bytes));
   auto device = std::make_shared<std::string>("auto");
   add_device_option(command, device.get());
-  command->callback([options, device] {
+  auto compat = std::make_shared<CompatFlags>();
+  add_compat_options(command, compat.get(), CompatScope::kServe);
+  command->callback([options, device, compat, positional_model, command] {
+    TANDEM_CHECK_INPUT(options->model_path.empty() || positional_model->empty(),
+                       "give the model once: -m PATH or PATH, not both");
+    if (options->model_path.empty()) options->model_path = *positional_model;
+    TANDEM_CHECK_INPUT(!options->model_path.empty(),
+                       "give a model: tandem serve -m PATH (or tandem serve PATH, as vllm serve takes it)");
+    apply_compat_flags(*compat, *command, &options->kv_types, &options->chat_template, device.get());
+    if (const std::optional<int64_t> tokens = compat_batch_tokens(*compat, *command))
+      options->engine.max_batch_tokens = *tokens;
+    options->http.tool_call_format = compat_tool_call_format(*compat);
     // What runs on the CPU only: other processes' forward passes and KV caches, a draft model's.
     const std::string cpu_only = !options->workers.empty()            ? "--workers"
                                  : options->pipeline_stages > 0       ? "--pipeline"
                                  : !options->draft_model_path.empty() ? "--draft-model"
                                                                       : "";
-    serve(*options, engine_device_forward(*device, cpu_only));
+    DeviceForwardFactory device_forward = engine_device_forward(*device, cpu_only);
+    for (const std::string& note : compat_notes(*compat, device_forward != nullptr)) say(*options, note);
+    if (options->http.tool_call_format)
+      say(*options, fmt::format("tool calls read as {} (--tool-call-parser)",
+                                chat::tool_call_format_name(*options->http.tool_call_format)));
+    serve(*options, device_forward);
   });
 }
 
