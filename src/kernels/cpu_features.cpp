@@ -35,7 +35,7 @@ namespace {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
-  bool amx_tile = false, amx_int8 = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
 };
 
 CpuFeatures read_cpu_features() {
@@ -68,6 +68,7 @@ CpuFeatures read_cpu_features() {
   if (os_amx) {
     f.amx_tile = (edx >> 24) & 1;
     f.amx_int8 = (edx >> 25) & 1;
+    f.amx_bf16 = (edx >> 22) & 1;
   }
   if (os_avx512 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) f.avx512bf16 = (eax >> 5) & 1;
 #endif
@@ -117,6 +118,8 @@ Isa active_isa() {
   return isa;
 }
 
+bool cpu_has_amx_bf16() { return amx_tiles_usable() && cpu_features().amx_bf16 && cpu_has_avx512_bf16(); }
+
 bool cpu_has_avx512_bf16() { return cpu_features().avx512bf16 && cpu_features().avx512f && cpu_features().avx512bw; }
 
 std::string cpu_feature_summary() {
@@ -135,6 +138,7 @@ std::string cpu_feature_summary() {
   add("avx512bf16", f.avx512bf16);
   add("amx-tile", f.amx_tile);
   add("amx-int8", f.amx_int8);
+  add("amx-bf16", f.amx_bf16);
   return fmt::format("kernels: {} (best available: {}); cpu features: {}", isa_name(active_isa()),
                      isa_name(detect_isa()), features.empty() ? "none detected" : features);
 }

@@ -17,6 +17,9 @@ Isa detect_isa();
 Isa active_isa();
 // Whether the CPU (and OS) has AVX512_BF16 (vdpbf16ps), for the bf16 attention kernel.
 bool cpu_has_avx512_bf16();
+// Whether AMX tiles are usable and have AMX-BF16 (tdpbf16ps), for the tiled bf16 attention
+// kernel of the AMX level (kernels/amx/attention_amx.cpp).
+bool cpu_has_amx_bf16();
 // A one-line description of the CPU's relevant features, for `tandem info --cpu`.
 std::string cpu_feature_summary();
 

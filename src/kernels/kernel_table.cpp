@@ -69,7 +69,8 @@ const KernelTable& kernel_table(Isa isa, AttentionArithmetic arithmetic) {
   auto& table = tables[static_cast<size_t>(static_cast<int>(isa) - static_cast<int>(Isa::Avx512))]
                       [static_cast<size_t>(static_cast<int>(arithmetic) - static_cast<int>(AttentionArithmetic::Bf16))];
   if (table == nullptr)
-    table = std::make_unique<KernelTable>(avx512::with_bf16_attention(kernel_table(isa), arithmetic));
+    table = std::make_unique<KernelTable>(isa == Isa::Amx ? amx::with_bf16_attention(kernel_table(isa), arithmetic)
+                                                          : avx512::with_bf16_attention(kernel_table(isa), arithmetic));
   return *table;
 }
 

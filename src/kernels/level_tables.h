@@ -25,6 +25,9 @@ WeightPacker packer();
 }  // namespace avx512
 namespace amx {
 const KernelTable& level_table();
+// With bf16 attention: Bf16 on the tile kernels (kernels/amx/attention_amx.cpp) when the CPU
+// has AMX-BF16; Bf16Values (scores in f32), or no AMX-BF16, as avx512::with_bf16_attention.
+KernelTable with_bf16_attention(const KernelTable& level, AttentionArithmetic arithmetic);
 }  // namespace amx
 
 }  // namespace tandem

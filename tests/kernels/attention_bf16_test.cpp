@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -25,6 +26,7 @@
 
 #include "base/half.h"
 #include "base/quant.h"
+#include "kernels/amx/attention_amx.h"
 #include "kernels/attention.h"
 #include "kernels/avx512/avx512_kernels.h"
 #include "kernels/cpu_features.h"
@@ -85,15 +87,27 @@ Cache make_cache(std::mt19937& rng, DType type, int64_t n_slots, int64_t n_kv_he
   return cache;
 }
 
-// The kernel under test: bf16 scores and values, or bf16 values only.
+// The kernel under test: bf16 scores and values, or bf16 values only; AVX-512 vectors or AMX
+// tiles (the same roundings, the products added in another order).
 struct Bf16Kernel {
+  const char* name;
   AttentionArithmetic arithmetic;
   AttentionFn group;
   AttentionTokensFn tokens;
 };
-const Bf16Kernel kBf16Kernels[] = {
-    {AttentionArithmetic::Bf16, avx512::attention_group_bf16, avx512::attention_tokens_bf16},
-    {AttentionArithmetic::Bf16Values, avx512::attention_group_bf16_values, avx512::attention_tokens_bf16_values}};
+
+// The kernels this CPU runs: the AVX-512 ones (AVX512_BF16), the AMX one (AMX-BF16).
+std::vector<Bf16Kernel> bf16_kernels() {
+  std::vector<Bf16Kernel> kernels = {
+      {"avx512 bf16", AttentionArithmetic::Bf16, avx512::attention_group_bf16, avx512::attention_tokens_bf16},
+      {"avx512 bf16-values", AttentionArithmetic::Bf16Values, avx512::attention_group_bf16_values,
+       avx512::attention_tokens_bf16_values}};
+  if (cpu_has_amx_bf16())
+    kernels.push_back({"amx bf16", AttentionArithmetic::Bf16, amx::attention_group_bf16, amx::attention_tokens_bf16});
+  else
+    std::printf("[   NOTE   ] no AMX-BF16 on this CPU: the AMX tile kernel is not tested here\n");
+  return kernels;
+}
 
 std::vector<float> run_group(const Bf16Kernel& kernel, const float* queries, int64_t n_queries, const Cache& cache,
                              int64_t kv_offset, int64_t n_ctx, float softcap = 0.0f, const float* sinks = nullptr) {
@@ -128,7 +142,7 @@ TEST(AttentionBf16Test, WithinItsBoundsOfDoubleOnRoundedAndOriginalInputs) {
   std::mt19937 rng(29);
   const int64_t n_slots = 210, n_kv_heads = 2;
   int64_t checked = 0;
-  for (const Bf16Kernel& kernel : kBf16Kernels)
+  for (const Bf16Kernel& kernel : bf16_kernels())
     for (DType type : kCacheTypes)
       for (int64_t head_dim : {16, 48, 64, 80, 128, 256}) {
         if (head_dim % dtype_block_geometry(type).first != 0) continue;
@@ -167,12 +181,12 @@ TEST(AttentionBf16Test, WithinItsBoundsOfDoubleOnRoundedAndOriginalInputs) {
                   for (int64_t i = 0; i < head_dim; ++i) {
                     const double value = out[static_cast<size_t>(g * head_dim + i)];
                     ASSERT_NEAR(value, on_rounded[static_cast<size_t>(i)], rounded_bound)
-                        << attention_arithmetic_name(kernel.arithmetic) << " " << dtype_name(type) << " head_dim "
-                        << head_dim << " group " << group << " q_bound " << q_bound << " softcap " << softcap
-                        << " sinks " << with_sinks << " n_ctx " << n_ctx << " query " << g << " dim " << i;
+                        << kernel.name << " " << dtype_name(type) << " head_dim " << head_dim << " group " << group
+                        << " q_bound " << q_bound << " softcap " << softcap << " sinks " << with_sinks << " n_ctx "
+                        << n_ctx << " query " << g << " dim " << i;
                     ASSERT_NEAR(value, exact[static_cast<size_t>(i)], exact_bound)
-                        << "against the exact result: " << attention_arithmetic_name(kernel.arithmetic) << " "
-                        << dtype_name(type) << " head_dim " << head_dim << " q_bound " << q_bound << " n_ctx " << n_ctx;
+                        << "against the exact result: " << kernel.name << " " << dtype_name(type) << " head_dim "
+                        << head_dim << " q_bound " << q_bound << " n_ctx " << n_ctx;
                   }
                   ++checked;
                 }
@@ -187,7 +201,7 @@ TEST(AttentionBf16Test, WithinItsBoundsOfDoubleOnRoundedAndOriginalInputs) {
 TEST(AttentionBf16Test, QueryAloneEqualsQueryInAnyGroupOrRunOfTokens) {
   if (!has_bf16_kernel()) GTEST_SKIP() << "no AVX512_BF16 on this machine";
   std::mt19937 rng(31);
-  for (const Bf16Kernel& kernel : kBf16Kernels)
+  for (const Bf16Kernel& kernel : bf16_kernels())
     for (DType type : {DType::F16, DType::F32, DType::Q8_0})
       for (int64_t head_dim : {64, 80, 128, 256}) {
         if (head_dim % dtype_block_geometry(type).first != 0) continue;
@@ -211,12 +225,12 @@ TEST(AttentionBf16Test, QueryAloneEqualsQueryInAnyGroupOrRunOfTokens) {
                                                             kv_offset, int64_t{positions[t]} + 1);
               ASSERT_EQ(0, std::memcmp(alone.data(), in_group.data() + g * head_dim,
                                        static_cast<size_t>(head_dim) * sizeof(float)))
-                  << attention_arithmetic_name(kernel.arithmetic) << " " << dtype_name(type) << " head_dim " << head_dim
-                  << " group " << group << " token " << t;
+                  << kernel.name << " " << dtype_name(type) << " head_dim " << head_dim << " group " << group
+                  << " token " << t;
               ASSERT_EQ(0, std::memcmp(alone.data(), together.data() + (t * group + g) * head_dim,
                                        static_cast<size_t>(head_dim) * sizeof(float)))
-                  << "in the run of tokens: " << dtype_name(type) << " head_dim " << head_dim << " group " << group
-                  << " token " << t;
+                  << "in the run of tokens: " << kernel.name << " " << dtype_name(type) << " head_dim " << head_dim
+                  << " group " << group << " token " << t;
             }
         }
       }
@@ -228,39 +242,54 @@ TEST(AttentionBf16Test, QueryAloneEqualsQueryInAnyGroupOrRunOfTokens) {
 TEST(AttentionBf16Test, SegmentedContextsDecodeEqualsPrefill) {
   if (!has_bf16_kernel()) GTEST_SKIP() << "no AVX512_BF16 on this machine";
   std::mt19937 rng(37);
-  const KernelTable& table = kernel_table(Isa::Avx512, AttentionArithmetic::Bf16);
-  ASSERT_EQ(table.attention_arithmetic, AttentionArithmetic::Bf16);
-  const int64_t head_dim = 128, group = 2, n_slots = 2600;
-  const Cache cache = make_cache(rng, DType::F16, n_slots, 1, head_dim);
-  const std::vector<int32_t> positions = {1023, 1024, 1500, 2047, 2048, 2599};
-  const auto n_tokens = static_cast<int64_t>(positions.size());
-  const std::vector<float> queries = random_floats(rng, n_tokens * group * head_dim, -4.0f, 4.0f);
-  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
-  std::vector<float> prefill(static_cast<size_t>(n_tokens * group * head_dim));
-  attention_tokens(table, queries.data(), group * head_dim, n_tokens, group, positions.data(), cache.keys(),
-                   cache.values(), 0, cache.slots.data(), head_dim, scratch.data(), prefill.data(), group * head_dim,
-                   0.0f, nullptr);
-  const std::vector<float> keys_rounded = rounded_to_bf16(cache.key_stored);
-  const std::vector<float> values_rounded = rounded_to_bf16(cache.value_stored);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::vector<float> decode(static_cast<size_t>(group * head_dim));
-    attention_group(table, queries.data() + t * group * head_dim, group, cache.keys(), cache.values(), 0,
-                    cache.slots.data(), int64_t{positions[t]} + 1, head_dim, scratch.data(), decode.data(), 0.0f,
-                    nullptr);
-    ASSERT_EQ(0, std::memcmp(decode.data(), prefill.data() + t * group * head_dim, decode.size() * sizeof(float)))
-        << "position " << positions[t];
-    for (int64_t g = 0; g < group; ++g) {
-      const std::vector<float> q = rounded_to_bf16(std::vector<float>(
-          queries.begin() + (t * group + g) * head_dim, queries.begin() + (t * group + g + 1) * head_dim));
-      const std::vector<double> expected =
-          reference_attention(q.data(), {keys_rounded.data(), values_rounded.data(), head_dim, cache.slots.data()}, 0,
-                              int64_t{positions[t]} + 1, head_dim);
-      for (int64_t i = 0; i < head_dim; ++i)
-        ASSERT_NEAR(decode[static_cast<size_t>(g * head_dim + i)], expected[static_cast<size_t>(i)],
-                    std::ldexp(1.0, -8) * 1.05 + 1e-4)
-            << "position " << positions[t] << " query " << g << " dim " << i;
+  std::vector<Isa> levels = {Isa::Avx512};
+  if (detect_isa() == Isa::Amx) levels.push_back(Isa::Amx);  // the tile kernel where AMX-BF16 is
+  for (Isa level : levels) {
+    const KernelTable& table = kernel_table(level, AttentionArithmetic::Bf16);
+    ASSERT_EQ(table.attention_arithmetic, AttentionArithmetic::Bf16);
+    const int64_t head_dim = 128, group = 2, n_slots = 2600;
+    const Cache cache = make_cache(rng, DType::F16, n_slots, 1, head_dim);
+    const std::vector<int32_t> positions = {1023, 1024, 1500, 2047, 2048, 2599};
+    const auto n_tokens = static_cast<int64_t>(positions.size());
+    const std::vector<float> queries = random_floats(rng, n_tokens * group * head_dim, -4.0f, 4.0f);
+    std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
+    std::vector<float> prefill(static_cast<size_t>(n_tokens * group * head_dim));
+    attention_tokens(table, queries.data(), group * head_dim, n_tokens, group, positions.data(), cache.keys(),
+                     cache.values(), 0, cache.slots.data(), head_dim, scratch.data(), prefill.data(), group * head_dim,
+                     0.0f, nullptr);
+    const std::vector<float> keys_rounded = rounded_to_bf16(cache.key_stored);
+    const std::vector<float> values_rounded = rounded_to_bf16(cache.value_stored);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> decode(static_cast<size_t>(group * head_dim));
+      attention_group(table, queries.data() + t * group * head_dim, group, cache.keys(), cache.values(), 0,
+                      cache.slots.data(), int64_t{positions[t]} + 1, head_dim, scratch.data(), decode.data(), 0.0f,
+                      nullptr);
+      ASSERT_EQ(0, std::memcmp(decode.data(), prefill.data() + t * group * head_dim, decode.size() * sizeof(float)))
+          << "position " << positions[t];
+      for (int64_t g = 0; g < group; ++g) {
+        const std::vector<float> q = rounded_to_bf16(std::vector<float>(
+            queries.begin() + (t * group + g) * head_dim, queries.begin() + (t * group + g + 1) * head_dim));
+        const std::vector<double> expected =
+            reference_attention(q.data(), {keys_rounded.data(), values_rounded.data(), head_dim, cache.slots.data()}, 0,
+                                int64_t{positions[t]} + 1, head_dim);
+        for (int64_t i = 0; i < head_dim; ++i)
+          ASSERT_NEAR(decode[static_cast<size_t>(g * head_dim + i)], expected[static_cast<size_t>(i)],
+                      std::ldexp(1.0, -8) * 1.05 + 1e-4)
+              << isa_name(level) << " position " << positions[t] << " query " << g << " dim " << i;
+      }
     }
   }
+}
+
+// On an AMX CPU with AMX-BF16, TANDEM_ATTENTION=bf16 at the AMX level runs the tile kernel;
+// bf16-values (scores in f32) stays on the AVX-512 kernel, as does the AVX-512 level.
+TEST(AttentionBf16Test, AmxLevelTakesTheTileKernelForBf16) {
+  if (detect_isa() != Isa::Amx || !cpu_has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 on this machine";
+  EXPECT_EQ(kernel_table(Isa::Amx, AttentionArithmetic::Bf16).attention_tokens, &amx::attention_tokens_bf16);
+  EXPECT_EQ(kernel_table(Isa::Amx, AttentionArithmetic::Bf16).attention, &amx::attention_group_bf16);
+  EXPECT_EQ(kernel_table(Isa::Amx, AttentionArithmetic::Bf16Values).attention_tokens,
+            &avx512::attention_tokens_bf16_values);
+  EXPECT_EQ(kernel_table(Isa::Avx512, AttentionArithmetic::Bf16).attention_tokens, &avx512::attention_tokens_bf16);
 }
 
 // The active table takes a bf16 kernel exactly when TANDEM_ATTENTION asks and the CPU can.

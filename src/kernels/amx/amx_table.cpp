@@ -1,7 +1,10 @@
 // The AMX level's table (kernels/level_tables.h): the AVX-512 table with the 8-bit GEMMs
-// overridden by the AMX tile kernels; everything else is AVX-512's.
+// overridden by the AMX tile kernels, and bf16 attention on AMX-BF16 tiles when asked for;
+// everything else is AVX-512's.
 #include "kernels/amx/amx_gemm.h"
 #include "kernels/amx/amx_kquant_gemm.h"
+#include "kernels/amx/attention_amx.h"
+#include "kernels/cpu_features.h"
 #include "kernels/level_tables.h"
 
 namespace tandem::amx {
@@ -23,6 +26,15 @@ const KernelTable& level_table() {
     level.gemm_q8k = gemm_q8k_dispatch;
     return level;
   }();
+  return table;
+}
+
+KernelTable with_bf16_attention(const KernelTable& level, AttentionArithmetic arithmetic) {
+  KernelTable table = avx512::with_bf16_attention(level, arithmetic);
+  if (arithmetic == AttentionArithmetic::Bf16 && cpu_has_amx_bf16()) {
+    table.attention = attention_group_bf16;
+    table.attention_tokens = attention_tokens_bf16;
+  }
   return table;
 }
 

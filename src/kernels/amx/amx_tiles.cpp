@@ -38,6 +38,8 @@ void ensure_tiles_configured() {
   set_shape(config, TANDEM_TILE_C, 16, 64);
   set_shape(config, TANDEM_TILE_A32, 16, 32);
   set_shape(config, TANDEM_TILE_B32, 8, 64);
+  set_shape(config, TANDEM_TILE_A_BF16, 16, 64);
+  set_shape(config, TANDEM_TILE_B_BF16, 16, 64);
   set_shape(config, TANDEM_TILE_C2, 16, 64);
   set_shape(config, TANDEM_TILE_A32_2, 16, 32);
   set_shape(config, TANDEM_TILE_B32_2, 8, 64);

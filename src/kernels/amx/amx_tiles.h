@@ -10,6 +10,9 @@ namespace tandem::amx {
 #define TANDEM_TILE_C 0    // 16 tokens x 16 int32 (one per weight row)
 #define TANDEM_TILE_A32 1  // 16 tokens x 32 int8 activations (a 32-element block)
 #define TANDEM_TILE_B32 2  // 8 x 64 bytes: 32 elements of 16 weight rows in VNNI order
+// bf16 attention (attention_amx.cpp): 16 rows x 32 bf16, the second operand in pairs.
+#define TANDEM_TILE_A_BF16 3  // 16 x 64 bytes
+#define TANDEM_TILE_B_BF16 4  // 16 x 64 bytes: 16 pairs of rows, 16 columns
 // A second C/A/B set of the same shapes, so two tile multiplies can be in flight (tile
 // registers are not renamed: reusing one C serialises multiply, store and the next zero).
 #define TANDEM_TILE_C2 5
