@@ -64,13 +64,16 @@ void run_machine(const BenchFlags& flags) {
   const MachineCeilings ceilings = measure_ceilings(pool, flags.machine_mib);
   const std::string path = default_ceilings_path();
   save_ceilings(path, ceilings);
-  fmt::print("machine: {}, {} kernels, {} threads: read {:.2f} GB/s ({} MiB, best of 5), int8 GEMM {:.1f} GOP/s, "
-             "f32 GEMM {:.1f} GFLOP/s; instructions: f32 FMA {:.1f} GFLOP/s, bf16 dot {}\ncached in {}\n",
-             ceilings.cpu, ceilings.isa, ceilings.threads, ceilings.read_gbps, flags.machine_mib, ceilings.int8_gops,
-             ceilings.f32_gflops, ceilings.fma_gflops,
-             ceilings.bf16_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", ceilings.bf16_gflops)
-                                      : std::string("none at this level"),
-             path);
+  fmt::print(
+      "machine: {}, {} kernels, {} threads: read {:.2f} GB/s ({} MiB, best of 5), int8 GEMM {:.1f} GOP/s, "
+      "f32 GEMM {:.1f} GFLOP/s; instructions: f32 FMA {:.1f} GFLOP/s, bf16 dot {}, bf16 tiles {}\ncached in {}\n",
+      ceilings.cpu, ceilings.isa, ceilings.threads, ceilings.read_gbps, flags.machine_mib, ceilings.int8_gops,
+      ceilings.f32_gflops, ceilings.fma_gflops,
+      ceilings.bf16_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", ceilings.bf16_gflops)
+                               : std::string("none at this level"),
+      ceilings.tile_bf16_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", ceilings.tile_bf16_gflops)
+                                    : std::string("none at this level"),
+      path);
   std::fflush(stdout);
 }
 

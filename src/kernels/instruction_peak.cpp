@@ -17,4 +17,9 @@ InstructionLoop dot_bf16_loop(Isa isa, int64_t iterations) {
   return {};
 }
 
+InstructionLoop tile_bf16_loop(Isa isa, int64_t iterations) {
+  if (isa == Isa::Amx && cpu_has_amx_bf16()) return amx::tile_bf16_loop(iterations);
+  return {};
+}
+
 }  // namespace tandem

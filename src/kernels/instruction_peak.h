@@ -1,5 +1,6 @@
-// The ceilings of kernels built from one instruction: loops of independent f32 FMAs or bf16
-// pair dot products (AVX512_BF16's vdpbf16ps) on register-resident accumulators, per level.
+// The ceilings of kernels built from one instruction: loops of independent f32 FMAs, bf16
+// pair dot products (AVX512_BF16's vdpbf16ps) or AMX bf16 tile products on register-resident
+// accumulators, per level.
 // Timed by profile/machine_ceilings.cpp, they say what the cores can do with the instructions
 // the attention kernels use — the ceiling the issue holds attention against — where the GEMM
 // ceilings say what Tandem's own matrix kernels reach with their loads and packing.
@@ -24,6 +25,9 @@ InstructionLoop fma_f32_loop(Isa isa, int64_t iterations);
 // `iterations` rounds of vdpbf16ps (32 products a 512-bit instruction); flops 0 where the level
 // or the CPU has no bf16 dot products.
 InstructionLoop dot_bf16_loop(Isa isa, int64_t iterations);
+// `iterations` rounds of two AMX tdpbf16ps (16 x 16 x 32 products each); flops 0 below the AMX
+// level or without AMX-BF16. The ceiling of the AMX attention kernel (kernels/amx/attention_amx.cpp).
+InstructionLoop tile_bf16_loop(Isa isa, int64_t iterations);
 
 namespace avx2 {
 InstructionLoop fma_f32_loop(int64_t iterations);
@@ -32,5 +36,8 @@ namespace avx512 {
 InstructionLoop fma_f32_loop(int64_t iterations);
 InstructionLoop dot_bf16_loop(int64_t iterations);  // needs AVX512_BF16
 }  // namespace avx512
+namespace amx {
+InstructionLoop tile_bf16_loop(int64_t iterations);  // needs AMX-BF16
+}  // namespace amx
 
 }  // namespace tandem

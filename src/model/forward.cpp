@@ -19,6 +19,7 @@
 #include "base/quant.h"
 #include "io/mapped_file.h"
 #include "kernels/attention.h"
+#include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/geglu.h"
 #include "kernels/kernel_table.h"
@@ -31,7 +32,7 @@ namespace {
 // once (its tokens share them), the queries are read and the outputs written; QKᵀ and PV
 // are 4 operations per (query head, position, dimension).
 OpCost attention_cost(const std::vector<int64_t>& block_starts, const std::vector<int32_t>& positions,
-                      const ModelConfig& c, int64_t kv_row_bytes, AttentionArithmetic arithmetic) {
+                      const ModelConfig& c, int64_t kv_row_bytes, const KernelTable& table) {
   OpCost cost;
   for (size_t b = 0; b + 1 < block_starts.size(); ++b)
     cost.bytes += 2 * (positions[static_cast<size_t>(block_starts[b + 1] - 1)] + 1) * kv_row_bytes;
@@ -40,9 +41,11 @@ OpCost attention_cost(const std::vector<int64_t>& block_starts, const std::vecto
     cost.flops += 4 * (positions[static_cast<size_t>(t)] + int64_t{1}) * c.head_dim * c.n_heads;
   cost.bytes += 2 * n_tokens * c.q_width() * static_cast<int64_t>(sizeof(float));
   // Held against the instruction ceiling of the arithmetic the attention kernel runs.
-  switch (arithmetic) {
+  switch (table.attention_arithmetic) {
     case AttentionArithmetic::F32: cost.peak = Peak::FmaF32; break;
-    case AttentionArithmetic::Bf16: cost.peak = Peak::Bf16; break;
+    case AttentionArithmetic::Bf16:
+      cost.peak = table.isa == Isa::Amx && cpu_has_amx_bf16() ? Peak::TileBf16 : Peak::Bf16;  // amx_table.cpp
+      break;
     case AttentionArithmetic::Bf16Values: cost.peak = Peak::Bf16Values; break;
   }
   return cost;
@@ -411,7 +414,7 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   ProfileOp attention_op(profiler_, OpRole::Attention, li, [&] {
     // Positions relative to each token's window: what the kernel reads.
     return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * cache.n_layers()),
-                          kernel_table().attention_arithmetic);
+                          kernel_table());
   });
   // gpt-oss: the sink logits of the query heads, [n_heads]; a KV head's group is contiguous.
   const TensorView& sink_view = model_->weights.layers[static_cast<size_t>(layer)].sinks;

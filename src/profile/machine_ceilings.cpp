@@ -156,7 +156,20 @@ double measure_gemm_peak(ThreadPool& pool, DType type, int repetitions) {
   return best;
 }
 
-double measure_instruction_peak(ThreadPool& pool, bool bf16, int repetitions) {
+namespace {
+
+InstructionLoop run_loop(InstructionLoopKind kind, Isa isa, int64_t iterations) {
+  switch (kind) {
+    case InstructionLoopKind::FmaF32: return fma_f32_loop(isa, iterations);
+    case InstructionLoopKind::DotBf16: return dot_bf16_loop(isa, iterations);
+    case InstructionLoopKind::TileBf16: return tile_bf16_loop(isa, iterations);
+  }
+  return {};
+}
+
+}  // namespace
+
+double measure_instruction_peak(ThreadPool& pool, InstructionLoopKind kind, int repetitions) {
   const Isa isa = kernel_table().isa;
   // Many short loops claimed by the pool's threads (a thread the OS delays takes fewer, as in
   // the kernels), 2^16 rounds of 12 instructions each: milliseconds per repetition in all.
@@ -167,8 +180,7 @@ double measure_instruction_peak(ThreadPool& pool, bool bf16, int repetitions) {
   for (int rep = 0; rep < repetitions; ++rep) {
     const Clock::time_point start = Clock::now();
     pool.parallel_for(n_loops, [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i)
-        loops[static_cast<size_t>(i)] = bf16 ? dot_bf16_loop(isa, kIterations) : fma_f32_loop(isa, kIterations);
+      for (int64_t i = begin; i < end; ++i) loops[static_cast<size_t>(i)] = run_loop(kind, isa, kIterations);
     });
     const double seconds = seconds_since(start);
     int64_t flops = 0;
@@ -187,8 +199,9 @@ MachineCeilings measure_ceilings(ThreadPool& pool, int64_t bandwidth_mib) {
   ceilings.read_gbps = measure_read_bandwidth(pool, bandwidth_mib, 5);
   ceilings.int8_gops = measure_gemm_peak(pool, DType::Q8_0);
   ceilings.f32_gflops = measure_gemm_peak(pool, DType::F32);
-  ceilings.fma_gflops = measure_instruction_peak(pool, false);
-  ceilings.bf16_gflops = measure_instruction_peak(pool, true);
+  ceilings.fma_gflops = measure_instruction_peak(pool, InstructionLoopKind::FmaF32);
+  ceilings.bf16_gflops = measure_instruction_peak(pool, InstructionLoopKind::DotBf16);
+  ceilings.tile_bf16_gflops = measure_instruction_peak(pool, InstructionLoopKind::TileBf16);
   return ceilings;
 }
 
@@ -213,7 +226,8 @@ void save_ceilings(const std::string& path, const MachineCeilings& ceilings) {
                                                                 {"int8_gops", ceilings.int8_gops},
                                                                 {"f32_gflops", ceilings.f32_gflops},
                                                                 {"fma_gflops", ceilings.fma_gflops},
-                                                                {"bf16_gflops", ceilings.bf16_gflops}};
+                                                                {"bf16_gflops", ceilings.bf16_gflops},
+                                                                {"tile_bf16_gflops", ceilings.tile_bf16_gflops}};
   std::error_code error;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
@@ -241,6 +255,7 @@ std::optional<MachineCeilings> load_ceilings(const std::string& path, std::strin
     // Entries cached before the instruction ceilings have none: unknown, not an error.
     ceilings.fma_gflops = std::max(0.0, entry.value("fma_gflops", 0.0));
     ceilings.bf16_gflops = std::max(0.0, entry.value("bf16_gflops", 0.0));
+    ceilings.tile_bf16_gflops = std::max(0.0, entry.value("tile_bf16_gflops", 0.0));
     if (ceilings.read_gbps <= 0 || ceilings.int8_gops <= 0 || ceilings.f32_gflops <= 0) return std::nullopt;
     return ceilings;
   } catch (const nlohmann::json::exception&) {

@@ -25,8 +25,9 @@ struct MachineCeilings {
   double f32_gflops = 0.0;  // the level's F32 GEMM
   // Instruction ceilings, 0 where the level has no such loop (scalar; bf16 without
   // AVX512_BF16) or the cached entry predates them.
-  double fma_gflops = 0.0;   // f32 FMAs on register operands
-  double bf16_gflops = 0.0;  // vdpbf16ps on register operands
+  double fma_gflops = 0.0;        // f32 FMAs on register operands
+  double bf16_gflops = 0.0;       // vdpbf16ps on register operands
+  double tile_bf16_gflops = 0.0;  // AMX tdpbf16ps on tile operands (the AMX level with AMX-BF16)
 };
 
 // "AMD EPYC (family 26 model 2)": /proc/cpuinfo's model name, family and model; "unknown cpu".
@@ -40,9 +41,11 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t mib, int passes);
 // Best rate of matmul() with a [n_out, n_in] weight of `type` (packed as the loader packs it)
 // over `n_tokens` tokens: a few MiB of weights, reused across tokens, so compute bound.
 double measure_gemm_peak(ThreadPool& pool, DType type, int repetitions = 8);
-// Best rate of the level's instruction loop (fma_f32_loop or dot_bf16_loop), run on every
-// thread of the pool at once; 0 where the level has none.
-double measure_instruction_peak(ThreadPool& pool, bool bf16, int repetitions = 5);
+// The instruction loops of kernels/instruction_peak.h.
+enum class InstructionLoopKind { FmaF32, DotBf16, TileBf16 };
+// Best rate of the level's instruction loop of `kind`, run on every thread of the pool at once;
+// 0 where the level has none.
+double measure_instruction_peak(ThreadPool& pool, InstructionLoopKind kind, int repetitions = 5);
 // All of them for the active level and the pool's thread count.
 MachineCeilings measure_ceilings(ThreadPool& pool, int64_t bandwidth_mib = 512);
 

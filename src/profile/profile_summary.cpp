@@ -57,6 +57,7 @@ double compute_bound_ns(const SiteStats& site, const MachineCeilings& ceilings) 
   // them, a level without the instruction) falls back to the next one below it.
   const double fma = ceilings.fma_gflops > 0 ? ceilings.fma_gflops : ceilings.f32_gflops;
   const double bf16 = ceilings.bf16_gflops > 0 ? ceilings.bf16_gflops : fma;
+  const double tile_bf16 = ceilings.tile_bf16_gflops > 0 ? ceilings.tile_bf16_gflops : bf16;
   const auto flops = static_cast<double>(site.flops);
   const auto over = [](double work, double peak) { return peak > 0 ? work / peak : 0.0; };
   switch (site.peak) {
@@ -64,6 +65,7 @@ double compute_bound_ns(const SiteStats& site, const MachineCeilings& ceilings) 
     case Peak::FmaF32: return over(flops, fma);
     case Peak::Bf16: return over(flops, bf16);
     case Peak::Bf16Values: return over(flops / 2, fma) + over(flops / 2, bf16);
+    case Peak::TileBf16: return over(flops, tile_bf16);
     case Peak::F32: break;
   }
   return over(flops, ceilings.f32_gflops);
@@ -141,10 +143,11 @@ std::string format_summary(const ProfileSummary& summary) {
   std::string text = "\nprofile (op times are wall clock on the stepping thread; bytes and FLOPs from shapes)\n";
   if (roofline) {
     const MachineCeilings& c = *summary.ceilings;
-    text += fmt::format("ceilings: {}, {} kernels, {} threads: read {:.1f} GB/s, int8 {:.1f} GOP/s, f32 {:.1f} GFLOP/s"
-                        "; instructions: f32 FMA {}, bf16 dot {}\n",
-                        c.cpu, c.isa, c.threads, c.read_gbps, c.int8_gops, c.f32_gflops,
-                        gflops_or_unknown(c.fma_gflops), gflops_or_unknown(c.bf16_gflops));
+    text +=
+        fmt::format("ceilings: {}, {} kernels, {} threads: read {:.1f} GB/s, int8 {:.1f} GOP/s, f32 {:.1f} GFLOP/s"
+                    "; instructions: f32 FMA {}, bf16 dot {}, bf16 tiles {}\n",
+                    c.cpu, c.isa, c.threads, c.read_gbps, c.int8_gops, c.f32_gflops, gflops_or_unknown(c.fma_gflops),
+                    gflops_or_unknown(c.bf16_gflops), gflops_or_unknown(c.tile_bf16_gflops));
     text += "(the bound takes every byte from memory: ops on data that stays in cache can pass 100 % of it)\n";
   } else {
     text += "no machine ceilings cached for this kernel level and thread count: run `tandem bench --machine -t N` "

@@ -74,9 +74,9 @@ bool is_layer_role(OpRole role);
 
 // Which compute ceiling an op is held against (profile/machine_ceilings.h): the GEMM ceilings
 // for matrix products — 8-bit dot products (quantized weights) or f32 — and, for attention,
-// the instruction ceiling of its arithmetic: f32 FMAs, bf16 dot products, or bf16 weights and
-// values with f32 scores (half its FLOPs each way).
-enum class Peak : uint8_t { F32 = 0, Int8 = 1, FmaF32 = 2, Bf16 = 3, Bf16Values = 4 };
+// the instruction ceiling of its arithmetic: f32 FMAs, bf16 dot products, bf16 weights and
+// values with f32 scores (half its FLOPs each way), or AMX bf16 tile products.
+enum class Peak : uint8_t { F32 = 0, Int8 = 1, FmaF32 = 2, Bf16 = 3, Bf16Values = 4, TileBf16 = 5 };
 
 // What an op moves and computes, from shapes: bytes read and written (weights, activations,
 // K/V rows), arithmetic operations, and the weight type of a matmul.

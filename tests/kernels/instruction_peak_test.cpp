@@ -34,10 +34,19 @@ TEST(InstructionPeak, Bf16LoopDoesTheWorkItCounts) {
   EXPECT_EQ(loop.checksum, 0.5 * static_cast<double>(kIterations * kAccumulators * 16));
 }
 
+TEST(InstructionPeak, TileLoopDoesTheWorkItCounts) {
+  if (!level_runs_here(Isa::Amx) || !cpu_has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 on this machine";
+  const InstructionLoop loop = tile_bf16_loop(Isa::Amx, kIterations);
+  // Two 16 x 16 float tiles, each element adding 32 bf16 products (1 x 0.25) an instruction.
+  EXPECT_EQ(loop.flops, kIterations * 2 * 16 * 16 * 32 * 2);
+  EXPECT_EQ(loop.checksum, 0.5 * static_cast<double>(kIterations * 2 * 16 * 16 * 16));
+}
+
 TEST(InstructionPeak, LevelsWithoutTheInstructionDoNoWork) {
   EXPECT_EQ(fma_f32_loop(Isa::Scalar, kIterations).flops, 0);
   EXPECT_EQ(dot_bf16_loop(Isa::Scalar, kIterations).flops, 0);
   EXPECT_EQ(dot_bf16_loop(Isa::Avx2, kIterations).flops, 0);
+  EXPECT_EQ(tile_bf16_loop(Isa::Avx512, kIterations).flops, 0);
 }
 
 }  // namespace

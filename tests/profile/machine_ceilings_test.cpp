@@ -25,6 +25,7 @@ MachineCeilings sample(std::string isa, int threads, double gbps) {
   ceilings.f32_gflops = 300.25;
   ceilings.fma_gflops = 410.5;
   ceilings.bf16_gflops = 820.75;
+  ceilings.tile_bf16_gflops = 9000.5;
   return ceilings;
 }
 
@@ -42,6 +43,7 @@ TEST(MachineCeilings, CacheKeepsOneEntryPerLevelAndThreadCount) {
   EXPECT_DOUBLE_EQ(avx512->f32_gflops, 300.25);
   EXPECT_DOUBLE_EQ(avx512->fma_gflops, 410.5);
   EXPECT_DOUBLE_EQ(avx512->bf16_gflops, 820.75);
+  EXPECT_DOUBLE_EQ(avx512->tile_bf16_gflops, 9000.5);
   EXPECT_EQ(avx512->cpu, cpu_model_name());
   const std::optional<MachineCeilings> avx2 = load_ceilings(path, "avx2", 2);
   ASSERT_TRUE(avx2.has_value());
@@ -71,6 +73,7 @@ TEST(MachineCeilings, AnEntryFromBeforeTheInstructionCeilingsLoadsWithThemUnknow
   EXPECT_DOUBLE_EQ(old->f32_gflops, 140.0);
   EXPECT_EQ(old->fma_gflops, 0.0);
   EXPECT_EQ(old->bf16_gflops, 0.0);
+  EXPECT_EQ(old->tile_bf16_gflops, 0.0);
 }
 
 TEST(MachineCeilings, DefaultPathIsUnderTheCacheDirectoryAndNamesTheCpu) {
@@ -99,12 +102,14 @@ TEST(MachineCeilings, MeasurementsGivePositiveRates) {
   // AVX512_BF16 (kernels/instruction_peak.h); none on the scalar level.
   const Isa isa = kernel_table().isa;
   if (isa == Isa::Scalar) {
-    EXPECT_EQ(measure_instruction_peak(pool, false, 1), 0.0);
+    EXPECT_EQ(measure_instruction_peak(pool, InstructionLoopKind::FmaF32, 1), 0.0);
   } else {
-    EXPECT_GT(measure_instruction_peak(pool, false, 1), 0.0);
+    EXPECT_GT(measure_instruction_peak(pool, InstructionLoopKind::FmaF32, 1), 0.0);
   }
   const bool bf16 = (isa == Isa::Avx512 || isa == Isa::Amx) && cpu_has_avx512_bf16();
-  EXPECT_EQ(measure_instruction_peak(pool, true, 1) > 0.0, bf16);
+  EXPECT_EQ(measure_instruction_peak(pool, InstructionLoopKind::DotBf16, 1) > 0.0, bf16);
+  const bool tiles = isa == Isa::Amx && cpu_has_amx_bf16();
+  EXPECT_EQ(measure_instruction_peak(pool, InstructionLoopKind::TileBf16, 1) > 0.0, tiles);
 }
 
 }  // namespace
