@@ -76,13 +76,14 @@ constexpr int64_t kChunks = (kVectors + 1) / 2;
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
 }
 
-// One head's floats as kChunks<kVectors> rows of 32 bf16 at out (aligned).
-template <int kVectors>
-[[gnu::always_inline]] inline void head_to_bf16(const float* head, uint16_t* out) {
+// One head's floats (F32, or F16 widened as loaded: the same floats) as kChunks<kVectors> rows
+// of 32 bf16 at out (aligned).
+template <int kVectors, typename Element>
+[[gnu::always_inline]] inline void head_to_bf16(const Element* head, uint16_t* out) {
 #pragma GCC unroll 8
   for (int64_t c = 0; c < kChunks<kVectors>; ++c) {
-    const __m512 low = _mm512_loadu_ps(head + 32 * c);
-    const __m512 high = 2 * c + 1 < kVectors ? _mm512_loadu_ps(head + 32 * c + 16) : _mm512_setzero_ps();
+    const __m512 low = load_vector(head + 32 * c);
+    const __m512 high = 2 * c + 1 < kVectors ? load_vector(head + 32 * c + 16) : _mm512_setzero_ps();
     _mm512_store_si512(out + kChunkHalves * c, to_bf16(low, high));
   }
 }
@@ -141,14 +142,16 @@ struct Workspace {
   float running_max[kMaxQueries], running_sum[kMaxQueries], correction[kMaxQueries];
 };
 
-// The tile's K rows, blocks 0..n_blocks-1, as the B tiles of K^T.
-template <int kVectors>
+// The tile's K rows, blocks 0..n_blocks-1, as the B tiles of K^T. kF16: F16 rows read in
+// place (widened as loaded); otherwise converted to floats a block at a time.
+template <int kVectors, bool kF16>
 void key_tiles_of(Workspace<kVectors>& w, const KvRows& keys, int64_t kv_offset, const int64_t* rows,
                   int64_t n_blocks) {
   constexpr int64_t head_halves = Workspace<kVectors>::head_halves;
   for (int64_t b = 0; b < n_blocks; ++b) {
     int64_t key_rows[kLanes];
-    const float* base = rows_of_block(keys, kv_offset, rows + b * kLanes, kLanes, w.head_dim, w.float_block, key_rows);
+    const auto* base =
+        block_base<kF16>(keys, kv_offset, rows + b * kLanes, kLanes, w.head_dim, w.float_block, key_rows);
     for (int p = 0; p < kLanes; ++p) head_to_bf16<kVectors>(base + key_rows[p], w.key_halves + p * head_halves);
     for (int64_t c = 0; c < kChunks<kVectors>; ++c) {
       __m512i words[16];
@@ -161,19 +164,19 @@ void key_tiles_of(Workspace<kVectors>& w, const KvRows& keys, int64_t kv_offset,
   }
 }
 
-// The tile's V rows, 2·n_halves blocks, as pairs of positions interleaved.
-template <int kVectors>
+// The tile's V rows, n_blocks blocks, as pairs of positions interleaved; kF16 as for K.
+template <int kVectors, bool kF16>
 void value_pairs_of(Workspace<kVectors>& w, const KvRows& values, int64_t kv_offset, const int64_t* rows,
                     int64_t n_blocks) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     int64_t value_rows[kLanes];
-    const float* base =
-        rows_of_block(values, kv_offset, rows + b * kLanes, kLanes, w.head_dim, w.float_block, value_rows);
+    const auto* base =
+        block_base<kF16>(values, kv_offset, rows + b * kLanes, kLanes, w.head_dim, w.float_block, value_rows);
     for (int64_t m = 0; m < kLanes / 2; ++m)
 #pragma GCC unroll 16
       for (int v = 0; v < kVectors; ++v) {
-        const __m512i two_rows = to_bf16(_mm512_loadu_ps(base + value_rows[2 * m] + 16 * v),
-                                         _mm512_loadu_ps(base + value_rows[2 * m + 1] + 16 * v));
+        const __m512i two_rows =
+            to_bf16(load_vector(base + value_rows[2 * m] + 16 * v), load_vector(base + value_rows[2 * m + 1] + 16 * v));
         _mm512_store_si512(w.value_pairs + ((b * kLanes / 2 + m) * kVectors + v) * kChunkHalves,
                            interleave_rows(two_rows));
       }
@@ -254,7 +257,10 @@ void attend_queries_amx(const QuerySet& set, const KvRows& keys, const KvRows& v
     for (int64_t p = 0; p < tile_len; ++p) rows[p] = slots[tile + p];
     for (int64_t p = tile_len; p < kAttentionTile; ++p) rows[p] = rows[tile_len - 1];
 
-    key_tiles_of<kVectors>(w, keys, kv_offset, rows, n_blocks);
+    if (keys.type == DType::F16)
+      key_tiles_of<kVectors, true>(w, keys, kv_offset, rows, n_blocks);
+    else
+      key_tiles_of<kVectors, false>(w, keys, kv_offset, rows, n_blocks);
     // scores[j][p] = q_j · k_p for the row blocks that hold a query seeing the tile.
     for (int64_t row = first_row; row < n_rows; row += kTileRows)
       for (int64_t b = 0; b < n_blocks; ++b) {
@@ -282,7 +288,10 @@ void attend_queries_amx(const QuerySet& set, const KvRows& keys, const KvRows& v
         _mm512_store_ps(acc + 16 * v, _mm512_mul_ps(_mm512_load_ps(acc + 16 * v), rescale));
     }
 
-    value_pairs_of<kVectors>(w, values, kv_offset, rows, n_halves * 2);
+    if (values.type == DType::F16)
+      value_pairs_of<kVectors, true>(w, values, kv_offset, rows, n_halves * 2);
+    else
+      value_pairs_of<kVectors, false>(w, values, kv_offset, rows, n_halves * 2);
     // accumulators[j] += Σ_p weight[j][p]·v_p, 32 positions a product.
     for (int64_t row = first_row; row < n_rows; row += kTileRows)
       for (int v = 0; v < kVectors; ++v) {
