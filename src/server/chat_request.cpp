@@ -131,7 +131,8 @@ bool valid_function_name(const std::string& name) {
 std::vector<ToolDefinition> parse_tools(const RequestJson& body) {
   const RequestJson* tools = field(body, "tools");
   if (!tools) return {};
-  if (!tools->is_array()) bad(fmt::format("'tools' must be an array of function tools, not {}", shown(*tools)));
+  if (!tools->is_array())
+    bad(fmt::format("'tools' must be an array of function tools, not {}", shown(*tools)), ErrorCode::InvalidType);
   std::vector<ToolDefinition> parsed;
   std::set<std::string> names;
   for (size_t k = 0; k < tools->size(); ++k) {
@@ -208,7 +209,10 @@ ToolChoice parse_tool_choice(const RequestJson& body, const std::vector<ToolDefi
 
 void parse_chat_fields(const RequestJson& body, ApiRequest& request) {
   const RequestJson* messages = field(body, "messages");
-  if (!messages || !messages->is_array() || messages->empty()) bad("'messages' must be a non-empty array");
+  if (!messages) bad("'messages' is required (a non-empty array)", ErrorCode::MissingRequired);
+  if (!messages->is_array())
+    bad(fmt::format("'messages' must be a non-empty array, not {}", shown(*messages)), ErrorCode::InvalidType);
+  if (messages->empty()) bad("'messages' must be a non-empty array");
   for (size_t k = 0; k < messages->size(); ++k)
     request.messages.push_back(parse_message((*messages)[k], index_path("messages", k)));
   request.tools = parse_tools(body);
@@ -238,7 +242,8 @@ chat::RenderOptions parse_render_options(const RequestJson& body, const std::vec
   if (!continue_final && options.continue_final_message && !messages.back().tool_calls.empty())
     options.continue_final_message = false;
   if (const RequestJson* kwargs = field(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object()) bad(fmt::format("'chat_template_kwargs' must be a JSON object, not {}", shown(*kwargs)));
+    if (!kwargs->is_object())
+      bad(fmt::format("'chat_template_kwargs' must be a JSON object, not {}", shown(*kwargs)), ErrorCode::InvalidType);
     try {
       chat::check_template_kwargs(*kwargs);
     } catch (const InputError& e) {

@@ -62,7 +62,7 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
       bad(fmt::format("'dimensions' can only be this model's width, {} (got {})", d_model, shown(*dimensions)));
   }
   const RequestJson* input = field(body, "input");
-  if (!input) bad("'input' is required (a string, an array of strings, or token ids)");
+  if (!input) bad("'input' is required (a string, an array of strings, or token ids)", ErrorCode::MissingRequired);
   // Counted before anything is tokenized: a request with too many inputs costs nothing.
   const bool many = input->is_array() && !input->empty() && !input->front().is_number();
   if (many && static_cast<int64_t>(input->size()) > max_inputs)
@@ -100,9 +100,10 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
   }
   for (size_t i = 0; i < request.inputs.size(); ++i) {
     const auto n = static_cast<int64_t>(request.inputs[i].size());
-    if (n == 0) bad(fmt::format("input {} is empty", i));
+    if (n == 0) bad(fmt::format("'input': input {} is empty", i));
     if (n > context_length)
-      bad(fmt::format("input {} has {} tokens but the context is {} tokens", i, n, context_length));
+      bad(fmt::format("'input': input {} has {} tokens but the context is {} tokens", i, n, context_length),
+          ErrorCode::ContextLengthExceeded);
   }
   return request;
 }

@@ -98,10 +98,12 @@ void check_fields(const RequestJson& body) {
         std::find(std::begin(kChatExtras), std::end(kChatExtras), name) != std::end(kChatExtras))
       continue;
     for (const Refused& r : kRefusedFields)
-      if (name == r.name) bad(fmt::format("'{}' is not supported by this server: {}", name, r.why));
+      if (name == r.name)
+        bad(fmt::format("'{}' is not supported by this server: {}", name, r.why), ErrorCode::Unsupported);
     bad(fmt::format("'{}' is not a /v1/responses field this server knows; remove it (a field it cannot honour is "
                     "refused, never ignored)",
-                    name));
+                    name),
+        ErrorCode::Unsupported);
   }
   // Known, and refused unless they ask for the plain behaviour.
   if (bool_field(body, "background", false)) bad("'background' responses are not supported: send the request and wait");
@@ -323,14 +325,15 @@ ResponsesRequest parse_fields(const RequestJson& body, int64_t default_max_token
     request.history = std::move(previous->conversation);
   }
   const RequestJson* input = field(body, "input");
-  if (!input && request.previous_response_id.empty()) bad("'input' is required (a string or an array of items)");
+  if (!input && request.previous_response_id.empty())
+    bad("'input' is required (a string or an array of items)", ErrorCode::MissingRequired);
   if (input && input->is_string()) {
     request.history.push_back({"user", input->get<std::string>()});
   } else if (input && input->is_array()) {
     if (input->empty() && request.previous_response_id.empty()) bad("'input' must not be an empty array");
     for (size_t i = 0; i < input->size(); ++i) append_item((*input)[i], index_path("input", i), store, request.history);
   } else if (input) {
-    bad(fmt::format("'input' must be a string or an array of items, not {}", shown(*input)));
+    bad(fmt::format("'input' must be a string or an array of items, not {}", shown(*input)), ErrorCode::InvalidType);
   }
   if (request.history.empty()) bad("'input' holds no message for the model to answer");
 

@@ -72,7 +72,8 @@ Json parameters_schema(const chat::ToolDefinition& tool) {
 
 std::shared_ptr<const grammar::Grammar> response_format_grammar(const RequestJson& format) {
   if (!format.is_object() || !field(format, "type") || !format["type"].is_string())
-    bad(fmt::format("'response_format' must be an object with a string 'type', not {}", shown(format)));
+    bad(fmt::format("'response_format' must be an object with a string 'type', not {}", shown(format)),
+        ErrorCode::InvalidType);
   const std::string type = format["type"].get<std::string>();
   if (type == "text") return nullptr;
   if (type == "json_object") return compiled("response_format", [] { return grammar::any_json_object_grammar(); });
