@@ -49,7 +49,8 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
   const RequestJson body = parse_json_object(body_text, {}, abandoned);
   EmbeddingsRequest request;
   if (const RequestJson* model = field(body, "model")) {
-    if (!model->is_string()) bad(fmt::format("'model' must be a string, not {}", shown(*model)));
+    if (!model->is_string())
+      bad(fmt::format("'model' must be a string, not {}", shown(*model)), ErrorCode::InvalidType);
     request.model = model->get<std::string>();
   }
   if (const RequestJson* format = field(body, "encoding_format")) {
@@ -93,7 +94,8 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
       else if (item.is_array())
         request.inputs.push_back(ids_of(item, vocab_size, where));
       else
-        bad(fmt::format("'{}' must be a string or an array of token ids, not {}", where, shown(item)));
+        bad(fmt::format("'{}' must be a string or an array of token ids, not {}", where, shown(item)),
+            ErrorCode::InvalidType);
     }
   } else {
     bad(fmt::format("'input' must be a non-empty string, array of strings, or token ids, not {}", shown(*input)));

@@ -94,7 +94,8 @@ json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer, con
   const RequestJson body = parse_json_object(body_text, {}, abandoned);
   const RequestJson* tokens = field(body, "tokens");
   if (!tokens) bad("'tokens' is required (an array of token ids)", ErrorCode::MissingRequired);
-  if (!tokens->is_array()) bad(fmt::format("'tokens' must be an array of token ids, not {}", shown(*tokens)));
+  if (!tokens->is_array())
+    bad(fmt::format("'tokens' must be an array of token ids, not {}", shown(*tokens)), ErrorCode::InvalidType);
   const int64_t vocab_size = tokenizer.vocab().size();
   std::vector<int32_t> ids;
   std::vector<std::string> outside;  // as sent, for the message

@@ -347,6 +347,9 @@ TEST(OpenAIProtocol, FieldErrorsCarryTheFieldAndOpenAIsCode) {
   }
   EXPECT_EQ(refusal_of(R"({})", Endpoint::Chat).code, ErrorCode::MissingRequired);
   EXPECT_EQ(refusal_of(R"({"messages":[{"role":"x","content":"y"}]})", Endpoint::Chat).param, "messages[0].role");
+  const ApiError content = refusal_of(R"({"messages":[{"role":"user","content":5}]})", Endpoint::Chat);
+  EXPECT_EQ(content.param, "messages[0].content");
+  EXPECT_EQ(content.code, ErrorCode::InvalidType);
   // A body that is not JSON is about no field: no param, no code.
   const ApiError malformed = refusal_of("{");
   EXPECT_TRUE(malformed.param.empty());
