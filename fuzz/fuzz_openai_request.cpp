@@ -43,8 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const tandem::server::ApiRequest request = tandem::server::parse_request(endpoint, body, 16);
       // What the parser promises the engine.
       if (request.params.max_tokens < 1) std::abort();
-      for (int32_t id : request.prompt_ids)
-        if (id < 0) std::abort();
+      if (request.endpoint == tandem::server::Endpoint::Completions &&
+          (request.prompts.empty() || request.prompts.size() > static_cast<size_t>(tandem::server::kMaxPrompts)))
+        std::abort();
+      for (const tandem::server::PromptInput& prompt : request.prompts)
+        for (int32_t id : prompt.ids)
+          if (id < 0) std::abort();
     } catch (const tandem::server::ApiError& e) {
       if (e.status != 400) std::abort();
     }

@@ -15,7 +15,8 @@ namespace {
 std::optional<std::string> optional_string(const RequestJson& object, const char* key, const std::string& path) {
   const RequestJson* v = field(object, key);
   if (!v) return std::nullopt;
-  if (!v->is_string()) bad(fmt::format("'{}.{}' must be a string, not {}", path, key, shown(*v)));
+  if (!v->is_string())
+    bad(fmt::format("'{}.{}' must be a string, not {}", path, key, shown(*v)), ErrorCode::InvalidType);
   return v->get<std::string>();
 }
 
@@ -31,7 +32,8 @@ std::string index_path(const std::string& path, size_t index) { return fmt::form
 std::string content_text(const RequestJson& content, const std::string& path) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array())
-    bad(fmt::format("'{}' must be a string or an array of content parts, not {}", path, shown(content)));
+    bad(fmt::format("'{}' must be a string or an array of content parts, not {}", path, shown(content)),
+        ErrorCode::InvalidType);
   std::string text;
   for (size_t j = 0; j < content.size(); ++j) {
     const RequestJson& part = content[j];
@@ -47,7 +49,8 @@ std::string content_text(const RequestJson& content, const std::string& path) {
                       part_path, shown(*type)));
     const RequestJson* part_text = field(part, "text");
     if (!part_text || !part_text->is_string())
-      bad(fmt::format("'{}.text' must be a string, not {}", part_path, part_text ? shown(*part_text) : "null"));
+      bad(fmt::format("'{}.text' must be a string, not {}", part_path, part_text ? shown(*part_text) : "null"),
+          ErrorCode::InvalidType);
     // Parts are pieces of one text: joined with nothing between, so a client that splits its
     // prompt keeps its own separators.
     text += part_text->get_ref<const std::string&>();
@@ -67,12 +70,14 @@ chat::ToolCall parse_tool_call(const RequestJson& call, const std::string& path)
   const RequestJson* function = field(call, "function");
   if (!function || !function->is_object())
     bad(fmt::format("'{}.function' must be an object with 'name' and 'arguments', not {}", path,
-                    function ? shown(*function) : "null"));
+                    function ? shown(*function) : "null"),
+        ErrorCode::InvalidType);
   parsed.name = required_string(*function, "name", path + ".function");
   const RequestJson* arguments = field(*function, "arguments");
   if (!arguments || !arguments->is_string())
     bad(fmt::format("'{}.function.arguments' must be a string holding the arguments as JSON text, not {}", path,
-                    arguments ? shown(*arguments) : "null"));
+                    arguments ? shown(*arguments) : "null"),
+        ErrorCode::InvalidType);
   parsed.arguments = arguments->get<std::string>();
   return parsed;
 }
@@ -80,10 +85,10 @@ chat::ToolCall parse_tool_call(const RequestJson& call, const std::string& path)
 constexpr std::string_view kRoles[] = {"system", "developer", "user", "assistant", "tool"};
 
 ChatMessage parse_message(const RequestJson& m, const std::string& path) {
-  if (!m.is_object()) bad(fmt::format("'{}' must be a message object, not {}", path, shown(m)));
+  if (!m.is_object()) bad(fmt::format("'{}' must be a message object, not {}", path, shown(m)), ErrorCode::InvalidType);
   const RequestJson* role = field(m, "role");
   if (!role || !role->is_string())
-    bad(fmt::format("'{}.role' must be a string, not {}", path, role ? shown(*role) : "null"));
+    bad(fmt::format("'{}.role' must be a string, not {}", path, role ? shown(*role) : "null"), ErrorCode::InvalidType);
   ChatMessage message;
   message.role = role->get<std::string>();
   if (std::find(std::begin(kRoles), std::end(kRoles), message.role) == std::end(kRoles))
@@ -99,7 +104,8 @@ ChatMessage parse_message(const RequestJson& m, const std::string& path) {
   if (const RequestJson* calls = field(m, "tool_calls")) {
     if (message.role != "assistant")
       bad(fmt::format("'{}.tool_calls' belongs on assistant messages, not on a {} message", path, message.role));
-    if (!calls->is_array()) bad(fmt::format("'{}.tool_calls' must be an array, not {}", path, shown(*calls)));
+    if (!calls->is_array())
+      bad(fmt::format("'{}.tool_calls' must be an array, not {}", path, shown(*calls)), ErrorCode::InvalidType);
     for (size_t k = 0; k < calls->size(); ++k)
       message.tool_calls.push_back(parse_tool_call((*calls)[k], index_path(path + ".tool_calls", k)));
   }
@@ -131,7 +137,8 @@ bool valid_function_name(const std::string& name) {
 std::vector<ToolDefinition> parse_tools(const RequestJson& body) {
   const RequestJson* tools = field(body, "tools");
   if (!tools) return {};
-  if (!tools->is_array()) bad(fmt::format("'tools' must be an array of function tools, not {}", shown(*tools)));
+  if (!tools->is_array())
+    bad(fmt::format("'tools' must be an array of function tools, not {}", shown(*tools)), ErrorCode::InvalidType);
   std::vector<ToolDefinition> parsed;
   std::set<std::string> names;
   for (size_t k = 0; k < tools->size(); ++k) {
@@ -139,7 +146,8 @@ std::vector<ToolDefinition> parse_tools(const RequestJson& body) {
     const std::string path = index_path("tools", k);
     if (!tool.is_object())
       bad(fmt::format("'{}' must be a tool ({{\"type\": \"function\", \"function\": {{...}}}}), not {}", path,
-                      shown(tool)));
+                      shown(tool)),
+          ErrorCode::InvalidType);
     const RequestJson* type = field(tool, "type");
     if (!type || *type != "function")
       bad(fmt::format("'{}.type' must be \"function\" (the only kind of tool Tandem supports), not {}", path,
@@ -147,7 +155,8 @@ std::vector<ToolDefinition> parse_tools(const RequestJson& body) {
     const RequestJson* function = field(tool, "function");
     if (!function || !function->is_object())
       bad(fmt::format("'{}.function' must be an object with a 'name', not {}", path,
-                      function ? shown(*function) : "null"));
+                      function ? shown(*function) : "null"),
+          ErrorCode::InvalidType);
     const std::string function_path = path + ".function";
     ToolDefinition definition;
     const RequestJson* name = field(*function, "name");
@@ -160,7 +169,8 @@ std::vector<ToolDefinition> parse_tools(const RequestJson& body) {
     definition.description = optional_string(*function, "description", function_path).value_or("");
     if (const RequestJson* parameters = field(*function, "parameters")) {
       if (!parameters->is_object())
-        bad(fmt::format("'{}.parameters' must be a JSON Schema object, not {}", function_path, shown(*parameters)));
+        bad(fmt::format("'{}.parameters' must be a JSON Schema object, not {}", function_path, shown(*parameters)),
+            ErrorCode::InvalidType);
       if (chat::json_deeper_than(*parameters, chat::kMaxJsonDepth))
         bad(fmt::format("'{}.parameters' nests deeper than {} levels", function_path, chat::kMaxJsonDepth));
       definition.parameters = *parameters;
@@ -208,7 +218,10 @@ ToolChoice parse_tool_choice(const RequestJson& body, const std::vector<ToolDefi
 
 void parse_chat_fields(const RequestJson& body, ApiRequest& request) {
   const RequestJson* messages = field(body, "messages");
-  if (!messages || !messages->is_array() || messages->empty()) bad("'messages' must be a non-empty array");
+  if (!messages) bad("'messages' is required (a non-empty array)", ErrorCode::MissingRequired);
+  if (!messages->is_array())
+    bad(fmt::format("'messages' must be a non-empty array, not {}", shown(*messages)), ErrorCode::InvalidType);
+  if (messages->empty()) bad("'messages' must be a non-empty array");
   for (size_t k = 0; k < messages->size(); ++k)
     request.messages.push_back(parse_message((*messages)[k], index_path("messages", k)));
   request.tools = parse_tools(body);
@@ -238,7 +251,8 @@ chat::RenderOptions parse_render_options(const RequestJson& body, const std::vec
   if (!continue_final && options.continue_final_message && !messages.back().tool_calls.empty())
     options.continue_final_message = false;
   if (const RequestJson* kwargs = field(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object()) bad(fmt::format("'chat_template_kwargs' must be a JSON object, not {}", shown(*kwargs)));
+    if (!kwargs->is_object())
+      bad(fmt::format("'chat_template_kwargs' must be a JSON object, not {}", shown(*kwargs)), ErrorCode::InvalidType);
     try {
       chat::check_template_kwargs(*kwargs);
     } catch (const InputError& e) {

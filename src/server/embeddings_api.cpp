@@ -49,7 +49,8 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
   const RequestJson body = parse_json_object(body_text, {}, abandoned);
   EmbeddingsRequest request;
   if (const RequestJson* model = field(body, "model")) {
-    if (!model->is_string()) bad(fmt::format("'model' must be a string, not {}", shown(*model)));
+    if (!model->is_string())
+      bad(fmt::format("'model' must be a string, not {}", shown(*model)), ErrorCode::InvalidType);
     request.model = model->get<std::string>();
   }
   if (const RequestJson* format = field(body, "encoding_format")) {
@@ -62,7 +63,7 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
       bad(fmt::format("'dimensions' can only be this model's width, {} (got {})", d_model, shown(*dimensions)));
   }
   const RequestJson* input = field(body, "input");
-  if (!input) bad("'input' is required (a string, an array of strings, or token ids)");
+  if (!input) bad("'input' is required (a string, an array of strings, or token ids)", ErrorCode::MissingRequired);
   // Counted before anything is tokenized: a request with too many inputs costs nothing.
   const bool many = input->is_array() && !input->empty() && !input->front().is_number();
   if (many && static_cast<int64_t>(input->size()) > max_inputs)
@@ -93,16 +94,18 @@ EmbeddingsRequest parse_embeddings_request(std::string_view body_text, const Tok
       else if (item.is_array())
         request.inputs.push_back(ids_of(item, vocab_size, where));
       else
-        bad(fmt::format("'{}' must be a string or an array of token ids, not {}", where, shown(item)));
+        bad(fmt::format("'{}' must be a string or an array of token ids, not {}", where, shown(item)),
+            ErrorCode::InvalidType);
     }
   } else {
     bad(fmt::format("'input' must be a non-empty string, array of strings, or token ids, not {}", shown(*input)));
   }
   for (size_t i = 0; i < request.inputs.size(); ++i) {
     const auto n = static_cast<int64_t>(request.inputs[i].size());
-    if (n == 0) bad(fmt::format("input {} is empty", i));
+    if (n == 0) bad(fmt::format("'input': input {} is empty", i));
     if (n > context_length)
-      bad(fmt::format("input {} has {} tokens but the context is {} tokens", i, n, context_length));
+      bad(fmt::format("'input': input {} has {} tokens but the context is {} tokens", i, n, context_length),
+          ErrorCode::ContextLengthExceeded);
   }
   return request;
 }

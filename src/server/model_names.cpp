@@ -33,7 +33,8 @@ bool model_name_accepted(const std::vector<std::string>& names, std::string_view
 
 void check_model_name(const std::vector<std::string>& names, std::string_view requested) {
   if (!model_name_accepted(names, requested))
-    throw ApiError(404, "invalid_request_error", model_not_found_message(names, requested));
+    throw ApiError(404, "invalid_request_error", model_not_found_message(names, requested), {},
+                   ErrorCode::ModelNotFound);
 }
 
 std::string model_not_found_message(const std::vector<std::string>& names, std::string_view requested) {

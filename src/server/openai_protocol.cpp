@@ -3,6 +3,7 @@
 // fields (clients send many we do not use). The chat fields are chat_request.cpp's.
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -21,7 +22,7 @@ namespace {
 double number_field(const RequestJson& body, const char* name, double fallback, double lo, double hi) {
   const RequestJson* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_number()) bad(fmt::format("'{}' must be a number, not {}", name, shown(*v)));
+  if (!v->is_number()) bad(fmt::format("'{}' must be a number, not {}", name, shown(*v)), ErrorCode::InvalidType);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < lo || x > hi)
     bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
@@ -31,7 +32,8 @@ double number_field(const RequestJson& body, const char* name, double fallback, 
 int64_t int_field(const RequestJson& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const RequestJson* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_number_integer()) bad(fmt::format("'{}' must be an integer, not {}", name, shown(*v)));
+  if (!v->is_number_integer())
+    bad(fmt::format("'{}' must be an integer, not {}", name, shown(*v)), ErrorCode::InvalidType);
   const int64_t x = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
                                             : v->get<int64_t>();
   if (x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
@@ -41,7 +43,7 @@ int64_t int_field(const RequestJson& body, const char* name, int64_t fallback, i
 std::string string_field(const RequestJson& body, const char* name) {
   const RequestJson* v = field(body, name);
   if (!v) return {};
-  if (!v->is_string()) bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)));
+  if (!v->is_string()) bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)), ErrorCode::InvalidType);
   return v->get<std::string>();
 }
 
@@ -60,11 +62,11 @@ std::vector<std::string> stop_field(const RequestJson& body) {
   } else if (v->is_array()) {
     if (v->size() > 16) bad("'stop' may hold at most 16 strings");
     for (const RequestJson& s : *v) {
-      if (!s.is_string()) bad("'stop' must be a string or an array of strings");
+      if (!s.is_string()) bad("'stop' must be a string or an array of strings", ErrorCode::InvalidType);
       stops.push_back(s.get<std::string>());
     }
   } else {
-    bad("'stop' must be a string or an array of strings");
+    bad("'stop' must be a string or an array of strings", ErrorCode::InvalidType);
   }
   for (const std::string& s : stops)
     if (s.empty()) bad("'stop' strings must not be empty");
@@ -153,19 +155,22 @@ void check_fields(const RequestJson& body, ApiRequest& request) {
     for (std::string_view k : kKnownFields) known |= name == k;
     if (known) continue;
     for (const Unsupported& u : kUnsupportedFields)
-      if (name == u.name) bad(fmt::format("'{}' is not supported by this server: {}", name, u.why));
+      if (name == u.name)
+        bad(fmt::format("'{}' is not supported by this server: {}", name, u.why), ErrorCode::Unsupported);
     request.ignored_fields.push_back(name);
   }
   // Known, and refused unless they ask for the plain behaviour.
   if (!string_field(body, "suffix").empty())
-    bad("'suffix' (fill-in-the-middle insertion) is not supported: this server has no infill prompt format");
+    bad("'suffix' (fill-in-the-middle insertion) is not supported: this server has no infill prompt format",
+        ErrorCode::Unsupported);
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
 std::vector<std::pair<int32_t, float>> logit_bias_field(const RequestJson& body) {
   const RequestJson* v = field(body, "logit_bias");
   if (!v) return {};
-  if (!v->is_object()) bad(fmt::format("'logit_bias' must be an object of token id -> bias, not {}", shown(*v)));
+  if (!v->is_object())
+    bad(fmt::format("'logit_bias' must be an object of token id -> bias, not {}", shown(*v)), ErrorCode::InvalidType);
   if (v->size() > 1024) bad("'logit_bias' may hold at most 1024 tokens");
   std::vector<std::pair<int32_t, float>> biases;
   for (const auto& [key, bias] : v->items()) {
@@ -184,7 +189,8 @@ std::vector<std::pair<int32_t, float>> logit_bias_field(const RequestJson& body)
 std::vector<int32_t> stop_token_ids_field(const RequestJson& body) {
   const RequestJson* v = field(body, "stop_token_ids");
   if (!v) return {};
-  if (!v->is_array()) bad(fmt::format("'stop_token_ids' must be an array of token ids, not {}", shown(*v)));
+  if (!v->is_array())
+    bad(fmt::format("'stop_token_ids' must be an array of token ids, not {}", shown(*v)), ErrorCode::InvalidType);
   if (v->size() > 256) bad("'stop_token_ids' may hold at most 256 ids");
   std::vector<int32_t> ids;
   for (const RequestJson& id : *v) {
@@ -195,6 +201,52 @@ std::vector<int32_t> stop_token_ids_field(const RequestJson& body) {
   return ids;
 }
 
+// Token ids as sent, checked one by one: `where` names the prompt in messages ('prompt', 'prompt[2]').
+std::vector<int32_t> token_ids(const RequestJson& ids, const std::string& where) {
+  // Never empty: an empty PromptInput::ids means text.
+  if (ids.empty()) bad(fmt::format("'{}' is an empty array of token ids (a prompt needs at least one)", where));
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (const RequestJson& id : ids) {
+    if (!id.is_number_integer())
+      bad(fmt::format("'{}' token ids must be integers, not {}", where, shown(id)), ErrorCode::InvalidType);
+    // Quote the id as sent: a clamped or wrapped value would name a token the client never wrote.
+    if (!token_id_in_range(id)) bad(fmt::format("'{}' token id {} is out of range", where, shown(id)));
+    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return out;
+}
+
+// Completions' prompt: a string or an array of token ids (one prompt), or an array of strings or
+// of token-id arrays (several, at most kMaxPrompts, counted before any is read).
+std::vector<PromptInput> prompts_field(const RequestJson& body) {
+  const RequestJson* prompt = field(body, "prompt");
+  if (!prompt) bad("'prompt' is required", ErrorCode::MissingRequired);
+  if (prompt->is_string()) return {PromptInput{.text = prompt->get<std::string>(), .ids = {}}};
+  constexpr std::string_view kShapes =
+      "a string, an array of strings, an array of token ids or an array of token-id arrays";
+  if (!prompt->is_array())
+    bad(fmt::format("'prompt' must be {}, not {}", kShapes, shown(*prompt)), ErrorCode::InvalidType);
+  if (prompt->empty()) bad("'prompt' must not be an empty array");
+  if ((*prompt)[0].is_number()) return {PromptInput{.text = {}, .ids = token_ids(*prompt, "prompt")}};
+  if (prompt->size() > static_cast<size_t>(kMaxPrompts))
+    bad(fmt::format("'prompt' holds {} prompts; at most {} per request", prompt->size(), kMaxPrompts));
+  const bool texts = (*prompt)[0].is_string();
+  std::vector<PromptInput> prompts;
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const RequestJson& item = (*prompt)[i];
+    const std::string where = fmt::format("prompt[{}]", i);
+    if (texts && item.is_string()) {
+      prompts.push_back({.text = item.get<std::string>(), .ids = {}});
+    } else if (!texts && item.is_array()) {
+      prompts.push_back({.text = {}, .ids = token_ids(item, where)});
+    } else {
+      bad(fmt::format("'{}' is {}: 'prompt' must be {} (not a mix)", where, shown(item), kShapes),
+          ErrorCode::InvalidType);
+    }
+  }
+  return prompts;
+}
 }  // namespace
 
 ApiRequest parse_request(Endpoint endpoint, std::string_view body_text, int64_t default_max_tokens,
@@ -213,10 +265,11 @@ namespace {
 SpeculationParams speculation_field(const RequestJson& body, const SpeculationParams& defaults) {
   const RequestJson* v = field(body, "speculative");
   if (!v) return defaults;
-  if (!v->is_object()) bad(fmt::format("'speculative' must be an object, not {}", shown(*v)));
+  if (!v->is_object()) bad(fmt::format("'speculative' must be an object, not {}", shown(*v)), ErrorCode::InvalidType);
   SpeculationParams s = defaults;
   if (const RequestJson* type = field(*v, "type")) {
-    if (!type->is_string()) bad(fmt::format("'speculative.type' must be a string, not {}", shown(*type)));
+    if (!type->is_string())
+      bad(fmt::format("'speculative.type' must be a string, not {}", shown(*type)), ErrorCode::InvalidType);
     try {
       s.type = speculation_type_from_name(type->get<std::string>());
     } catch (const InputError& e) {
@@ -248,37 +301,24 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   if (best_of != request.n)
     bad(fmt::format("'best_of' {} is not supported: only best_of = n ({}), since ranking extra candidates by "
                     "log probability is not implemented",
-                    best_of, request.n));
+                    best_of, request.n),
+        ErrorCode::Unsupported);
   request.echo = bool_field(body, "echo", false);
   if (request.echo && endpoint == Endpoint::Chat) bad("'echo' is a /v1/completions field (not chat)");
   request.stream = bool_field(body, "stream", false);
   if (const RequestJson* options = field(body, "stream_options")) {
-    if (!options->is_object()) bad("'stream_options' must be an object");
+    if (!options->is_object()) bad("'stream_options' must be an object", ErrorCode::InvalidType);
     request.include_usage = bool_field(*options, "include_usage", false);
   }
 
   if (endpoint == Endpoint::Completions) {
-    const RequestJson* prompt = field(body, "prompt");
-    if (!prompt) bad("'prompt' is required");
-    if (prompt->is_string()) {
-      request.prompt = prompt->get<std::string>();
-    } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-      request.prompt = (*prompt)[0].get<std::string>();
-    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-      for (const RequestJson& id : *prompt) {
-        if (!id.is_number_integer()) bad(fmt::format("'prompt' token ids must be integers, not {}", shown(id)));
-        // Quote the id as sent: a clamped or wrapped value would name a token the client never wrote.
-        if (!token_id_in_range(id)) bad(fmt::format("'prompt' token id {} is out of range", shown(id)));
-        request.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
-      }
-    } else {
-      bad("'prompt' must be a string, a one-element array of strings or an array of token ids");
-    }
+    request.prompts = prompts_field(body);
     const int64_t logprobs = int_field(body, "logprobs", -1, 0, 20);
     request.logprobs = logprobs >= 0;
     request.params.top_logprobs = static_cast<int32_t>(logprobs);
     if (request.echo && request.logprobs)
-      bad("'echo' with 'logprobs' is not supported: the prompt's tokens get no log probabilities here");
+      bad("'echo' with 'logprobs' is not supported: the prompt's tokens get no log probabilities here",
+          ErrorCode::Unsupported);
   } else {
     parse_chat_fields(body, request);
     request.logprobs = bool_field(body, "logprobs", false);
@@ -303,7 +343,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   s.repetition_penalty = static_cast<float>(number_field(body, "repetition_penalty", 1.0, 0.01, 10.0));
   s.repeat_last_n = -1;  // OpenAI's penalties look at everything so far
   const RequestJson* seed = field(body, "seed");
-  if (seed && !seed->is_number_integer()) bad("'seed' must be an integer");
+  if (seed && !seed->is_number_integer()) bad("'seed' must be an integer", ErrorCode::InvalidType);
   s.seed = seed ? seed->get<uint64_t>() : std::random_device{}();
   p.speculation = speculation_field(body, default_speculation);
   s.logit_bias = logit_bias_field(body);
@@ -316,8 +356,25 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
 
 }  // namespace
 
-json error_json(std::string_view message, std::string_view type) {
-  return {{"error", {{"message", message}, {"type", type}, {"code", nullptr}}}};
+std::string_view error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::None: return {};
+    case ErrorCode::InvalidValue: return "invalid_value";
+    case ErrorCode::InvalidType: return "invalid_type";
+    case ErrorCode::MissingRequired: return "missing_required_parameter";
+    case ErrorCode::Unsupported: return "unsupported_parameter";
+    case ErrorCode::ContextLengthExceeded: return "context_length_exceeded";
+    case ErrorCode::ModelNotFound: return "model_not_found";
+  }
+  return {};
+}
+
+json error_json(std::string_view message, std::string_view type, std::string_view param, ErrorCode code) {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code == ErrorCode::None ? json(nullptr) : json(error_code_name(code))}}}};
 }
 
 std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -421,23 +478,33 @@ json choice_json(const ResponseMeta& meta, const Completion& c, int32_t index) {
 
 }  // namespace
 
+json choices_usage(const ResponseMeta& meta, const std::vector<Completion>& completions) {
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0, drafted = 0, accepted = 0;
+  const size_t n = static_cast<size_t>(std::max(meta.n, 1));
+  for (size_t i = 0; i < completions.size(); ++i) {
+    const Completion& c = completions[i];
+    if (i % n == 0) {  // a prompt's first choice: the prompt, once
+      prompt_tokens += c.prompt_tokens;
+      cached_tokens += c.cached_tokens;
+    }
+    completion_tokens += c.completion_tokens;
+    drafted += c.drafted_tokens;
+    accepted += c.accepted_tokens;
+  }
+  return usage_json(prompt_tokens, completion_tokens, cached_tokens, drafted, accepted);
+}
+
 json response_json(const ResponseMeta& meta, const std::vector<Completion>& completions) {
   const bool chat = meta.endpoint == Endpoint::Chat;
   json choices = json::array();
-  int64_t completion_tokens = 0, drafted = 0, accepted = 0;
-  for (size_t i = 0; i < completions.size(); ++i) {
+  for (size_t i = 0; i < completions.size(); ++i)
     choices.push_back(choice_json(meta, completions[i], static_cast<int32_t>(i)));
-    completion_tokens += completions[i].completion_tokens;
-    drafted += completions[i].drafted_tokens;
-    accepted += completions[i].accepted_tokens;
-  }
-  const Completion& first = completions.front();
   return {{"id", meta.id},
           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", meta.created},
           {"model", meta.model},
           {"choices", std::move(choices)},
-          {"usage", usage_json(first.prompt_tokens, completion_tokens, first.cached_tokens, drafted, accepted)}};
+          {"usage", choices_usage(meta, completions)}};
 }
 
 std::string sse_data(const json& value) { return "data: " + dump_json(value) + "\n\n"; }

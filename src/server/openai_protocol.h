@@ -24,13 +24,31 @@ using chat::ChatRenderer;
 using chat::RenderedChat;
 using chat::ToolDefinition;
 
-// A request the server refuses; `status` is the HTTP status, `type` OpenAI's error type.
+// OpenAI's error `code`: what was wrong with the field named in `param` (None: null).
+enum class ErrorCode {
+  None,
+  InvalidValue,           // "invalid_value": the right type, a value outside what is accepted
+  InvalidType,            // "invalid_type": a string where a number belongs, ...
+  MissingRequired,        // "missing_required_parameter"
+  Unsupported,            // "unsupported_parameter": defined by OpenAI or another server, not served here
+  ContextLengthExceeded,  // "context_length_exceeded": the prompt cannot fit the context
+  ModelNotFound,          // "model_not_found"
+};
+// The code's text; empty for None.
+std::string_view error_code_name(ErrorCode code);
+
+// A request the server refuses; `status` is the HTTP status, `type` OpenAI's error type,
+// `param` the request field it is about ("temperature", "messages[0].role"; empty: none, null in
+// the error body) and `code` what was wrong with it.
 class ApiError : public std::runtime_error {
  public:
-  ApiError(int status, std::string type, const std::string& message)
-      : std::runtime_error(message), status(status), type(std::move(type)) {}
+  ApiError(int status, std::string type, const std::string& message, std::string param = {},
+           ErrorCode code = ErrorCode::None)
+      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)), code(code) {}
   int status;
   std::string type;
+  std::string param;
+  ErrorCode code;
 };
 
 enum class Endpoint { Completions, Chat };
@@ -43,11 +61,19 @@ struct ToolChoice {
   std::string function;  // Mode::Function: the tool that must be called
 };
 
+// One completions prompt: text, or token ids (when `ids` is not empty: parse_request refuses an
+// empty array of ids).
+struct PromptInput {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
 struct ApiRequest {
   Endpoint endpoint = Endpoint::Completions;
-  std::string model;                  // as sent; empty when absent
-  std::string prompt;                 // completions: the text (when prompt_ids is empty)
-  std::vector<int32_t> prompt_ids;    // completions: the prompt given as token ids
+  std::string model;  // as sent; empty when absent
+  // Completions: 1..kMaxPrompts prompts ("prompt" as a string or token ids: one; an array of
+  // strings or of token-id arrays: several), each with its n choices.
+  std::vector<PromptInput> prompts;
   std::vector<ChatMessage> messages;  // chat
   std::vector<ToolDefinition> tools;  // chat: function tools, rendered into the prompt
   ToolChoice tool_choice;             // chat
@@ -57,8 +83,9 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
-  // Choices (n): each its own sequence, choice i sampled with seed + i (choice_seed()); the
-  // server caps n at --parallel.
+  // Choices (n) per prompt: each its own sequence, choice i of a prompt sampled with seed + i
+  // (choice_seed()); the server caps n at --parallel. With several prompts the response's choices
+  // are prompt-major: prompt p's choice i has index p * n + i.
   int32_t n = 1;
   bool echo = false;  // completions: the prompt's text leads each choice's text
   // Top-level fields this server neither uses nor refuses (vendor extensions, `user`, ...),
@@ -70,14 +97,14 @@ struct ApiRequest {
 // `default_speculation` (the server's flags) for what the request's `speculative` object
 // ({"type": "none" | "ngram" | "draft", "max", "min", "ngram_min", "ngram_max"}) leaves out.
 // Throws ApiError (400) for malformed JSON, wrong types, out-of-range values (n outside
-// 1..kMaxChoices), best_of other than n, a non-empty suffix, echo on chat or with logprobs, a field
-// OpenAI, vLLM or llama-server define that this server does not support (named in the
-// message: a client relying on it must not get a silently different answer), and chat
-// messages or tools of the wrong shape (chat_request.h); the message names the field and
-// quotes the value. Sampling extras: logit_bias, min_tokens, ignore_eos, stop_token_ids.
-// The body's JSON is read by parse_json_body (json_body.h: linear time, limits), which
+// 1..kMaxChoices, more than kMaxPrompts prompts), best_of other than n, a non-empty suffix, echo on chat or with
+// logprobs, a field OpenAI, vLLM or llama-server define that this server does not support (named in the message: a
+// client relying on it must not get a silently different answer), and chat messages or tools of the wrong shape
+// (chat_request.h); the message names the field and quotes the value. Sampling extras: logit_bias, min_tokens,
+// ignore_eos, stop_token_ids. The body's JSON is read by parse_json_body (json_body.h: linear time, limits), which
 // `abandoned` may stop (BodyAbandoned).
 constexpr int32_t kMaxChoices = 128;
+constexpr int32_t kMaxPrompts = 128;  // completions prompts in one request, checked before any is read
 ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t default_max_tokens,
                          const SpeculationParams& default_speculation = {},
                          const std::function<bool()>& abandoned = {});
@@ -86,8 +113,9 @@ ApiRequest parse_request(Endpoint endpoint, std::string_view body, int64_t defau
 // choice i reproduces alone as a request with n = 1 and that seed.
 inline uint64_t choice_seed(uint64_t seed, int32_t index) { return seed + static_cast<uint64_t>(index); }
 
-// {"error": {"message", "type", "code"}}
-nlohmann::json error_json(std::string_view message, std::string_view type);
+// {"error": {"message", "type", "param", "code"}}; an empty param and ErrorCode::None are null.
+nlohmann::json error_json(std::string_view message, std::string_view type, std::string_view param = {},
+                          ErrorCode code = ErrorCode::None);
 // JSON text; ill-formed UTF-8 (a token's partial character) becomes U+FFFD instead of throwing.
 std::string dump_json(const nlohmann::json& json);
 
@@ -98,6 +126,7 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;
   bool logprobs = false;
+  int32_t n = 1;  // choices per prompt: choice i is prompt i / n's (usage counts each prompt once)
 };
 
 // A chat reply as the client sees it (server/chat_reply.h shapes it from the text).
@@ -125,8 +154,10 @@ struct Completion {
 // OpenAI's usage object, plus "speculative": {"drafted", "accepted"} when tokens were proposed.
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
                           int64_t drafted_tokens = 0, int64_t accepted_tokens = 0);
-// One choice per Completion, index 0..n-1. Usage counts the prompt (and its cached tokens) once,
-// as choice 0's, and the completion tokens of every choice.
+// The usage of a request's choices: each prompt (and its cached tokens) once, as its first
+// choice's (every meta.n-th), and the completion tokens of every choice.
+nlohmann::json choices_usage(const ResponseMeta& meta, const std::vector<Completion>& choices);
+// One choice per Completion, index 0.. in order; usage as choices_usage.
 nlohmann::json response_json(const ResponseMeta& meta, const std::vector<Completion>& choices);
 inline nlohmann::json response_json(const ResponseMeta& meta, const Completion& completion) {
   return response_json(meta, std::vector<Completion>{completion});

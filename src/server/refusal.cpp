@@ -13,6 +13,8 @@ Refusal abandoned_refusal() {
   return Refusal{.status = 503,
                  .type = "server_error",
                  .message = "the server is shutting down; the request was not started",
+                 .param = {},
+                 .code = ErrorCode::None,
                  .internal_detail = {},
                  .abandoned = true};
 }
@@ -23,20 +25,35 @@ Refusal refusal_for_current_exception() {
   } catch (const BodyAbandoned&) {
     return abandoned_refusal();
   } catch (const ApiError& e) {
-    return Refusal{.status = e.status, .type = e.type, .message = e.what(), .internal_detail = {}, .abandoned = false};
+    return Refusal{.status = e.status,
+                   .type = e.type,
+                   .message = e.what(),
+                   .param = e.param,
+                   .code = e.code,
+                   .internal_detail = {},
+                   .abandoned = false};
   } catch (const InputError& e) {
-    return Refusal{
-        .status = 400, .type = "invalid_request_error", .message = e.what(), .internal_detail = {}, .abandoned = false};
+    return Refusal{.status = 400,
+                   .type = "invalid_request_error",
+                   .message = e.what(),
+                   .param = {},
+                   .code = ErrorCode::None,
+                   .internal_detail = {},
+                   .abandoned = false};
   } catch (const std::exception& e) {
     return Refusal{.status = 500,
                    .type = "server_error",
                    .message = "internal error",
+                   .param = {},
+                   .code = ErrorCode::None,
                    .internal_detail = e.what(),
                    .abandoned = false};
   } catch (...) {
     return Refusal{.status = 500,
                    .type = "server_error",
                    .message = "internal error",
+                   .param = {},
+                   .code = ErrorCode::None,
                    .internal_detail = "unknown exception",
                    .abandoned = false};
   }

@@ -15,7 +15,23 @@ namespace tandem::server {
 
 using RequestJson = nlohmann::ordered_json;
 
-[[noreturn]] inline void bad(const std::string& message) { throw ApiError(400, "invalid_request_error", message); }
+// The field a message is about: every field error here opens with the field's path in single
+// quotes ('temperature', 'messages[0].role', as OpenAI's messages do), and that path is the
+// error's `param`; empty when the message opens otherwise (a body that is not JSON).
+inline std::string field_of_message(std::string_view message) {
+  if (!message.starts_with('\'')) return {};
+  const size_t close = message.find('\'', 1);
+  const std::string_view path = message.substr(1, close == std::string_view::npos ? 0 : close - 1);
+  if (path.empty() || path.find_first_of(" \"") != std::string_view::npos) return {};
+  return std::string(path);
+}
+
+// A 400 invalid_request_error. Its param is the field the message opens with (field_of_message);
+// `code` says what was wrong with that field (a message about no field has a null code).
+[[noreturn]] inline void bad(const std::string& message, ErrorCode code = ErrorCode::InvalidValue) {
+  std::string param = field_of_message(message);
+  throw ApiError(400, "invalid_request_error", message, param, param.empty() ? ErrorCode::None : code);
+}
 
 // A client's value as it appears in an error message: its JSON text, cut short when long.
 inline std::string shown(const RequestJson& value) {
@@ -33,7 +49,7 @@ inline const RequestJson* field(const RequestJson& body, const char* name) {
 inline bool bool_field(const RequestJson& body, const char* name, bool fallback) {
   const RequestJson* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false, not {}", name, shown(*v)));
+  if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false, not {}", name, shown(*v)), ErrorCode::InvalidType);
   return v->get<bool>();
 }
 

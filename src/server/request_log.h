@@ -26,7 +26,7 @@ struct RequestLogEntry {
   // Generation requests (/v1/completions, /v1/chat/completions) that reached the engine.
   bool generation = false;
   int32_t choices = 1;
-  int64_t prompt_tokens = 0;      // once, however many choices
+  int64_t prompt_tokens = 0;      // each prompt once, however many choices
   int64_t cached_tokens = 0;      // prompt tokens served from the prefix cache, all choices
   int64_t completion_tokens = 0;  // all choices
   double queue_ms = 0.0;          // choice 0: arrival at the engine -> first admission

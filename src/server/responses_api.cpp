@@ -31,7 +31,8 @@ std::string string_of(const RequestJson& object, const char* key, const std::str
     if (required) bad(fmt::format("'{}.{}' is required (a string)", path, key));
     return {};
   }
-  if (!v->is_string()) bad(fmt::format("'{}.{}' must be a string, not {}", path, key, shown(*v)));
+  if (!v->is_string())
+    bad(fmt::format("'{}.{}' must be a string, not {}", path, key, shown(*v)), ErrorCode::InvalidType);
   return v->get<std::string>();
 }
 
@@ -98,10 +99,12 @@ void check_fields(const RequestJson& body) {
         std::find(std::begin(kChatExtras), std::end(kChatExtras), name) != std::end(kChatExtras))
       continue;
     for (const Refused& r : kRefusedFields)
-      if (name == r.name) bad(fmt::format("'{}' is not supported by this server: {}", name, r.why));
+      if (name == r.name)
+        bad(fmt::format("'{}' is not supported by this server: {}", name, r.why), ErrorCode::Unsupported);
     bad(fmt::format("'{}' is not a /v1/responses field this server knows; remove it (a field it cannot honour is "
                     "refused, never ignored)",
-                    name));
+                    name),
+        ErrorCode::Unsupported);
   }
   // Known, and refused unless they ask for the plain behaviour.
   if (bool_field(body, "background", false)) bad("'background' responses are not supported: send the request and wait");
@@ -111,12 +114,12 @@ void check_fields(const RequestJson& body) {
   if (const RequestJson* v = field(body, "top_logprobs"); v && *v != 0)
     bad("'top_logprobs' is not supported on /v1/responses (use /v1/chat/completions with 'logprobs')");
   if (const RequestJson* v = field(body, "include")) {
-    if (!v->is_array()) bad(fmt::format("'include' must be an array, not {}", shown(*v)));
+    if (!v->is_array()) bad(fmt::format("'include' must be an array, not {}", shown(*v)), ErrorCode::InvalidType);
     if (!v->empty())
       bad(fmt::format("'include' {} is not supported: this server adds no optional output data", shown((*v)[0])));
   }
   if (const RequestJson* v = field(body, "reasoning")) {
-    if (!v->is_object()) bad(fmt::format("'reasoning' must be an object, not {}", shown(*v)));
+    if (!v->is_object()) bad(fmt::format("'reasoning' must be an object, not {}", shown(*v)), ErrorCode::InvalidType);
     for (const auto& [key, setting] : v->items())
       if (!setting.is_null())
         bad(fmt::format("'reasoning.{}' is not supported: a template's reasoning is controlled with "
@@ -124,16 +127,17 @@ void check_fields(const RequestJson& body) {
                         key));
   }
   if (const RequestJson* v = field(body, "stream_options")) {
-    if (!v->is_object()) bad(fmt::format("'stream_options' must be an object, not {}", shown(*v)));
+    if (!v->is_object())
+      bad(fmt::format("'stream_options' must be an object, not {}", shown(*v)), ErrorCode::InvalidType);
     for (const auto& [key, setting] : v->items())
       if (key != "include_obfuscation" && !setting.is_null())
         bad(fmt::format("'stream_options.{}' is not supported", key));
   }
   if (const RequestJson* v = field(body, "metadata"); v && !v->is_object())
-    bad(fmt::format("'metadata' must be an object of strings, not {}", shown(*v)));
+    bad(fmt::format("'metadata' must be an object of strings, not {}", shown(*v)), ErrorCode::InvalidType);
   for (const char* name : {"user", "safety_identifier", "prompt_cache_key", "previous_response_id", "instructions"})
     if (const RequestJson* v = field(body, name); v && !v->is_string())
-      bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)));
+      bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)), ErrorCode::InvalidType);
 }
 
 // Text content: a string, or parts of the text types (input_text from a user, output_text or
@@ -141,7 +145,8 @@ void check_fields(const RequestJson& body) {
 std::string content_text(const RequestJson& content, const std::string& path) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array())
-    bad(fmt::format("'{}' must be a string or an array of content parts, not {}", path, shown(content)));
+    bad(fmt::format("'{}' must be a string or an array of content parts, not {}", path, shown(content)),
+        ErrorCode::InvalidType);
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string part_path = index_path(path, i);
@@ -222,7 +227,8 @@ void append_item(const RequestJson& item, const std::string& path, const Respons
 
 // Flat Responses tools -> the chat shape ({"type": "function", "function": {...}}).
 RequestJson chat_tools(const RequestJson& tools) {
-  if (!tools.is_array()) bad(fmt::format("'tools' must be an array of function tools, not {}", shown(tools)));
+  if (!tools.is_array())
+    bad(fmt::format("'tools' must be an array of function tools, not {}", shown(tools)), ErrorCode::InvalidType);
   RequestJson out = RequestJson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string path = index_path("tools", i);
@@ -252,7 +258,8 @@ RequestJson chat_tool_choice(const RequestJson& choice) {
   if (choice.is_string()) return choice;  // the chat parser checks the word
   if (choice.is_object() && choice.value("type", "") == "function") {
     const RequestJson* name = field(choice, "name");
-    if (!name || !name->is_string()) bad(fmt::format("'tool_choice.name' must be a string, not {}", shown(choice)));
+    if (!name || !name->is_string())
+      bad(fmt::format("'tool_choice.name' must be a string, not {}", shown(choice)), ErrorCode::InvalidType);
     return {{"type", "function"}, {"function", {{"name", *name}}}};
   }
   bad(fmt::format("'tool_choice' must be \"none\", \"auto\", \"required\" or {{\"type\": \"function\", \"name\": "
@@ -323,14 +330,15 @@ ResponsesRequest parse_fields(const RequestJson& body, int64_t default_max_token
     request.history = std::move(previous->conversation);
   }
   const RequestJson* input = field(body, "input");
-  if (!input && request.previous_response_id.empty()) bad("'input' is required (a string or an array of items)");
+  if (!input && request.previous_response_id.empty())
+    bad("'input' is required (a string or an array of items)", ErrorCode::MissingRequired);
   if (input && input->is_string()) {
     request.history.push_back({"user", input->get<std::string>()});
   } else if (input && input->is_array()) {
     if (input->empty() && request.previous_response_id.empty()) bad("'input' must not be an empty array");
     for (size_t i = 0; i < input->size(); ++i) append_item((*input)[i], index_path("input", i), store, request.history);
   } else if (input) {
-    bad(fmt::format("'input' must be a string or an array of items, not {}", shown(*input)));
+    bad(fmt::format("'input' must be a string or an array of items, not {}", shown(*input)), ErrorCode::InvalidType);
   }
   if (request.history.empty()) bad("'input' holds no message for the model to answer");
 

@@ -54,7 +54,8 @@ std::shared_ptr<const grammar::Grammar> regex_grammar(const std::string& field_n
 // GBNF rules with a `root` (llama-server's `grammar`; vLLM's guided_grammar, whose EBNF
 // dialect for xgrammar is the same `name ::= ...` form).
 std::shared_ptr<const grammar::Grammar> gbnf_grammar(const std::string& field_name, const RequestJson& text) {
-  if (!text.is_string()) bad(fmt::format("'{}' must be a string of GBNF rules, not {}", field_name, shown(text)));
+  if (!text.is_string())
+    bad(fmt::format("'{}' must be a string of GBNF rules, not {}", field_name, shown(text)), ErrorCode::InvalidType);
   if (text.get<std::string>().empty()) return nullptr;
   return compiled(field_name, [&] { return grammar::parse_gbnf(text.get<std::string>()); });
 }
@@ -72,7 +73,8 @@ Json parameters_schema(const chat::ToolDefinition& tool) {
 
 std::shared_ptr<const grammar::Grammar> response_format_grammar(const RequestJson& format) {
   if (!format.is_object() || !field(format, "type") || !format["type"].is_string())
-    bad(fmt::format("'response_format' must be an object with a string 'type', not {}", shown(format)));
+    bad(fmt::format("'response_format' must be an object with a string 'type', not {}", shown(format)),
+        ErrorCode::InvalidType);
   const std::string type = format["type"].get<std::string>();
   if (type == "text") return nullptr;
   if (type == "json_object") return compiled("response_format", [] { return grammar::any_json_object_grammar(); });
@@ -81,12 +83,13 @@ std::shared_ptr<const grammar::Grammar> response_format_grammar(const RequestJso
                     shown(format["type"])));
   const RequestJson* wrapper = field(format, "json_schema");
   if (!wrapper || !wrapper->is_object())
-    bad("'response_format.json_schema' must be an object {\"name\", \"schema\", \"strict\"?}");
+    bad("'response_format.json_schema' must be an object {\"name\", \"schema\", \"strict\"?}", ErrorCode::InvalidType);
   const RequestJson* schema = field(*wrapper, "schema");
   // OpenAI requires a name; a schema without one is still clear enough to follow.
   if (!schema) return compiled("response_format", [] { return grammar::any_json_grammar(); });
   if (!schema->is_object() && !schema->is_boolean())
-    bad(fmt::format("'response_format.json_schema.schema' must be a JSON Schema object, not {}", shown(*schema)));
+    bad(fmt::format("'response_format.json_schema.schema' must be a JSON Schema object, not {}", shown(*schema)),
+        ErrorCode::InvalidType);
   return schema_grammar("response_format.json_schema.schema", *schema);
 }
 
@@ -114,7 +117,8 @@ std::shared_ptr<const grammar::Grammar> choice_grammar(const RequestJson& choice
 // disable_any_whitespace: no whitespace between JSON tokens. Any other field is a 400.
 std::shared_ptr<const grammar::Grammar> structured_outputs_grammar(const RequestJson& params) {
   if (!params.is_object())
-    bad(fmt::format("'structured_outputs' must be an object such as {{\"json\": {{...}}}}, not {}", shown(params)));
+    bad(fmt::format("'structured_outputs' must be an object such as {{\"json\": {{...}}}}, not {}", shown(params)),
+        ErrorCode::InvalidType);
   grammar::JsonGrammarOptions options;
   std::vector<std::string> kinds;
   for (const auto& [key, value] : params.items()) {

@@ -43,8 +43,9 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
   {  // the body (the text twice: as sent, and parsed) is not needed past the encoding
     const RequestJson body = parse_json_object(body_text, {}, abandoned);
     const RequestJson* content = field(body, "content");
-    if (!content) bad("'content' is required (the text to tokenize)");
-    if (!content->is_string()) bad(fmt::format("'content' must be a string, not {}", shown(*content)));
+    if (!content) bad("'content' is required (the text to tokenize)", ErrorCode::MissingRequired);
+    if (!content->is_string())
+      bad(fmt::format("'content' must be a string, not {}", shown(*content)), ErrorCode::InvalidType);
     const bool add_special = bool_field(body, "add_special", false);
     const bool parse_special = bool_field(body, "parse_special", false);
     checkpoint();
@@ -92,8 +93,9 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
 json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer, const std::function<bool()>& abandoned) {
   const RequestJson body = parse_json_object(body_text, {}, abandoned);
   const RequestJson* tokens = field(body, "tokens");
-  if (!tokens) bad("'tokens' is required (an array of token ids)");
-  if (!tokens->is_array()) bad(fmt::format("'tokens' must be an array of token ids, not {}", shown(*tokens)));
+  if (!tokens) bad("'tokens' is required (an array of token ids)", ErrorCode::MissingRequired);
+  if (!tokens->is_array())
+    bad(fmt::format("'tokens' must be an array of token ids, not {}", shown(*tokens)), ErrorCode::InvalidType);
   const int64_t vocab_size = tokenizer.vocab().size();
   std::vector<int32_t> ids;
   std::vector<std::string> outside;  // as sent, for the message

@@ -129,6 +129,7 @@ TEST(ChatControls, EachChoiceHasItsOwnSeed) {
 
 TEST(ChatControls, ResponseWithChoicesCountsThePromptOnce) {
   ResponseMeta meta{Endpoint::Completions, "cmpl-1", 1, "m", false};
+  meta.n = 3;  // three choices of one prompt
   std::vector<Completion> choices(3);
   for (int i = 0; i < 3; ++i) {
     choices[static_cast<size_t>(i)].text = std::string(1, static_cast<char>('a' + i));
@@ -147,6 +148,19 @@ TEST(ChatControls, ResponseWithChoicesCountsThePromptOnce) {
   EXPECT_EQ(response["usage"]["completion_tokens"], 15);
   EXPECT_EQ(response["usage"]["total_tokens"], 25);
   EXPECT_EQ(response["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+  // Two prompts of 10 and 7 tokens with n = 2 (prompt-major): each prompt counted once, as its
+  // first choice's.
+  meta.n = 2;
+  choices.resize(4);
+  choices[2].prompt_tokens = choices[3].prompt_tokens = 7;
+  choices[2].cached_tokens = 3;
+  choices[3].completion_tokens = 1;
+  const json two = response_json(meta, choices);
+  EXPECT_EQ(two["usage"]["prompt_tokens"], 17);
+  EXPECT_EQ(two["usage"]["completion_tokens"], 4 + 5 + 6 + 1);
+  EXPECT_EQ(two["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
+  EXPECT_EQ(two["choices"][3]["index"], 3);
 }
 
 TEST(ChatControls, StreamedChoicesCarryTheirIndexAndTheStreamEndsOnce) {

@@ -151,10 +151,12 @@ TEST(ServerEndpoints, ServedModelNamesAndModelNotFound) {
                      404, std::string("'") + name + "'", name);
     EXPECT_EQ(error["type"], "invalid_request_error") << name;
     EXPECT_EQ(error["code"], "model_not_found") << name;
+    EXPECT_TRUE(error.contains("param") && error["param"].is_null()) << name << ": param null, as OpenAI's";
   }
-  // A bad request of another kind keeps its 400 and no code.
+  // A bad request of another kind keeps its 400, with the field and its own code.
   const json other = expect_error(post(client, "/v1/completions", {{"prompt", 5}}), 400, "'prompt'", "bad prompt");
-  EXPECT_TRUE(other["code"].is_null()) << other;
+  EXPECT_EQ(other["code"], "invalid_type") << other;
+  EXPECT_EQ(other["param"], "prompt") << other;
 
   const json retrieved = ok_json(client.Get("/v1/models/gpt-4o-mini"), "retrieve");
   EXPECT_EQ(retrieved["id"], "gpt-4o-mini");

@@ -127,8 +127,18 @@ async function basic() {
   const s2 = await complete('I see', { temperature: 0.9, seed: 7, max_tokens: 20 });
   assert.equal(s1.choices[0].text, s2.choices[0].text);
 
-  // Errors surface as the SDK's typed errors.
-  await assert.rejects(complete('hi', { n: 0 }), (e) => e.status === 400 && e.error?.type === 'invalid_request_error');
+  // Several prompts: one choice each, in order, each the prompt's own completion.
+  const pair = await complete(['I see', 'The dream'], { max_tokens: 8 });
+  assert.deepEqual(pair.choices.map((c) => c.index), [0, 1]);
+  const alone = [await complete('I see', { max_tokens: 8 }), await complete('The dream', { max_tokens: 8 })];
+  assert.deepEqual(pair.choices.map((c) => c.text), alone.map((a) => a.choices[0].text));
+  assert.equal(pair.usage.prompt_tokens, alone[0].usage.prompt_tokens + alone[1].usage.prompt_tokens);
+
+  // Errors surface as the SDK's typed errors, with the field (param) and OpenAI's code.
+  await assert.rejects(complete('hi', { n: 0 }), (e) => e.status === 400 && e.error?.type === 'invalid_request_error' &&
+                                                        e.param === 'n' && e.code === 'invalid_value');
+  await assert.rejects(complete('hi', { temperature: 'hot' }),
+                       (e) => e.status === 400 && e.param === 'temperature' && e.code === 'invalid_type');
   const wrongKey = new OpenAI({ baseURL: args.url + '/v1', apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(wrongKey.completions.create({ model: 'model.gguf', prompt: 'hi' }), (e) => e.status === 401);
 

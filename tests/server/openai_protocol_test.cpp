@@ -37,7 +37,8 @@ TEST(OpenAIProtocol, TokenIdsOutOfRangeAreQuotedAsSent) {
   EXPECT_NE(rejection(R"({"prompt":[5, 2147483648]})").find("2147483648"), std::string::npos);
   EXPECT_NE(rejection(R"({"prompt":[5, 1.5]})").find("1.5"), std::string::npos);
   const ApiRequest ok = parse_request(Endpoint::Completions, R"({"prompt":[0, 2147483647]})", 16);
-  EXPECT_EQ(ok.prompt_ids, (std::vector<int32_t>{0, 2147483647}));
+  ASSERT_EQ(ok.prompts.size(), 1u);
+  EXPECT_EQ(ok.prompts[0].ids, (std::vector<int32_t>{0, 2147483647}));
 }
 
 TEST(OpenAIProtocol, WrongTypesAnywhereAre400s) {
@@ -279,6 +280,88 @@ TEST(OpenAIProtocol, UnknownVendorFieldsAreAcceptedAndListed) {
       parse_request(Endpoint::Completions,
                     R"({"prompt":"hi","cache_prompt":true,"user":"u1","x_vendor":{"a":1},"skipped":null})", 16);
   EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{"cache_prompt", "x_vendor"}));
+}
+
+TEST(OpenAIProtocol, PromptMayBeSeveralStringsOrTokenIdArrays) {
+  const auto prompts = [](std::string_view body) { return parse_request(Endpoint::Completions, body, 16).prompts; };
+  ASSERT_EQ(prompts(R"({"prompt":"hi"})").size(), 1u);
+  EXPECT_EQ(prompts(R"({"prompt":"hi"})")[0].text, "hi");
+  const std::vector<PromptInput> texts = prompts(R"({"prompt":["a","b","c"]})");
+  ASSERT_EQ(texts.size(), 3u);
+  EXPECT_EQ(texts[0].text + texts[1].text + texts[2].text, "abc");
+  EXPECT_TRUE(texts[2].ids.empty());
+  // One array of ids is one prompt; an array of id arrays is several.
+  ASSERT_EQ(prompts(R"({"prompt":[1,2]})").size(), 1u);
+  const std::vector<PromptInput> ids = prompts(R"({"prompt":[[1,2],[3]]})");
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(ids[1].ids, (std::vector<int32_t>{3}));
+  // At most kMaxPrompts prompts (an array of ids that long is one prompt).
+  std::string body = R"({"prompt":[)";
+  for (int32_t i = 0; i <= kMaxPrompts; ++i) body += std::string(i ? "," : "") + "5";
+  EXPECT_EQ(prompts(body + "]}").size(), 1u);
+  body = R"({"prompt":[)";
+  for (int32_t i = 0; i <= kMaxPrompts; ++i) body += std::string(i ? "," : "") + "\"x\"";
+  EXPECT_NE(rejection(body + "]}").find("at most 128"), std::string::npos);
+  // Each prompt is checked where it is, and named.
+  EXPECT_NE(rejection(R"({"prompt":[[1],[2,-7]]})").find("'prompt[1]' token id -7"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":["a",[1]]})").find("'prompt[1]'"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":[]})").find("empty"), std::string::npos);
+  EXPECT_NE(rejection(R"({"prompt":[[1],[]]})").find("'prompt[1]' is an empty array"), std::string::npos);
+}
+
+// The ApiError a body is refused with.
+ApiError refusal_of(std::string_view body, Endpoint endpoint = Endpoint::Completions) {
+  try {
+    parse_request(endpoint, body, 16);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << body << ": accepted";
+  return ApiError(0, "", "");
+}
+
+TEST(OpenAIProtocol, FieldErrorsCarryTheFieldAndOpenAIsCode) {
+  struct Case {
+    const char* body;
+    const char* param;
+    ErrorCode code;
+  };
+  const Case cases[] = {
+      {R"({"prompt":"hi","temperature":"hot"})", "temperature", ErrorCode::InvalidType},
+      {R"({"prompt":"hi","temperature":9})", "temperature", ErrorCode::InvalidValue},
+      {R"({"prompt":"hi","max_tokens":2.5})", "max_tokens", ErrorCode::InvalidType},
+      {R"({"prompt":"hi","stream":"yes"})", "stream", ErrorCode::InvalidType},
+      {R"({"prompt":"hi","n":0})", "n", ErrorCode::InvalidValue},
+      {R"({"max_tokens":2})", "prompt", ErrorCode::MissingRequired},
+      {R"({"prompt":{"a":1}})", "prompt", ErrorCode::InvalidType},
+      {R"({"prompt":"hi","functions":[1]})", "functions", ErrorCode::Unsupported},
+      {R"({"prompt":"hi","best_of":2})", "best_of", ErrorCode::Unsupported},
+      {R"({"prompt":"hi","response_format":{"type":"xml"}})", "response_format.type", ErrorCode::InvalidValue},
+      {R"({"prompt":"hi","response_format":"json"})", "response_format", ErrorCode::InvalidType},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = refusal_of(c.body);
+    EXPECT_EQ(e.param, c.param) << c.body << ": " << e.what();
+    EXPECT_EQ(error_code_name(e.code), error_code_name(c.code)) << c.body << ": " << e.what();
+  }
+  EXPECT_EQ(refusal_of(R"({})", Endpoint::Chat).code, ErrorCode::MissingRequired);
+  EXPECT_EQ(refusal_of(R"({"messages":[{"role":"x","content":"y"}]})", Endpoint::Chat).param, "messages[0].role");
+  const ApiError content = refusal_of(R"({"messages":[{"role":"user","content":5}]})", Endpoint::Chat);
+  EXPECT_EQ(content.param, "messages[0].content");
+  EXPECT_EQ(content.code, ErrorCode::InvalidType);
+  // A body that is not JSON is about no field: no param, no code.
+  const ApiError malformed = refusal_of("{");
+  EXPECT_TRUE(malformed.param.empty());
+  EXPECT_EQ(malformed.code, ErrorCode::None);
+
+  // The body: OpenAI's four keys, null where there is nothing to say.
+  const nlohmann::json with_field = error_json("bad", "invalid_request_error", "temperature", ErrorCode::InvalidType);
+  EXPECT_EQ(with_field["error"]["param"], "temperature");
+  EXPECT_EQ(with_field["error"]["code"], "invalid_type");
+  const nlohmann::json without = error_json("busy", "server_error");
+  EXPECT_TRUE(without["error"].contains("param") && without["error"]["param"].is_null());
+  EXPECT_TRUE(without["error"]["code"].is_null());
 }
 
 }  // namespace

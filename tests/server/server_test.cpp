@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "npm_packages.h"
 #include "server_process.h"
@@ -22,13 +24,29 @@ using nlohmann::json;
 
 #define REQUIRE_MODEL() TANDEM_REQUIRE_SHARED(kAidreamsGguf)
 
-void expect_error(const httplib::Result& res, int status, const std::string& what) {
-  ASSERT_TRUE(res) << what << ": no response";
+// OpenAI's error object {"message", "type", "param", "code"} (param and code may be null), or
+// null when the response is not one.
+json expect_error(const httplib::Result& res, int status, const std::string& what) {
+  EXPECT_TRUE(res) << what << ": no response";
+  if (!res) return nullptr;
   EXPECT_EQ(res->status, status) << what << ": " << res->body;
   const json body = json::parse(res->body, nullptr, false);
-  ASSERT_TRUE(body.is_object() && body.contains("error")) << what << ": " << res->body;
-  EXPECT_TRUE(body["error"]["message"].is_string()) << what;
-  EXPECT_TRUE(body["error"]["type"].is_string()) << what;
+  EXPECT_TRUE(body.is_object() && body.contains("error")) << what << ": " << res->body;
+  if (!body.is_object() || !body.contains("error")) return nullptr;
+  const json& error = body["error"];
+  EXPECT_TRUE(error["message"].is_string()) << what;
+  EXPECT_TRUE(error["type"].is_string()) << what;
+  EXPECT_TRUE(error.contains("param") && error.contains("code")) << what << ": " << res->body;
+  return error;
+}
+
+// A 400 about the request field `param`, with OpenAI's `code` for what was wrong with it.
+void expect_field_error(const httplib::Result& res, const std::string& param, const std::string& code,
+                        const std::string& what) {
+  const json error = expect_error(res, 400, what);
+  if (error.is_null()) return;
+  EXPECT_EQ(error["param"], param) << what << ": " << error;
+  EXPECT_EQ(error["code"], code) << what << ": " << error;
 }
 
 httplib::Result post(httplib::Client& client, const std::string& path, const std::string& body) {
@@ -40,7 +58,9 @@ TEST(Server, RejectsBadRequestsWithOpenAIErrors) {
   ServerProcess server;
   ASSERT_TRUE(server.start({"--parallel", "2"})) << server.log();
   httplib::Client client = server.client();
-  expect_error(post(client, "/v1/completions", "{not json"), 400, "malformed JSON");
+  // Not about a field: param and code are null.
+  const json malformed = expect_error(post(client, "/v1/completions", "{not json"), 400, "malformed JSON");
+  EXPECT_TRUE(malformed["param"].is_null() && malformed["code"].is_null()) << malformed;
   expect_error(post(client, "/v1/completions", "[1,2]"), 400, "not an object");
   expect_error(post(client, "/v1/completions", R"({"prompt": 5})"), 400, "prompt of the wrong type");
   expect_error(post(client, "/v1/completions", R"({"prompt": "hi", "max_tokens": "many"})"), 400, "max_tokens string");
@@ -59,6 +79,26 @@ TEST(Server, RejectsBadRequestsWithOpenAIErrors) {
                "unknown role");
   expect_error(post(client, "/v1/completions", std::string(9 << 20, ' ')), 413, "body over the limit");
   expect_error(client.Get("/v1/nothing"), 404, "unknown path");
+
+  // Each 400 about a field names it (param) and says what was wrong with it (code), as OpenAI's do.
+  const auto completions = [&](const std::string& body) { return post(client, "/v1/completions", body); };
+  const auto chat = [&](const std::string& body) { return post(client, "/v1/chat/completions", body); };
+  expect_field_error(completions(R"({"prompt": "hi", "temperature": "hot"})"), "temperature", "invalid_type", "hot");
+  expect_field_error(completions(R"({"prompt": "hi", "temperature": 3})"), "temperature", "invalid_value", "3");
+  expect_field_error(completions(R"({"prompt": "hi", "max_tokens": 0})"), "max_tokens", "invalid_value", "max 0");
+  expect_field_error(completions(R"({"prompt": "hi", "n": 3})"), "n", "invalid_value", "n over --parallel");
+  expect_field_error(completions(R"({"max_tokens": 3})"), "prompt", "missing_required_parameter", "no prompt");
+  expect_field_error(completions(R"({"prompt": 5})"), "prompt", "invalid_type", "prompt 5");
+  expect_field_error(completions(json{{"prompt", long_prompt}}.dump()), "prompt", "context_length_exceeded", "long");
+  expect_field_error(completions(R"({"prompt": "hi", "functions": []})"), "functions", "unsupported_parameter",
+                     "functions");
+  expect_field_error(chat(R"({"messages": []})"), "messages", "invalid_value", "no messages");
+  expect_field_error(chat(R"({"messages": [{"role": "wizard", "content": "x"}]})"), "messages[0].role", "invalid_value",
+                     "wizard");
+  expect_field_error(chat(R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})"),
+                     "response_format", "invalid_type", "response_format string");
+  const json unknown_model = expect_error(completions(R"({"prompt": "hi", "model": "gpt-9"})"), 404, "gpt-9");
+  EXPECT_EQ(unknown_model["code"], "model_not_found") << unknown_model;
   expect_error(client.Get("/v1/completions"), 405, "GET on a POST endpoint");
   const auto head = client.Head("/health");  // headers only, as HTTP requires for HEAD
   ASSERT_TRUE(head);
@@ -72,6 +112,150 @@ TEST(Server, RejectsBadRequestsWithOpenAIErrors) {
   const auto models = client.Get("/v1/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "model.gguf");
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// The JSON chunks of an SSE body ("data: {...}"), without the final [DONE].
+std::vector<json> sse_chunks(const std::string& body) {
+  std::vector<json> chunks;
+  for (size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end == std::string::npos ? std::string::npos : end - at - 6);
+    at = end == std::string::npos ? body.size() : end;
+    if (data != "[DONE]") chunks.push_back(json::parse(data, nullptr, false));
+  }
+  return chunks;
+}
+
+// A completion's texts by choice index and its usage, from a whole body or a stream's chunks.
+struct Choices {
+  std::vector<std::string> texts;
+  json usage;
+};
+Choices choices_of(httplib::Client& client, json request) {
+  const auto res = post(client, "/v1/completions", request.dump());
+  EXPECT_TRUE(res && res->status == 200) << request << ": " << (res ? res->body : "no response");
+  if (!res || res->status != 200) return {};
+  Choices out;
+  const auto add = [&](const json& choice) {
+    const auto index = choice["index"].get<size_t>();
+    if (out.texts.size() <= index) out.texts.resize(index + 1);
+    out.texts[index] += choice["text"].get<std::string>();
+  };
+  if (!request.value("stream", false)) {
+    const json body = json::parse(res->body);
+    for (size_t i = 0; i < body["choices"].size(); ++i) {
+      EXPECT_EQ(body["choices"][i]["index"], i) << body;  // in index order
+      add(body["choices"][i]);
+    }
+    out.usage = body["usage"];
+    return out;
+  }
+  for (const json& chunk : sse_chunks(res->body)) {
+    EXPECT_FALSE(chunk.is_discarded()) << res->body;
+    if (chunk.contains("usage") && !chunk["usage"].is_null()) out.usage = chunk["usage"];
+    for (const json& choice : chunk["choices"]) add(choice);
+  }
+  return out;
+}
+
+TEST(Server, SeveralPromptsAreOneChoiceEachPromptMajorAndBatched) {
+  REQUIRE_MODEL();
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--parallel", "4", "--max-queue", "4"})) << server.log();
+  httplib::Client client = server.client();
+  const std::vector<std::string> prompts = {"The dream", "Once upon a time", "A little bird"};
+  const json greedy = {{"max_tokens", 8}, {"temperature", 0}};
+  const auto with = [](json request, const json& more) {
+    request.update(more);
+    return request;
+  };
+
+  // Each prompt alone: the texts and token counts several prompts must reproduce.
+  std::vector<Choices> singles;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (const std::string& prompt : prompts) {
+    singles.push_back(choices_of(client, with(greedy, {{"prompt", prompt}})));
+    ASSERT_EQ(singles.back().texts.size(), 1u);
+    prompt_tokens += singles.back().usage["prompt_tokens"].get<int64_t>();
+    completion_tokens += singles.back().usage["completion_tokens"].get<int64_t>();
+  }
+  // One choice per prompt, in the prompts' order, whole or streamed; usage sums the prompts.
+  for (const bool stream : {false, true}) {
+    const Choices several =
+        choices_of(client, with(greedy, {{"prompt", prompts}, {"stream", stream}, {"stream_options", nullptr}}));
+    const Choices streamed_usage = choices_of(
+        client, with(greedy, {{"prompt", prompts}, {"stream", stream}, {"stream_options", {{"include_usage", true}}}}));
+    ASSERT_EQ(several.texts.size(), prompts.size()) << "stream " << stream;
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(several.texts[i], singles[i].texts[0]) << i;
+    const json& usage = stream ? streamed_usage.usage : several.usage;
+    EXPECT_EQ(usage["prompt_tokens"], prompt_tokens) << "stream " << stream;
+    EXPECT_EQ(usage["completion_tokens"], completion_tokens) << "stream " << stream;
+    EXPECT_EQ(usage["total_tokens"], prompt_tokens + completion_tokens) << "stream " << stream;
+  }
+  // A one-element array is the plain string.
+  const Choices one = choices_of(client, with(greedy, {{"prompt", json::array({prompts[1]})}}));
+  EXPECT_EQ(one.texts, singles[1].texts);
+  EXPECT_EQ(one.usage, singles[1].usage);
+
+  // Token-id arrays: the prompts' ids (with BOS, as the text is encoded) give the same texts.
+  json id_prompts = json::array();
+  for (const std::string& prompt : prompts) {
+    const auto ids = post(client, "/tokenize", json{{"content", prompt}, {"add_special", true}}.dump());
+    ASSERT_TRUE(ids && ids->status == 200);
+    id_prompts.push_back(json::parse(ids->body)["tokens"]);
+  }
+  const Choices by_ids = choices_of(client, with(greedy, {{"prompt", id_prompts}}));
+  ASSERT_EQ(by_ids.texts.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(by_ids.texts[i], singles[i].texts[0]) << i;
+  EXPECT_EQ(by_ids.usage["prompt_tokens"], prompt_tokens);
+
+  // n = 2: prompt-major, prompt p's choice i at index p * 2 + i, sampled with seed + i: each is
+  // the request with that prompt alone and that seed.
+  const json sampled = {{"max_tokens", 8}, {"temperature", 1.0}, {"seed", 4321}};
+  const std::vector<std::string> two(prompts.begin(), prompts.begin() + 2);
+  for (const bool stream : {false, true}) {
+    const Choices four = choices_of(
+        client,
+        with(sampled, {{"prompt", two}, {"n", 2}, {"stream", stream}, {"stream_options", {{"include_usage", true}}}}));
+    ASSERT_EQ(four.texts.size(), 4u) << "stream " << stream;
+    int64_t prompts_tokens = 0, choices_tokens = 0;
+    for (size_t p = 0; p < two.size(); ++p) {
+      for (int i = 0; i < 2; ++i) {
+        const Choices alone = choices_of(client, with(sampled, {{"prompt", two[p]}, {"seed", 4321 + i}}));
+        ASSERT_EQ(alone.texts.size(), 1u);
+        EXPECT_EQ(four.texts[p * 2 + static_cast<size_t>(i)], alone.texts[0]) << "prompt " << p << " choice " << i;
+        if (i == 0) prompts_tokens += alone.usage["prompt_tokens"].get<int64_t>();
+        choices_tokens += alone.usage["completion_tokens"].get<int64_t>();
+      }
+    }
+    EXPECT_NE(four.texts[0], four.texts[1]) << "two seeds gave one text";
+    EXPECT_EQ(four.usage["prompt_tokens"], prompts_tokens) << "each prompt once, stream " << stream;
+    EXPECT_EQ(four.usage["completion_tokens"], choices_tokens) << "stream " << stream;
+  }
+
+  // Limits, checked before any work: kMaxPrompts (128) prompts, and prompts x n within what the
+  // server admits (--parallel 4 + --max-queue 4 = 8).
+  const json many = with(greedy, {{"prompt", std::vector<std::string>(129, "x")}});
+  const json too_many = expect_error(post(client, "/v1/completions", many.dump()), 400, "129 prompts");
+  EXPECT_EQ(too_many["param"], "prompt");
+  EXPECT_NE(too_many["message"].get<std::string>().find("at most 128"), std::string::npos) << too_many;
+  const json over = expect_error(post(client, "/v1/completions", with(greedy, {{"prompt", prompts}, {"n", 3}}).dump()),
+                                 400, "9 sequences");
+  EXPECT_NE(over["message"].get<std::string>().find("--max-queue 4"), std::string::npos) << over;
+  // One bad prompt refuses the request, naming which; a mix of strings and ids is a type error.
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "dream ";
+  expect_field_error(
+      post(client, "/v1/completions", with(greedy, {{"prompt", json::array({"The dream", long_prompt})}}).dump()),
+      "prompt[1]", "context_length_exceeded", "second prompt too long");
+  expect_field_error(post(client, "/v1/completions", R"({"prompt": [[1, 2], []]})"), "prompt[1]", "invalid_value",
+                     "empty ids");
+  expect_field_error(post(client, "/v1/completions", R"({"prompt": ["a", [1, 2]]})"), "prompt[1]", "invalid_type",
+                     "mixed");
+  expect_field_error(post(client, "/v1/completions", R"({"prompt": []})"), "prompt", "invalid_value", "none");
+  // The server still answers as before.
+  EXPECT_EQ(choices_of(client, with(greedy, {{"prompt", prompts[0]}})).texts, singles[0].texts);
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -70,9 +70,7 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   const PreparedEmbeddings prepared = co_await on_worker(
       [&](const std::function<bool()>& abandoned) { return prepare(state_, *engine, request.body(), abandoned); });
   if (prepared.refusal.abandoned) co_return co_await answer_abandoned(version);
-  if (prepared.refusal.refused())
-    co_return co_await send(
-        error_response(version, prepared.refusal.status, prepared.refusal.message, prepared.refusal.type, keep_alive));
+  if (prepared.refusal.refused()) co_return co_await send(error_response(version, prepared.refusal, keep_alive));
 
   const std::vector<std::vector<int32_t>>& inputs = prepared.request.inputs;
   const auto n_inputs = static_cast<int64_t>(inputs.size());

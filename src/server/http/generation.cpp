@@ -43,18 +43,48 @@ constexpr auto kDisconnectPoll = kPeerPoll;
 // A request ready for the engine, or why it is not.
 struct PreparedRequest {
   ApiRequest api;
-  std::vector<int32_t> prompt;
-  std::string echo_text;  // completions with echo: the prompt as text, leading each choice
+  std::vector<std::vector<int32_t>> prompts;  // one (chat), or completions' 1..kMaxPrompts
+  std::vector<std::string> echo_texts;        // completions with echo: each prompt as text, leading its choices
   Refusal refusal;
 };
 
+// How a refusal names a prompt: the field ("prompt", "messages"), and with several prompts the
+// prompt's index in it ("prompt[2]").
+std::string prompt_path(std::string_view field, size_t index, size_t count) {
+  return count == 1 ? std::string(field) : fmt::format("{}[{}]", field, index);
+}
+std::string prompt_prefix(std::string_view field, size_t index, size_t count) {
+  return count == 1 ? std::string() : fmt::format("'{}': ", prompt_path(field, index, count));
+}
+
 // A prompt text with more bytes than the context's tokens could ever cover: refused before it
 // is tokenized (tokenizing megabytes takes seconds and many times their size in memory).
-void check_prompt_bytes(const Tokenizer& tokenizer, std::string_view text, int64_t context_length) {
+void check_prompt_bytes(const Tokenizer& tokenizer, std::string_view text, int64_t context_length,
+                        std::string_view field, size_t index = 0, size_t count = 1) {
   if (const int64_t at_least = tokenizer.min_tokens_of(text.size()); at_least > context_length)
     throw ApiError(400, "invalid_request_error",
-                   fmt::format("the prompt has {} bytes, so at least {} tokens, but the context is {} tokens",
-                               text.size(), at_least, context_length));
+                   fmt::format("{}the prompt has {} bytes, so at least {} tokens, but the context is {} tokens",
+                               prompt_prefix(field, index, count), text.size(), at_least, context_length),
+                   prompt_path(field, index, count), ErrorCode::ContextLengthExceeded);
+}
+
+// What the engine would refuse of one prompt (engine.h check_generation_request: the same
+// words), refused here with its field, and, with several prompts, before any is submitted: one
+// refused at submission must not leave the others running.
+void check_prompt_tokens(const std::vector<int32_t>& prompt, int64_t vocab, int64_t context_length,
+                         std::string_view field, size_t index = 0, size_t count = 1) {
+  const std::string prefix = prompt_prefix(field, index, count), path = prompt_path(field, index, count);
+  if (prompt.empty())
+    throw ApiError(400, "invalid_request_error", prefix + "the prompt is empty", path, ErrorCode::InvalidValue);
+  if (static_cast<int64_t>(prompt.size()) > context_length)
+    throw ApiError(
+        400, "invalid_request_error",
+        fmt::format("{}the prompt has {} tokens but the context is {} tokens", prefix, prompt.size(), context_length),
+        path, ErrorCode::ContextLengthExceeded);
+  for (int32_t id : prompt)
+    if (id < 0 || id >= vocab)
+      throw ApiError(400, "invalid_request_error", fmt::format("{}token id {} is outside the vocabulary", prefix, id),
+                     path, ErrorCode::InvalidValue);
 }
 
 PreparedRequest prepare(const ServerState& state, const GenerationService& engine, GenerationFormat& format,
@@ -74,9 +104,22 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
     if (api.n > engine.max_seqs())
       throw ApiError(400, "invalid_request_error",
                      fmt::format("'n' is {}, but this server runs at most {} sequences at once (--parallel)", api.n,
-                                 engine.max_seqs()));
+                                 engine.max_seqs()),
+                     "n", ErrorCode::InvalidValue);
+    // Several prompts run side by side or wait their turn; all of them must fit what the server
+    // admits (--parallel + --max-queue), or the request could only ever be refused as busy.
+    const int64_t sequences = static_cast<int64_t>(api.prompts.size()) * api.n;
+    const int64_t capacity = engine.max_seqs() + state.config.max_queue;
+    if (api.prompts.size() > 1 && sequences > capacity)
+      throw ApiError(
+          400, "invalid_request_error",
+          fmt::format("'prompt' holds {} prompts with n = {}: {} sequences, but this server takes at most {} "
+                      "(--parallel {} + --max-queue {})",
+                      api.prompts.size(), api.n, sequences, capacity, engine.max_seqs(), state.config.max_queue),
+          "prompt", ErrorCode::InvalidValue);
     const Tokenizer& tokenizer = engine.tokenizer();
     const bool bos = tokenizer.vocab().add_bos;
+    const int64_t vocab = engine.model_config().vocab_size;
     // A prompt of many megabytes (a long context's worth) takes seconds to encode: the client
     // leaving, or the server stopping, ends it between the encoder's bounded parts.
     const EncodeCheckpoint checkpoint = [&abandoned] {
@@ -89,18 +132,26 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
       options.template_kwargs = merge_template_kwargs(state.config.chat_template_kwargs, options.template_kwargs);
       if (abandoned()) throw BodyAbandoned();
       const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer, options);
-      check_prompt_bytes(tokenizer, chat.text, engine.context_length());
+      check_prompt_bytes(tokenizer, chat.text, engine.context_length(), "messages");
       if (abandoned()) throw BodyAbandoned();
-      prepared.prompt = tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text),
-                                         chat.special_spans, checkpoint);
-    } else if (!api.prompt_ids.empty()) {
-      prepared.prompt = api.prompt_ids;
+      prepared.prompts.push_back(tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text),
+                                                  chat.special_spans, checkpoint));
+      check_prompt_tokens(prepared.prompts.back(), vocab, engine.context_length(), "messages");
     } else {
-      check_prompt_bytes(tokenizer, api.prompt, engine.context_length());
-      if (abandoned()) throw BodyAbandoned();
-      prepared.prompt = tokenizer.encode(api.prompt, bos, /*parse_special=*/false, checkpoint);
+      // Every text's length first: a prompt too long is refused before any is tokenized.
+      const size_t count = api.prompts.size();
+      for (size_t i = 0; i < count; ++i)
+        if (api.prompts[i].ids.empty())
+          check_prompt_bytes(tokenizer, api.prompts[i].text, engine.context_length(), "prompt", i, count);
+      for (const PromptInput& prompt : api.prompts) {
+        if (abandoned()) throw BodyAbandoned();
+        prepared.prompts.push_back(
+            prompt.ids.empty() ? tokenizer.encode(prompt.text, bos, /*parse_special=*/false, checkpoint) : prompt.ids);
+        check_prompt_tokens(prepared.prompts.back(), vocab, engine.context_length(), "prompt",
+                            prepared.prompts.size() - 1, count);
+        if (api.echo) prepared.echo_texts.push_back(prompt.ids.empty() ? prompt.text : tokenizer.decode(prompt.ids));
+      }
     }
-    if (api.echo) prepared.echo_text = api.prompt_ids.empty() ? api.prompt : tokenizer.decode(api.prompt_ids);
   } catch (...) {
     prepared.refusal = refusal_for_current_exception();
     if (!prepared.refusal.internal_detail.empty())
@@ -161,18 +212,7 @@ class OpenAIFormat final : public GenerationFormat {
     return "data: " + error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
   }
   std::string stream_end(const ResponseMeta& meta, const std::vector<Completion>& choices) override {
-    nlohmann::json usage = nullptr;
-    if (include_usage_) {
-      int64_t completion_tokens = 0, drafted = 0, accepted = 0;
-      for (const Completion& choice : choices) {
-        completion_tokens += choice.completion_tokens;
-        drafted += choice.drafted_tokens;
-        accepted += choice.accepted_tokens;
-      }
-      const Completion& first = choices.front();
-      usage = usage_json(first.prompt_tokens, completion_tokens, first.cached_tokens, drafted, accepted);
-    }
-    return sse_stream_end(meta, usage);
+    return sse_stream_end(meta, include_usage_ ? choices_usage(meta, choices) : nlohmann::json(nullptr));
   }
 
  private:
@@ -201,9 +241,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
     return prepare(state_, *engine, format, request.body(), abandoned);
   });
   if (prepared.refusal.abandoned) co_return co_await answer_abandoned(version);
-  if (prepared.refusal.refused())
-    co_return co_await send(
-        error_response(version, prepared.refusal.status, prepared.refusal.message, prepared.refusal.type, keep_alive));
+  if (prepared.refusal.refused()) co_return co_await send(error_response(version, prepared.refusal, keep_alive));
 
   ServingCounters& counters = *state_.counters;
   const int64_t capacity = engine->max_seqs() + state_.config.max_queue;
@@ -223,36 +261,39 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
 
   const ApiRequest& api = prepared.api;
   const Endpoint endpoint = api.endpoint;
-  const int32_t n = api.n;
-  if (counters.in_engine.load() + n > capacity) {
+  const int32_t n = api.n;  // choices per prompt
+  const auto n_prompts = static_cast<int32_t>(prepared.prompts.size());
+  const int32_t n_choices = n_prompts * n;  // prompt-major: prompt p's choice i is p * n + i
+  if (counters.in_engine.load() + n_choices > capacity) {
     counters.metrics.count(TransportEvent::Shed);
     HttpResponse response = error_response(
         version, 503,
-        fmt::format(
-            "the server is busy: {} requests are running or waiting and this one has n = {} choices (--parallel "
-            "{} + --max-queue {}); retry later",
-            counters.in_engine.load(), n, engine->max_seqs(), state_.config.max_queue),
+        fmt::format("the server is busy: {} requests are running or waiting and this one has {} choices (--parallel "
+                    "{} + --max-queue {}); retry later",
+                    counters.in_engine.load(), n_choices, engine->max_seqs(), state_.config.max_queue),
         "server_error", keep_alive);
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));
   }
   auto events = std::make_shared<EventStream>(stream_.get_executor());
-  std::vector<Choice> choices(static_cast<size_t>(n));
-  // Choice i samples with seed + i; only choice 0 is submitted now. The others follow its
+  std::vector<Choice> choices(static_cast<size_t>(n_choices));
+  // Choice i of a prompt samples with seed + i; each prompt's choice 0 is submitted now, all
+  // prompts at once (the engine batches them). A prompt's other choices follow its choice 0's
   // first event: by then its prompt is prefilled and its full blocks are in the prefix cache,
   // so they reuse them instead of computing the same prompt n times over.
   const auto submit_choice = [&](int32_t index) -> std::string {
     GenerationParams params = api.params;
-    params.sampling.seed = choice_seed(api.params.sampling.seed, index);
+    params.sampling.seed = choice_seed(api.params.sampling.seed, index % n);
     ++counters.in_engine;
     try {
       choices[static_cast<size_t>(index)].request_id =
-          engine->submit(prepared.prompt, params, [events, counters = state_.counters](RequestEvent&& event) {
-            const bool finished = event.finished;
-            if (finished) counters->metrics.observe(event);
-            events->push(std::move(event));
-            if (finished) --counters->in_engine;
-          });
+          engine->submit(prepared.prompts[static_cast<size_t>(index / n)], params,
+                         [events, counters = state_.counters](RequestEvent&& event) {
+                           const bool finished = event.finished;
+                           if (finished) counters->metrics.observe(event);
+                           events->push(std::move(event));
+                           if (finished) --counters->in_engine;
+                         });
     } catch (const InputError& e) {
       --counters.in_engine;
       choices[static_cast<size_t>(index)].finished = true;
@@ -260,15 +301,21 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
     }
     return {};
   };
-  if (const std::string refusal = submit_choice(0); !refusal.empty())
-    co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
-  bool rest_submitted = n == 1;
+  // Every unfinished choice (one not submitted yet has id 0, which the engine ignores).
   const auto cancel_all = [&] {
     for (const Choice& choice : choices)
       if (!choice.finished) engine->cancel(choice.request_id);
   };
+  for (int32_t p = 0; p < n_prompts; ++p) {
+    if (const std::string refusal = submit_choice(p * n); !refusal.empty()) {
+      // The prompts were checked before (prepare): the same refusal for every one, so the first.
+      for (int32_t q = 0; q < p; ++q) engine->cancel(choices[static_cast<size_t>(q * n)].request_id);
+      co_return co_await send(error_response(version, 400, refusal, "invalid_request_error", keep_alive));
+    }
+  }
+  std::vector<bool> rest_submitted(static_cast<size_t>(n_prompts), n == 1);  // per prompt
   const auto choice_of = [&](const RequestEvent& event) -> int32_t {
-    for (int32_t i = 0; i < n; ++i)
+    for (int32_t i = 0; i < n_choices; ++i)
       if (choices[static_cast<size_t>(i)].request_id == event.request_id) return i;
     return -1;  // not ours: cannot happen (one stream per request)
   };
@@ -279,9 +326,10 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
   meta.created = unix_seconds();
   meta.model = state_.model_id;
   meta.logprobs = api.logprobs;
+  meta.n = n;
   log_entry_.id = meta.id;
   log_entry_.generation = true;
-  log_entry_.choices = n;
+  log_entry_.choices = n_choices;
 
   asio::steady_timer wake(stream_.get_executor());
   events->set_waiter(&wake);
@@ -306,8 +354,8 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
     log_entry_.cached_tokens += event.cached_tokens;
     log_entry_.completion_tokens += event.completion_tokens;
     if (event.finish_reason == FinishReason::Error && log_entry_.error.empty()) log_entry_.error = event.error;
+    if (index % n == 0) log_entry_.prompt_tokens += event.prompt_tokens;  // each prompt once
     if (index != 0) return;
-    log_entry_.prompt_tokens = event.prompt_tokens;
     log_entry_.queue_ms = event.queue_ms;
     log_entry_.ttft_ms = event.ttft_ms;
     log_entry_.finish_reason = finish_reason_name(event.finish_reason);
@@ -337,21 +385,33 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
     if (std::chrono::steady_clock::now() - last_check >= kDisconnectPoll) co_await check_client();
     // Refused before it ran (shutdown): nothing was sent yet, so it can still be a 503.
     bool refused = false;
+    std::vector<int32_t> started;  // prompts whose choice 0 had its first event in this batch
+    std::vector<bool> prompt_refused(static_cast<size_t>(n_prompts), false);
     for (const RequestEvent& event : batch) {
       const int32_t index = choice_of(event);
       if (index < 0) continue;
+      const int32_t p = index / n;
+      if (index % n == 0 && !rest_submitted[static_cast<size_t>(p)] &&
+          std::find(started.begin(), started.end(), p) == started.end())
+        started.push_back(p);
       if (event.finished) {
         choices[static_cast<size_t>(index)].finished = true;
         note_final(index, event);
-        refused |= event.finish_reason == FinishReason::Cancelled && !event.admitted;
+        const bool not_run = event.finish_reason == FinishReason::Cancelled && !event.admitted;
+        refused |= not_run;
+        if (not_run) prompt_refused[static_cast<size_t>(p)] = true;
       }
     }
-    if (!rest_submitted && !refused && !gone && !state_.shutting_down) {
-      rest_submitted = true;
-      for (int32_t i = 1; i < n; ++i) submit_choice(i);  // the same prompt and parameters as choice 0: accepted too
-    } else if (!rest_submitted) {
-      rest_submitted = true;
-      for (int32_t i = 1; i < n; ++i) choices[static_cast<size_t>(i)].finished = true;
+    for (const int32_t p : started) {
+      rest_submitted[static_cast<size_t>(p)] = true;
+      const bool submit = !prompt_refused[static_cast<size_t>(p)] && !gone && !state_.shutting_down;
+      for (int32_t i = p * n + 1; i < (p + 1) * n; ++i) {
+        if (submit) {
+          submit_choice(i);  // the same prompt and parameters as the prompt's choice 0: accepted too
+        } else {
+          choices[static_cast<size_t>(i)].finished = true;
+        }
+      }
     }
     finished = all_finished();
 
@@ -360,7 +420,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
         const int32_t index = choice_of(event);
         if (index < 0) continue;
         Completion& completion = choices[static_cast<size_t>(index)].completion;
-        if (completion.text.empty() && !prepared.echo_text.empty()) completion.text = prepared.echo_text;
+        if (completion.text.empty() && api.echo) completion.text = prepared.echo_texts[static_cast<size_t>(index / n)];
         completion.text += event.text;
         for (TokenLogprob& lp : event.logprobs) completion.logprobs.push_back(std::move(lp));
         if (!event.finished) continue;
@@ -421,7 +481,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
       const int32_t index = choice_of(event);
       if (index < 0) continue;
       Choice& choice = choices[static_cast<size_t>(index)];
-      if (choice.first && !prepared.echo_text.empty()) event.text = prepared.echo_text + event.text;
+      if (choice.first && api.echo) event.text = prepared.echo_texts[static_cast<size_t>(index / n)] + event.text;
       if (choice.shaper) {
         std::vector<nlohmann::json> deltas = choice.shaper->feed(event.text);
         if (event.finished) {

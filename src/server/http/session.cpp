@@ -199,15 +199,21 @@ asio::awaitable<bool> Session::peer_left() {
 }
 
 HttpResponse Session::error_response(unsigned version, int status, std::string_view message, std::string_view type,
-                                     bool keep_alive) const {
+                                     bool keep_alive, std::string_view param, ErrorCode code) const {
   if (status != 401) state_.counters->metrics.count_rejected();
   HttpResponse response{static_cast<http::status>(status), version};
   response.set(http::field::content_type, "application/json");
   response.keep_alive(keep_alive);
-  nlohmann::json body = error_json(message, type);
-  if (const auto code = openai_error_code(status, type)) body["error"]["code"] = *code;
+  nlohmann::json body = error_json(message, type, param, code);
+  if (code == ErrorCode::None)
+    if (const auto fallback = openai_error_code(status, type)) body["error"]["code"] = *fallback;
   response.body() = dump_json(body);
   return response;
+}
+
+HttpResponse Session::error_response(unsigned version, const Refusal& refusal, bool keep_alive) const {
+  return error_response(version, refusal.status, refusal.message, refusal.type, keep_alive, refusal.param,
+                        refusal.code);
 }
 
 HttpResponse Session::json_response(unsigned version, const nlohmann::json& body, bool keep_alive) const {

@@ -21,6 +21,7 @@
 
 #include "server/http/server_state.h"
 #include "server/openai_protocol.h"
+#include "server/refusal.h"
 #include "server/request_log.h"
 
 namespace tandem::server {
@@ -85,8 +86,11 @@ class Session {
   // reads and drops it for a moment first, so the close is not a reset that eats the answer.
   boost::asio::awaitable<void> close(bool drain_unread);
 
+  // An OpenAI error body; `param` and `code` as ApiError's (a 404 invalid_request_error with no
+  // code is model_not_found, openai_error_code).
   HttpResponse error_response(unsigned version, int status, std::string_view message, std::string_view type,
-                              bool keep_alive) const;
+                              bool keep_alive, std::string_view param = {}, ErrorCode code = ErrorCode::None) const;
+  HttpResponse error_response(unsigned version, const Refusal& refusal, bool keep_alive) const;
   HttpResponse json_response(unsigned version, const nlohmann::json& body, bool keep_alive) const;
   HttpResponse json_response(unsigned version, std::string body, bool keep_alive) const;
   HttpResponse health_response(unsigned version, bool keep_alive) const;

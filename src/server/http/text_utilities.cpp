@@ -55,9 +55,7 @@ asio::awaitable<bool> Session::serve_text_utility(TextUtility utility, HttpReque
     return answer(utility, state_, *engine, request.body(), abandoned);
   });
   if (result.refusal.abandoned) co_return co_await answer_abandoned(version);
-  if (result.refusal.refused())
-    co_return co_await send(
-        error_response(version, result.refusal.status, result.refusal.message, result.refusal.type, keep_alive));
+  if (result.refusal.refused()) co_return co_await send(error_response(version, result.refusal, keep_alive));
   co_return co_await send(json_response(version, std::move(result.body), keep_alive));
 }
 
