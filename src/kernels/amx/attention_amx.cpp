@@ -246,9 +246,25 @@ void attend_queries_amx(const QuerySet& set, const KvRows& keys, const KvRows& v
 
   int64_t rows[kAttentionTile];  // the tile's positions -> their slots
   const int64_t longest = n_ctx[n_queries - 1];
+  // Few queries (decode): the next tile's K/V rows are fetched while this one is computed
+  // (kernels/kv_prefetch.h), as the AVX-512 kernels do.
+  const bool prefetch = n_queries < kPrefetchBelowQueries;
+  const int64_t key_offset_bytes = kv_row_offset_bytes(keys.type, kv_offset);
+  const int64_t value_offset_bytes = kv_row_offset_bytes(values.type, kv_offset);
+  const int64_t key_head_bytes = dtype_row_bytes(keys.type, head_dim);
+  const int64_t value_head_bytes = dtype_row_bytes(values.type, head_dim);
+  if (prefetch) {
+    prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, 0, std::min(longest, kAttentionTile));
+    prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, 0, std::min(longest, kAttentionTile));
+  }
   int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
   for (int64_t tile = 0; tile < longest; tile += kAttentionTile) {
     while (n_ctx[tile_first] <= tile) ++tile_first;
+    if (prefetch && tile + kAttentionTile < longest) {
+      const int64_t next_end = std::min(longest, tile + 2 * kAttentionTile);
+      prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, tile + kAttentionTile, next_end);
+      prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, tile + kAttentionTile, next_end);
+    }
     const int64_t first_row = tile_first / kTileRows * kTileRows;
     const int64_t tile_len = std::min(kAttentionTile, longest - tile);
     const int64_t n_blocks = (tile_len + kLanes - 1) / kLanes;
