@@ -51,49 +51,21 @@
 #endif
 
 #include "kernels/avx512/attention_parts.h"  // AVX-512 code: after the target pragma
+#include "kernels/avx512/bf16_parts.h"
 #include "kernels/avx512/vector_exp.h"
 
 namespace tandem::amx {
 namespace {
 
 using namespace avx512::attention_parts;  // NOLINT(google-build-using-namespace): this file is their user
+using namespace avx512::bf16_parts;       // NOLINT(google-build-using-namespace): likewise
 using avx512::exp_nonpositive;
 using avx512::first_lanes;
 
 constexpr int64_t kTileRows = 16;                     // queries per row block of a tile
-constexpr int64_t kChunkHalves = 32;                  // bf16 elements in a 64-byte tile row
 constexpr int64_t kBlocks = kAttentionTile / kLanes;  // blocks of 16 positions in a tile
 constexpr int64_t kHalfTile = 2 * kLanes;             // positions in one weights x V product
-constexpr int64_t kTileBytes = kTileRows * 64;        // one 16 x 64-byte tile
 static_assert(kAttentionTile % kHalfTile == 0 && kMaxQueries % kTileRows == 0);
-
-// Head elements in 32-element chunks (a tile row of bf16), the last one zero-padded.
-template <int kVectors>
-constexpr int64_t kChunks = (kVectors + 1) / 2;
-
-// 32 bf16 (round to nearest even): low's 16 floats, then high's.
-[[gnu::always_inline]] inline __m512i to_bf16(__m512 low, __m512 high) {
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
-}
-
-// One head's floats (F32, or F16 widened as loaded: the same floats) as kChunks<kVectors> rows
-// of 32 bf16 at out (aligned).
-template <int kVectors, typename Element>
-[[gnu::always_inline]] inline void head_to_bf16(const Element* head, uint16_t* out) {
-#pragma GCC unroll 8
-  for (int64_t c = 0; c < kChunks<kVectors>; ++c) {
-    const __m512 low = load_vector(head + 32 * c);
-    const __m512 high = 2 * c + 1 < kVectors ? load_vector(head + 32 * c + 16) : _mm512_setzero_ps();
-    _mm512_store_si512(out + kChunkHalves * c, to_bf16(low, high));
-  }
-}
-
-// Interleaves two rows' 16 bf16 (words 0..15 and 16..31) position by position.
-[[gnu::always_inline]] inline __m512i interleave_rows(__m512i two_rows) {
-  alignas(64) static constexpr uint16_t kOrder[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_permutexvar_epi16(_mm512_load_si512(kOrder), two_rows);
-}
 
 // rows[i] word j becomes rows[j] word i (16 x 16 32-bit words): 32-bit and 64-bit unpacks
 // within 128-bit lanes, then two rounds of 128-bit lane shuffles.

@@ -41,47 +41,18 @@
 #endif
 
 #include "kernels/avx512/attention_parts.h"  // AVX-512 code: after the target pragma
+#include "kernels/avx512/bf16_parts.h"
 #include "kernels/avx512/vector_exp.h"
 
 namespace tandem::avx512 {
 namespace {
 
 using namespace attention_parts;  // NOLINT(google-build-using-namespace): this file is their user
-
-// A head of 16·kVectors floats as bf16 vectors of 32 elements, the last one zero-padded when
-// kVectors is odd (zeros add exact zeros to the dot products).
-template <int kVectors>
-constexpr int kChunks = (kVectors + 1) / 2;
-constexpr int kChunkHalves = 32;  // bf16 elements in one vector
-
-// 32 bf16 (round to nearest even): low's 16 floats, then high's.
-[[gnu::always_inline]] inline __m512i to_bf16(__m512 low, __m512 high) {
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
-}
+using namespace bf16_parts;       // NOLINT(google-build-using-namespace): likewise
 
 // acc lane l + a[2l]·b[2l] + a[2l+1]·b[2l+1], the bf16 products exact.
 [[gnu::always_inline]] inline __m512 dot_pairs(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
-}
-
-// One head's floats (F32, or F16 widened as loaded) as kChunks<kVectors> bf16 vectors at out
-// (aligned).
-template <int kVectors, typename Element>
-[[gnu::always_inline]] inline void head_to_bf16(const Element* head, uint16_t* out) {
-#pragma GCC unroll 8
-  for (int c = 0; c < kChunks<kVectors>; ++c) {
-    const __m512 low = load_vector(head + 32 * c);
-    const __m512 high = 2 * c + 1 < kVectors ? load_vector(head + 32 * c + 16) : _mm512_setzero_ps();
-    _mm512_store_si512(out + kChunkHalves * c, to_bf16(low, high));
-  }
-}
-
-// Interleaves two rows' 16 bf16 (words 0..15 and 16..31 of the input) position by position:
-// word 2i is the first row's element i, word 2i+1 the second's.
-[[gnu::always_inline]] inline __m512i interleave_rows(__m512i two_rows) {
-  alignas(64) static constexpr uint16_t kOrder[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_permutexvar_epi16(_mm512_load_si512(kOrder), two_rows);
 }
 
 // scores[g] lane p = queries[g] · key row p of the converted block, for 16 positions: per
