@@ -217,10 +217,7 @@ void add_info_command(CLI::App& app) {
     if (*cpu)
       fmt::print("{}; attention: {}{}\n", cpu_feature_summary(),
                  attention_arithmetic_name(kernel_table().attention_arithmetic),
-                 kernel_table().attention_arithmetic == AttentionArithmetic::Bf16 && kernel_table().isa == Isa::Amx &&
-                         cpu_has_amx_bf16()
-                     ? " (amx tiles)"
-                     : "");
+                 kernel_table().attention_on_tiles ? " (amx tiles)" : "");
     if (*device) fmt::print("{}\n", device_summary());
     if (!path->empty()) print_info(*path, kv_types->resolve(), *pipeline);
     if (!*cpu && !*device && path->empty()) throw InputError("info needs -m MODEL, --cpu or --device");

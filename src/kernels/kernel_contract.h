@@ -97,6 +97,7 @@ struct KernelTable {
   SwigluOaiFn swiglu_oai;  // gpt-oss's clamped expert activation
   WeightPacker packer;
   AttentionArithmetic attention_arithmetic = AttentionArithmetic::F32;  // of attention, attention_tokens
+  bool attention_on_tiles = false;  // attention, attention_tokens are AMX tile kernels (amx_table.cpp)
 };
 
 }  // namespace tandem

@@ -19,7 +19,6 @@
 #include "base/quant.h"
 #include "io/mapped_file.h"
 #include "kernels/attention.h"
-#include "kernels/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/geglu.h"
 #include "kernels/kernel_table.h"
@@ -43,9 +42,7 @@ OpCost attention_cost(const std::vector<int64_t>& block_starts, const std::vecto
   // Held against the instruction ceiling of the arithmetic the attention kernel runs.
   switch (table.attention_arithmetic) {
     case AttentionArithmetic::F32: cost.peak = Peak::FmaF32; break;
-    case AttentionArithmetic::Bf16:
-      cost.peak = table.isa == Isa::Amx && cpu_has_amx_bf16() ? Peak::TileBf16 : Peak::Bf16;  // amx_table.cpp
-      break;
+    case AttentionArithmetic::Bf16: cost.peak = table.attention_on_tiles ? Peak::TileBf16 : Peak::Bf16; break;
     case AttentionArithmetic::Bf16Values: cost.peak = Peak::Bf16Values; break;
   }
   return cost;

@@ -287,6 +287,8 @@ TEST(AttentionBf16Test, AmxLevelTakesTheTileKernelForBf16) {
   if (detect_isa() != Isa::Amx || !cpu_has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 on this machine";
   EXPECT_EQ(kernel_table(Isa::Amx, AttentionArithmetic::Bf16).attention_tokens, &amx::attention_tokens_bf16);
   EXPECT_EQ(kernel_table(Isa::Amx, AttentionArithmetic::Bf16).attention, &amx::attention_group_bf16);
+  EXPECT_TRUE(kernel_table(Isa::Amx, AttentionArithmetic::Bf16).attention_on_tiles);
+  EXPECT_FALSE(kernel_table(Isa::Amx, AttentionArithmetic::Bf16Values).attention_on_tiles);
   EXPECT_EQ(kernel_table(Isa::Amx, AttentionArithmetic::Bf16Values).attention_tokens,
             &avx512::attention_tokens_bf16_values);
   EXPECT_EQ(kernel_table(Isa::Avx512, AttentionArithmetic::Bf16).attention_tokens, &avx512::attention_tokens_bf16);

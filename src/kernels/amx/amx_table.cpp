@@ -34,6 +34,7 @@ KernelTable with_bf16_attention(const KernelTable& level, AttentionArithmetic ar
   if (arithmetic == AttentionArithmetic::Bf16 && cpu_has_amx_bf16()) {
     table.attention = attention_group_bf16;
     table.attention_tokens = attention_tokens_bf16;
+    table.attention_on_tiles = true;
   }
   return table;
 }

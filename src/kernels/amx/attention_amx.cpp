@@ -169,25 +169,11 @@ template <int kVectors>
                     _mm512_mask_mov_ps(minus_infinity, first_lanes(std::min<int64_t>(kLanes, visible - b * kLanes)),
                                        _mm512_mul_ps(_mm512_load_ps(tile_scores + b * kLanes), scale)));
   if (softcap > 0.0f) avx512::softcap_row(tile_scores, visible, softcap, tile_scores);
-  __m512 tile_max = minus_infinity;
-  for (int64_t b = 0; b < query_blocks; ++b)
-    tile_max = _mm512_max_ps(tile_max, _mm512_load_ps(tile_scores + b * kLanes));
-  const float new_max = std::max(w.running_max[j], _mm512_reduce_max_ps(tile_max));
-  const __m512 new_max_vector = _mm512_set1_ps(new_max);
-  const float rescale =
-      _mm512_cvtss_f32(exp_nonpositive(_mm512_sub_ps(_mm512_set1_ps(w.running_max[j]), new_max_vector)));
-  __m512 tile_sum = _mm512_setzero_ps();
-  for (int64_t b = 0; b < query_blocks; ++b) {
-    const __m512 block_weights =
-        exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_scores + b * kLanes), new_max_vector));
-    const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(block_weights));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(weights + b * kLanes), rounded);
-    tile_sum = _mm512_add_ps(tile_sum, bf16_to_floats(rounded));
-  }
+  const Bf16TileWeights step = bf16_tile_weights(tile_scores, query_blocks, w.running_max[j], weights);
   for (int64_t b = query_blocks; b < kBlocks; ++b)
     _mm256_store_si256(reinterpret_cast<__m256i*>(weights + b * kLanes), _mm256_setzero_si256());
-  w.running_max[j] = new_max;
-  w.running_sum[j] = w.running_sum[j] * rescale + _mm512_reduce_add_ps(tile_sum);
+  const float rescale = _mm512_cvtss_f32(step.rescale);
+  w.running_sum[j] = w.running_sum[j] * rescale + _mm512_reduce_add_ps(step.sum);
   w.correction[j] = rescale;
 }
 

@@ -194,23 +194,10 @@ void attend_queries_bf16(const QuerySet& set, const KvRows& keys, const KvRows& 
     for (int64_t j = tile_first; j < n_queries; ++j) {
       const float* tile_scores = weights + j * kAttentionTile;
       const int64_t query_blocks = (std::min(kAttentionTile, n_ctx[j] - tile) + kLanes - 1) / kLanes;
-      __m512 tile_max = minus_infinity;
-      for (int64_t b = 0; b < query_blocks; ++b)
-        tile_max = _mm512_max_ps(tile_max, _mm512_load_ps(tile_scores + b * kLanes));
-      const float new_max = std::max(running_max[j], _mm512_reduce_max_ps(tile_max));
-      const __m512 new_max_vector = _mm512_set1_ps(new_max);
-      const __m512 rescale = exp_nonpositive(_mm512_sub_ps(_mm512_set1_ps(running_max[j]), new_max_vector));
-      running_max[j] = new_max;
-      correction[j] = _mm512_cvtss_f32(rescale);
-      __m512 tile_sum = _mm512_setzero_ps();
-      for (int64_t b = 0; b < query_blocks; ++b) {
-        const __m512 block_weights =
-            exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_scores + b * kLanes), new_max_vector));
-        const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(block_weights));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(weight_halves + j * kAttentionTile + b * kLanes), rounded);
-        tile_sum = _mm512_add_ps(tile_sum, bf16_to_floats(rounded));
-      }
-      running_sum[j] = _mm512_fmadd_ps(running_sum[j], rescale, tile_sum);
+      const Bf16TileWeights step =
+          bf16_tile_weights(tile_scores, query_blocks, running_max[j], weight_halves + j * kAttentionTile);
+      correction[j] = _mm512_cvtss_f32(step.rescale);
+      running_sum[j] = _mm512_fmadd_ps(running_sum[j], step.rescale, step.sum);
     }
 
     // The weighted values, block by block: each query rescales its output at the tile's first

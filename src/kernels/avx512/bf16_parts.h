@@ -5,9 +5,12 @@
 // the functions are inline and use its intrinsics.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/avx512/attention_parts.h"
+#include "kernels/avx512/vector_exp.h"
 #include "kernels/simd_intrinsics.h"
 
 namespace tandem::avx512::bf16_parts {
@@ -42,6 +45,34 @@ template <int kVectors, typename Element>
   alignas(64) static constexpr uint16_t kOrder[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   return _mm512_permutexvar_epi16(_mm512_load_si512(kOrder), two_rows);
+}
+
+// One query's online-softmax step over a tile's scores (query_blocks blocks of 16, the masked
+// ones -inf): the weights exp(score - new max) rounded to bf16 into weights, running_max moved
+// to the new max. Returns the factor earlier accumulators are rescaled by (every lane) and the
+// per-lane sum of the rounded weights, so numerator and denominator use the same weights.
+struct Bf16TileWeights {
+  __m512 rescale;
+  __m512 sum;
+};
+[[gnu::always_inline]] inline Bf16TileWeights bf16_tile_weights(const float* tile_scores, int64_t query_blocks,
+                                                                float& running_max, uint16_t* weights) {
+  __m512 tile_max = _mm512_set1_ps(-INFINITY);
+  for (int64_t b = 0; b < query_blocks; ++b)
+    tile_max = _mm512_max_ps(tile_max, _mm512_load_ps(tile_scores + b * attention_parts::kLanes));
+  const float new_max = std::max(running_max, _mm512_reduce_max_ps(tile_max));
+  const __m512 new_max_vector = _mm512_set1_ps(new_max);
+  const __m512 rescale = exp_nonpositive(_mm512_sub_ps(_mm512_set1_ps(running_max), new_max_vector));
+  running_max = new_max;
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t b = 0; b < query_blocks; ++b) {
+    const __m512 block_weights =
+        exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_scores + b * attention_parts::kLanes), new_max_vector));
+    const __m256i rounded = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(block_weights));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(weights + b * attention_parts::kLanes), rounded);
+    sum = _mm512_add_ps(sum, attention_parts::bf16_to_floats(rounded));
+  }
+  return {rescale, sum};
 }
 
 }  // namespace tandem::avx512::bf16_parts
