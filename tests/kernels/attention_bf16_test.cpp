@@ -236,6 +236,33 @@ TEST(AttentionBf16Test, QueryAloneEqualsQueryInAnyGroupOrRunOfTokens) {
       }
 }
 
+// A prefill block longer than one kernel call (the AVX-512 kernels take 128 queries a call, the
+// AMX kernel 512): every token of a run of 300 (600 queries, cut into calls at different
+// places per kernel) equals the same token alone, bit for bit.
+TEST(AttentionBf16Test, RunLongerThanOneCallEqualsEachTokenAlone) {
+  if (!has_bf16_kernel()) GTEST_SKIP() << "no AVX512_BF16 on this machine";
+  std::mt19937 rng(41);
+  const int64_t head_dim = 128, group = 2, n_tokens = 300;
+  const Cache cache = make_cache(rng, DType::F16, n_tokens, 1, head_dim);
+  std::vector<int32_t> positions(static_cast<size_t>(n_tokens));
+  std::iota(positions.begin(), positions.end(), 0);
+  const std::vector<float> queries = random_floats(rng, n_tokens * group * head_dim, -8.0f, 8.0f);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
+  for (const Bf16Kernel& kernel : bf16_kernels()) {
+    std::vector<float> together(static_cast<size_t>(n_tokens * group * head_dim));
+    kernel.tokens(queries.data(), group * head_dim, n_tokens, group, positions.data(), cache.keys(), cache.values(), 0,
+                  cache.slots.data(), head_dim, scratch.data(), together.data(), group * head_dim, 0.0f, nullptr,
+                  nullptr);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const std::vector<float> alone =
+          run_group(kernel, queries.data() + t * group * head_dim, group, cache, 0, int64_t{positions[t]} + 1);
+      ASSERT_EQ(0, std::memcmp(alone.data(), together.data() + t * group * head_dim,
+                               static_cast<size_t>(group * head_dim) * sizeof(float)))
+          << kernel.name << " token " << t;
+    }
+  }
+}
+
 // Past kAttentionSegment positions the table's entry points split a context into segments:
 // a token in a prefill run equals the same token decoded alone, bit for bit, and stays within
 // the rounded-input bound of double.

@@ -13,6 +13,8 @@
 #include "base/kquants.h"
 #include "base/quant.h"
 #include "kernels/amx/amx_kquant_gemm.h"
+#include "kernels/amx/attention_amx.h"
+#include "kernels/attention.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/gemm_packed.h"
 #include "kernels/cpu_features.h"
@@ -126,6 +128,41 @@ TEST(PackedKquantGemm, EveryKernelEqualsScalarRowKernelBitForBit) {
           expect_row_kernel_bits(kernel.name, kernel.gemm, w, rng, {1, 3, 4, 5, 8, 16, 17, 35});
         }
   }
+}
+
+// The AMX GEMM and the AMX-BF16 attention kernel load different tile palettes on the thread
+// they run on (amx_tiles.h): a GEMM after the attention (the forward pass alternates them on
+// the same worker threads) still equals the scalar row kernel bit for bit, and the attention
+// after the GEMM gives the bits it gave before. A GEMM on the attention's palette would fault
+// (its tile shapes differ) or multiply the wrong shapes.
+TEST(KquantGemm, AmxGemmAndTileAttentionTakeTurnsOnOneThread) {
+  if (detect_isa() != Isa::Amx || !cpu_has_amx_bf16()) GTEST_SKIP() << "no AMX-BF16 on this machine";
+  std::mt19937 rng(43);
+  const int64_t n_rows = 33, n_in = 512, head_dim = 128, n_ctx = 150, group = 2;
+  const std::vector<uint8_t> weights = random_kquant_matrix(rng, DType::Q4_K, n_rows, n_in);
+  TensorView w = kquant_view(weights, DType::Q4_K, n_rows, n_in);
+  std::vector<uint8_t> packed(static_cast<size_t>(packed::kquant_packed_bytes(w)));
+  packed::kquant_pack_into(w, packed.data());
+  w.packed = packed.data();
+  const std::vector<float> keys = random_floats(rng, n_ctx * head_dim, 1.0f);
+  const std::vector<float> values = random_floats(rng, n_ctx * head_dim, 1.0f);
+  const std::vector<float> queries = random_floats(rng, n_ctx * group * head_dim, 1.0f);
+  std::vector<int32_t> slots(static_cast<size_t>(n_ctx)), positions(static_cast<size_t>(n_ctx));
+  for (int32_t p = 0; p < n_ctx; ++p) slots[static_cast<size_t>(p)] = positions[static_cast<size_t>(p)] = p;
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(group)));
+  const auto attend = [&] {
+    std::vector<float> out(queries.size());
+    amx::attention_tokens_bf16(queries.data(), group * head_dim, n_ctx, group, positions.data(),
+                               f32_kv_rows(keys.data(), head_dim), f32_kv_rows(values.data(), head_dim), 0,
+                               slots.data(), head_dim, scratch.data(), out.data(), group * head_dim, 0.0f, nullptr,
+                               nullptr);
+    return out;
+  };
+  const std::vector<float> attention_first = attend();
+  expect_row_kernel_bits("amx gemm after tile attention", amx::gemm_kquant, w, rng, {16, 35});
+  const std::vector<float> attention_again = attend();
+  ASSERT_EQ(0, std::memcmp(attention_first.data(), attention_again.data(), attention_first.size() * sizeof(float)));
+  expect_row_kernel_bits("amx gemm after the second attention", amx::gemm_kquant, w, rng, {16});
 }
 
 // Every level's table as the model uses it: weights packed when the level packs them.

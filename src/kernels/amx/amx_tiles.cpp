@@ -1,4 +1,5 @@
-// ensure_tiles_configured: palette 1 with the shapes of amx_tiles.h.
+// ensure_tiles_configured and ensure_attention_tiles_configured: palette 1 with the shapes of
+// amx_tiles.h, loaded on a thread only when it is not the one loaded there.
 #include "kernels/amx/amx_tiles.h"
 
 #include "kernels/simd_intrinsics.h"
@@ -28,11 +29,21 @@ void set_shape(TileConfig& config, int tile, int rows, int bytes_per_row) {
   config.bytes_per_row[tile] = static_cast<uint16_t>(bytes_per_row);
 }
 
+enum class Palette { None, Gemm, Attention };
+thread_local Palette loaded = Palette::None;
+
+void load(TileConfig& config, Palette palette) {
+  // GCC's _tile_loadconfig tells the compiler it reads only the first 8 bytes, so without
+  // this barrier the shape stores are dropped as dead.
+  asm volatile("" : : "r"(&config) : "memory");
+  _tile_loadconfig(&config);
+  loaded = palette;
+}
+
 }  // namespace
 
 void ensure_tiles_configured() {
-  thread_local bool configured = false;
-  if (configured) return;
+  if (loaded == Palette::Gemm) return;
   alignas(64) TileConfig config{};
   config.palette_id = 1;
   set_shape(config, TANDEM_TILE_C, 16, 64);
@@ -43,11 +54,15 @@ void ensure_tiles_configured() {
   set_shape(config, TANDEM_TILE_C2, 16, 64);
   set_shape(config, TANDEM_TILE_A32_2, 16, 32);
   set_shape(config, TANDEM_TILE_B32_2, 8, 64);
-  // GCC's _tile_loadconfig tells the compiler it reads only the first 8 bytes, so without
-  // this barrier the shape stores above are dropped as dead.
-  asm volatile("" : : "r"(&config) : "memory");
-  _tile_loadconfig(&config);
-  configured = true;
+  load(config, Palette::Gemm);
+}
+
+void ensure_attention_tiles_configured() {
+  if (loaded == Palette::Attention) return;
+  alignas(64) TileConfig config{};
+  config.palette_id = 1;
+  for (int tile = 0; tile < 8; ++tile) set_shape(config, tile, 16, 64);
+  load(config, Palette::Attention);
 }
 
 }  // namespace tandem::amx

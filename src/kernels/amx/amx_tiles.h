@@ -19,8 +19,13 @@ namespace tandem::amx {
 #define TANDEM_TILE_A32_2 6
 #define TANDEM_TILE_B32_2 7
 
-// Loads the configuration on the calling thread if it has not been loaded there yet.
-// Only call after the runtime check found AMX (kernels/cpu_features.h).
+// Loads the configuration on the calling thread if it is not the one loaded there. Every AMX
+// kernel calls one of these first, so a thread switches palettes only when kernels with
+// different palettes follow each other (a load is a few hundred cycles). Only call after the
+// runtime check found AMX (kernels/cpu_features.h).
 void ensure_tiles_configured();
+// The bf16 attention kernel's palette (attention_amx.cpp): all eight tiles 16 rows x 64 bytes,
+// four accumulators and two of each operand, so one operand load serves four products.
+void ensure_attention_tiles_configured();
 
 }  // namespace tandem::amx

@@ -164,7 +164,7 @@ struct QuerySet {
   const float* const* queries;  // [n_queries] -> [head_dim]
   float* const* outs;           // [n_queries] -> [head_dim]
   const int64_t* n_ctx;         // [n_queries]
-  int64_t n_queries;            // 1..kMaxQueries
+  int64_t n_queries;            // 1..kMaxQueries (the AMX kernel: 1..amx::kMaxQueries)
   float softcap = 0.0f;         // > 0: scores soft-capped (softcap_score) before the softmax
   // Null, or query j's sink logit is sinks[j % sink_period] (sink_normaliser; a run of tokens
   // repeats its group's heads).
@@ -210,8 +210,9 @@ void attention_group_with(PickKernel pick, const float* queries, int64_t n_queri
 }
 
 // attention_tokens (kernel_table.h's AttentionTokensFn) the same way: the tokens' groups in
-// calls of up to kMaxQueries queries.
-template <typename PickKernel>
+// calls of up to kCallQueries queries (the kernel's own bound: the AMX kernel takes more, so
+// that each K/V row it converts serves more queries).
+template <int64_t kCallQueries = kMaxQueries, typename PickKernel>
 void attention_tokens_with(PickKernel pick, const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                            const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                            const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
@@ -223,10 +224,11 @@ void attention_tokens_with(PickKernel pick, const float* queries, int64_t query_
                                 partials != nullptr ? partials + t * group : nullptr);
     return;
   }
-  const int64_t tokens_per_call = kMaxQueries / group;
-  const float* query_of[kMaxQueries];
-  float* out_of[kMaxQueries];
-  int64_t n_ctx_of[kMaxQueries];
+  static_assert(kCallQueries >= kMaxGroup);
+  const int64_t tokens_per_call = kCallQueries / group;
+  const float* query_of[kCallQueries];
+  float* out_of[kCallQueries];
+  int64_t n_ctx_of[kCallQueries];
   for (int64_t first = 0; first < n_tokens; first += tokens_per_call) {
     const int64_t n_call = std::min(tokens_per_call, n_tokens - first);
     for (int64_t t = 0; t < n_call; ++t) {
