@@ -76,5 +76,42 @@ BENCHMARK(BM_attention_at_depth)
     ->ArgsProduct({{0, 1, 2}, {0, 4096}})
     ->Unit(benchmark::kMillisecond);
 
+// One decode step's attention for one KV head (the group's queries at position depth), the
+// same kernels: bound by reading the depth's K/V rows (2·depth·head_dim F16 values).
+void BM_decode_attention_at_depth(benchmark::State& state) {
+  const auto kernel = static_cast<Kernel>(state.range(0));
+  const int64_t depth = state.range(1);
+  if (detect_isa() < Isa::Avx512) return state.SkipWithError("needs AVX-512");
+  if (kernel != Kernel::F32Avx512 && !cpu_has_avx512_bf16()) return state.SkipWithError("needs AVX512_BF16");
+  if (kernel == Kernel::Bf16Amx && !cpu_has_amx_bf16()) return state.SkipWithError("needs AMX-BF16");
+  const int64_t n_ctx = depth + 1;
+  const std::vector<uint16_t> keys = random_f16(static_cast<size_t>(n_ctx * kHeadDim), 1);
+  const std::vector<uint16_t> values = random_f16(static_cast<size_t>(n_ctx * kHeadDim), 2);
+  const KvRows key_rows{reinterpret_cast<const uint8_t*>(keys.data()), kHeadDim * 2, DType::F16};
+  const KvRows value_rows{reinterpret_cast<const uint8_t*>(values.data()), kHeadDim * 2, DType::F16};
+  std::vector<int32_t> slots(static_cast<size_t>(n_ctx));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> queries(static_cast<size_t>(kGroup * kHeadDim));
+  for (float& q : queries) q = normal(rng);
+  std::vector<float> scratch(static_cast<size_t>(attention_scratch_floats(kGroup)));
+  std::vector<float> out(queries.size());
+  const auto run = kernel == Kernel::F32Avx512   ? &avx512::attention_group
+                   : kernel == Kernel::Bf16Avx512 ? &avx512::attention_group_bf16
+                                                  : &amx::attention_group_bf16;
+  for (auto _ : state) {
+    run(queries.data(), kGroup, key_rows, value_rows, 0, slots.data(), n_ctx, kHeadDim, scratch.data(), out.data(),
+        0.0f, nullptr, nullptr);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * n_ctx * kHeadDim * 2);
+}
+BENCHMARK(BM_decode_attention_at_depth)
+    ->ArgNames({"kernel", "depth"})
+    ->ArgsProduct({{0, 1, 2}, {4096}})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace tandem

@@ -303,7 +303,8 @@ __mmask16 softmax_rows(Workspace<kVectors>& w, int64_t row, int64_t tile, const 
     const __m512 query_max = _mm512_set1_ps(max_log2[i]);
     const int64_t visible = visible_of[i];
     const int64_t full_blocks = visible / kLanes, tail = visible % kLanes;
-    __m512 sum = _mm512_setzero_ps();
+    // Two sums (the even and the odd words), so the adds are two chains, not one.
+    __m512 sum = _mm512_setzero_ps(), odd_sum = _mm512_setzero_ps();
     int64_t b = 0;
     // Two blocks a conversion: words 0-15 the first block's weights, 16-31 the second's; the
     // 32 rounded weights are summed as the low and high halves of 16 words.
@@ -315,7 +316,7 @@ __mmask16 softmax_rows(Workspace<kVectors>& w, int64_t row, int64_t tile, const 
       const __m512i rounded = to_bf16(first, second);
       _mm512_store_si512(weights + b * kLanes, rounded);
       sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(rounded, 16)));
-      sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_and_si512(rounded, high_words)));
+      odd_sum = _mm512_add_ps(odd_sum, _mm512_castsi512_ps(_mm512_and_si512(rounded, high_words)));
     }
     for (; b * kLanes < visible; ++b) {
       __m512 block_weights =
@@ -327,7 +328,7 @@ __mmask16 softmax_rows(Workspace<kVectors>& w, int64_t row, int64_t tile, const 
     }
     for (; b < kBlocks; ++b)
       _mm256_store_si256(reinterpret_cast<__m256i*>(weights + b * kLanes), _mm256_setzero_si256());
-    sums[i] = _mm512_castps_si512(sum);
+    sums[i] = _mm512_castps_si512(_mm512_add_ps(sum, odd_sum));
   }
   const __m512 tile_sum = reduce_each<true>(sums);
   const __m512 running_sum = _mm512_load_ps(w.running_sum + row);
@@ -335,6 +336,80 @@ __mmask16 softmax_rows(Workspace<kVectors>& w, int64_t row, int64_t tile, const 
                   _mm512_mask_add_ps(running_sum, active, _mm512_mul_ps(running_sum, rescale), tile_sum));
   _mm512_store_ps(w.correction + row, rescale);
   return _mm512_cmp_ps_mask(rescale, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ);
+}
+
+// scores[j][p] = q_j · k_p for the 16 queries of the row block at `row` and the tile's n_blocks
+// blocks of 16 positions: four blocks at a time, each query chunk loaded once for the four.
+template <int kVectors>
+void score_row_block(Workspace<kVectors>& w, int64_t row, int64_t n_blocks) {
+  constexpr int64_t head_halves = Workspace<kVectors>::head_halves;
+  constexpr int64_t chunks = kChunks<kVectors>;
+  for (int64_t first_block = 0; first_block < n_blocks; first_block += kAccumulators) {
+    const int64_t count = std::min<int64_t>(kAccumulators, n_blocks - first_block);
+    const uint16_t* query_chunks = w.query_halves + row * head_halves;
+    const uint32_t(*key_tiles)[chunks][kTileRows * 16] = w.key_tiles + first_block;
+    TANDEM_FOR_ACCUMULATORS(count, _tile_zero(TANDEM_ACC_0), _tile_zero(TANDEM_ACC_1), _tile_zero(TANDEM_ACC_2),
+                            _tile_zero(TANDEM_ACC_3));
+    for (int64_t c = 0; c < chunks; ++c) {
+      _tile_loadd(TANDEM_OPERAND_A, query_chunks + c * kChunkHalves, head_halves * sizeof(uint16_t));
+      TANDEM_FOR_ACCUMULATORS(count, TANDEM_PRODUCT(TANDEM_ACC_0, TANDEM_OPERAND_B, key_tiles[0][c], 64),
+                              TANDEM_PRODUCT(TANDEM_ACC_1, TANDEM_OPERAND_B2, key_tiles[1][c], 64),
+                              TANDEM_PRODUCT(TANDEM_ACC_2, TANDEM_OPERAND_B, key_tiles[2][c], 64),
+                              TANDEM_PRODUCT(TANDEM_ACC_3, TANDEM_OPERAND_B2, key_tiles[3][c], 64));
+    }
+    float* scores = w.scores + row * kTilePositions + first_block * kLanes;
+    constexpr size_t kScoreStride = kTilePositions * sizeof(float);
+    TANDEM_FOR_ACCUMULATORS(count, _tile_stored(TANDEM_ACC_0, scores, kScoreStride),
+                            _tile_stored(TANDEM_ACC_1, scores + kLanes, kScoreStride),
+                            _tile_stored(TANDEM_ACC_2, scores + 2 * kLanes, kScoreStride),
+                            _tile_stored(TANDEM_ACC_3, scores + 3 * kLanes, kScoreStride));
+  }
+}
+
+// The row block's softmax step (softmax_rows), and its accumulators rescaled where the running
+// max moved.
+template <int kVectors>
+void softmax_row_block(Workspace<kVectors>& w, int64_t row, int64_t tile, const int64_t* n_ctx, int64_t tile_first,
+                       int64_t n_queries, float scale, float softcap) {
+  constexpr int64_t head_dim = Workspace<kVectors>::head_dim;
+  __mmask16 moved = softmax_rows<kVectors>(w, row, tile, n_ctx, tile_first, n_queries, scale, softcap);
+  // x·1 == x: the rows whose factor is 1 are left as they are, which changes no bit.
+  for (; moved != 0; moved = static_cast<__mmask16>(moved & (moved - 1))) {
+    const int64_t j = row + __builtin_ctz(moved);
+    const __m512 rescale = _mm512_set1_ps(w.correction[j]);
+    float* acc = w.accumulators + j * head_dim;
+#pragma GCC unroll 16
+    for (int v = 0; v < kVectors; ++v)
+      _mm512_store_ps(acc + 16 * v, _mm512_mul_ps(_mm512_load_ps(acc + 16 * v), rescale));
+  }
+}
+
+// accumulators[j] += Σ_p weight[j][p]·v_p for the row block's 16 queries, 32 positions a
+// product: four vectors of the head at a time, each half of the weights loaded once for the four.
+template <int kVectors>
+void weigh_values_row_block(Workspace<kVectors>& w, int64_t row, int64_t n_halves) {
+  constexpr int64_t head_dim = Workspace<kVectors>::head_dim;
+  for (int first_vector = 0; first_vector < kVectors; first_vector += kAccumulators) {
+    const int64_t count = std::min<int64_t>(kAccumulators, kVectors - first_vector);
+    float* acc = w.accumulators + row * head_dim + 16 * first_vector;
+    constexpr size_t kAccStride = head_dim * sizeof(float);
+    TANDEM_FOR_ACCUMULATORS(
+        count, _tile_loadd(TANDEM_ACC_0, acc, kAccStride), _tile_loadd(TANDEM_ACC_1, acc + 16, kAccStride),
+        _tile_loadd(TANDEM_ACC_2, acc + 32, kAccStride), _tile_loadd(TANDEM_ACC_3, acc + 48, kAccStride));
+    for (int64_t h = 0; h < n_halves; ++h) {
+      _tile_loadd(TANDEM_OPERAND_A, w.weight_halves + row * kTilePositions + h * kHalfTile,
+                  kTilePositions * sizeof(uint16_t));
+      const uint16_t* pairs = w.value_pairs + (h * kLanes * kVectors + first_vector) * kChunkHalves;
+      constexpr size_t kPairStride = kVectors * kChunkHalves * sizeof(uint16_t);
+      TANDEM_FOR_ACCUMULATORS(count, TANDEM_PRODUCT(TANDEM_ACC_0, TANDEM_OPERAND_B, pairs, kPairStride),
+                              TANDEM_PRODUCT(TANDEM_ACC_1, TANDEM_OPERAND_B2, pairs + kChunkHalves, kPairStride),
+                              TANDEM_PRODUCT(TANDEM_ACC_2, TANDEM_OPERAND_B, pairs + 2 * kChunkHalves, kPairStride),
+                              TANDEM_PRODUCT(TANDEM_ACC_3, TANDEM_OPERAND_B2, pairs + 3 * kChunkHalves, kPairStride));
+    }
+    TANDEM_FOR_ACCUMULATORS(
+        count, _tile_stored(TANDEM_ACC_0, acc, kAccStride), _tile_stored(TANDEM_ACC_1, acc + 16, kAccStride),
+        _tile_stored(TANDEM_ACC_2, acc + 32, kAccStride), _tile_stored(TANDEM_ACC_3, acc + 48, kAccStride));
+  }
 }
 
 template <int kVectors>
@@ -346,7 +421,6 @@ void attend_queries_amx(const QuerySet& set, const KvRows& keys, const KvRows& v
   Workspace<kVectors>& w = *workspace;
   constexpr int64_t head_dim = Workspace<kVectors>::head_dim;
   constexpr int64_t head_halves = Workspace<kVectors>::head_halves;
-  constexpr int64_t chunks = kChunks<kVectors>;
   const int64_t n_queries = set.n_queries;
   const int64_t* n_ctx = set.n_ctx;
   const int64_t n_rows = (n_queries + kTileRows - 1) / kTileRows * kTileRows;
@@ -395,72 +469,17 @@ void attend_queries_amx(const QuerySet& set, const KvRows& keys, const KvRows& v
       key_tiles_of<kVectors, true>(w, keys, kv_offset, rows, n_blocks);
     else
       key_tiles_of<kVectors, false>(w, keys, kv_offset, rows, n_blocks);
-    // scores[j][p] = q_j · k_p for the row blocks that hold a query seeing the tile: four blocks
-    // of 16 positions at a time, each query chunk loaded once for the four.
+    // In phases over the row blocks that hold a query seeing the tile: all scores, all softmax
+    // steps, then all weighted values. (Issuing the next block's score products before this
+    // block's softmax, to overlap tile and vector units, measured 4-10 % slower.)
+    for (int64_t row = first_row; row < n_rows; row += kTileRows) score_row_block<kVectors>(w, row, n_blocks);
     for (int64_t row = first_row; row < n_rows; row += kTileRows)
-      for (int64_t first_block = 0; first_block < n_blocks; first_block += kAccumulators) {
-        const int64_t count = std::min<int64_t>(kAccumulators, n_blocks - first_block);
-        const uint16_t* query_chunks = w.query_halves + row * head_halves;
-        const uint32_t(*key_tiles)[chunks][kTileRows * 16] = w.key_tiles + first_block;
-        TANDEM_FOR_ACCUMULATORS(count, _tile_zero(TANDEM_ACC_0), _tile_zero(TANDEM_ACC_1), _tile_zero(TANDEM_ACC_2),
-                                _tile_zero(TANDEM_ACC_3));
-        for (int64_t c = 0; c < chunks; ++c) {
-          _tile_loadd(TANDEM_OPERAND_A, query_chunks + c * kChunkHalves, head_halves * sizeof(uint16_t));
-          TANDEM_FOR_ACCUMULATORS(count, TANDEM_PRODUCT(TANDEM_ACC_0, TANDEM_OPERAND_B, key_tiles[0][c], 64),
-                                  TANDEM_PRODUCT(TANDEM_ACC_1, TANDEM_OPERAND_B2, key_tiles[1][c], 64),
-                                  TANDEM_PRODUCT(TANDEM_ACC_2, TANDEM_OPERAND_B, key_tiles[2][c], 64),
-                                  TANDEM_PRODUCT(TANDEM_ACC_3, TANDEM_OPERAND_B2, key_tiles[3][c], 64));
-        }
-        float* scores = w.scores + row * kTilePositions + first_block * kLanes;
-        constexpr size_t kScoreStride = kTilePositions * sizeof(float);
-        TANDEM_FOR_ACCUMULATORS(count, _tile_stored(TANDEM_ACC_0, scores, kScoreStride),
-                                _tile_stored(TANDEM_ACC_1, scores + kLanes, kScoreStride),
-                                _tile_stored(TANDEM_ACC_2, scores + 2 * kLanes, kScoreStride),
-                                _tile_stored(TANDEM_ACC_3, scores + 3 * kLanes, kScoreStride));
-      }
-
-    for (int64_t row = first_row; row < n_rows; row += kTileRows) {
-      __mmask16 moved = softmax_rows<kVectors>(w, row, tile, n_ctx, tile_first, n_queries, scale, set.softcap);
-      // x·1 == x: the rows whose factor is 1 are left as they are, which changes no bit.
-      for (; moved != 0; moved = static_cast<__mmask16>(moved & (moved - 1))) {
-        const int64_t j = row + __builtin_ctz(moved);
-        const __m512 rescale = _mm512_set1_ps(w.correction[j]);
-        float* acc = w.accumulators + j * head_dim;
-#pragma GCC unroll 16
-        for (int v = 0; v < kVectors; ++v)
-          _mm512_store_ps(acc + 16 * v, _mm512_mul_ps(_mm512_load_ps(acc + 16 * v), rescale));
-      }
-    }
-
+      softmax_row_block<kVectors>(w, row, tile, n_ctx, tile_first, n_queries, scale, set.softcap);
     if (values.type == DType::F16)
       value_pairs_of<kVectors, true>(w, values, kv_offset, rows, n_halves * 2);
     else
       value_pairs_of<kVectors, false>(w, values, kv_offset, rows, n_halves * 2);
-    // accumulators[j] += Σ_p weight[j][p]·v_p, 32 positions a product: four vectors of the head
-    // at a time, each half of the weights loaded once for the four.
-    for (int64_t row = first_row; row < n_rows; row += kTileRows)
-      for (int first_vector = 0; first_vector < kVectors; first_vector += kAccumulators) {
-        const int64_t count = std::min<int64_t>(kAccumulators, kVectors - first_vector);
-        float* acc = w.accumulators + row * head_dim + 16 * first_vector;
-        constexpr size_t kAccStride = head_dim * sizeof(float);
-        TANDEM_FOR_ACCUMULATORS(
-            count, _tile_loadd(TANDEM_ACC_0, acc, kAccStride), _tile_loadd(TANDEM_ACC_1, acc + 16, kAccStride),
-            _tile_loadd(TANDEM_ACC_2, acc + 32, kAccStride), _tile_loadd(TANDEM_ACC_3, acc + 48, kAccStride));
-        for (int64_t h = 0; h < n_halves; ++h) {
-          _tile_loadd(TANDEM_OPERAND_A, w.weight_halves + row * kTilePositions + h * kHalfTile,
-                      kTilePositions * sizeof(uint16_t));
-          const uint16_t* pairs = w.value_pairs + (h * kLanes * kVectors + first_vector) * kChunkHalves;
-          constexpr size_t kPairStride = kVectors * kChunkHalves * sizeof(uint16_t);
-          TANDEM_FOR_ACCUMULATORS(
-              count, TANDEM_PRODUCT(TANDEM_ACC_0, TANDEM_OPERAND_B, pairs, kPairStride),
-              TANDEM_PRODUCT(TANDEM_ACC_1, TANDEM_OPERAND_B2, pairs + kChunkHalves, kPairStride),
-              TANDEM_PRODUCT(TANDEM_ACC_2, TANDEM_OPERAND_B, pairs + 2 * kChunkHalves, kPairStride),
-              TANDEM_PRODUCT(TANDEM_ACC_3, TANDEM_OPERAND_B2, pairs + 3 * kChunkHalves, kPairStride));
-        }
-        TANDEM_FOR_ACCUMULATORS(
-            count, _tile_stored(TANDEM_ACC_0, acc, kAccStride), _tile_stored(TANDEM_ACC_1, acc + 16, kAccStride),
-            _tile_stored(TANDEM_ACC_2, acc + 32, kAccStride), _tile_stored(TANDEM_ACC_3, acc + 48, kAccStride));
-      }
+    for (int64_t row = first_row; row < n_rows; row += kTileRows) weigh_values_row_block<kVectors>(w, row, n_halves);
   }
 
   for (int64_t j = 0; j < n_queries; ++j) {
