@@ -3,7 +3,6 @@
 
 #include "base/build_info.h"
 #include "server/openai_protocol.h"
-#include "tandem/tandem_c.h"
 
 namespace tandem::server {
 
@@ -48,7 +47,7 @@ json props_json(const ServerProps& props) {
           {"eos_token", renderer ? renderer->eos_token : ""},
           {"n_ctx", props.context_length},
           {"build_info", build_info()},
-          {"version", TANDEM_VERSION},
+          {"version", release_version()},
           {"commit", git_commit()}};
 }
 

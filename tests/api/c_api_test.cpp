@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/c_boundary.h"
+#include "base/build_info.h"
 #include "tandem/tandem.h"
 #include "tandem/tandem_c.h"
 
@@ -120,6 +121,7 @@ TEST(CApiErrors, LoadFailuresAreStatusesWithAMessage) {
   EXPECT_EQ(tandem_generate(nullptr, "x", nullptr, nullptr, nullptr, nullptr), TANDEM_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(tandem_version(), TANDEM_VERSION);
   EXPECT_STREQ(tandem::api::version(), TANDEM_VERSION);
+  EXPECT_STREQ(tandem::release_version(), TANDEM_VERSION);  // what base/ and the server report
 }
 
 TEST_F(CApi, ModelProperties) {
