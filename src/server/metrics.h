@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/generation_service.h"
 
 namespace tandem::server {
 

@@ -14,7 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_renderer.h"
-#include "engine/engine.h"
+#include "engine/generation_service.h"
+#include "engine/speculation/speculation_params.h"
 
 namespace tandem::server {
 

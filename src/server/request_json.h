@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "server/openai_protocol.h"

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "model/model_config.h"
 #include "server/embeddings_api.h"
 #include "server/http/event_stream.h"
 #include "server/http/session.h"

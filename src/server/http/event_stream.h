@@ -11,7 +11,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/generation_service.h"
 
 namespace tandem::server {
 

@@ -19,6 +19,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "model/model_config.h"
 #include "server/chat_reply.h"
 #include "server/chat_request.h"
 #include "server/http/event_stream.h"

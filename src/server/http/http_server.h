@@ -15,7 +15,8 @@
 
 #include "chat/chat_renderer.h"
 #include "chat/tool_call_parser.h"
-#include "engine/engine.h"
+#include "engine/generation_service.h"
+#include "engine/speculation/speculation_params.h"
 #include "server/cors.h"
 #include "server/request_log.h"
 

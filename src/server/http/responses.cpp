@@ -3,6 +3,8 @@
 // streamed exactly as a chat completion is; a finished response asked to be stored ('store',
 // true by default) goes into the server's bounded ResponsesStore for previous_response_id,
 // GET /v1/responses/{id} and DELETE /v1/responses/{id}.
+#include <fmt/format.h>
+
 #include "server/http/generation_format.h"
 #include "server/http/session.h"
 #include "server/responses_api.h"

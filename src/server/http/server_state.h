@@ -17,7 +17,7 @@
 
 #include "chat/chat_renderer.h"
 #include "chat/tool_call_parser.h"
-#include "engine/engine.h"
+#include "engine/generation_service.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
 #include "server/request_log.h"

@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "server/api_key.h"
 #include "server/cors.h"
 #include "server/http_framing.h"
