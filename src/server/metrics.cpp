@@ -5,6 +5,23 @@
 #include <fmt/format.h>
 
 namespace tandem::server {
+namespace {
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string prometheus_label_value(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
@@ -16,14 +33,18 @@ void Histogram::observe(double seconds) {
   ++count_;
 }
 
-void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& help,
+                       const std::string& labels) const {
   out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  const std::string before_le = labels.empty() ? "" : labels + ",";
+  const std::string own = labels.empty() ? "" : "{" + labels + "}";
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, before_le, bounds_[i], cumulative);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+  out += fmt::format("{}_bucket{{{}le=\"+Inf\"}} {}\n{}_sum{} {}\n{}_count{} {}\n", name, before_le, count_, name, own,
+                     sum_, name, own, count_);
 }
 
 Metrics::Metrics()
@@ -64,7 +85,7 @@ void Metrics::count(TransportEvent event) {
   }
 }
 
-std::string Metrics::render(const EngineStats& s, const TransportStats& transport) const {
+std::string Metrics::render(const EngineStats& s, const TransportStats& transport, std::string_view model_name) const {
   std::string out;
   const auto gauge = [&](const char* name, const char* help, double value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, value);
@@ -119,6 +140,42 @@ std::string Metrics::render(const EngineStats& s, const TransportStats& transpor
   itl_.render(out, "tandem_inter_token_latency_seconds", "Gap between consecutive generated tokens");
   e2e_.render(out, "tandem_e2e_request_latency_seconds", "Arrival to the end of the request");
   queue_.render(out, "tandem_queue_time_seconds", "Arrival to admission into the batch");
+
+  // The series vLLM and llama-server have too, under their names (vLLM's V1 names, and the
+  // older gpu_cache_usage_perc and time_per_output_token_seconds its first dashboards read).
+  // Values are the tandem_* ones above: KV usage is blocks referenced / blocks in the pool.
+  const double kv_usage =
+      s.blocks.total > 0 ? static_cast<double>(s.blocks.used) / static_cast<double>(s.blocks.total) : 0.0;
+  const std::string vllm_labels = fmt::format("model_name=\"{}\"", prometheus_label_value(model_name));
+  const auto vllm_sample = [&](const char* type, const char* name, const char* help, double value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}}} {}\n", name, help, name, type, name, vllm_labels, value);
+  };
+  vllm_sample("gauge", "vllm:num_requests_running", "Requests in the batch", static_cast<double>(s.running));
+  vllm_sample("gauge", "vllm:num_requests_waiting", "Requests waiting", static_cast<double>(s.waiting));
+  vllm_sample("gauge", "vllm:kv_cache_usage_perc", "Fraction of KV blocks in use (0-1)", kv_usage);
+  vllm_sample("gauge", "vllm:gpu_cache_usage_perc", "Fraction of KV blocks in use (0-1)", kv_usage);
+  vllm_sample("counter", "vllm:prompt_tokens_total", "Prompt tokens of ended requests",
+              static_cast<double>(prompt_tokens_));
+  vllm_sample("counter", "vllm:generation_tokens_total", "Generated tokens of ended requests",
+              static_cast<double>(generated_tokens_));
+  vllm_sample("counter", "vllm:num_preemptions_total", "Preemptions", static_cast<double>(s.preemptions));
+  vllm_sample("counter", "vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache",
+              static_cast<double>(s.blocks.lookup_tokens));
+  vllm_sample("counter", "vllm:prefix_cache_hits_total", "Prompt tokens served from the prefix cache",
+              static_cast<double>(s.blocks.hit_tokens));
+  ttft_.render(out, "vllm:time_to_first_token_seconds", "Time to first token", vllm_labels);
+  itl_.render(out, "vllm:inter_token_latency_seconds", "Inter-token latency", vllm_labels);
+  itl_.render(out, "vllm:time_per_output_token_seconds", "Inter-token latency", vllm_labels);
+  e2e_.render(out, "vllm:e2e_request_latency_seconds", "End-to-end request latency", vllm_labels);
+  queue_.render(out, "vllm:request_queue_time_seconds", "Time waiting for admission", vllm_labels);
+  counter("llamacpp:prompt_tokens_total", "Prompt tokens of ended requests", prompt_tokens_);
+  counter("llamacpp:tokens_predicted_total", "Generated tokens of ended requests", generated_tokens_);
+  counter("llamacpp:n_decode_total", "Engine iterations run", s.steps);
+  gauge("llamacpp:kv_cache_usage_ratio", "Fraction of KV blocks in use (0-1)", kv_usage);
+  gauge("llamacpp:kv_cache_tokens", "Tokens the KV blocks in use can hold",
+        static_cast<double>(s.blocks.used * s.block_size));
+  gauge("llamacpp:requests_processing", "Requests in the batch", static_cast<double>(s.running));
+  gauge("llamacpp:requests_deferred", "Requests waiting", static_cast<double>(s.waiting));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/generation_service.h"
@@ -17,7 +18,8 @@ class Histogram {
   explicit Histogram(std::vector<double> bounds);  // upper bounds in seconds, ascending
   void observe(double seconds);
   // Appends the _bucket/_sum/_count lines of `name`.
-  void render(std::string& out, const std::string& name, const std::string& help) const;
+  // labels: empty, or `name="value"` pairs put before each bucket's le.
+  void render(std::string& out, const std::string& name, const std::string& help, const std::string& labels = "") const;
 
  private:
   std::vector<double> bounds_;
@@ -42,7 +44,11 @@ class Metrics {
   void observe(const RequestEvent& final_event);
   void count_rejected();
   void count(TransportEvent event);
-  std::string render(const EngineStats& stats, const TransportStats& transport = {}) const;
+  // The tandem_* series, then the ones vLLM and llama-server also have under their names
+  // (vllm:*, labelled model_name="<model_name>" as vLLM labels them; llamacpp:*), so the
+  // dashboards built for those servers read this one.
+  std::string render(const EngineStats& stats, const TransportStats& transport = {},
+                     std::string_view model_name = "") const;
 
  private:
   mutable std::mutex mutex_;

@@ -482,7 +482,9 @@ asio::awaitable<bool> Session::serve_one() {
       response.set(http::field::content_type, "text/plain; version=0.0.4");
       response.keep_alive(keep_alive);
       const TransportStats transport{state_.counters->open_connections.load(), state_.counters->in_engine.load()};
-      response.body() = state_.counters->metrics.render(engine ? engine->stats() : EngineStats{}, transport);
+      response.body() =
+          state_.counters->metrics.render(engine ? engine->stats() : EngineStats{}, transport,
+                                          engine ? std::string_view(state_.model_id) : std::string_view());
       if (engine) response.body() += render_worker_metrics(engine->workers()) + render_stage_metrics(engine->stages());
       co_return co_await send(std::move(response));
     }
