@@ -35,7 +35,7 @@ set(TANDEM_MODEL_TESTS
     "^GrammarBombs\\."
     "^ToolCallParserTemplates\\."
     # Some tests of these (the others build their inputs).
-    "^BadInput\\.(Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
+    "^BadInput\\.(KvPoolLargerThanTheMachine|OutOfMemorySaysWhatTheProcessHeldAndTheLimit|Llama2cModelWithoutTokenizer|PromptLongerThanContext|TruncatedGguf|TruncatedLlama2cCheckpoint|WrongMagic)$"
     "^BenchmarkTest\\.(JsonLinesHaveTheRequiredFields|PromptLongerThanContextIsAnInputError|TinyRunsGivePositiveRates)$"
     "^ChatTemplate\\.(CliPrintsTheRenderedPromptExactly|MatchesPythonJinjaOnEveryTemplateAndMessageSet)$"
     "^GgufFile\\.ReadsAidreams260K$"

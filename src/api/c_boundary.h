@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/machine_memory.h"
 #include "tandem/tandem.h"
 #include "tandem/tandem_c.h"
 
@@ -51,7 +52,13 @@ tandem_status guarded(Body&& body) noexcept {
   } catch (const InputError& error) {  // cannot happen through the C++ API, but never let it escape
     return fail(TANDEM_ERROR_INPUT, error.what());
   } catch (const std::bad_alloc&) {
-    return fail(TANDEM_ERROR_OUT_OF_MEMORY, "out of memory");
+    // The failed allocation was a large one: the message's few bytes are there, or it is the
+    // plain phrase.
+    try {
+      return fail(TANDEM_ERROR_OUT_OF_MEMORY, out_of_memory_message().c_str());
+    } catch (...) {
+      return fail(TANDEM_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
   } catch (const std::exception& error) {
     return fail(TANDEM_ERROR_INTERNAL, error.what());
   } catch (...) {

@@ -7,6 +7,7 @@
 
 #include "base/build_info.h"
 #include "base/error.h"
+#include "base/machine_memory.h"
 #include "cli/commands.h"
 #include "cli/foreign_flags.h"
 #include "cli/llama_flag_aliases.h"
@@ -47,7 +48,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem: error: %s\n", error.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "tandem: error: out of memory\n");
+    try {
+      std::fprintf(stderr, "tandem: error: %s\n", tandem::out_of_memory_message().c_str());
+    } catch (const std::bad_alloc&) {  // not even the message's few bytes
+      std::fprintf(stderr, "tandem: error: out of memory\n");
+    }
     return 1;
   }
   return 0;

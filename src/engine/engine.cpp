@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/machine_memory.h"
 #include "engine/step_description.h"
 #include "grammar/mask_worker.h"
 #include "kernels/kernel_table.h"
@@ -138,6 +139,14 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
                            "the KV pool holds {} blocks of {} tokens but one {}-token context needs {} "
                            "(raise --kv-memory or lower --ctx)",
                            plan.n_blocks, config_.block_size, config_.context_length, plan.blocks_per_context);
+        // A host pool larger than the machine cannot be allocated, or would swap: refused here,
+        // saying what asked for it, instead of failing later as a bare "out of memory".
+        const int64_t pool_bytes = plan.n_blocks * plan.bytes_per_block, physical = physical_memory_bytes();
+        TANDEM_CHECK_INPUT(config_.device_forward || physical == 0 || pool_bytes <= physical,
+                           "the KV pool of {} ({} blocks of {} tokens, {} bytes a token) is more than this "
+                           "machine's memory ({}): lower --kv-memory, or --ctx and --parallel",
+                           binary_size(pool_bytes), plan.n_blocks, config_.block_size, plan.bytes_per_token,
+                           binary_size(physical));
         return plan;
       }()),
       // A model whose every layer has a sliding window lets sequences give back the blocks

@@ -131,6 +131,36 @@ TEST_F(BadInput, PromptLongerThanContext) {
       "context");
 }
 
+// A KV pool larger than the machine is refused before anything is allocated, naming the pool
+// and the flag (not a bare "out of memory" from wherever the first large allocation failed).
+TEST_F(BadInput, KvPoolLargerThanTheMachine) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+  const std::string model = shell_quote(shared_path("models/aidreams260K/model.gguf"));
+  expect_clean_error(run_tandem("run -m " + model + " -p hi -n 4 --kv-memory 100TiB"), "--kv-memory");
+  expect_clean_error(run_tandem("run -m " + model + " -p hi -n 4 --kv-memory 100TiB"), "machine's memory");
+}
+
+// An allocation that fails anyway (here a 1 GiB KV pool under a 300 MB address-space limit,
+// which the machine-size check lets through) says how much the process held of how much there
+// is, and the limit, in one line.
+TEST_F(BadInput, OutOfMemorySaysWhatTheProcessHeldAndTheLimit) {
+  TANDEM_REQUIRE_SHARED("models/aidreams260K/model.gguf");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory needs more address space than the limit this test sets";
+#else
+  const std::string err_path = (dir_ / "err").string();
+  const std::string command = "ulimit -v 300000; " + shell_quote(TANDEM_BINARY) + " run -m " +
+                              shell_quote(shared_path("models/aidreams260K/model.gguf")) +
+                              " -p hi -n 2 --kv-memory 1GiB > /dev/null 2> " + shell_quote(err_path) + " < /dev/null";
+  const int status = std::system(command.c_str());
+  CommandResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.err = read_text_file(err_path);
+  expect_clean_error(result, "out of memory: this process held ");
+  EXPECT_NE(result.err.find("under an address-space limit of 293.0 MiB"), std::string::npos) << result.err;
+#endif
+}
+
 TEST_F(BadInput, Llama2cModelWithoutTokenizer) {
   TANDEM_REQUIRE_SHARED("models/stories260K/model.bin");
   const std::string path = write_file("model.bin", read_text_file(shared_path("models/stories260K/model.bin")));
