@@ -47,8 +47,7 @@ std::string out_of_memory_message() {
   rlimit limit{};
   if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
     held += fmt::format(", under an address-space limit of {}", binary_size(static_cast<int64_t>(limit.rlim_cur)));
-  return "out of memory" + held +
-         " (lower --ctx, --parallel or --kv-memory, or use a smaller model or weight type)";
+  return "out of memory" + held + " (lower --ctx, --parallel or --kv-memory, or use a smaller model or weight type)";
 }
 
 }  // namespace tandem

@@ -28,10 +28,55 @@ json piece_json(const Tokenizer& tokenizer, int32_t id) {
   return values;
 }
 
+// vLLM's /tokenize (tokenize_api.h): a prompt, or chat messages rendered as the chat endpoint
+// renders them.
+std::string vllm_tokenize(const RequestJson& body, const Tokenizer& tokenizer, const VllmTokenizeContext& vllm,
+                          const EncodeCheckpoint& checkpoint) {
+  std::vector<int32_t> ids;
+  if (field(body, "messages") != nullptr) {
+    if (vllm.renderer == nullptr) bad("'messages' cannot be tokenized here: this server has no chat template");
+    ApiRequest request;
+    request.endpoint = Endpoint::Chat;
+    try {
+      parse_chat_fields(body, request);
+      chat::RenderOptions options = request.render;
+      options.template_kwargs = merge_template_kwargs(vllm.default_template_kwargs, options.template_kwargs);
+      // The ids the chat endpoint feeds the model for these messages: control tokens matched in
+      // the template's text only, BOS added unless the template wrote it (vLLM's templates
+      // write it, hence its add_special_tokens = false default; false here adds none).
+      const RenderedChat rendered =
+          vllm.renderer->render_for_tokenizer(request.messages, request.tools, tokenizer, options);
+      const bool bos = bool_field(body, "add_special_tokens", true) && tokenizer.vocab().add_bos &&
+                       !vllm.renderer->starts_with_bos(rendered.text);
+      checkpoint();
+      ids = tokenizer.encode(rendered.text, bos, rendered.special_spans, checkpoint);
+    } catch (const InputError& e) {
+      bad(e.what());
+    }
+  } else {
+    const RequestJson* prompt = field(body, "prompt");
+    if (!prompt->is_string())
+      bad(fmt::format("'prompt' must be a string, not {}", shown(*prompt)), ErrorCode::InvalidType);
+    // vLLM's default: special tokens (BOS) added to a prompt.
+    const bool bos = bool_field(body, "add_special_tokens", true) && tokenizer.vocab().add_bos;
+    checkpoint();
+    ids = tokenizer.encode(prompt->get_ref<const std::string&>(), bos, false, checkpoint);
+  }
+  json answer = {{"count", ids.size()}, {"max_model_len", vllm.max_model_len}, {"tokens", ids}};
+  if (bool_field(body, "return_token_strs", false)) {
+    json pieces = json::array();
+    for (const int32_t id : ids) pieces.push_back(tokenizer.vocab().pieces[static_cast<size_t>(id)]);
+    answer["token_strs"] = std::move(pieces);
+  } else {
+    answer["token_strs"] = nullptr;
+  }
+  return answer.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace
 
 std::string tokenize_response(std::string_view body_text, const Tokenizer& tokenizer,
-                              const std::function<bool()>& abandoned) {
+                              const std::function<bool()>& abandoned, const VllmTokenizeContext& vllm) {
   // Megabytes of text take seconds: the client leaving, or the server stopping, ends the
   // work between the parts the encoder splits and merges (each bounded, text_encoder.h), and
   // every kCheckpointIds ids of the answer as it is written.
@@ -43,7 +88,10 @@ std::string tokenize_response(std::string_view body_text, const Tokenizer& token
   {  // the body (the text twice: as sent, and parsed) is not needed past the encoding
     const RequestJson body = parse_json_object(body_text, {}, abandoned);
     const RequestJson* content = field(body, "content");
-    if (!content) bad("'content' is required (the text to tokenize)", ErrorCode::MissingRequired);
+    if (!content && (field(body, "prompt") != nullptr || field(body, "messages") != nullptr))
+      return vllm_tokenize(body, tokenizer, vllm, checkpoint);
+    if (!content)
+      bad("'content' is required (the text to tokenize; or vLLM's 'prompt' or 'messages')", ErrorCode::MissingRequired);
     if (!content->is_string())
       bad(fmt::format("'content' must be a string, not {}", shown(*content)), ErrorCode::InvalidType);
     const bool add_special = bool_field(body, "add_special", false);
@@ -115,7 +163,8 @@ json detokenize_json(std::string_view body_text, const Tokenizer& tokenizer, con
     if (outside.size() > 8) listed += fmt::format(" (and {} more)", outside.size() - 8);
     bad(fmt::format("'tokens' holds ids outside the vocabulary of {} tokens: {}", vocab_size, listed));
   }
-  return {{"content", tokenizer.decode(ids)}};
+  std::string text = tokenizer.decode(ids);
+  return {{"content", text}, {"prompt", std::move(text)}};
 }
 
 json apply_template_json(std::string_view body_text, const chat::ChatRenderer& renderer,

@@ -89,7 +89,7 @@ TEST(TokenizeApi, TokenizeAndDetokenizeRoundTrip) {
   ASSERT_TRUE(ids["tokens"].is_array());
   EXPECT_EQ(ids["tokens"], json(tokenizer.encode("hi hi", false)));
   const json text = detokenize_json(json{{"tokens", ids["tokens"]}}.dump(), tokenizer);
-  EXPECT_EQ(text, (json{{"content", "hi hi"}}));
+  EXPECT_EQ(text, (json{{"content", "hi hi"}, {"prompt", "hi hi"}}));  // llama-server's key and vLLM's
   // Unknown fields are ignored; add_special puts BOS first, as the vocabulary asks.
   const json with_bos = tokenize_json(R"({"content": "hi", "add_special": true, "extra": 1})", tokenizer);
   EXPECT_EQ(with_bos["tokens"][0], 1);
@@ -140,7 +140,41 @@ TEST(TokenizeApi, MalformedBodiesAre400sNamingTheField) {
   EXPECT_TRUE(contains(outside, "-1")) << outside;
   EXPECT_TRUE(contains(outside, "99999999999")) << outside;
   EXPECT_FALSE(contains(outside, "263")) << outside;
-  EXPECT_EQ(detokenize_json(R"({"tokens": []})", tokenizer), (json{{"content", ""}}));
+  EXPECT_EQ(detokenize_json(R"({"tokens": []})", tokenizer), (json{{"content", ""}, {"prompt", ""}}));
+}
+
+// vLLM's /tokenize shapes (issue 35 item 6): a prompt (BOS added by default) or chat messages
+// (rendered as the chat endpoint renders them, no BOS added by default), answered with count,
+// max_model_len, tokens and token_strs.
+TEST(TokenizeApi, VllmPromptAndMessagesShapes) {
+  const Tokenizer tokenizer = small_tokenizer();
+  chat::ChatRenderer renderer;  // built-in ChatML
+  const VllmTokenizeContext vllm{&renderer, nullptr, 4096};
+  const auto tokenize = [&](const std::string& body) {
+    return json::parse(tokenize_response(body, tokenizer, {}, vllm));
+  };
+  const json prompt = tokenize(R"({"model": "m", "prompt": "hi hi"})");
+  EXPECT_EQ(prompt["tokens"], json(tokenizer.encode("hi hi", true))) << prompt;
+  EXPECT_EQ(prompt["tokens"][0], 1);  // BOS: vLLM's add_special_tokens defaults to true
+  EXPECT_EQ(prompt["count"], prompt["tokens"].size());
+  EXPECT_EQ(prompt["max_model_len"], 4096);
+  EXPECT_TRUE(prompt["token_strs"].is_null());
+  const json plain = tokenize(R"({"prompt": "hi", "add_special_tokens": false, "return_token_strs": true})");
+  EXPECT_EQ(plain["tokens"], json::array({263})) << plain;
+  EXPECT_EQ(plain["token_strs"], json::array({"\xE2\x96\x81hi"})) << plain;
+  const std::string messages = R"([{"role": "user", "content": "hi"}])";
+  const json chat = tokenize(R"({"messages": )" + messages + "}");
+  const RenderedChat rendered = renderer.render_for_tokenizer({{"user", "hi"}}, tokenizer);
+  EXPECT_EQ(chat["tokens"], json(tokenizer.encode(rendered.text, true, rendered.special_spans))) << chat;
+  EXPECT_EQ(chat["count"], chat["tokens"].size());
+  const json bare = tokenize(R"({"add_special_tokens": false, "messages": )" + messages + "}");
+  EXPECT_EQ(bare["tokens"], json(tokenizer.encode(rendered.text, false, rendered.special_spans))) << bare;
+  // Without a chat template, and with a prompt of the wrong type: 400s that say so.
+  const auto refused = [&](const std::string& body, const VllmTokenizeContext& context) {
+    return rejection([&] { tokenize_response(body, tokenizer, {}, context); });
+  };
+  EXPECT_TRUE(contains(refused(R"({"messages": )" + messages + "}", {}), "chat template"));
+  EXPECT_TRUE(contains(refused(R"({"prompt": 5})", vllm), "'prompt' must be a string"));
 }
 
 TEST(TokenizeApi, ApplyTemplateRendersAsTheChatEndpointWould) {

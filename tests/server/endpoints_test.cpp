@@ -85,6 +85,16 @@ TEST(ServerEndpoints, TokenizeDetokenizeAndApplyTemplateMatchGeneration) {
       post(client, "/tokenize", {{"content", prompt}, {"add_special", true}, {"parse_special", true}}), "prompt ids");
   EXPECT_EQ(chat["usage"]["prompt_tokens"], prompt_ids["tokens"].size());
 
+  // vLLM's shapes on the same server: a prompt (BOS added) and the chat messages (rendered as
+  // the chat endpoint renders them), with the server's context as max_model_len.
+  const json vllm_prompt = ok_json(post(client, "/tokenize", {{"model", "x"}, {"prompt", text}}), "vLLM prompt");
+  EXPECT_EQ(vllm_prompt["tokens"], special["tokens"]) << vllm_prompt;
+  EXPECT_EQ(vllm_prompt["count"], special["tokens"].size());
+  EXPECT_GT(vllm_prompt["max_model_len"].get<int64_t>(), 0);
+  const json vllm_chat = ok_json(post(client, "/tokenize", {{"messages", messages}}), "vLLM messages");
+  EXPECT_EQ(vllm_chat["count"], chat["usage"]["prompt_tokens"]) << vllm_chat;
+  EXPECT_EQ(ok_json(post(client, "/detokenize", {{"tokens", plain["tokens"]}}), "vLLM detokenize")["prompt"], text);
+
   // Bad bodies: 400 with the reason; wrong methods 405.
   const auto raw = [&](const char* path, const std::string& body) {
     return client.Post(path, body, "application/json");

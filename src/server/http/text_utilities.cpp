@@ -28,7 +28,12 @@ UtilityAnswer answer(Session::TextUtility utility, const ServerState& state, con
   UtilityAnswer answer;
   try {
     switch (utility) {
-      case Session::TextUtility::Tokenize: answer.body = tokenize_response(body, engine.tokenizer(), abandoned); break;
+      case Session::TextUtility::Tokenize: {
+        const VllmTokenizeContext vllm{&state.chat_renderer, state.config.chat_template_kwargs,
+                                       engine.stats().context_length};
+        answer.body = tokenize_response(body, engine.tokenizer(), abandoned, vllm);
+        break;
+      }
       case Session::TextUtility::Detokenize:
         answer.body = dump_json(detokenize_json(body, engine.tokenizer(), abandoned));
         break;
