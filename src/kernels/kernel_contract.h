@@ -34,8 +34,9 @@ using GemmQ8KFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t 
 
 using QuantizeQ8Fn = void (*)(const float* x, int64_t n, ActivationBlockQ8* out);
 using QuantizeQ8KFn = void (*)(const float* x, int64_t n, ActivationBlockQ8K* out);
-// dot(k-quant weight row, activation row) (dot_kquants.h); every level gives the same bits.
-using DotQ8KFn = float (*)(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
+// The level's row kernel for one k-quant type (dot_kquants.h: KQuantRowDotFn), nullptr for any
+// other type; every level's gives the same bits.
+using KQuantRowDotOfFn = KQuantRowDotFn (*)(DType type);
 
 // attention_group and attention_tokens (kernels/attention.h) of one level, over one segment
 // of positions (the tiles from position 0; kernels/attention.cpp splits longer contexts):
@@ -80,10 +81,10 @@ enum class AttentionArithmetic { F32, Bf16, Bf16Values };
 
 struct KernelTable {
   Isa isa;
-  GemmFloatFn gemm_float;  // F32, F16, BF16 weights; activations f32
-  GemmQ8Fn gemm_q8;        // Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4; activations in 32-element 8-bit blocks
-  GemmQ8KFn gemm_q8k;      // Q2_K..Q6_K, Q8_K, IQ4_XS weights; activations in 256-element blocks
-  DotQ8KFn dot_q8k;        // one k-quant row against one activation row
+  GemmFloatFn gemm_float;           // F32, F16, BF16 weights; activations f32
+  GemmQ8Fn gemm_q8;                 // Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4; activations in 32-element 8-bit blocks
+  GemmQ8KFn gemm_q8k;               // Q2_K..Q6_K, Q8_K, IQ4_XS weights; activations in 256-element blocks
+  KQuantRowDotOfFn kquant_row_dot;  // one k-quant row against one activation row, per type
   QuantizeQ8Fn quantize_q8;
   QuantizeQ8KFn quantize_q8k;
   AttentionFn attention;               // one KV head's group of query heads for one token

@@ -15,6 +15,8 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
              float* out, int64_t out_stride);
 void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
+// The scalar reference row kernels (kernels/dot_kquants.cpp, dot_low_bit_kquants.cpp).
+KQuantRowDotFn kquant_row_dot(DType type);
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                      int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                      float* out, float softcap, const float* sinks, AttentionPartial* partials);

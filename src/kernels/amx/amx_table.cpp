@@ -4,6 +4,7 @@
 #include "kernels/amx/amx_gemm.h"
 #include "kernels/amx/amx_kquant_gemm.h"
 #include "kernels/amx/attention_amx.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/cpu_features.h"
 #include "kernels/level_tables.h"
 
@@ -13,7 +14,7 @@ namespace {
 void gemm_q8k_dispatch(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                        int64_t n_tokens, float* out, int64_t out_stride) {
   if (weight.packed != nullptr) return gemm_kquant(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  gemm_q8k_rows(Isa::Avx512, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  gemm_q8k_rows(avx512::kquant_row_dot(weight.dtype), weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
 }  // namespace

@@ -27,8 +27,11 @@ void gemm_q8_packed(const TensorView& weight, int64_t row_begin, int64_t row_end
 // gemm_q8 hands those types here when they are not packed (a 3-D or odd-shaped weight).
 void gemm_q32(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
               int64_t n_tokens, float* out, int64_t out_stride);
-// K-quant GEMM (kernels/dot_kquants.cpp): packed Q4_K/Q6_K go to gemm_kquant_packed, other
-// weights (Q5_K, Q8_K, or unpacked) row by row through the AVX2 row dot products.
+// K-quant row dot products (kernels/avx2/kquant_rows_avx2.cpp): every k-quant type, nullptr
+// for any other; the scalar reference's bits.
+KQuantRowDotFn kquant_row_dot(DType type);
+// K-quant GEMM (the same file): packed Q4_K/Q6_K go to gemm_kquant_packed, other weights
+// (Q5_K, Q8_K, or unpacked) row by row through kquant_row_dot.
 void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
               int64_t n_tokens, float* out, int64_t out_stride);
 // Q4_K/Q6_K repacked at load into the shared layout (kernels/packed/kquant_layout.h;

@@ -8,10 +8,6 @@
 namespace tandem::avx2 {
 namespace {
 
-float dot_q8k(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
-  return dot_q8k_activations_isa(Isa::Avx2, type, weight_row, x, n);
-}
-
 bool packable_int8(const TensorView& weight) { return packed::q8_packable(weight) || packed::kquant_packable(weight); }
 int64_t packed_bytes_int8(const TensorView& weight) {
   return packed::kquant_packable(weight) ? packed::kquant_packed_bytes(weight) : packed::q8_packed_bytes(weight);
@@ -34,7 +30,7 @@ const KernelTable& level_table() {
     level.gemm_float = gemm_float;
     level.gemm_q8 = gemm_q8;
     level.gemm_q8k = gemm_q8k;
-    level.dot_q8k = dot_q8k;
+    level.kquant_row_dot = kquant_row_dot;
     level.quantize_q8 = quantize_q8;
     level.quantize_q8k = quantize_q8k;
     level.attention = attention_group;

@@ -239,7 +239,7 @@ KQuantRowDotFn kquant_row_dot(DType type) {
 TANDEM_TARGET_AVX2 void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end,
                                  const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride) {
   if (weight.packed != nullptr) return gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  gemm_q8k_rows(Isa::Avx2, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  gemm_q8k_rows(kquant_row_dot(weight.dtype), weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
 }  // namespace tandem::avx2

@@ -18,6 +18,9 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
 // hands those types here, at the AVX-512 and AMX levels.
 void gemm_q32(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
               int64_t n_tokens, float* out, int64_t out_stride);
+// K-quant row dot products (kernels/avx512/kquant_rows_avx512.cpp): every k-quant type, nullptr
+// for any other; the scalar reference's bits. The AMX level's too.
+KQuantRowDotFn kquant_row_dot(DType type);
 void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/avx512/quantize_avx512.cpp
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // the same file
 void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,

@@ -12,10 +12,6 @@
 namespace tandem::avx512 {
 namespace {
 
-float dot_q8k(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
-  return dot_q8k_activations_isa(Isa::Avx512, type, weight_row, x, n);
-}
-
 // AVX-512 and AMX levels: packed weights go to the kernels on their layout; weights left as
 // the file has them (no layout for the type or shape) to the row-major kernels.
 void gemm_float_dispatch(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
@@ -33,7 +29,7 @@ void gemm_q8_dispatch(const TensorView& weight, int64_t row_begin, int64_t row_e
 void gemm_q8k_dispatch(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                        int64_t n_tokens, float* out, int64_t out_stride) {
   if (weight.packed != nullptr) return gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  gemm_q8k_rows(Isa::Avx512, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  gemm_q8k_rows(kquant_row_dot(weight.dtype), weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
 bool packable_avx512(const TensorView& weight) {
@@ -69,7 +65,7 @@ const KernelTable& level_table() {
     level.gemm_float = gemm_float_dispatch;
     level.gemm_q8 = gemm_q8_dispatch;
     level.gemm_q8k = gemm_q8k_dispatch;
-    level.dot_q8k = dot_q8k;
+    level.kquant_row_dot = kquant_row_dot;
     level.quantize_q8 = quantize_q8;
     level.quantize_q8k = quantize_q8k;
     level.attention = attention_group;

@@ -7,6 +7,7 @@
 #include "base/half.h"
 #include "base/kquants.h"
 #include "base/kquants_low_bit.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/dot_kquants.h"
 
 #define TANDEM_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
