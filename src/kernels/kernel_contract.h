@@ -2,9 +2,10 @@
 // matrix products per weight type, activation quantizers, attention, SwiGLU (plain and
 // gpt-oss's clamped one), RMSNorm, RoPE, GeGLU, soft-caps, whether weights are repacked at
 // load — for one instruction-set level.
-// Each level builds its table in its folder (kernels/level_tables.h) as the level below plus
-// its overrides; kernel_table.h is the hub that picks one. Levels include this header, never
-// the hub.
+// Each level builds its table in its folder as the level below plus its overrides and declares
+// it in its header (kernels/portable_kernels.h, avx2/avx2_kernels.h, avx512/avx512_kernels.h,
+// amx/amx_kernels.h); kernel_table.cpp is the hub that picks one. Levels include this header
+// and the header of the level below, never the hub.
 //
 // How the levels are written: hand-written intrinsics per level, each file under
 // kernels/<level>/ compiled for its ISA with a target pragma (the rest of the build stays
@@ -19,6 +20,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
 #include "kernels/dot_kquants.h"
+#include "kernels/instruction_peak.h"
 
 namespace tandem {
 
@@ -76,6 +78,14 @@ struct WeightPacker {
   void (*pack_into)(const TensorView& weight, uint8_t* out) = nullptr;
 };
 
+// A level's loops of one instruction (kernels/instruction_peak.h), null where the level or the
+// CPU has no such instruction.
+struct InstructionLoops {
+  InstructionLoopFn fma_f32 = nullptr;
+  InstructionLoopFn dot_bf16 = nullptr;
+  InstructionLoopFn tile_bf16 = nullptr;
+};
+
 // What the attention kernels multiply in (kernel_table.h: active_attention_arithmetic).
 enum class AttentionArithmetic { F32, Bf16, Bf16Values };
 
@@ -97,6 +107,7 @@ struct KernelTable {
   SoftcapFn softcap;       // Gemma 2's final-logit soft-cap (the attention kernels cap their own tiles)
   SwigluOaiFn swiglu_oai;  // gpt-oss's clamped expert activation
   WeightPacker packer;
+  InstructionLoops instruction_loops;  // the ceilings of bench --machine, not used by a forward pass
   AttentionArithmetic attention_arithmetic = AttentionArithmetic::F32;  // of attention, attention_tokens
   bool attention_on_tiles = false;  // attention, attention_tokens are AMX tile kernels (amx_table.cpp)
 };

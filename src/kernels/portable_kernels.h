@@ -9,6 +9,9 @@
 namespace tandem {
 
 namespace portable {
+// The scalar level's table (kernels/portable_table.cpp): these kernels and the scalar ones
+// declared beside their contracts (dot.h, elementwise.h, geglu.h, swiglu_oai.h).
+const KernelTable& level_table();
 void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
                 float* out, int64_t out_stride);
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,

@@ -1,10 +1,9 @@
-// The scalar level's table (kernels/level_tables.h), and its GEMMs built from the row dot
+// The scalar level's table (declared in kernels/portable_kernels.h), and its GEMMs built from the row dot
 // products in dot.cpp: every (row, token) one call, the reference arithmetic of every level.
 #include "kernels/dot.h"
 #include "kernels/dot_kquants.h"
 #include "kernels/elementwise.h"
 #include "kernels/geglu.h"
-#include "kernels/level_tables.h"
 #include "kernels/portable_kernels.h"
 #include "kernels/swiglu_oai.h"
 
@@ -51,7 +50,8 @@ const KernelTable& level_table() {
                                  .geglu = geglu_row,
                                  .softcap = softcap_row,
                                  .swiglu_oai = swiglu_oai_row,
-                                 .packer = {}};
+                                 .packer = {},
+                                 .instruction_loops = {}};  // none: the scalar ceiling is its GEMM's
   return table;
 }
 

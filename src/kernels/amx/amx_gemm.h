@@ -14,7 +14,7 @@
 
 namespace tandem::amx {
 
-// GemmQ8Fn (kernel_table.h). Uses weight.packed when set, else the AVX-512 row-major kernel.
+// GemmQ8Fn (kernel_contract.h). Uses weight.packed when set, else the AVX-512 row-major kernel.
 void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
              float* out, int64_t out_stride);
 

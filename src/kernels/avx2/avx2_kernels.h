@@ -1,17 +1,20 @@
 // The AVX2 level's kernels (AVX2 + FMA + F16C, 256-bit vectors: Zen 2/3, Intel client chips).
-// kernel_table(Isa::Avx2) points at these; each needs a CPU with that level. Every one has
-// the same contract as the portable kernel of the same name (kernel_table.h, elementwise.h,
-// attention.h, dot.h, dot_kquants.h), and the tests hold each against the scalar reference.
+// The level's table (kernel_table(Isa::Avx2)) points at these; each needs a CPU with that level.
+// Every one has the same contract as the portable kernel of the same name (kernel_contract.h,
+// elementwise.h, attention.h, dot.h, dot_kquants.h), and the tests hold each against the scalar
+// reference. The levels above and the hub include this header; it names no level above.
 #pragma once
 
 #include <cstdint>
 
-#include "base/tensor_view.h"
-#include "kernels/attention.h"
-#include "kernels/dot.h"
-#include "kernels/dot_kquants.h"
+#include "kernels/kernel_contract.h"
 
 namespace tandem::avx2 {
+
+// The level's table (kernels/avx2/avx2_table.cpp): the scalar table with every kernel below.
+const KernelTable& level_table();
+// The 8-bit integer layouts' packer (kernels/packed/), which the levels above keep.
+WeightPacker int8_packer();
 
 // GEMM (kernels/avx2/gemm_avx2.cpp): register tiles of weight rows x tokens.
 void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
@@ -71,5 +74,8 @@ void attention_tokens(const float* queries, int64_t query_stride, int64_t n_toke
 // Q8_0/Q4_0 8 elements per vector times the block's scale; the same floats as dequantize_row.
 void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
                      float* out);
+
+// The f32 FMA loop of the instruction ceilings (kernels/avx2/instruction_peak_avx2.cpp).
+InstructionLoop fma_f32_loop(int64_t iterations);
 
 }  // namespace tandem::avx2

@@ -1,9 +1,9 @@
-// The AVX2 level's table (kernels/level_tables.h): the scalar table with every kernel
+// The AVX2 level's table (declared in kernels/avx2/avx2_kernels.h): the scalar table with every kernel
 // overridden by this level's, and the packer of the 8-bit integer layouts (kernels/packed/).
 #include "kernels/avx2/avx2_kernels.h"
-#include "kernels/level_tables.h"
 #include "kernels/packed/kquant_layout.h"
 #include "kernels/packed/q8_layout.h"
+#include "kernels/portable_kernels.h"
 
 namespace tandem::avx2 {
 namespace {
@@ -43,6 +43,7 @@ const KernelTable& level_table() {
     level.softcap = softcap_row;
     level.swiglu_oai = swiglu_oai_row;
     level.packer = int8_packer();
+    level.instruction_loops.fma_f32 = fma_f32_loop;
     return level;
   }();
   return table;

@@ -1,13 +1,11 @@
-// The AVX-512 level's table (kernels/level_tables.h): the AVX2 table with every kernel
+// The AVX-512 level's table (declared in kernels/avx512/avx512_kernels.h): the AVX2 table with every kernel
 // overridden by this level's, packed weights sent to the kernels on their layouts, the packer
 // of the int8 layouts plus the element-major float layout, and the bf16-attention variants.
 #include "kernels/avx512/avx512_kernels.h"
+
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/gemm_float_packed.h"
 #include "kernels/avx512/gemm_packed.h"
-#include "kernels/elementwise.h"
-#include "kernels/geglu.h"
-#include "kernels/level_tables.h"
-#include "kernels/swiglu_oai.h"
 
 namespace tandem::avx512 {
 namespace {
@@ -78,6 +76,8 @@ const KernelTable& level_table() {
     level.softcap = softcap_row;
     level.swiglu_oai = swiglu_oai_row;
     level.packer = packer();
+    level.instruction_loops.fma_f32 = fma_f32_loop;
+    if (cpu_has_avx512_bf16()) level.instruction_loops.dot_bf16 = dot_bf16_loop;
     return level;
   }();
   return table;
