@@ -32,31 +32,15 @@ inline int32_t mins_dot_sums(const uint8_t mins[8], const int16_t block_sums[16]
 
 // ---- Scalar reference ------------------------------------------------------------------
 
-float dot_q4k_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ4K*>(weight_row);
+// Q4_K and Q5_K: 32-element sub-blocks of unsigned quants with 6-bit scales and mins; they
+// differ only in how the quants unpack.
+template <class Block, void (*kUnpackQuants)(const Block&, uint8_t*)>
+float dot_k4_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+  const auto* w = static_cast<const Block*>(weight_row);
   float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t q[256], scales[8], mins[8];
-    unpack_q4k_quants(w[b], q);
-    unpack_k4_scales(w[b].scales, scales, mins);
-    int32_t sumi = 0;
-    for (int j = 0; j < 8; ++j) {
-      int32_t sub = 0;
-      for (int i = 32 * j; i < 32 * j + 32; ++i) sub += q[i] * x[b].quants[i];
-      sumi += scales[j] * sub;
-    }
-    acc += finish_k4(x[b].scale, f16_to_f32(w[b].d_f16), f16_to_f32(w[b].dmin_f16), sumi,
-                     mins_dot_sums(mins, x[b].block_sums));
-  }
-  return acc;
-}
-
-float dot_q5k_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ5K*>(weight_row);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t q[256], scales[8], mins[8];
-    unpack_q5k_quants(w[b], q);
+    kUnpackQuants(w[b], q);
     unpack_k4_scales(w[b].scales, scales, mins);
     int32_t sumi = 0;
     for (int j = 0; j < 8; ++j) {
@@ -117,8 +101,8 @@ namespace portable {
 
 KQuantRowDotFn kquant_row_dot(DType type) {
   switch (type) {
-    case DType::Q4_K: return dot_q4k_scalar;
-    case DType::Q5_K: return dot_q5k_scalar;
+    case DType::Q4_K: return dot_k4_scalar<BlockQ4K, unpack_q4k_quants>;
+    case DType::Q5_K: return dot_k4_scalar<BlockQ5K, unpack_q5k_quants>;
     case DType::Q6_K: return dot_q6k_scalar;
     case DType::Q8_K: return dot_q8k_scalar;
     default: return low_bit_kquant_row_dot_scalar(type);
