@@ -24,18 +24,26 @@
 
 namespace tandem {
 
+// Each slot of the table has a function type (XKernel), which the levels' headers declare their
+// kernels with, and a pointer type (XFn).
+
 // out[t * out_stride + r] = dot(weight row r, activation row t) for r in [row_begin, row_end),
 // t in [0, n_tokens). Each output element's arithmetic is the same whatever the row range or
 // token count (batch invariance); kernels only choose how many rows/tokens share a pass.
-using GemmFloatFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
+using GemmFloatKernel = void(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
                              int64_t n_tokens, float* out, int64_t out_stride);
-using GemmQ8Fn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+using GemmFloatFn = GemmFloatKernel*;
+using GemmQ8Kernel = void(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
                           int64_t n_tokens, float* out, int64_t out_stride);
-using GemmQ8KFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+using GemmQ8Fn = GemmQ8Kernel*;
+using GemmQ8KKernel = void(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                            int64_t n_tokens, float* out, int64_t out_stride);
+using GemmQ8KFn = GemmQ8KKernel*;
 
-using QuantizeQ8Fn = void (*)(const float* x, int64_t n, ActivationBlockQ8* out);
-using QuantizeQ8KFn = void (*)(const float* x, int64_t n, ActivationBlockQ8K* out);
+using QuantizeQ8Kernel = void(const float* x, int64_t n, ActivationBlockQ8* out);
+using QuantizeQ8Fn = QuantizeQ8Kernel*;
+using QuantizeQ8KKernel = void(const float* x, int64_t n, ActivationBlockQ8K* out);
+using QuantizeQ8KFn = QuantizeQ8KKernel*;
 // The level's row kernel for one k-quant type (dot_kquants.h: KQuantRowDotFn), nullptr for any
 // other type; every level's gives the same bits.
 using KQuantRowDotOfFn = KQuantRowDotFn (*)(DType type);
@@ -45,27 +53,36 @@ using KQuantRowDotOfFn = KQuantRowDotFn (*)(DType type);
 // partials null, the outputs normalised (sinks joining the softmax); partials not null, the
 // outputs left as accumulators and partials[j] (query j: token t's head g at t·group + g)
 // each query's max and sum, sinks ignored.
-using AttentionFn = void (*)(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
+using AttentionKernel = void(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                              int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                              float* out, float softcap, const float* sinks, AttentionPartial* partials);
-using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+using AttentionFn = AttentionKernel*;
+using AttentionTokensKernel = void(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                                    const int32_t* positions, const KvRows& keys, const KvRows& values,
                                    int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch,
                                    float* out, int64_t out_stride, float softcap, const float* sinks,
                                    AttentionPartial* partials);
+using AttentionTokensFn = AttentionTokensKernel*;
 // convert_kv_rows (kernels/attention.h) of one level: the same floats at every level.
-using ConvertKvRowsFn = void (*)(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset,
+using ConvertKvRowsKernel = void(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset,
                                  int64_t n, float* out);
-using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+using ConvertKvRowsFn = ConvertKvRowsKernel*;
+using SwigluKernel = void(const float* gate, const float* up, int64_t n, float* out);
+using SwigluFn = SwigluKernel*;
 // rmsnorm_row and rope_apply (kernels/elementwise.h) of one level.
-using RmsnormFn = void (*)(const float* x, const float* weight, int64_t n, float eps, float* out);
-using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
+using RmsnormKernel = void(const float* x, const float* weight, int64_t n, float eps, float* out);
+using RmsnormFn = RmsnormKernel*;
+using RopeKernel = void(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
                         const float* sin_table);
+using RopeFn = RopeKernel*;
 // geglu_row and softcap_row (kernels/geglu.h) of one level.
-using GegluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
-using SoftcapFn = void (*)(const float* x, int64_t n, float cap, float* out);
+using GegluKernel = void(const float* gate, const float* up, int64_t n, float* out);
+using GegluFn = GegluKernel*;
+using SoftcapKernel = void(const float* x, int64_t n, float cap, float* out);
+using SoftcapFn = SoftcapKernel*;
 // swiglu_oai_row (kernels/swiglu_oai.h) of one level.
-using SwigluOaiFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+using SwigluOaiKernel = void(const float* gate, const float* up, int64_t n, float* out);
+using SwigluOaiFn = SwigluOaiKernel*;
 
 // A level's own weight layouts, written once at load (model/weight_packing.cpp) into
 // TensorView::packed, which that level's GEMMs then read. packable says which weights it
