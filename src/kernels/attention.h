@@ -158,17 +158,4 @@ float online_softmax_tile(float* scores, int64_t tile_len, float& running_max, d
 void attention_head(const float* q_head, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                     const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch, float* out_head);
 
-namespace avx512 {
-// out[i] = exp(x[i]) for x[i] <= 0, exactly as the AVX-512 attention kernel's softmax
-// computes it (within 2 ulp; 0 below -87 and for -inf); exposed for its test. Needs AVX-512.
-void attention_exp(const float* x, int64_t n, float* out);
-
-// attention_tokens on the AVX-512 kernel (the portable one for head sizes it does not take).
-// Needs AVX-512; attention_tokens above calls it when the active level has it.
-void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                      const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks, AttentionPartial* partials);
-}  // namespace avx512
-
 }  // namespace tandem

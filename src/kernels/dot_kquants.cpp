@@ -1,8 +1,9 @@
-// K-quant dot kernels: the scalar reference of Q4_K..Q8_K, the choice of each level's row
-// kernel (the AVX2 and AVX-512 VNNI variants are in kernels/avx2/ and kernels/avx512/), and
-// the portable Q8K activation quantizer. Every variant computes the same exact int32 sums per
-// 256-element block and then the same float update (kquant_dot_common.h), so all of them
-// return identical bits: a row's result depends on neither the machine's ISA nor the batch.
+// K-quant dot kernels: the scalar reference of Q4_K..Q8_K and the scalar level's choice of row
+// kernel (each SIMD level's are in its folder: kernels/avx2/, kernels/avx512/, reached through
+// its table), the row-by-row k-quant GEMM the levels share, the portable Q8K activation
+// quantizer, and the entry points that take the active level's table. Every variant computes the same exact int32 sums
+// per 256-element block and then the same float update (kquant_dot_common.h), so all of them return identical bits: a
+// row's result depends on neither the machine's ISA nor the batch.
 #include "kernels/dot_kquants.h"
 
 #include <algorithm>
@@ -31,31 +32,15 @@ inline int32_t mins_dot_sums(const uint8_t mins[8], const int16_t block_sums[16]
 
 // ---- Scalar reference ------------------------------------------------------------------
 
-float dot_q4k_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ4K*>(weight_row);
+// Q4_K and Q5_K: 32-element sub-blocks of unsigned quants with 6-bit scales and mins; they
+// differ only in how the quants unpack.
+template <class Block, void (*kUnpackQuants)(const Block&, uint8_t*)>
+float dot_k4_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+  const auto* w = static_cast<const Block*>(weight_row);
   float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t q[256], scales[8], mins[8];
-    unpack_q4k_quants(w[b], q);
-    unpack_k4_scales(w[b].scales, scales, mins);
-    int32_t sumi = 0;
-    for (int j = 0; j < 8; ++j) {
-      int32_t sub = 0;
-      for (int i = 32 * j; i < 32 * j + 32; ++i) sub += q[i] * x[b].quants[i];
-      sumi += scales[j] * sub;
-    }
-    acc += finish_k4(x[b].scale, f16_to_f32(w[b].d_f16), f16_to_f32(w[b].dmin_f16), sumi,
-                     mins_dot_sums(mins, x[b].block_sums));
-  }
-  return acc;
-}
-
-float dot_q5k_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ5K*>(weight_row);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t q[256], scales[8], mins[8];
-    unpack_q5k_quants(w[b], q);
+    kUnpackQuants(w[b], q);
     unpack_k4_scales(w[b].scales, scales, mins);
     int32_t sumi = 0;
     for (int j = 0; j < 8; ++j) {
@@ -97,40 +82,13 @@ float dot_q8k_scalar(const void* weight_row, const ActivationBlockQ8K* x, int64_
   return acc;
 }
 
-// ---- Dispatch --------------------------------------------------------------------------
-
-using DotFn = KQuantRowDotFn;
-
-DotFn scalar_row_dot(DType type) {
-  switch (type) {
-    case DType::Q4_K: return dot_q4k_scalar;
-    case DType::Q5_K: return dot_q5k_scalar;
-    case DType::Q6_K: return dot_q6k_scalar;
-    case DType::Q8_K: return dot_q8k_scalar;
-    default: return low_bit_kquant_row_dot_scalar(type);
-  }
-}
-
-// Each level's kernels are in its folder; AMX machines have AVX-512, whose kernels it uses.
-DotFn row_dot(Isa isa, DType type) {
-  DotFn dot = nullptr;
-  switch (isa) {
-    case Isa::Amx:
-    case Isa::Avx512: dot = avx512::kquant_row_dot(type); break;
-    case Isa::Avx2: dot = avx2::kquant_row_dot(type); break;
-    case Isa::Scalar: dot = scalar_row_dot(type); break;
-  }
-  TANDEM_ASSERT(dot != nullptr && "dot_q8k_activations: not a k-quant type");
-  return dot;
-}
-
 }  // namespace
 
-void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
-                   int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_q8k_rows(KQuantRowDotFn dot, const TensorView& weight, int64_t row_begin, int64_t row_end,
+                   const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride) {
+  TANDEM_ASSERT(dot != nullptr && "gemm_q8k_rows: not a k-quant type");
   constexpr int64_t kRowTile = 16;
   const int64_t blocks_per_row = weight.row_length() / 256;
-  const KQuantRowDotFn dot = kquant_row_dot(isa, weight.dtype);
   for (int64_t tile = row_begin; tile < row_end; tile += kRowTile) {
     const int64_t tile_end = std::min(row_end, tile + kRowTile);
     for (int64_t t = 0; t < n_tokens; ++t)
@@ -139,12 +97,17 @@ void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t
   }
 }
 
-KQuantRowDotFn kquant_row_dot(Isa isa, DType type) {
-  TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
-  return row_dot(isa, type);
-}
-
 namespace portable {
+
+KQuantRowDotFn kquant_row_dot(DType type) {
+  switch (type) {
+    case DType::Q4_K: return dot_k4_scalar<BlockQ4K, unpack_q4k_quants>;
+    case DType::Q5_K: return dot_k4_scalar<BlockQ5K, unpack_q5k_quants>;
+    case DType::Q6_K: return dot_q6k_scalar;
+    case DType::Q8_K: return dot_q8k_scalar;
+    default: return low_bit_kquant_row_dot_scalar(type);
+  }
+}
 
 void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out) {
   for (int64_t b = 0; b < n / kKQuantBlockSize; ++b) {
@@ -177,14 +140,23 @@ void quantize_activations_q8k(const float* x, int64_t n, ActivationBlockQ8K* out
   kernel_table().quantize_q8k(x, n, out);
 }
 
-float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
+namespace {
+
+float dot_with(const KernelTable& table, DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
   TANDEM_ASSERT(n % kKQuantBlockSize == 0);
-  TANDEM_ASSERT(static_cast<int>(isa) <= static_cast<int>(detect_isa()));
-  return row_dot(isa, type)(weight_row, x, n / kKQuantBlockSize);
+  const KQuantRowDotFn dot = table.kquant_row_dot(type);
+  TANDEM_ASSERT(dot != nullptr && "dot_q8k_activations: not a k-quant type");
+  return dot(weight_row, x, n / kKQuantBlockSize);
+}
+
+}  // namespace
+
+float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
+  return dot_with(kernel_table(isa), type, weight_row, x, n);
 }
 
 float dot_q8k_activations(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
-  return kernel_table().dot_q8k(type, weight_row, x, n);
+  return dot_with(kernel_table(), type, weight_row, x, n);
 }
 
 }  // namespace tandem

@@ -35,24 +35,17 @@ void quantize_activations_q8k_isa(Isa isa, const float* x, int64_t n, Activation
 // the variant of the active level (kernel_table()). All variants give the same bits.
 float dot_q8k_activations(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
 
-// The row kernel of one level for one k-quant type: fn(weight_row, x, n / 256 blocks).
+// A level's row kernel for one k-quant type: fn(weight_row, x, n / 256 blocks). Each level's
+// table names its kernels (KernelTable::kquant_row_dot, kernels/kernel_contract.h).
 using KQuantRowDotFn = float (*)(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks);
-KQuantRowDotFn kquant_row_dot(Isa isa, DType type);
 // The k-quant GEMM of the levels without repacked k-quant weights: each (row, token) one call
-// of the level's row dot product, row tiles outside so a tile stays in cache across tokens.
-void gemm_q8k_rows(Isa isa, const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
-                   int64_t n_tokens, float* out, int64_t out_stride);
+// of the level's row dot product `dot` (for weight.dtype), row tiles outside so a tile stays in
+// cache across tokens.
+void gemm_q8k_rows(KQuantRowDotFn dot, const TensorView& weight, int64_t row_begin, int64_t row_end,
+                   const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride);
 
-// Each SIMD level's kernels, in its folder (kernels/avx2/kquant_rows_avx2.cpp,
-// kernels/avx512/kquant_rows_avx512.cpp): every k-quant type; nullptr for any other type.
-namespace avx2 {
-KQuantRowDotFn kquant_row_dot(DType type);
-}  // namespace avx2
-namespace avx512 {
-KQuantRowDotFn kquant_row_dot(DType type);
-}  // namespace avx512
-
-// One variant, so tests can hold each against the scalar reference; isa <= detect_isa().
+// One level's (kernel_table(isa).kquant_row_dot), so tests can hold each against the scalar
+// reference; isa <= detect_isa().
 float dot_q8k_activations_isa(Isa isa, DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
 
 }  // namespace tandem

@@ -10,8 +10,8 @@
 
 namespace tandem {
 
-// The scalar reference row kernel for Q2_K, Q3_K or IQ4_XS; nullptr for any other type. The
-// levels' kernels: avx2::kquant_row_dot, avx512::kquant_row_dot (kernels/dot_kquants.h).
+// The scalar reference row kernel for Q2_K, Q3_K or IQ4_XS; nullptr for any other type (the
+// scalar level's choice for every k-quant type: portable::kquant_row_dot).
 KQuantRowDotFn low_bit_kquant_row_dot_scalar(DType type);
 
 }  // namespace tandem

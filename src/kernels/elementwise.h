@@ -29,13 +29,4 @@ void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
 // In place: x = softmax(x) over n elements.
 void softmax_row(float* x, int64_t n);
 
-namespace avx512 {  // need AVX-512 (kernels/avx512/elementwise_avx512.cpp); also the AMX level's
-void swiglu_row(const float* gate, const float* up, int64_t n, float* out);
-// Sum of squares in 4 x 16 float lanes, reduced in a fixed order (a row's bits depend only on the row).
-void rmsnorm_row(const float* x, const float* weight, int64_t n, float eps, float* out);
-// 8 pairs per vector, masked tail; dims past rope_dims untouched.
-void rope_apply(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
-                const float* sin_table);
-}  // namespace avx512
-
 }  // namespace tandem

@@ -25,9 +25,4 @@ void geglu_row(const float* gate, const float* up, int64_t n, float* out);
 void softcap_row(const float* x, int64_t n, float cap, float* out);
 }  // namespace portable
 
-namespace avx512 {  // need AVX-512 (kernels/avx512/geglu_avx512.cpp); also the AMX level's
-void geglu_row(const float* gate, const float* up, int64_t n, float* out);
-void softcap_row(const float* x, int64_t n, float cap, float* out);
-}  // namespace avx512
-
 }  // namespace tandem

@@ -1,25 +1,31 @@
-// Dispatch of the instruction loops (instruction_peak.h) to the level that has them.
+// The instruction loops (instruction_peak.h) of a level: its table's (KernelTable::
+// instruction_loops), which has them only where the level and the CPU have the instruction.
 #include "kernels/instruction_peak.h"
 
+#include "kernels/kernel_table.h"
+
 namespace tandem {
+namespace {
+
+InstructionLoop run_loop(Isa isa, InstructionLoopFn InstructionLoops::*loop, int64_t iterations) {
+  // A level above the CPU's has no table (nor the instruction).
+  if (static_cast<int>(isa) > static_cast<int>(detect_isa())) return {};
+  const InstructionLoopFn run = kernel_table(isa).instruction_loops.*loop;
+  return run != nullptr ? run(iterations) : InstructionLoop{};
+}
+
+}  // namespace
 
 InstructionLoop fma_f32_loop(Isa isa, int64_t iterations) {
-  switch (isa) {
-    case Isa::Avx512:
-    case Isa::Amx: return avx512::fma_f32_loop(iterations);
-    case Isa::Avx2: return avx2::fma_f32_loop(iterations);
-    default: return {};
-  }
+  return run_loop(isa, &InstructionLoops::fma_f32, iterations);
 }
 
 InstructionLoop dot_bf16_loop(Isa isa, int64_t iterations) {
-  if ((isa == Isa::Avx512 || isa == Isa::Amx) && cpu_has_avx512_bf16()) return avx512::dot_bf16_loop(iterations);
-  return {};
+  return run_loop(isa, &InstructionLoops::dot_bf16, iterations);
 }
 
 InstructionLoop tile_bf16_loop(Isa isa, int64_t iterations) {
-  if (isa == Isa::Amx && cpu_has_amx_bf16()) return amx::tile_bf16_loop(iterations);
-  return {};
+  return run_loop(isa, &InstructionLoops::tile_bf16, iterations);
 }
 
 }  // namespace tandem

@@ -19,6 +19,9 @@ struct InstructionLoop {
   double checksum = 0.0;
 };
 
+// One level's loop (KernelTable::instruction_loops, kernels/kernel_contract.h).
+using InstructionLoopFn = InstructionLoop (*)(int64_t iterations);
+
 // `iterations` rounds of the level's widest f32 FMA over its independent accumulators; flops 0
 // on the scalar level (no instruction loop there: its ceiling is its GEMM's).
 InstructionLoop fma_f32_loop(Isa isa, int64_t iterations);
@@ -28,16 +31,5 @@ InstructionLoop dot_bf16_loop(Isa isa, int64_t iterations);
 // `iterations` rounds of two AMX tdpbf16ps (16 x 16 x 32 products each); flops 0 below the AMX
 // level or without AMX-BF16. The ceiling of the AMX attention kernel (kernels/amx/attention_amx.cpp).
 InstructionLoop tile_bf16_loop(Isa isa, int64_t iterations);
-
-namespace avx2 {
-InstructionLoop fma_f32_loop(int64_t iterations);
-}  // namespace avx2
-namespace avx512 {
-InstructionLoop fma_f32_loop(int64_t iterations);
-InstructionLoop dot_bf16_loop(int64_t iterations);  // needs AVX512_BF16
-}  // namespace avx512
-namespace amx {
-InstructionLoop tile_bf16_loop(int64_t iterations);  // needs AMX-BF16
-}  // namespace amx
 
 }  // namespace tandem

@@ -2,9 +2,10 @@
 // matrix products per weight type, activation quantizers, attention, SwiGLU (plain and
 // gpt-oss's clamped one), RMSNorm, RoPE, GeGLU, soft-caps, whether weights are repacked at
 // load — for one instruction-set level.
-// Each level builds its table in its folder (kernels/level_tables.h) as the level below plus
-// its overrides; kernel_table.h is the hub that picks one. Levels include this header, never
-// the hub.
+// Each level builds its table in its folder as the level below plus its overrides and declares
+// it in its header (kernels/portable_kernels.h, avx2/avx2_kernels.h, avx512/avx512_kernels.h,
+// amx/amx_kernels.h); kernel_table.cpp is the hub that picks one. Levels include this header
+// and the header of the level below, never the hub.
 //
 // How the levels are written: hand-written intrinsics per level, each file under
 // kernels/<level>/ compiled for its ISA with a target pragma (the rest of the build stays
@@ -19,50 +20,69 @@
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
 #include "kernels/dot_kquants.h"
+#include "kernels/instruction_peak.h"
 
 namespace tandem {
+
+// Each slot of the table has a function type (XKernel), which the levels' headers declare their
+// kernels with, and a pointer type (XFn).
 
 // out[t * out_stride + r] = dot(weight row r, activation row t) for r in [row_begin, row_end),
 // t in [0, n_tokens). Each output element's arithmetic is the same whatever the row range or
 // token count (batch invariance); kernels only choose how many rows/tokens share a pass.
-using GemmFloatFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
+using GemmFloatKernel = void(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x,
                              int64_t n_tokens, float* out, int64_t out_stride);
-using GemmQ8Fn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
+using GemmFloatFn = GemmFloatKernel*;
+using GemmQ8Kernel = void(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
                           int64_t n_tokens, float* out, int64_t out_stride);
-using GemmQ8KFn = void (*)(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+using GemmQ8Fn = GemmQ8Kernel*;
+using GemmQ8KKernel = void(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                            int64_t n_tokens, float* out, int64_t out_stride);
+using GemmQ8KFn = GemmQ8KKernel*;
 
-using QuantizeQ8Fn = void (*)(const float* x, int64_t n, ActivationBlockQ8* out);
-using QuantizeQ8KFn = void (*)(const float* x, int64_t n, ActivationBlockQ8K* out);
-// dot(k-quant weight row, activation row) (dot_kquants.h); every level gives the same bits.
-using DotQ8KFn = float (*)(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n);
+using QuantizeQ8Kernel = void(const float* x, int64_t n, ActivationBlockQ8* out);
+using QuantizeQ8Fn = QuantizeQ8Kernel*;
+using QuantizeQ8KKernel = void(const float* x, int64_t n, ActivationBlockQ8K* out);
+using QuantizeQ8KFn = QuantizeQ8KKernel*;
+// The level's row kernel for one k-quant type (dot_kquants.h: KQuantRowDotFn), nullptr for any
+// other type; every level's gives the same bits.
+using KQuantRowDotOfFn = KQuantRowDotFn (*)(DType type);
 
 // attention_group and attention_tokens (kernels/attention.h) of one level, over one segment
 // of positions (the tiles from position 0; kernels/attention.cpp splits longer contexts):
 // partials null, the outputs normalised (sinks joining the softmax); partials not null, the
 // outputs left as accumulators and partials[j] (query j: token t's head g at t·group + g)
 // each query's max and sum, sinks ignored.
-using AttentionFn = void (*)(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
+using AttentionKernel = void(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
                              int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
                              float* out, float softcap, const float* sinks, AttentionPartial* partials);
-using AttentionTokensFn = void (*)(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
+using AttentionFn = AttentionKernel*;
+using AttentionTokensKernel = void(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
                                    const int32_t* positions, const KvRows& keys, const KvRows& values,
                                    int64_t kv_offset, const int32_t* slots, int64_t head_dim, float* scratch,
                                    float* out, int64_t out_stride, float softcap, const float* sinks,
                                    AttentionPartial* partials);
+using AttentionTokensFn = AttentionTokensKernel*;
 // convert_kv_rows (kernels/attention.h) of one level: the same floats at every level.
-using ConvertKvRowsFn = void (*)(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset,
+using ConvertKvRowsKernel = void(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset,
                                  int64_t n, float* out);
-using SwigluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+using ConvertKvRowsFn = ConvertKvRowsKernel*;
+using SwigluKernel = void(const float* gate, const float* up, int64_t n, float* out);
+using SwigluFn = SwigluKernel*;
 // rmsnorm_row and rope_apply (kernels/elementwise.h) of one level.
-using RmsnormFn = void (*)(const float* x, const float* weight, int64_t n, float eps, float* out);
-using RopeFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
+using RmsnormKernel = void(const float* x, const float* weight, int64_t n, float eps, float* out);
+using RmsnormFn = RmsnormKernel*;
+using RopeKernel = void(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dims, const float* cos_table,
                         const float* sin_table);
+using RopeFn = RopeKernel*;
 // geglu_row and softcap_row (kernels/geglu.h) of one level.
-using GegluFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
-using SoftcapFn = void (*)(const float* x, int64_t n, float cap, float* out);
+using GegluKernel = void(const float* gate, const float* up, int64_t n, float* out);
+using GegluFn = GegluKernel*;
+using SoftcapKernel = void(const float* x, int64_t n, float cap, float* out);
+using SoftcapFn = SoftcapKernel*;
 // swiglu_oai_row (kernels/swiglu_oai.h) of one level.
-using SwigluOaiFn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+using SwigluOaiKernel = void(const float* gate, const float* up, int64_t n, float* out);
+using SwigluOaiFn = SwigluOaiKernel*;
 
 // A level's own weight layouts, written once at load (model/weight_packing.cpp) into
 // TensorView::packed, which that level's GEMMs then read. packable says which weights it
@@ -75,15 +95,23 @@ struct WeightPacker {
   void (*pack_into)(const TensorView& weight, uint8_t* out) = nullptr;
 };
 
+// A level's loops of one instruction (kernels/instruction_peak.h), null where the level or the
+// CPU has no such instruction.
+struct InstructionLoops {
+  InstructionLoopFn fma_f32 = nullptr;
+  InstructionLoopFn dot_bf16 = nullptr;
+  InstructionLoopFn tile_bf16 = nullptr;
+};
+
 // What the attention kernels multiply in (kernel_table.h: active_attention_arithmetic).
 enum class AttentionArithmetic { F32, Bf16, Bf16Values };
 
 struct KernelTable {
   Isa isa;
-  GemmFloatFn gemm_float;  // F32, F16, BF16 weights; activations f32
-  GemmQ8Fn gemm_q8;        // Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4; activations in 32-element 8-bit blocks
-  GemmQ8KFn gemm_q8k;      // Q2_K..Q6_K, Q8_K, IQ4_XS weights; activations in 256-element blocks
-  DotQ8KFn dot_q8k;        // one k-quant row against one activation row
+  GemmFloatFn gemm_float;           // F32, F16, BF16 weights; activations f32
+  GemmQ8Fn gemm_q8;                 // Q8_0, Q4_0, Q5_0, Q5_1, IQ4_NL, MXFP4; activations in 32-element 8-bit blocks
+  GemmQ8KFn gemm_q8k;               // Q2_K..Q6_K, Q8_K, IQ4_XS weights; activations in 256-element blocks
+  KQuantRowDotOfFn kquant_row_dot;  // one k-quant row against one activation row, per type
   QuantizeQ8Fn quantize_q8;
   QuantizeQ8KFn quantize_q8k;
   AttentionFn attention;               // one KV head's group of query heads for one token
@@ -96,6 +124,7 @@ struct KernelTable {
   SoftcapFn softcap;       // Gemma 2's final-logit soft-cap (the attention kernels cap their own tiles)
   SwigluOaiFn swiglu_oai;  // gpt-oss's clamped expert activation
   WeightPacker packer;
+  InstructionLoops instruction_loops;  // the ceilings of bench --machine, not used by a forward pass
   AttentionArithmetic attention_arithmetic = AttentionArithmetic::F32;  // of attention, attention_tokens
   bool attention_on_tiles = false;  // attention, attention_tokens are AMX tile kernels (amx_table.cpp)
 };

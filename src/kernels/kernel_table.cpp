@@ -1,5 +1,7 @@
-// kernel_table(): the hub that picks a level's table (each built in its folder, see
-// kernels/level_tables.h), the bf16-attention variants on first use, and the loader's packing.
+// kernel_table(): the hub that picks a level's table (each built in its folder and declared in
+// its header: portable_kernels.h, avx2/avx2_kernels.h, avx512/avx512_kernels.h,
+// amx/amx_kernels.h), the bf16-attention variants on first use, and the loader's packing. The
+// only file in kernels/ that includes every level.
 #include "kernels/kernel_table.h"
 
 #include <array>
@@ -9,7 +11,10 @@
 #include <string_view>
 
 #include "base/error.h"
-#include "kernels/level_tables.h"
+#include "kernels/amx/amx_kernels.h"
+#include "kernels/avx2/avx2_kernels.h"
+#include "kernels/avx512/avx512_kernels.h"
+#include "kernels/portable_kernels.h"
 
 namespace tandem {
 

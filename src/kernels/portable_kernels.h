@@ -9,24 +9,21 @@
 namespace tandem {
 
 namespace portable {
-void gemm_float(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
-                float* out, int64_t out_stride);
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
-             float* out, int64_t out_stride);
-void quantize_q8(const float* x, int64_t n, ActivationBlockQ8* out);    // kernels/dot.cpp
-void quantize_q8k(const float* x, int64_t n, ActivationBlockQ8K* out);  // kernels/dot_kquants.cpp
-void attention_group(const float* queries, int64_t n_queries, const KvRows& keys, const KvRows& values,
-                     int64_t kv_offset, const int32_t* slots, int64_t n_ctx, int64_t head_dim, float* scratch,
-                     float* out, float softcap, const float* sinks, AttentionPartial* partials);
+// The scalar level's table (kernels/portable_table.cpp): these kernels and the scalar ones
+// declared beside their contracts (dot.h, elementwise.h, geglu.h, swiglu_oai.h).
+const KernelTable& level_table();
+GemmFloatKernel gemm_float;
+GemmQ8Kernel gemm_q8;
+QuantizeQ8Kernel quantize_q8;    // kernels/dot.cpp
+QuantizeQ8KKernel quantize_q8k;  // kernels/dot_kquants.cpp
+// The scalar reference row kernels (kernels/dot_kquants.cpp, dot_low_bit_kquants.cpp).
+KQuantRowDotFn kquant_row_dot(DType type);
+AttentionKernel attention_group;
 // Token by token through portable::attention_group.
-void attention_tokens(const float* queries, int64_t query_stride, int64_t n_tokens, int64_t group,
-                      const int32_t* positions, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                      const int32_t* slots, int64_t head_dim, float* scratch, float* out, int64_t out_stride,
-                      float softcap, const float* sinks, AttentionPartial* partials);
+AttentionTokensKernel attention_tokens;
 // Row by row through dequantize_row (kernels/attention.cpp).
-void convert_kv_rows(const KvRows& rows, const int64_t* row_offsets, int64_t n_rows, int64_t element_offset, int64_t n,
-                     float* out);
-void swiglu_row(const float* gate, const float* up, int64_t n, float* out);  // kernels/elementwise.cpp
+ConvertKvRowsKernel convert_kv_rows;
+SwigluKernel swiglu_row;  // kernels/elementwise.cpp
 }  // namespace portable
 
 }  // namespace tandem

@@ -1,10 +1,9 @@
-// The scalar level's table (kernels/level_tables.h), and its GEMMs built from the row dot
+// The scalar level's table (declared in kernels/portable_kernels.h), and its GEMMs built from the row dot
 // products in dot.cpp: every (row, token) one call, the reference arithmetic of every level.
 #include "kernels/dot.h"
 #include "kernels/dot_kquants.h"
 #include "kernels/elementwise.h"
 #include "kernels/geglu.h"
-#include "kernels/level_tables.h"
 #include "kernels/portable_kernels.h"
 #include "kernels/swiglu_oai.h"
 
@@ -13,11 +12,7 @@ namespace {
 
 void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
               int64_t n_tokens, float* out, int64_t out_stride) {
-  gemm_q8k_rows(Isa::Scalar, weight, row_begin, row_end, x, n_tokens, out, out_stride);
-}
-
-float dot_q8k(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
-  return dot_q8k_activations_isa(Isa::Scalar, type, weight_row, x, n);
+  gemm_q8k_rows(kquant_row_dot(weight.dtype), weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
 }  // namespace
@@ -39,10 +34,24 @@ void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const
 }
 
 const KernelTable& level_table() {
-  static const KernelTable table{
-      Isa::Scalar,  gemm_float,      gemm_q8,          gemm_q8k,        dot_q8k,    quantize_q8,
-      quantize_q8k, attention_group, attention_tokens, convert_kv_rows, swiglu_row, rmsnorm_row,
-      rope_apply,   geglu_row,       softcap_row,      swiglu_oai_row,  {}};
+  static const KernelTable table{.isa = Isa::Scalar,
+                                 .gemm_float = gemm_float,
+                                 .gemm_q8 = gemm_q8,
+                                 .gemm_q8k = gemm_q8k,
+                                 .kquant_row_dot = kquant_row_dot,
+                                 .quantize_q8 = quantize_q8,
+                                 .quantize_q8k = quantize_q8k,
+                                 .attention = attention_group,
+                                 .attention_tokens = attention_tokens,
+                                 .convert_kv_rows = convert_kv_rows,
+                                 .swiglu = swiglu_row,
+                                 .rmsnorm = rmsnorm_row,
+                                 .rope = rope_apply,
+                                 .geglu = geglu_row,
+                                 .softcap = softcap_row,
+                                 .swiglu_oai = swiglu_oai_row,
+                                 .packer = {},
+                                 .instruction_loops = {}};  // none: the scalar ceiling is its GEMM's
   return table;
 }
 

@@ -23,8 +23,4 @@ namespace portable {
 void swiglu_oai_row(const float* gate, const float* up, int64_t n, float* out);
 }  // namespace portable
 
-namespace avx512 {  // needs AVX-512 (kernels/avx512/swiglu_oai_avx512.cpp); also the AMX level's
-void swiglu_oai_row(const float* gate, const float* up, int64_t n, float* out);
-}  // namespace avx512
-
 }  // namespace tandem

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_table.h"
 #include "support/attention_reference.h"

@@ -9,13 +9,11 @@
 
 #include <cstdint>
 
-#include "base/tensor_view.h"
-#include "kernels/dot.h"
+#include "kernels/kernel_contract.h"
 
 namespace tandem::amx {
 
-// GemmQ8Fn (kernel_table.h). Uses weight.packed when set, else the AVX-512 row-major kernel.
-void gemm_q8(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x, int64_t n_tokens,
-             float* out, int64_t out_stride);
+// GemmQ8Fn (kernel_contract.h). Uses weight.packed when set, else the AVX-512 row-major kernel.
+GemmQ8Kernel gemm_q8;
 
 }  // namespace tandem::amx

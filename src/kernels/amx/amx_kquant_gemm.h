@@ -9,14 +9,12 @@
 
 #include <cstdint>
 
-#include "base/tensor_view.h"
-#include "kernels/dot_kquants.h"
+#include "kernels/kernel_contract.h"
 
 namespace tandem::amx {
 
 // out[t * out_stride + r] for r in [row_begin, row_end), t in [0, n_tokens); x holds
 // n_tokens rows of row_length / 256 blocks. Needs weight.packed and an AMX machine.
-void gemm_kquant(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
-                 int64_t n_tokens, float* out, int64_t out_stride);
+GemmQ8KKernel gemm_kquant;
 
 }  // namespace tandem::amx

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/amx/amx_kernels.h"
 #include "kernels/amx/amx_tiles.h"
-#include "kernels/instruction_peak.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("amx-tile,amx-bf16"))), apply_to = function)

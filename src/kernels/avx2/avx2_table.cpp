@@ -1,16 +1,12 @@
-// The AVX2 level's table (kernels/level_tables.h): the scalar table with every kernel
+// The AVX2 level's table (declared in kernels/avx2/avx2_kernels.h): the scalar table with every kernel
 // overridden by this level's, and the packer of the 8-bit integer layouts (kernels/packed/).
 #include "kernels/avx2/avx2_kernels.h"
-#include "kernels/level_tables.h"
 #include "kernels/packed/kquant_layout.h"
 #include "kernels/packed/q8_layout.h"
+#include "kernels/portable_kernels.h"
 
 namespace tandem::avx2 {
 namespace {
-
-float dot_q8k(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
-  return dot_q8k_activations_isa(Isa::Avx2, type, weight_row, x, n);
-}
 
 bool packable_int8(const TensorView& weight) { return packed::q8_packable(weight) || packed::kquant_packable(weight); }
 int64_t packed_bytes_int8(const TensorView& weight) {
@@ -34,7 +30,7 @@ const KernelTable& level_table() {
     level.gemm_float = gemm_float;
     level.gemm_q8 = gemm_q8;
     level.gemm_q8k = gemm_q8k;
-    level.dot_q8k = dot_q8k;
+    level.kquant_row_dot = kquant_row_dot;
     level.quantize_q8 = quantize_q8;
     level.quantize_q8k = quantize_q8k;
     level.attention = attention_group;
@@ -47,6 +43,7 @@ const KernelTable& level_table() {
     level.softcap = softcap_row;
     level.swiglu_oai = swiglu_oai_row;
     level.packer = int8_packer();
+    level.instruction_loops.fma_f32 = fma_f32_loop;
     return level;
   }();
   return table;

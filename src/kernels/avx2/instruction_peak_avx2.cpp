@@ -3,7 +3,7 @@
 // the loop runs at the instruction's throughput.
 #include "kernels/simd_intrinsics.h"
 
-#include "kernels/instruction_peak.h"
+#include "kernels/avx2/avx2_kernels.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)

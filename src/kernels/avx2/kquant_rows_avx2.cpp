@@ -1,5 +1,6 @@
 // The AVX2 row dot products of the 256-element weight types (Q4_K, Q5_K, Q6_K, Q8_K, Q2_K,
-// Q3_K, IQ4_XS) against 8-bit activation blocks, and this level's row-by-row k-quant GEMM.
+// Q3_K, IQ4_XS; Q4_K and Q5_K are the loop both SIMD levels share, kquant_k4_row.h) against
+// 8-bit activation blocks, and this level's row-by-row k-quant GEMM.
 // Each computes the exact int32 sums of the scalar reference (kernels/dot_kquants.cpp,
 // dot_low_bit_kquants.cpp) and the same float update, so it returns the reference's bits.
 #include "kernels/avx2/kquant_row_parts.h"
@@ -11,79 +12,37 @@
 #include "kernels/dot_kquants.h"
 #include "kernels/kernel_contract.h"
 
+// Everything below is compiled for the ISA; it only runs after the runtime check.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+#include "kernels/avx2/kquant_k4_row.h"  // AVX2 code: after the target pragma
+
 namespace tandem::avx2 {
 namespace {
 
-using kquant_detail::byte_of;
 using kquant_detail::finish_d;
 using kquant_detail::finish_k4;
 using kquant_detail::iq4xs_scales;
-using kquant_detail::unpack_k4_scale_words;
 using namespace kquant_parts;  // NOLINT(google-build-using-namespace): this file is their user
 
 // ---- AVX2 ------------------------------------------------------------------------------
 // Weights are non-negative (Q4_K/Q5_K quants, Q6_K quants + 32), so maddubs (u8 x s8 ->
 // pairs summed in int16, at most 2*63*127 < 32767: no saturation) then madd with the
-// sub-block scale broadcast to int16 gives exact int32 partial sums.
+// sub-block scale broadcast to int16 gives exact int32 partial sums. Q4_K and Q5_K are the
+// shared loop of kquant_k4_row.h with this level's accumulation.
 
-TANDEM_TARGET_AVX2 float dot_q4k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ4K*>(weight_row);
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint64_t scales, mins;
-    unpack_k4_scale_words(w[b].scales, &scales, &mins);
-    __m256i sum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(packed, nibble);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
-      const auto* a = reinterpret_cast<const __m256i*>(x[b].quants + 64 * c);
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(a));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(a + 1));
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(byte_of(scales, 2 * c))));
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(byte_of(scales, 2 * c + 1))));
-    }
-    int32_t sumi, summ;
-    hsum2_avx2(sum, k4_mins_avx2(mins, x[b].block_sums), &sumi, &summ);
-    acc += finish_k4(x[b].scale, f16_avx(w[b].d_f16), f16_avx(w[b].dmin_f16), sumi, summ);
+struct MaddThenAdd {
+  static __m256i add(__m256i sum, __m256i pairs, __m256i scale) {
+    return _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, scale));
   }
-  return acc;
-}
+};
 
-TANDEM_TARGET_AVX2 float dot_q5k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ5K*>(weight_row);
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint64_t scales, mins;
-    unpack_k4_scale_words(w[b].scales, &scales, &mins);
-    // Chunk c takes bits 2c and 2c+1 of qh; shifting qh right by 2 per chunk brings them to
-    // bits 0 and 1, which move to bit 4 of each byte (16-bit shifts, masked per byte).
-    __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
-    __m256i sum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i lo =
-          _mm256_or_si256(_mm256_and_si256(packed, nibble), _mm256_and_si256(_mm256_slli_epi16(high, 4), bit4));
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble),
-                                         _mm256_and_si256(_mm256_slli_epi16(high, 3), bit4));
-      high = _mm256_srli_epi16(high, 2);
-      const auto* a = reinterpret_cast<const __m256i*>(x[b].quants + 64 * c);
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(a));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(a + 1));
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(byte_of(scales, 2 * c))));
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(byte_of(scales, 2 * c + 1))));
-    }
-    int32_t sumi, summ;
-    hsum2_avx2(sum, k4_mins_avx2(mins, x[b].block_sums), &sumi, &summ);
-    acc += finish_k4(x[b].scale, f16_avx(w[b].d_f16), f16_avx(w[b].dmin_f16), sumi, summ);
-  }
-  return acc;
-}
-
-TANDEM_TARGET_AVX2 float dot_q6k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q6k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ6K*>(weight_row);
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   const __m256i bits45 = _mm256_set1_epi8(0x30);
@@ -117,7 +76,7 @@ TANDEM_TARGET_AVX2 float dot_q6k_avx2(const void* weight_row, const ActivationBl
 }
 
 // Both sides signed: widen to int16 and madd (|products| <= 127*127, pairs fit int32).
-TANDEM_TARGET_AVX2 float dot_q8k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q8k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ8K*>(weight_row);
   float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -138,7 +97,7 @@ TANDEM_TARGET_AVX2 float dot_q8k_avx2(const void* weight_row, const ActivationBl
 // 2 * 7 * 127: no saturation) then madd with the pair's two scales as int16 gives exact int32
 // partial sums. The Q3_K offset of 4 and the Q2_K mins multiply the 16 activation sums.
 
-TANDEM_TARGET_AVX2 float dot_q2k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q2k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ2K*>(weight_row);
   const __m256i two_bits = _mm256_set1_epi8(3);
   const __m128i nibble = _mm_set1_epi8(0x0f);
@@ -165,7 +124,7 @@ TANDEM_TARGET_AVX2 float dot_q2k_avx2(const void* weight_row, const ActivationBl
   return acc;
 }
 
-TANDEM_TARGET_AVX2 float dot_q3k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q3k_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ3K*>(weight_row);
   const __m256i two_bits = _mm256_set1_epi8(3);
   const __m256i bit2 = _mm256_set1_epi8(4);
@@ -197,7 +156,7 @@ TANDEM_TARGET_AVX2 float dot_q3k_avx2(const void* weight_row, const ActivationBl
 
 // IQ4_XS: the 16 levels looked up with pshufb; they are signed, so maddubs takes |level| as
 // the unsigned side and the activation with the level's sign (pairs at most 2 * 127 * 127).
-TANDEM_TARGET_AVX2 float dot_iq4xs_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_iq4xs_avx2(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockIQ4XS*>(weight_row);
   const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NonLinear)));
   const __m128i nibble = _mm_set1_epi8(0x0f);
@@ -224,8 +183,8 @@ TANDEM_TARGET_AVX2 float dot_iq4xs_avx2(const void* weight_row, const Activation
 
 KQuantRowDotFn kquant_row_dot(DType type) {
   switch (type) {
-    case DType::Q4_K: return dot_q4k_avx2;
-    case DType::Q5_K: return dot_q5k_avx2;
+    case DType::Q4_K: return dot_k4_row<Q4KQuants, MaddThenAdd>;
+    case DType::Q5_K: return dot_k4_row<Q5KQuants, MaddThenAdd>;
     case DType::Q6_K: return dot_q6k_avx2;
     case DType::Q8_K: return dot_q8k_avx2;
     case DType::Q2_K: return dot_q2k_avx2;
@@ -236,10 +195,16 @@ KQuantRowDotFn kquant_row_dot(DType type) {
 }
 
 // Packed Q4_K/Q6_K (every one the loader packs) to the packed kernel; the rest row by row.
-TANDEM_TARGET_AVX2 void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end,
-                                 const ActivationBlockQ8K* x, int64_t n_tokens, float* out, int64_t out_stride) {
+void gemm_q8k(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
+              int64_t n_tokens, float* out, int64_t out_stride) {
   if (weight.packed != nullptr) return gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  gemm_q8k_rows(Isa::Avx2, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  gemm_q8k_rows(kquant_row_dot(weight.dtype), weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
 }  // namespace tandem::avx2
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

@@ -184,7 +184,7 @@ inline bool vector_kernel_fits(int64_t head_dim) {
   return head_dim % 16 == 0 && head_dim >= 16 && head_dim / 16 <= kMaxHeadVectors;
 }
 
-// attention_group (kernel_table.h's AttentionFn) through pick(keys, values, head_dim,
+// attention_group (kernel_contract.h's AttentionFn) through pick(keys, values, head_dim,
 // n_queries), a level's QueriesKernel; the portable kernel for shapes the vector ones do not take.
 template <typename PickKernel>
 void attention_group_with(PickKernel pick, const float* queries, int64_t n_queries, const KvRows& keys,
@@ -209,7 +209,7 @@ void attention_group_with(PickKernel pick, const float* queries, int64_t n_queri
       slots);
 }
 
-// attention_tokens (kernel_table.h's AttentionTokensFn) the same way: the tokens' groups in
+// attention_tokens (kernel_contract.h's AttentionTokensFn) the same way: the tokens' groups in
 // calls of up to kCallQueries queries (the kernel's own bound: the AMX kernel takes more, so
 // that each K/V row it converts serves more queries).
 template <int64_t kCallQueries = kMaxQueries, typename PickKernel>

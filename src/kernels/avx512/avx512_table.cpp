@@ -1,20 +1,14 @@
-// The AVX-512 level's table (kernels/level_tables.h): the AVX2 table with every kernel
+// The AVX-512 level's table (declared in kernels/avx512/avx512_kernels.h): the AVX2 table with every kernel
 // overridden by this level's, packed weights sent to the kernels on their layouts, the packer
 // of the int8 layouts plus the element-major float layout, and the bf16-attention variants.
 #include "kernels/avx512/avx512_kernels.h"
+
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/gemm_float_packed.h"
 #include "kernels/avx512/gemm_packed.h"
-#include "kernels/elementwise.h"
-#include "kernels/geglu.h"
-#include "kernels/level_tables.h"
-#include "kernels/swiglu_oai.h"
 
 namespace tandem::avx512 {
 namespace {
-
-float dot_q8k(DType type, const void* weight_row, const ActivationBlockQ8K* x, int64_t n) {
-  return dot_q8k_activations_isa(Isa::Avx512, type, weight_row, x, n);
-}
 
 // AVX-512 and AMX levels: packed weights go to the kernels on their layout; weights left as
 // the file has them (no layout for the type or shape) to the row-major kernels.
@@ -33,7 +27,7 @@ void gemm_q8_dispatch(const TensorView& weight, int64_t row_begin, int64_t row_e
 void gemm_q8k_dispatch(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
                        int64_t n_tokens, float* out, int64_t out_stride) {
   if (weight.packed != nullptr) return gemm_kquant_packed(weight, row_begin, row_end, x, n_tokens, out, out_stride);
-  gemm_q8k_rows(Isa::Avx512, weight, row_begin, row_end, x, n_tokens, out, out_stride);
+  gemm_q8k_rows(kquant_row_dot(weight.dtype), weight, row_begin, row_end, x, n_tokens, out, out_stride);
 }
 
 bool packable_avx512(const TensorView& weight) {
@@ -69,7 +63,7 @@ const KernelTable& level_table() {
     level.gemm_float = gemm_float_dispatch;
     level.gemm_q8 = gemm_q8_dispatch;
     level.gemm_q8k = gemm_q8k_dispatch;
-    level.dot_q8k = dot_q8k;
+    level.kquant_row_dot = kquant_row_dot;
     level.quantize_q8 = quantize_q8;
     level.quantize_q8k = quantize_q8k;
     level.attention = attention_group;
@@ -82,6 +76,8 @@ const KernelTable& level_table() {
     level.softcap = softcap_row;
     level.swiglu_oai = swiglu_oai_row;
     level.packer = packer();
+    level.instruction_loops.fma_f32 = fma_f32_loop;
+    if (cpu_has_avx512_bf16()) level.instruction_loops.dot_bf16 = dot_bf16_loop;
     return level;
   }();
   return table;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/elementwise.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/geglu.h"
 
 // Everything below is compiled for the ISA; it only runs after the runtime check.

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "base/tensor_view.h"
+#include "kernels/kernel_contract.h"
 
 namespace tandem::avx512 {
 
@@ -16,7 +16,6 @@ void float_pack_into(const TensorView& weight, uint8_t* out);
 
 // out[t * out_stride + r] for r in [row_begin, row_end), t in [0, n_tokens), any row range.
 // Needs weight.packed.
-void gemm_float_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
-                       float* out, int64_t out_stride);
+GemmFloatKernel gemm_float_packed;
 
 }  // namespace tandem::avx512

@@ -7,9 +7,7 @@
 
 #include <cstdint>
 
-#include "base/tensor_view.h"
-#include "kernels/dot.h"
-#include "kernels/dot_kquants.h"
+#include "kernels/kernel_contract.h"
 
 namespace tandem::avx512 {
 
@@ -17,12 +15,10 @@ namespace tandem::avx512 {
 // (kernels/avx512/gemm_q8_packed.cpp).
 // out[t * out_stride + r] for r in [row_begin, row_end), t in [0, n_tokens); any row range,
 // any token count. Needs weight.packed and AVX-512 VNNI.
-void gemm_q8_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8* x,
-                    int64_t n_tokens, float* out, int64_t out_stride);
+GemmQ8Kernel gemm_q8_packed;
 
 // Q4_K/Q6_K weights packed by packed::kquant_pack_into (kernels/avx512/gemm_kquant_packed.cpp),
 // bit-identical to the row kernels (dot_q8k_activations). Same contract as gemm_q8_packed.
-void gemm_kquant_packed(const TensorView& weight, int64_t row_begin, int64_t row_end, const ActivationBlockQ8K* x,
-                        int64_t n_tokens, float* out, int64_t out_stride);
+GemmQ8KKernel gemm_kquant_packed;
 
 }  // namespace tandem::avx512

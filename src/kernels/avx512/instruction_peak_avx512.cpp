@@ -3,7 +3,7 @@
 // x 2 pipes), so the loop runs at the instruction's throughput, not its latency.
 #include "kernels/simd_intrinsics.h"
 
-#include "kernels/instruction_peak.h"
+#include "kernels/avx512/avx512_kernels.h"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512bf16"))), apply_to = function)

@@ -1,38 +1,50 @@
 // The AVX-512 VNNI row dot products of the 256-element weight types (Q4_K, Q5_K, Q6_K, Q8_K,
-// Q2_K, Q3_K, IQ4_XS) against 8-bit activation blocks; the AMX level uses them too. Each
-// computes the exact int32 sums of the scalar reference (kernels/dot_kquants.cpp,
-// dot_low_bit_kquants.cpp) and the same float update, so it returns the reference's bits.
+// Q2_K, Q3_K, IQ4_XS; Q4_K and Q5_K are the AVX2 loop of kquant_k4_row.h with vpdpwssd) against
+// 8-bit activation blocks; the AMX level uses them too. Each computes the exact int32 sums of
+// the scalar reference (kernels/dot_kquants.cpp, dot_low_bit_kquants.cpp) and the same float
+// update, so it returns the reference's bits.
 #include "kernels/avx2/kquant_row_parts.h"
 
 #include "base/half.h"
 #include "base/kquants.h"
 #include "base/kquants_low_bit.h"
+#include "kernels/avx512/avx512_kernels.h"
 #include "kernels/dot_kquants.h"
 
-#define TANDEM_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+// Everything below is compiled for the ISA; it only runs after the runtime check.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
+
+#include "kernels/avx2/kquant_k4_row.h"  // AVX2 code compiled for this level: after the target pragma
 
 namespace tandem::avx512 {
 namespace {
 
-using kquant_detail::byte_of;
 using kquant_detail::finish_d;
 using kquant_detail::finish_k4;
 using kquant_detail::iq4xs_scales;
-using kquant_detail::unpack_k4_scale_words;
 using namespace avx2::kquant_parts;  // NOLINT(google-build-using-namespace): the shared AVX2 pieces
 
 // ---- AVX-512 VNNI ----------------------------------------------------------------------
 // vpdpwssd multiplies maddubs's int16 pairs by the per-lane sub-block scale and accumulates
 // in int32 in one step. Q4_K/Q5_K stay 256 bits wide: one sub-block of 32 per register needs
-// only a broadcast scale, and measured faster than 512-bit registers needing a permute.
+// only a broadcast scale, and measured faster than 512-bit registers needing a permute; they
+// are the AVX2 level's loop (kquant_k4_row.h) with this accumulation.
+
+struct Dpwssd {
+  static __m256i add(__m256i sum, __m256i pairs, __m256i scale) { return _mm256_dpwssd_epi32(sum, pairs, scale); }
+};
 
 // Zero-extending rather than _mm512_castsi256_si512 / _mm512_reduce_add_epi32, whose
 // "undefined" upper halves trip GCC 12's -Wmaybe-uninitialized.
-TANDEM_TARGET_AVX512 inline __m512i join_avx512(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
-}
+inline __m512i join_avx512(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1); }
 
-TANDEM_TARGET_AVX512 inline int32_t hsum_avx512(__m512i v) {
+inline int32_t hsum_avx512(__m512i v) {
   return hsum_avx2(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
@@ -54,64 +66,7 @@ struct ScaleIndex {
 };
 constexpr ScaleIndex kScaleIndex;
 
-TANDEM_TARGET_AVX512 float dot_q4k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ4K*>(weight_row);
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint64_t scales, mins;
-    unpack_k4_scale_words(w[b].scales, &scales, &mins);
-    __m256i sum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(packed, nibble);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
-      const auto* a = reinterpret_cast<const __m256i*>(x[b].quants + 64 * c);
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(a));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(a + 1));
-      sum = _mm256_dpwssd_epi32(sum, p_lo, _mm256_set1_epi16(byte_of(scales, 2 * c)));
-      sum = _mm256_dpwssd_epi32(sum, p_hi, _mm256_set1_epi16(byte_of(scales, 2 * c + 1)));
-    }
-    int32_t sumi, summ;
-    hsum2_avx2(sum, k4_mins_avx2(mins, x[b].block_sums), &sumi, &summ);
-    acc += finish_k4(x[b].scale, f16_avx(w[b].d_f16), f16_avx(w[b].dmin_f16), sumi, summ);
-  }
-  return acc;
-}
-
-TANDEM_TARGET_AVX512 float dot_q5k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
-  const auto* w = static_cast<const BlockQ5K*>(weight_row);
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    uint64_t scales, mins;
-    unpack_k4_scale_words(w[b].scales, &scales, &mins);
-    // Chunk c takes bits 2c and 2c+1 of qh; shifting qh right by 2 per chunk brings them to
-    // bits 0 and 1, which move to bit 4 of each byte (16-bit shifts, masked per byte).
-    __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
-    __m256i sum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c));
-      const __m256i lo =
-          _mm256_or_si256(_mm256_and_si256(packed, nibble), _mm256_and_si256(_mm256_slli_epi16(high, 4), bit4));
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble),
-                                         _mm256_and_si256(_mm256_slli_epi16(high, 3), bit4));
-      high = _mm256_srli_epi16(high, 2);
-      const auto* a = reinterpret_cast<const __m256i*>(x[b].quants + 64 * c);
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(a));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(a + 1));
-      sum = _mm256_dpwssd_epi32(sum, p_lo, _mm256_set1_epi16(byte_of(scales, 2 * c)));
-      sum = _mm256_dpwssd_epi32(sum, p_hi, _mm256_set1_epi16(byte_of(scales, 2 * c + 1)));
-    }
-    int32_t sumi, summ;
-    hsum2_avx2(sum, k4_mins_avx2(mins, x[b].block_sums), &sumi, &summ);
-    acc += finish_k4(x[b].scale, f16_avx(w[b].d_f16), f16_avx(w[b].dmin_f16), sumi, summ);
-  }
-  return acc;
-}
-
-TANDEM_TARGET_AVX512 float dot_q6k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q6k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ6K*>(weight_row);
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   const __m512i bits45 = _mm512_set1_epi8(0x30);
@@ -143,7 +98,7 @@ TANDEM_TARGET_AVX512 float dot_q6k_avx512(const void* weight_row, const Activati
   return acc;
 }
 
-TANDEM_TARGET_AVX512 float dot_q8k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q8k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ8K*>(weight_row);
   float acc = 0.0f;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -158,7 +113,7 @@ TANDEM_TARGET_AVX512 float dot_q8k_avx512(const void* weight_row, const Activati
   return acc;
 }
 
-TANDEM_TARGET_AVX512 float dot_q2k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q2k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ2K*>(weight_row);
   const __m512i two_bits = _mm512_set1_epi8(3);
   const __m128i nibble = _mm_set1_epi8(0x0f);
@@ -188,7 +143,7 @@ TANDEM_TARGET_AVX512 float dot_q2k_avx512(const void* weight_row, const Activati
   return acc;
 }
 
-TANDEM_TARGET_AVX512 float dot_q3k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_q3k_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockQ3K*>(weight_row);
   const __m512i two_bits = _mm512_set1_epi8(3);
   const __m512i bit2 = _mm512_set1_epi8(4);
@@ -231,7 +186,7 @@ struct UnsignedLevels {
 };
 constexpr UnsignedLevels kUnsignedLevels;
 
-TANDEM_TARGET_AVX512 float dot_iq4xs_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
+float dot_iq4xs_avx512(const void* weight_row, const ActivationBlockQ8K* x, int64_t n_blocks) {
   const auto* w = static_cast<const BlockIQ4XS*>(weight_row);
   const __m512i levels =
       _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kUnsignedLevels.bytes)));
@@ -266,8 +221,8 @@ TANDEM_TARGET_AVX512 float dot_iq4xs_avx512(const void* weight_row, const Activa
 
 KQuantRowDotFn kquant_row_dot(DType type) {
   switch (type) {
-    case DType::Q4_K: return dot_q4k_avx512;
-    case DType::Q5_K: return dot_q5k_avx512;
+    case DType::Q4_K: return dot_k4_row<Q4KQuants, Dpwssd>;
+    case DType::Q5_K: return dot_k4_row<Q5KQuants, Dpwssd>;
     case DType::Q6_K: return dot_q6k_avx512;
     case DType::Q8_K: return dot_q8k_avx512;
     case DType::Q2_K: return dot_q2k_avx512;
@@ -278,3 +233,9 @@ KQuantRowDotFn kquant_row_dot(DType type) {
 }
 
 }  // namespace tandem::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
