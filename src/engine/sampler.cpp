@@ -1,6 +1,6 @@
-// Sampler implementation: penalties, temperature softmax, top-k / top-p / min-p filtering
-// and the seeded draw. Works on one logits row at a time in scratch allocated once; the
-// only full sort is top-p with neither top-k nor min-p to shrink the candidate set first.
+// Sampler implementation: penalties (DRY in dry_penalty.cpp), temperature softmax, top-k /
+// typical-p / top-p / min-p / XTC filtering and the seeded draw. Works on one logits row at a time in scratch allocated
+// once; the only full sort is top-p with neither top-k nor min-p to shrink the candidate set first.
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -28,6 +28,22 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
                      "sampler: repetition_penalty must be a positive number, got {}", p.repetition_penalty);
   TANDEM_CHECK_INPUT(std::isfinite(p.presence_penalty), "sampler: presence_penalty not finite");
   TANDEM_CHECK_INPUT(std::isfinite(p.frequency_penalty), "sampler: frequency_penalty not finite");
+  TANDEM_CHECK_INPUT(!std::isnan(p.typical_p), "sampler: typical_p is NaN");
+  TANDEM_CHECK_INPUT(std::isfinite(p.xtc_probability) && std::isfinite(p.xtc_threshold),
+                     "sampler: xtc_probability and xtc_threshold must be finite");
+  TANDEM_CHECK_INPUT(std::isfinite(p.dry.multiplier) && std::isfinite(p.dry.base),
+                     "sampler: dry_multiplier and dry_base must be finite");
+  TANDEM_CHECK_INPUT(p.dry.allowed_length >= 1, "sampler: dry_allowed_length must be at least 1, got {}",
+                     p.dry.allowed_length);
+  TANDEM_CHECK_INPUT(p.dry.penalty_last_n >= -1, "sampler: dry_penalty_last_n must be -1 or more, got {}",
+                     p.dry.penalty_last_n);
+  for (const std::vector<int32_t>& breaker : p.dry.breakers) {
+    TANDEM_CHECK_INPUT(!breaker.empty(), "sampler: an empty DRY sequence breaker");
+    for (int32_t id : breaker)
+      TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size, "sampler: DRY breaker token {} outside the vocabulary", id);
+  }
+  TANDEM_CHECK_INPUT(std::is_sorted(p.dry.breakers.begin(), p.dry.breakers.end()),
+                     "sampler: DRY breakers must be sorted (dry_breaker_sequences)");
   for (const auto& [token, bias] : p.logit_bias) {
     TANDEM_CHECK_INPUT(token >= 0 && token < vocab_size, "logit_bias: token {} is outside the vocabulary of {}", token,
                        vocab_size);
@@ -44,6 +60,8 @@ Sampler::Sampler(SamplingParams params, int64_t vocab_size)
   ids_.resize(vocab_size_);
   probs_.resize(vocab_size_);
   counts_.assign(vocab_size_, 0);
+  if (params_.typical_p < 1.0f) typical_keys_.resize(vocab_size_);
+  if (params_.dry.enabled()) dry_.longest.assign(vocab_size_, 0);
 }
 
 void Sampler::set_suppressed(std::span<const int32_t> ids) {
@@ -64,6 +82,12 @@ void Sampler::penalise(std::span<const float> logits, std::span<const int32_t> h
   }
   for (const auto& [token, bias] : params_.logit_bias) work_[token] += bias;
   apply_penalties(history);
+  if (params_.dry.enabled()) {
+    for (int32_t id : history)
+      TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size_, "sampler: history token {} outside vocabulary of {}", id,
+                         vocab_size_);
+    apply_dry(params_.dry, history, work_, dry_);
+  }
   for (int32_t id : suppressed_) work_[id] = -kInf;
 }
 
@@ -143,15 +167,23 @@ int64_t Sampler::build_distribution() {
     std::nth_element(first, first + params_.top_k, first + n, more_probable);
     n = params_.top_k;
   }
-  // Top-p measures mass relative to what top-k left (as if renormalised after top-k).
+  // Typical-p keeps a set of its own order (by surprise), not a prefix: its survivors are
+  // moved to the front, and the filters after it see them only.
+  if (params_.typical_p < 1.0f) n = typical_filter(n);
+  // Top-p measures mass relative to what top-k and typical-p left (as if renormalised).
   double mass = 0.0;
-  for (int64_t i = 0; i < n; ++i) mass += w[ids_[i]];
+  float max_weight = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    mass += w[ids_[i]];
+    max_weight = std::max(max_weight, w[ids_[i]]);
+  }
 
   // Min-p is a threshold on the weight (p / p_max), known before sorting: partitioning
-  // first means only the survivors, usually a handful of a 128k vocab, get sorted.
+  // first means only the survivors, usually a handful of a 128k vocab, get sorted. The most
+  // probable token weighs 1 unless typical-p removed it.
   int64_t n_sorted = n;
   if (params_.min_p > 0.0f) {
-    const float threshold = std::min(params_.min_p, 1.0f);
+    const float threshold = std::min(params_.min_p, 1.0f) * max_weight;
     n_sorted = std::partition(first, first + n, [&w, threshold](int32_t id) { return w[id] >= threshold; }) - first;
   }
   std::sort(first, first + n_sorted, more_probable);
@@ -172,10 +204,55 @@ int64_t Sampler::build_distribution() {
 
   double kept = 0.0;
   for (int64_t i = 0; i < n_keep; ++i) kept += w[ids_[i]];
+  if (const int64_t cut = xtc_cut(n_keep, kept); cut > 0) {
+    std::copy(first + cut, first + n_keep, first);
+    n_keep -= cut;
+    kept = 0.0;
+    for (int64_t i = 0; i < n_keep; ++i) kept += w[ids_[i]];
+  }
   for (int64_t i = 0; i < n_keep; ++i) {
     probs_[i] = static_cast<float>(w[ids_[i]] / kept);
   }
   return n_keep;
+}
+
+int64_t Sampler::typical_filter(int64_t n) {
+  const std::vector<float>& w = work_;
+  double mass = 0.0;
+  for (int64_t i = 0; i < n; ++i) mass += w[ids_[i]];
+  // Entropy of the candidates' distribution, then each one's distance from it in surprise.
+  double entropy = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double p = w[ids_[i]] / mass;
+    entropy -= p * std::log(p);
+  }
+  for (int64_t i = 0; i < n; ++i)
+    typical_keys_[ids_[i]] = static_cast<float>(std::abs(-std::log(w[ids_[i]] / mass) - entropy));
+  const std::vector<float>& key = typical_keys_;
+  std::sort(ids_.begin(), ids_.begin() + n, [&w, &key](int32_t a, int32_t b) {
+    if (key[a] != key[b]) return key[a] < key[b];
+    return w[a] > w[b] || (w[a] == w[b] && a < b);
+  });
+  const double target = static_cast<double>(params_.typical_p) * mass * (1.0 - kTopPSlack);
+  double cumulative = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    cumulative += w[ids_[i]];
+    if (cumulative >= target) return i + 1;
+  }
+  return n;
+}
+
+int64_t Sampler::xtc_cut(int64_t n, double mass) {
+  // As llama.cpp: off, or nothing to do, without drawing; else one uniform per distribution.
+  if (params_.xtc_probability <= 0.0f || params_.xtc_threshold > 0.5f || n < 2) return 0;
+  if (next_uniform() >= static_cast<double>(params_.xtc_probability)) return 0;
+  // The candidates are sorted: those at or above the threshold lead; all but the last go.
+  int64_t last_above = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (work_[ids_[i]] / mass < static_cast<double>(params_.xtc_threshold)) break;
+    last_above = i;
+  }
+  return std::max<int64_t>(last_above, 0);
 }
 
 double Sampler::next_uniform() {

@@ -1,7 +1,8 @@
 // Sampler: turns one row of logits into the next token id for one sequence. It owns the
-// sampling chain (penalties, temperature, softmax, top-k, top-p, min-p), its scratch and
-// its seeded RNG. It knows nothing about batches, requests or the tokenizer; one Sampler
-// per sequence, so draws are reproducible per request whatever else is in the batch.
+// sampling chain (logit bias, penalties, DRY, suppressed tokens; temperature, softmax; top-k,
+// typical-p, top-p, min-p, XTC; the draw), its scratch and its seeded RNG. It knows nothing
+// about batches, requests or the tokenizer; one Sampler per sequence, so draws are
+// reproducible per request whatever else is in the batch.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <span>
 #include <utility>
 #include <vector>
+
+#include "engine/dry_penalty.h"
 
 namespace tandem {
 
@@ -38,6 +41,18 @@ struct SamplingParams {
   // OpenAI's logit_bias: (token, bias) pairs added to the logits before the penalties;
   // -100 all but bans a token, +100 all but forces it. Ids must be inside the vocabulary.
   std::vector<std::pair<int32_t, float>> logit_bias{};
+  // Locally typical sampling (Meister et al.; llama.cpp's typical_p): after top-k, keep the
+  // tokens whose surprise -log p is closest to the entropy, as few as reach this much mass.
+  // >= 1: off.
+  float typical_p = 1.0f;
+  // XTC (llama.cpp's "exclude top choices"): with this probability per step, every token
+  // with p >= xtc_threshold but the least probable of them is removed (after min-p; nothing
+  // happens with fewer than two such tokens or a threshold above 0.5). 0: off. When on, each
+  // distribution draws one uniform from the seeded stream before the token's.
+  float xtc_probability = 0.0f;
+  float xtc_threshold = 0.1f;
+  // DRY repetition penalty (dry_penalty.h), applied after the other penalties.
+  DryParams dry{};
 };
 
 class Sampler {
@@ -51,8 +66,8 @@ class Sampler {
   // Throws InputError for a history id outside [0, vocab_size).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
-  // The distribution sample() draws from (after penalties, temperature, top-k, top-p,
-  // min-p, renormalise) as (token, probability) pairs, most probable first, ties by lower
+  // The distribution sample() draws from (after penalties, temperature, top-k, typical-p,
+  // top-p, min-p, XTC, renormalise) as (token, probability) pairs, most probable first, ties by lower
   // id. Greedy gives one pair with probability 1. Allocates: for tests and logprobs.
   std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits, std::span<const int32_t> history);
 
@@ -82,6 +97,12 @@ class Sampler {
   int32_t argmax() const;
   // Fills ids_[0, n) / probs_[0, n) with the final distribution, sorted; returns n >= 1.
   int64_t build_distribution();
+  // Typical-p over the n candidates ids_[0, n) with weights work_: moves the kept ones to the
+  // front and returns how many they are.
+  int64_t typical_filter(int64_t n);
+  // XTC over the sorted, kept candidates ids_[0, n) (mass: their weights' sum): returns the
+  // index of the first one kept (0: none removed).
+  int64_t xtc_cut(int64_t n, double mass);
   SamplingParams params_;
   int64_t vocab_size_;
   std::mt19937_64 rng_;
@@ -90,6 +111,8 @@ class Sampler {
   std::vector<float> probs_;         // [vocab_size] final probabilities, parallel to ids_
   std::vector<int32_t> counts_;      // [vocab_size] occurrences in the window; all zero between calls
   std::vector<int32_t> suppressed_;  // set_suppressed's ids
+  std::vector<float> typical_keys_;  // [vocab_size] |surprise - entropy| when typical_p < 1
+  DryScratch dry_;
 };
 
 }  // namespace tandem
