@@ -42,6 +42,12 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
     for (int32_t id : breaker)
       TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size, "sampler: DRY breaker token {} outside the vocabulary", id);
   }
+  TANDEM_CHECK_INPUT(p.mirostat >= 0 && p.mirostat <= 2, "sampler: mirostat must be 0, 1 or 2, got {}", p.mirostat);
+  TANDEM_CHECK_INPUT(std::isfinite(p.mirostat_tau) && std::isfinite(p.mirostat_eta),
+                     "sampler: mirostat_tau and mirostat_eta must be finite");
+  TANDEM_CHECK_INPUT(p.mirostat == 0 || (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f && p.typical_p >= 1.0f &&
+                                         p.xtc_probability <= 0.0f),
+                     "sampler: mirostat replaces top-k, top-p, min-p, typical-p and XTC; they must be off");
   TANDEM_CHECK_INPUT(std::is_sorted(p.dry.breakers.begin(), p.dry.breakers.end()),
                      "sampler: DRY breakers must be sorted (dry_breaker_sequences)");
   for (const auto& [token, bias] : p.logit_bias) {
@@ -54,7 +60,7 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
 }  // namespace
 
 Sampler::Sampler(SamplingParams params, int64_t vocab_size)
-    : params_(params), vocab_size_(vocab_size), rng_(params.seed) {
+    : params_(params), vocab_size_(vocab_size), rng_(params.seed), mirostat_mu_(2.0f * params.mirostat_tau) {
   validate(params_, vocab_size_);
   work_.resize(vocab_size_);
   ids_.resize(vocab_size_);
@@ -163,6 +169,13 @@ int64_t Sampler::build_distribution() {
 
   // Every filter keeps a prefix of the candidates in (probability desc, id asc) order, so
   // they can run in whichever order is cheapest as long as each sees the right numbers.
+  if (params_.mirostat != 0) {
+    n = mirostat_filter(n);
+    double kept = 0.0;
+    for (int64_t i = 0; i < n; ++i) kept += w[ids_[i]];
+    for (int64_t i = 0; i < n; ++i) probs_[i] = static_cast<float>(w[ids_[i]] / kept);
+    return n;
+  }
   if (params_.top_k > 0 && params_.top_k < n) {
     std::nth_element(first, first + params_.top_k, first + n, more_probable);
     n = params_.top_k;
@@ -255,6 +268,49 @@ int64_t Sampler::xtc_cut(int64_t n, double mass) {
   return std::max<int64_t>(last_above, 0);
 }
 
+int64_t Sampler::mirostat_filter(int64_t n) {
+  const std::vector<float>& w = work_;
+  auto more_probable = [&w](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
+  const auto first = ids_.begin();
+  double mass = 0.0;
+  for (int64_t i = 0; i < n; ++i) mass += w[ids_[i]];
+  if (params_.mirostat == 2) {
+    // Surprise -log2(w / mass) <= mu, i.e. w >= mass * 2^-mu; at least the most probable.
+    const double threshold = mass * std::exp2(-static_cast<double>(mirostat_mu_));
+    int64_t kept = std::partition(first, first + n, [&w, threshold](int32_t id) { return w[id] >= threshold; }) - first;
+    if (kept == 0) {
+      std::iter_swap(first, std::min_element(first, first + n, more_probable));
+      kept = 1;
+    }
+    std::sort(first, first + kept, more_probable);
+    return kept;
+  }
+  // v1: s_hat, the Zipf exponent fitted to the top m = 100 tokens' ratios, then the k that
+  // makes the expected surprise mu.
+  constexpr int64_t kM = 100;
+  const int64_t top = std::min(kM, n);
+  std::partial_sort(first, first + top, first + n, more_probable);
+  double sum_ti_bi = 0.0, sum_ti_sq = 0.0;
+  for (int64_t i = 0; i + 1 < top; ++i) {
+    const double t_i = std::log(static_cast<double>(i + 2) / static_cast<double>(i + 1));
+    const double b_i = std::log(static_cast<double>(w[ids_[i]]) / static_cast<double>(w[ids_[i + 1]]));
+    sum_ti_bi += t_i * b_i;
+    sum_ti_sq += t_i * t_i;
+  }
+  const double s_hat = sum_ti_bi / sum_ti_sq;
+  const double epsilon_hat = s_hat - 1.0;
+  const double k = std::pow(epsilon_hat * std::exp2(static_cast<double>(mirostat_mu_)) /
+                                (1.0 - std::pow(static_cast<double>(vocab_size_), -epsilon_hat)),
+                            1.0 / s_hat);
+  // One candidate (no ratios), or a flat top (s_hat 1: 0/0): nothing to estimate, keep them all.
+  const int64_t keep = std::isfinite(k) ? std::clamp<int64_t>(static_cast<int64_t>(std::min(k, 1e18)), 1, n) : n;
+  if (keep > top) {
+    std::nth_element(first + top, first + keep, first + n, more_probable);
+    std::sort(first + top, first + keep, more_probable);
+  }
+  return keep;
+}
+
 double Sampler::next_uniform() {
   // std::uniform_real_distribution differs between standard libraries; taking the top 53
   // bits of the mt19937_64 output ourselves keeps a seed's draws identical everywhere.
@@ -267,8 +323,15 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
   const int64_t n = build_distribution();
   const auto count = static_cast<size_t>(n);
-  return draw({std::span<const int32_t>(ids_).first(count), std::span<const float>(probs_).first(count)},
-              next_uniform());
+  const TokenDistribution distribution{std::span<const int32_t>(ids_).first(count),
+                                       std::span<const float>(probs_).first(count)};
+  const int32_t token = draw(distribution, next_uniform());
+  if (params_.mirostat != 0) {
+    // The surprise of what was drawn pulls mu towards the target tau.
+    const double surprise = -std::log2(static_cast<double>(distribution.probability_of(token)));
+    mirostat_mu_ -= params_.mirostat_eta * static_cast<float>(surprise - params_.mirostat_tau);
+  }
+  return token;
 }
 
 int32_t Sampler::draw(TokenDistribution distribution, double u) {

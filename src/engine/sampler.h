@@ -53,6 +53,14 @@ struct SamplingParams {
   float xtc_threshold = 0.1f;
   // DRY repetition penalty (dry_penalty.h), applied after the other penalties.
   DryParams dry{};
+  // Mirostat (llama.cpp's; Basu et al.): 1 or 2 replaces top-k, typical-p, top-p, min-p and
+  // XTC (which must then be off) with a truncation steered towards a target surprise: v1 keeps
+  // the k most probable tokens, k estimated from a Zipf fit of the top 100 and mu; v2 keeps the
+  // tokens whose surprise -log2 p is at most mu. After each sample() mu moves by
+  // eta * (tau - the token's surprise); it starts at 2 tau. 0: off.
+  int32_t mirostat = 0;
+  float mirostat_tau = 5.0f;
+  float mirostat_eta = 0.1f;
 };
 
 class Sampler {
@@ -87,6 +95,7 @@ class Sampler {
   // outside the vocabulary are ignored. Allocates only when the list outgrows earlier ones.
   void set_suppressed(std::span<const int32_t> ids);
   const SamplingParams& params() const { return params_; }
+  float mirostat_mu() const { return mirostat_mu_; }
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
@@ -100,6 +109,9 @@ class Sampler {
   // Typical-p over the n candidates ids_[0, n) with weights work_: moves the kept ones to the
   // front and returns how many they are.
   int64_t typical_filter(int64_t n);
+  // Mirostat's truncation of the n candidates ids_[0, n) (weights in work_): sorts the kept
+  // ones to the front and returns how many.
+  int64_t mirostat_filter(int64_t n);
   // XTC over the sorted, kept candidates ids_[0, n) (mass: their weights' sum): returns the
   // index of the first one kept (0: none removed).
   int64_t xtc_cut(int64_t n, double mass);
@@ -112,6 +124,7 @@ class Sampler {
   std::vector<int32_t> counts_;      // [vocab_size] occurrences in the window; all zero between calls
   std::vector<int32_t> suppressed_;  // set_suppressed's ids
   std::vector<float> typical_keys_;  // [vocab_size] |surprise - entropy| when typical_p < 1
+  float mirostat_mu_ = 0.0f;         // Mirostat's running surprise bound
   DryScratch dry_;
 };
 

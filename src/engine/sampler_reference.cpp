@@ -28,8 +28,8 @@ void normalise(Candidates& c) {
 std::vector<std::pair<int32_t, double>> reference_distribution(const SamplingParams& params,
                                                                std::span<const float> logits,
                                                                std::span<const int32_t> history,
-                                                               std::span<const int32_t> suppressed,
-                                                               double xtc_uniform) {
+                                                               std::span<const int32_t> suppressed, double xtc_uniform,
+                                                               double mirostat_mu) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<float> l(logits.begin(), logits.end());
   for (float& x : l)
@@ -60,6 +60,28 @@ std::vector<std::pair<int32_t, double>> reference_distribution(const SamplingPar
   }
   normalise(c);
   sort_by_probability(c);
+  if (params.mirostat == 2) {  // the tokens whose surprise is at most mu, at least one
+    size_t keep = 0;
+    while (keep < c.size() && -std::log2(c[keep].second) <= mirostat_mu) ++keep;
+    c.resize(std::max<size_t>(keep, 1));
+    normalise(c);
+    return c;
+  }
+  if (params.mirostat == 1) {  // the top k, k from the Zipf exponent of the top 100 and mu
+    double sum_ti_bi = 0.0, sum_ti_sq = 0.0;
+    for (size_t i = 0; i + 1 < std::min<size_t>(100, c.size()); ++i) {
+      const double t = std::log(static_cast<double>(i + 2) / static_cast<double>(i + 1));
+      sum_ti_bi += t * std::log(c[i].second / c[i + 1].second);
+      sum_ti_sq += t * t;
+    }
+    const double s_hat = sum_ti_bi / sum_ti_sq, eps = s_hat - 1.0;
+    const double k =
+        std::pow(eps * std::exp2(mirostat_mu) / (1.0 - std::pow(static_cast<double>(l.size()), -eps)), 1.0 / s_hat);
+    if (std::isfinite(k))
+      c.resize(std::clamp<size_t>(static_cast<size_t>(std::min(std::max(k, 1.0), 1e18)), 1, c.size()));
+    normalise(c);
+    return c;
+  }
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < c.size()) c.resize(static_cast<size_t>(params.top_k));
   normalise(c);
 

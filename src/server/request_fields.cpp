@@ -128,13 +128,13 @@ constexpr FieldRule kRules[] = {
     {"grammar", Honoured},
     {"json_schema", Honoured},
     {"speculative", Honoured},  // Tandem's own
-    // Parameters of samplers that are off unless 'mirostat' / 'dynatemp_range' turn them on.
+    {"mirostat", Honoured},     // 1 or 2 with top-k, top-p, min-p, typical-p and XTC off (parse_request)
     {"mirostat_tau", Honoured},
     {"mirostat_eta", Honoured},
+    // A parameter of dynamic temperature, which is off unless dynatemp_range turns it on.
     {"dynatemp_exponent", Honoured},
     // The prefix cache is always on, and outputs do not depend on it (batch invariance).
     {"cache_prompt", Honoured},
-    {"mirostat", DefaultOnly, kBothEndpoints, "Mirostat sampling is not implemented; 0 (off) is accepted", "[0]"},
     {"dynatemp_range", DefaultOnly, kBothEndpoints, "dynamic temperature is not implemented; 0 (off) is accepted",
      "[0]"},
     {"n_indent", DefaultOnly, kBothEndpoints, "minimum indentation is not supported", "[0]"},

@@ -71,10 +71,27 @@ void parse_sampling_extras(const RequestJson& body, ApiRequest& request) {
   request.dry_breakers = field(body, "dry_sequence_breakers")
                              ? string_list_field(body, "dry_sequence_breakers", kMaxDryBreakers, kMaxDryBreakerBytes)
                              : default_dry_breakers();
-  // Off samplers' parameters: checked, and they change nothing (mirostat and dynatemp_range
-  // other than 0 are refused by the field rules).
-  number_field(body, "mirostat_tau", 5.0, 0.0, 1e6);
-  number_field(body, "mirostat_eta", 0.1, 0.0, 1e6);
+  // Mirostat replaces the truncation samplers (as llama.cpp ignores them under it): one of them
+  // on as well is a 400 naming it, not a silently different answer.
+  s.mirostat = static_cast<int32_t>(int_field(body, "mirostat", 0, 0, 2));
+  s.mirostat_tau = static_cast<float>(number_field(body, "mirostat_tau", 5.0, 0.0, 1e6));
+  s.mirostat_eta = static_cast<float>(number_field(body, "mirostat_eta", 0.1, 0.0, 1e6));
+  if (s.mirostat != 0) {
+    const std::pair<bool, const char*> filters[] = {{s.top_k > 0, "top_k"},
+                                                    {s.top_p < 1.0f, "top_p"},
+                                                    {s.min_p > 0.0f, "min_p"},
+                                                    {s.typical_p < 1.0f, "typical_p"},
+                                                    {s.xtc_probability > 0.0f, "xtc_probability"}};
+    for (const auto& [on, name] : filters)
+      if (on)
+        bad(fmt::format("'{}' cannot be used with 'mirostat' {}: Mirostat replaces top-k, top-p, min-p, typical-p "
+                        "and XTC (llama.cpp ignores them under it); send one or the other",
+                        name, s.mirostat));
+    if (p.speculation.type == SpeculationType::Draft)
+      bad("'mirostat' cannot be used with a draft model's speculation (its state follows each sampled token): send "
+          "\"speculative\": {\"type\": \"none\"} or \"ngram\"");
+  }
+  // A parameter of dynamic temperature, which is off (dynatemp_range other than 0 is refused).
   number_field(body, "dynatemp_exponent", 1.0, 0.0, 1e6);
   bool_field(body, "cache_prompt", true);
 
@@ -119,6 +136,7 @@ void finish_sampling_extras(ApiRequest& request, const Tokenizer& tokenizer, con
         {p.include_stop_str_in_output, "include_stop_str_in_output"},
         {!p.detokenize.skip_special_tokens, "skip_special_tokens"},
         {p.priority != 0, "priority"},
+        {s.mirostat != 0, "mirostat"},
     };
     for (const auto& [on, name] : used)
       if (on)

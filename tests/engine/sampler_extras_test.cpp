@@ -7,8 +7,10 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/dry_penalty.h"
 #include "engine/sampler.h"
 #include "engine/sampler_reference.h"
@@ -174,6 +176,54 @@ TEST(SamplerExtras, TypicalKeepsTokensNearTheEntropy) {
   EXPECT_EQ(d[0].first, 4);
   p.typical_p = 0.75f;  // then the nine come in id order (equal keys, equal weights)
   EXPECT_EQ(Sampler(p, 10).distribution(logits, {}).size(), 3u);
+}
+
+// Mirostat v1 and v2: each step's distribution is the reference's at the sampler's mu, and mu
+// moves by eta times the drawn token's surprise less tau.
+TEST(SamplerExtras, MirostatMatchesTheReferenceAndStepsMu) {
+  std::mt19937 gen(2);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  int truncated = 0;
+  for (int trial = 0; trial < 80; ++trial) {
+    const auto vocab = std::uniform_int_distribution<int32_t>(2, 300)(gen);
+    std::normal_distribution<float> normal(0.0f, 0.5f + 4.0f * unit(gen));
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    for (float& x : logits) x = normal(gen);
+    SamplingParams p = plain();
+    p.seed = static_cast<uint64_t>(trial);
+    p.temperature = 0.5f + unit(gen);
+    p.mirostat = 1 + trial % 2;
+    p.mirostat_tau = 0.5f + 6.0f * unit(gen);
+    p.mirostat_eta = 0.05f + 0.5f * unit(gen);
+    Sampler sampler(p, vocab);
+    EXPECT_FLOAT_EQ(sampler.mirostat_mu(), 2.0f * p.mirostat_tau);
+    std::vector<int32_t> history;
+    for (int step = 0; step < 8; ++step) {
+      SCOPED_TRACE("trial " + std::to_string(trial) + " step " + std::to_string(step));
+      const double mu = sampler.mirostat_mu();
+      const auto want = reference_distribution(p, logits, history, {}, 0.0, mu);
+      const auto got = sampler.distribution(logits, history);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].first, want[i].first) << "rank " << i;
+        EXPECT_NEAR(got[i].second, want[i].second, 2e-5) << "rank " << i;
+      }
+      truncated += want.size() < static_cast<size_t>(vocab);
+      const int32_t token = sampler.sample(logits, history);
+      double p_token = 0.0;
+      for (const auto& [id, prob] : want)
+        if (id == token) p_token = prob;
+      ASSERT_GT(p_token, 0.0) << "drew a token outside the distribution";
+      EXPECT_NEAR(sampler.mirostat_mu(), mu - p.mirostat_eta * (-std::log2(p_token) - p.mirostat_tau), 1e-3);
+      history.push_back(token);
+    }
+  }
+  EXPECT_GT(truncated, 200);  // the truncation did cut, most of the time
+  // Mirostat replaces the truncation filters: with one of them on it is refused.
+  SamplingParams both = plain();
+  both.mirostat = 2;
+  both.top_k = 5;
+  EXPECT_THROW(Sampler(both, 10), InputError);
 }
 
 TEST(SamplerExtras, SeededDrawsWithEveryStageAreReproducible) {

@@ -2,7 +2,8 @@
 // chat, include_stop_str_in_output keeps the stop string, truncate_prompt_tokens keeps the last
 // tokens, return_tokens_as_token_ids names logprob tokens by id, bad_words keeps a word out,
 // DRY/XTC/typical-p draws are seeded, priority and a request's chat_template are 400s naming
-// the flag until the server is started with it, and mirostat is a 400 naming it.
+// the flag until the server is started with it, Mirostat's draws are seeded, and Mirostat with
+// a truncation sampler as well is a 400 naming that one.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -130,7 +131,14 @@ TEST(RequestFieldsServer, FieldsAreHonouredEndToEnd) {
                  "--scheduling-policy priority");
   expect_refusal(client, "/v1/chat/completions", {{"messages", kChat}, {"chat_template", "{{ 'x' }}"}}, "chat_template",
                  "--trust-request-chat-template");
-  expect_refusal(client, "/v1/completions", {{"prompt", "hi"}, {"mirostat", 2}}, "mirostat", "Mirostat");
+  expect_refusal(client, "/v1/completions", {{"prompt", "hi"}, {"mirostat", 2}, {"top_k", 5}}, "top_k", "Mirostat");
+  // Mirostat v2: seeded draws repeat.
+  json mirostat = sampled_body;
+  mirostat.update({{"mirostat", 2}, {"mirostat_tau", 3.0}, {"mirostat_eta", 0.2}});
+  const json m1 = post_json(client, "/v1/completions", mirostat);
+  const json m2 = post_json(client, "/v1/completions", mirostat);
+  EXPECT_EQ(m1["choices"][0]["text"], m2["choices"][0]["text"]);
+  EXPECT_EQ(m1["usage"]["completion_tokens"], m2["usage"]["completion_tokens"]);
   expect_refusal(client, "/v1/completions", {{"prompt", "hi"}, {"dry_multiplier", 1}, {"dry_sequence_breakers", 3}},
                  "dry_sequence_breakers", "array of strings");
   // Priority 0 is what every request has: accepted without the flag.

@@ -33,7 +33,7 @@ std::string refused_field(const json& body, Endpoint endpoint = Endpoint::Comple
 
 TEST(SamplingExtras, ValuesReachTheEngineParams) {
   const ApiRequest r = parse({{"n_predict", 5},
-                              {"typical_p", 0.7},
+                              {"typical_p", 1.0},
                               {"repeat_penalty", 1.2},
                               {"repeat_last_n", 32},
                               {"dry_multiplier", 0.8},
@@ -41,7 +41,7 @@ TEST(SamplingExtras, ValuesReachTheEngineParams) {
                               {"dry_allowed_length", 3},
                               {"dry_penalty_last_n", 100},
                               {"dry_sequence_breakers", {"\n", "##"}},
-                              {"xtc_probability", 0.25},
+                              {"xtc_probability", 0},
                               {"xtc_threshold", 0.2},
                               {"include_stop_str_in_output", true},
                               {"skip_special_tokens", false},
@@ -49,10 +49,13 @@ TEST(SamplingExtras, ValuesReachTheEngineParams) {
                               {"bad_words", {"foo", " bar"}},
                               {"truncate_prompt_tokens", -1},
                               {"return_tokens_as_token_ids", true},
-                              {"priority", -3}});
+                              {"priority", -3},
+                              {"mirostat", 2},
+                              {"mirostat_tau", 4},
+                              {"mirostat_eta", 0.3}});
   const GenerationParams& p = r.params;
   EXPECT_EQ(p.max_tokens, 5);
-  EXPECT_FLOAT_EQ(p.sampling.typical_p, 0.7f);
+  EXPECT_FLOAT_EQ(parse({{"typical_p", 0.7}}).params.sampling.typical_p, 0.7f);
   EXPECT_FLOAT_EQ(p.sampling.repetition_penalty, 1.2f);
   EXPECT_EQ(p.sampling.repeat_last_n, 32);
   EXPECT_FLOAT_EQ(p.sampling.dry.multiplier, 0.8f);
@@ -60,7 +63,7 @@ TEST(SamplingExtras, ValuesReachTheEngineParams) {
   EXPECT_EQ(p.sampling.dry.allowed_length, 3);
   EXPECT_EQ(p.sampling.dry.penalty_last_n, 100);
   EXPECT_EQ(r.dry_breakers, (std::vector<std::string>{"\n", "##"}));
-  EXPECT_FLOAT_EQ(p.sampling.xtc_probability, 0.25f);
+  EXPECT_FLOAT_EQ(parse({{"xtc_probability", 0.25}}).params.sampling.xtc_probability, 0.25f);
   EXPECT_FLOAT_EQ(p.sampling.xtc_threshold, 0.2f);
   EXPECT_TRUE(p.include_stop_str_in_output);
   EXPECT_FALSE(p.detokenize.skip_special_tokens);
@@ -69,6 +72,9 @@ TEST(SamplingExtras, ValuesReachTheEngineParams) {
   EXPECT_EQ(r.truncate_prompt_tokens, -1);
   EXPECT_TRUE(r.tokens_as_ids);
   EXPECT_EQ(p.priority, -3);
+  EXPECT_EQ(p.sampling.mirostat, 2);
+  EXPECT_FLOAT_EQ(p.sampling.mirostat_tau, 4.0f);
+  EXPECT_FLOAT_EQ(p.sampling.mirostat_eta, 0.3f);
   // Defaults: llama-server's breakers, nothing else on.
   const ApiRequest d = parse(json::object());
   EXPECT_EQ(d.dry_breakers, default_dry_breakers());
@@ -101,8 +107,13 @@ TEST(SamplingExtras, BadValuesAre400sNamingTheField) {
   EXPECT_EQ(refused_field({{"chat_template", std::string(kMaxRequestTemplateBytes + 1, 'x')}}, Endpoint::Chat),
             "chat_template");
   EXPECT_EQ(refused_field({{"chat_template", "{{ x }}"}}), "chat_template");  // a chat field
-  EXPECT_EQ(refused_field({{"mirostat", 1}}), "mirostat");
-  EXPECT_EQ(refused_field({{"mirostat", 0}, {"mirostat_tau", 3}}), "");
+  EXPECT_EQ(refused_field({{"mirostat", 3}}), "mirostat");
+  EXPECT_EQ(refused_field({{"mirostat", 1}, {"top_k", 5}}), "top_k");  // Mirostat replaces the truncations
+  EXPECT_EQ(refused_field({{"mirostat", 2}, {"top_p", 0.9}}), "top_p");
+  EXPECT_EQ(refused_field({{"mirostat", 2}, {"xtc_probability", 0.5}}), "xtc_probability");
+  EXPECT_EQ(refused_field({{"mirostat", 2}, {"speculative", {{"type", "draft"}}}}), "mirostat");
+  EXPECT_EQ(refused_field({{"mirostat", 2}, {"speculative", {{"type", "ngram"}}}}), "");
+  EXPECT_EQ(refused_field({{"mirostat", 0}, {"top_k", 5}, {"mirostat_tau", 3}}), "");
 }
 
 TEST(SamplingExtras, TruncationKeepsTheLastTokens) {
