@@ -42,6 +42,9 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
     for (int32_t id : breaker)
       TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size, "sampler: DRY breaker token {} outside the vocabulary", id);
   }
+  for (int32_t token : p.allowed_tokens)
+    TANDEM_CHECK_INPUT(token >= 0 && token < vocab_size, "allowed_token_ids: token {} is outside the vocabulary of {}",
+                       token, vocab_size);
   TANDEM_CHECK_INPUT(p.mirostat >= 0 && p.mirostat <= 2, "sampler: mirostat must be 0, 1 or 2, got {}", p.mirostat);
   TANDEM_CHECK_INPUT(std::isfinite(p.mirostat_tau) && std::isfinite(p.mirostat_eta),
                      "sampler: mirostat_tau and mirostat_eta must be finite");
@@ -67,6 +70,10 @@ Sampler::Sampler(SamplingParams params, int64_t vocab_size)
   probs_.resize(vocab_size_);
   counts_.assign(vocab_size_, 0);
   if (params_.typical_p < 1.0f) typical_keys_.resize(vocab_size_);
+  if (!params_.allowed_tokens.empty()) {
+    allowed_.assign(vocab_size_, 0);
+    for (int32_t token : params_.allowed_tokens) allowed_[token] = 1;
+  }
   if (params_.dry.enabled()) dry_.longest.assign(vocab_size_, 0);
 }
 
@@ -95,6 +102,9 @@ void Sampler::penalise(std::span<const float> logits, std::span<const int32_t> h
     apply_dry(params_.dry, history, work_, dry_);
   }
   for (int32_t id : suppressed_) work_[id] = -kInf;
+  if (!allowed_.empty())
+    for (int64_t i = 0; i < vocab_size_; ++i)
+      if (!allowed_[i]) work_[i] = -kInf;
 }
 
 void Sampler::apply_penalties(std::span<const int32_t> history) {

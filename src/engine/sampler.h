@@ -41,6 +41,9 @@ struct SamplingParams {
   // OpenAI's logit_bias: (token, bias) pairs added to the logits before the penalties;
   // -100 all but bans a token, +100 all but forces it. Ids must be inside the vocabulary.
   std::vector<std::pair<int32_t, float>> logit_bias{};
+  // vLLM's allowed_token_ids: when not empty, no other token can be sampled (their logits
+  // become -inf with the suppressed tokens). Ids must be inside the vocabulary.
+  std::vector<int32_t> allowed_tokens{};
   // Locally typical sampling (Meister et al.; llama.cpp's typical_p): after top-k, keep the
   // tokens whose surprise -log p is closest to the entropy, as few as reach this much mass.
   // >= 1: off.
@@ -124,6 +127,7 @@ class Sampler {
   std::vector<int32_t> counts_;      // [vocab_size] occurrences in the window; all zero between calls
   std::vector<int32_t> suppressed_;  // set_suppressed's ids
   std::vector<float> typical_keys_;  // [vocab_size] |surprise - entropy| when typical_p < 1
+  std::vector<uint8_t> allowed_;     // [vocab_size] 1: may be sampled; empty: every token may
   float mirostat_mu_ = 0.0f;         // Mirostat's running surprise bound
   DryScratch dry_;
 };

@@ -49,6 +49,11 @@ std::vector<std::pair<int32_t, double>> reference_distribution(const SamplingPar
   }
   apply_dry_reference(params.dry, history, l);
   for (int32_t id : suppressed) l[id] = -std::numeric_limits<float>::infinity();
+  if (!params.allowed_tokens.empty())
+    for (size_t i = 0; i < l.size(); ++i)
+      if (std::find(params.allowed_tokens.begin(), params.allowed_tokens.end(), static_cast<int32_t>(i)) ==
+          params.allowed_tokens.end())
+        l[i] = -std::numeric_limits<float>::infinity();
 
   // Temperature softmax over every token with a finite logit.
   double max = -kInf;

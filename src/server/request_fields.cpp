@@ -73,6 +73,7 @@ constexpr FieldRule kRules[] = {
     {"spaces_between_special_tokens", Honoured},
     {"truncate_prompt_tokens", Honoured},
     {"bad_words", Honoured},
+    {"allowed_token_ids", Honoured},
     {"return_tokens_as_token_ids", Honoured},
     {"priority", Honoured},                  // non-zero only under --scheduling-policy priority (the server checks)
     {"chat_template", Honoured, kChatOnly},  // only with --trust-request-chat-template (the server checks)
@@ -101,8 +102,6 @@ constexpr FieldRule kRules[] = {
      "[0]"},
     {"repetition_min_count", DefaultOnly, kBothEndpoints, "stopping on repeated patterns is not supported", "[0]"},
     {"prompt_logprobs", Refused, kBothEndpoints, "prompt logprobs are not supported"},
-    {"allowed_token_ids", Refused, kBothEndpoints,
-     "use 'logit_bias' or a 'grammar' ('allowed_token_ids' is not supported)"},
     {"logits_processors", Refused, kBothEndpoints, "custom logits processors are not supported"},
     {"cache_salt", Refused, kBothEndpoints,
      "the prefix cache is shared by every request here; it cannot be salted per client"},

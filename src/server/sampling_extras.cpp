@@ -101,6 +101,19 @@ void parse_sampling_extras(const RequestJson& body, ApiRequest& request) {
   request.bad_words = string_list_field(body, "bad_words", kMaxBadWords, kMaxBadWordBytes);
   for (const std::string& word : request.bad_words)
     if (word.find_first_not_of(' ') == std::string::npos) bad("'bad_words' holds a word of spaces alone");
+  if (const RequestJson* allowed = field(body, "allowed_token_ids")) {
+    if (!allowed->is_array())
+      bad(fmt::format("'allowed_token_ids' must be an array of token ids, not {}", shown(*allowed)),
+          ErrorCode::InvalidType);
+    if (allowed->empty()) bad("'allowed_token_ids' is empty: no token could be sampled");
+    if (allowed->size() > kMaxAllowedTokens)
+      bad(fmt::format("'allowed_token_ids' may hold at most {} ids", kMaxAllowedTokens));
+    for (const RequestJson& id : *allowed) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+        bad(fmt::format("'allowed_token_ids' must hold token ids, not {}", shown(id)));
+      s.allowed_tokens.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
   request.tokens_as_ids = bool_field(body, "return_tokens_as_token_ids", false);
   request.truncate_prompt_tokens = int_field(body, "truncate_prompt_tokens", 0, -1, INT64_MAX);
   if (field(body, "truncate_prompt_tokens") && request.truncate_prompt_tokens == 0)
@@ -137,6 +150,7 @@ void finish_sampling_extras(ApiRequest& request, const Tokenizer& tokenizer, con
         {!p.detokenize.skip_special_tokens, "skip_special_tokens"},
         {p.priority != 0, "priority"},
         {s.mirostat != 0, "mirostat"},
+        {!s.allowed_tokens.empty(), "allowed_token_ids"},
     };
     for (const auto& [on, name] : used)
       if (on)
@@ -144,6 +158,12 @@ void finish_sampling_extras(ApiRequest& request, const Tokenizer& tokenizer, con
                        fmt::format("'{}' is not supported with --workers: the workers do not receive it", name), name,
                        ErrorCode::Unsupported);
   }
+  for (int32_t id : p.sampling.allowed_tokens)
+    if (id >= tokenizer.vocab().size())
+      throw ApiError(
+          400, "invalid_request_error",
+          fmt::format("'allowed_token_ids' token id {} is outside the vocabulary of {}", id, tokenizer.vocab().size()),
+          "allowed_token_ids", ErrorCode::InvalidValue);
   try {
     p.bad_words = bad_word_sequences(tokenizer, request.bad_words);
     if (p.sampling.dry.enabled()) p.sampling.dry.breakers = dry_breaker_sequences(tokenizer, request.dry_breakers);

@@ -1,6 +1,6 @@
 // Issue 35's request fields beyond OpenAI's: vLLM's include_stop_str_in_output, bad_words,
 // skip_special_tokens, spaces_between_special_tokens, truncate_prompt_tokens,
-// return_tokens_as_token_ids, priority and chat_template; llama-server's n_predict, typical_p,
+// return_tokens_as_token_ids, allowed_token_ids, priority and chat_template; llama-server's n_predict, typical_p,
 // repeat_penalty / repeat_last_n, DRY and XTC (and the parameters of its samplers that are off).
 // parse_sampling_extras reads them from the body (400s name the field); finish_sampling_extras
 // does what needs the tokenizer or the server's flags, once the server has them.
@@ -19,6 +19,7 @@ namespace tandem::server {
 constexpr size_t kMaxBadWords = 128;
 constexpr size_t kMaxBadWordBytes = 256;
 constexpr size_t kMaxDryBreakers = 16;
+constexpr size_t kMaxAllowedTokens = 1 << 20;
 // A request's own Jinja template: what one may be, in bytes (it is parsed on the worker pool,
 // then rendered under the Jinja engine's limits, chat/jinja/evaluator.h RenderLimits).
 constexpr size_t kMaxRequestTemplateBytes = 256 * 1024;

@@ -4,6 +4,7 @@
 // cases; seeded draws with XTC reproducible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -73,6 +74,11 @@ TEST(SamplerExtras, RandomChainsMatchTheReference) {
       if (trial % 8 == 3) p.dry.breakers = {{0}, {1, 2}};
       ++with_dry;
     }
+    if (trial % 7 == 3) {  // allowed_token_ids: a random third of the vocabulary
+      for (int32_t t = 0; t < vocab; ++t)
+        if (unit(gen) < 0.33f) p.allowed_tokens.push_back(t);
+      if (p.allowed_tokens.empty()) p.allowed_tokens.push_back(vocab - 1);
+    }
     if (trial % 3 == 2) {
       p.xtc_probability = unit(gen);
       p.xtc_threshold = 0.05f + 0.3f * unit(gen);
@@ -87,6 +93,11 @@ TEST(SamplerExtras, RandomChainsMatchTheReference) {
     }
     with_typical += p.typical_p < 1.0f && got.size() < static_cast<size_t>(vocab);
     with_xtc_cut += p.xtc_probability > 0.0f && first_uniform(p.seed) < p.xtc_probability;
+    for (const auto& [id, prob] : got) {
+      if (!p.allowed_tokens.empty()) {
+        EXPECT_NE(std::find(p.allowed_tokens.begin(), p.allowed_tokens.end(), id), p.allowed_tokens.end()) << id;
+      }
+    }
   }
   // The trials exercised each stage.
   EXPECT_GT(with_typical, 50);

@@ -71,6 +71,7 @@ std::string fingerprint(const ApiRequest& r) {
       {"include_stop_str_in_output", p.include_stop_str_in_output},
       {"detokenize", {p.detokenize.skip_special_tokens, p.detokenize.spaces_between_special_tokens}},
       {"priority", p.priority},
+      {"allowed_tokens", s.allowed_tokens},
       {"sampling",
        {s.temperature,
         s.top_k,

@@ -112,6 +112,18 @@ TEST(RequestFieldsServer, FieldsAreHonouredEndToEnd) {
   EXPECT_EQ(banned_text.find(" " + word), std::string::npos) << word << " in " << banned_text;
   EXPECT_NE(banned_text, greedy_text);
 
+  // allowed_token_ids: only those are sampled (their ids come back with return_tokens_as_token_ids).
+  const json allowed = post_json(client, "/v1/completions",
+                                 {{"prompt", "Once upon a time"},
+                                  {"max_tokens", 8},
+                                  {"allowed_token_ids", {300, 301}},
+                                  {"logprobs", 0},
+                                  {"return_tokens_as_token_ids", true}});
+  for (const json& token : allowed["choices"][0]["logprobs"]["tokens"])
+    EXPECT_TRUE(token == "token_id:300" || token == "token_id:301") << allowed;
+  expect_refusal(client, "/v1/completions", {{"prompt", "hi"}, {"allowed_token_ids", {100000}}}, "allowed_token_ids",
+                 "outside the vocabulary");
+
   // DRY, XTC and typical-p together: seeded draws repeat, and they change the draws.
   const json sampled_body = {{"prompt", "Once upon a time"}, {"max_tokens", 48}, {"seed", 11}, {"temperature", 1.0}};
   json extras = sampled_body;

@@ -51,6 +51,7 @@ TEST(SamplingExtras, ValuesReachTheEngineParams) {
                               {"return_tokens_as_token_ids", true},
                               {"priority", -3},
                               {"mirostat", 2},
+                              {"allowed_token_ids", {5, 9}},
                               {"mirostat_tau", 4},
                               {"mirostat_eta", 0.3}});
   const GenerationParams& p = r.params;
@@ -73,6 +74,7 @@ TEST(SamplingExtras, ValuesReachTheEngineParams) {
   EXPECT_TRUE(r.tokens_as_ids);
   EXPECT_EQ(p.priority, -3);
   EXPECT_EQ(p.sampling.mirostat, 2);
+  EXPECT_EQ(p.sampling.allowed_tokens, (std::vector<int32_t>{5, 9}));
   EXPECT_FLOAT_EQ(p.sampling.mirostat_tau, 4.0f);
   EXPECT_FLOAT_EQ(p.sampling.mirostat_eta, 0.3f);
   // Defaults: llama-server's breakers, nothing else on.
@@ -108,6 +110,9 @@ TEST(SamplingExtras, BadValuesAre400sNamingTheField) {
             "chat_template");
   EXPECT_EQ(refused_field({{"chat_template", "{{ x }}"}}), "chat_template");  // a chat field
   EXPECT_EQ(refused_field({{"mirostat", 3}}), "mirostat");
+  EXPECT_EQ(refused_field({{"allowed_token_ids", json::array()}}), "allowed_token_ids");
+  EXPECT_EQ(refused_field({{"allowed_token_ids", {1, -2}}}), "allowed_token_ids");
+  EXPECT_EQ(refused_field({{"allowed_token_ids", 5}}), "allowed_token_ids");
   EXPECT_EQ(refused_field({{"mirostat", 1}, {"top_k", 5}}), "top_k");  // Mirostat replaces the truncations
   EXPECT_EQ(refused_field({{"mirostat", 2}, {"top_p", 0.9}}), "top_p");
   EXPECT_EQ(refused_field({{"mirostat", 2}, {"xtc_probability", 0.5}}), "xtc_probability");
