@@ -19,6 +19,7 @@ set(TANDEM_MODEL_TESTS
     "^(ConstrainedEngine|StructuredOutputClient|SlidingWindowEngine|ChatControlsClient|FinalMessagePrefillTemplates)\\."
     "^ServerEndpoints\\."
     "^(ResponsesServer|ResponsesClient)\\."
+    "^(RequestFieldsServer|TokenSequences)\\."
     "^StreamingDetokenizer\\."
     "^CApi\\."
     "^ProfileRun\\."

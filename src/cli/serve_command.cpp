@@ -277,6 +277,19 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   command
+      ->add_option_function<std::string>(
+          "--scheduling-policy",
+          [options](const std::string& policy) {
+            options->http.priority_scheduling = policy == "priority";
+            options->engine.priority_scheduling = policy == "priority";
+          },
+          "fcfs (default): waiting requests are admitted in arrival order; priority: by each request's `priority` "
+          "field, lower first (vLLM's), preempting the highest value first; without it a non-zero priority is a 400")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
+  command->add_flag("--trust-request-chat-template", options->http.trust_request_chat_template,
+                    "Let a chat request bring its own Jinja `chat_template` (code the server runs, under the template "
+                    "engine's limits); without it that field is a 400 (vLLM's flag)");
+  command
       ->add_option("--read-timeout", options->http.read_timeout_s,
                    "Seconds a request's head and body may take to arrive")
       ->capture_default_str()

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/machine_memory.h"
+#include "engine/bad_words.h"
 #include "engine/step_description.h"
 #include "grammar/mask_worker.h"
 #include "kernels/kernel_table.h"
@@ -34,7 +35,7 @@ struct Engine::Sequence {
   // draft_cost: a draft model's proposal in target decode steps (Engine::draft_cost()).
   Sequence(const Tokenizer& tokenizer, const GenerationParams& params, int64_t vocab_size, double draft_cost)
       : sampler(params.sampling, vocab_size),
-        detokenizer(tokenizer),
+        detokenizer(tokenizer, params.detokenize),
         speculation(params.speculation),
         ngram(proposer_for(params.speculation)),
         draft_length(params.speculation.draft_min, params.speculation.draft_max,
@@ -54,6 +55,7 @@ struct Engine::Sequence {
   int64_t accepted_tokens = 0;
   std::vector<int32_t> end_tokens;  // EOS (unless ignore_eos) and stop_token_ids: what min_tokens holds back
   bool holding_end = false;         // whether the sampler suppresses end_tokens now
+  std::vector<int32_t> suppressed;  // held end tokens and bad-word bans, for the sampler (bad_words only)
   // Stops its grammar's mask computation if one is in flight: nothing will read it.
   ~Sequence() {
     if (grammar && !grammar->done()) grammar->stop();
@@ -107,10 +109,17 @@ size_t stop_prefix_suffix(const std::string& text, const std::vector<std::string
   return longest;
 }
 
-// Earliest position of any stop string in `text`, or npos.
-size_t find_stop(const std::string& text, const std::vector<std::string>& stops) {
+// Earliest position of any stop string in `text`, or npos; *length: the length of the one
+// found there (the longest, when several start at it).
+size_t find_stop(const std::string& text, const std::vector<std::string>& stops, size_t* length) {
   size_t first = std::string::npos;
-  for (const std::string& stop : stops) first = std::min(first, text.find(stop));
+  for (const std::string& stop : stops) {
+    const size_t at = text.find(stop);
+    if (at < first || (at == first && at != std::string::npos && stop.size() > *length)) {
+      first = at;
+      *length = stop.size();
+    }
+  }
   return first;
 }
 
@@ -159,9 +168,9 @@ Engine::Engine(std::shared_ptr<const Model> model, const Tokenizer& tokenizer, E
       // With a device forward pass the engine's own runs no step (embeddings and KV imports,
       // which would, are refused there): scratch for one token, not max_batch_tokens.
       forward_(model_, device_forward_ ? 1 : config_.max_batch_tokens, pool, config_.context_length),
-      scheduler_(
-          SchedulerConfig{config_.max_seqs, config_.max_batch_tokens, model_->config.attention_depth_equivalent()},
-          blocks_),
+      scheduler_(SchedulerConfig{config_.max_seqs, config_.max_batch_tokens,
+                                 model_->config.attention_depth_equivalent(), config_.priority_scheduling},
+                 blocks_),
       rejection_(model_->config.vocab_size),
       logprob_work_(static_cast<size_t>(model_->config.vocab_size)),
       logprob_ids_(static_cast<size_t>(model_->config.vocab_size)) {
@@ -198,6 +207,11 @@ void check_generation_request(std::span<const int32_t> prompt, const GenerationP
   TANDEM_CHECK_INPUT(params.min_tokens >= 0 && params.min_tokens <= params.max_tokens,
                      "min_tokens must be between 0 and max_tokens ({}), not {}", params.max_tokens, params.min_tokens);
   for (const std::string& stop : params.stop) TANDEM_CHECK_INPUT(!stop.empty(), "a stop string is empty");
+  for (const std::vector<int32_t>& word : params.bad_words) {
+    TANDEM_CHECK_INPUT(!word.empty(), "a bad word has no tokens");
+    for (int32_t id : word)
+      TANDEM_CHECK_INPUT(id >= 0 && id < vocab, "bad word token {} is outside the vocabulary", id);
+  }
 }
 
 void check_submission(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
@@ -629,6 +643,14 @@ void Engine::finish_embedding(Sequence& sequence) {
 void Engine::hold_end_tokens(Sequence& sequence) {
   const Request& request = sequence.request;
   const bool hold = static_cast<int64_t>(request.generated.size()) < request.params.min_tokens;
+  if (!request.params.bad_words.empty()) {  // what is banned changes with every token
+    sequence.suppressed.clear();
+    if (hold) sequence.suppressed = sequence.end_tokens;
+    append_bad_word_bans(request.params.bad_words, request.generated, sequence.suppressed);
+    sequence.sampler.set_suppressed(sequence.suppressed);
+    sequence.holding_end = hold;
+    return;
+  }
   if (hold == sequence.holding_end) return;
   sequence.sampler.set_suppressed(hold ? std::span<const int32_t>(sequence.end_tokens) : std::span<const int32_t>());
   sequence.holding_end = hold;
@@ -793,6 +815,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
   FinishReason reason = FinishReason::None;
   if (std::find(sequence.end_tokens.begin(), sequence.end_tokens.end(), token) != sequence.end_tokens.end()) {
     reason = FinishReason::EndOfSequence;
+    if (params.include_stop_str_in_output) sequence.held += sequence.detokenizer.push(token);
   } else {
     sequence.held += sequence.detokenizer.push(token);
     if (sequence.grammar) {
@@ -826,9 +849,10 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
   const std::vector<std::string> no_stops;
   const std::vector<std::string>& stops =
       static_cast<int64_t>(request.generated.size()) < params.min_tokens ? no_stops : params.stop;
-  const size_t stop_at = find_stop(sequence.held, stops);
+  size_t stop_length = 0;
+  const size_t stop_at = find_stop(sequence.held, stops, &stop_length);
   if (stop_at != std::string::npos) {
-    event.text = sequence.held.substr(0, stop_at);
+    event.text = sequence.held.substr(0, stop_at + (params.include_stop_str_in_output ? stop_length : 0));
     sequence.held.clear();
     reason = FinishReason::StopString;
   } else if (reason != FinishReason::None) {

@@ -84,6 +84,10 @@ struct EngineConfig {
   // KvCache keeps the block bookkeeping but no K/V bytes (they are on the device): requests
   // that read them on the host are refused (embeddings, KV export and import).
   DeviceForwardFactory device_forward;
+  // --scheduling-policy priority (vLLM's): waiting requests are admitted by
+  // GenerationParams::priority, lowest first, and preemption takes the lowest priority first;
+  // false: first come, first served.
+  bool priority_scheduling = false;
 };
 
 // What Engine::check_request checks, for a given vocabulary and context: throws InputError

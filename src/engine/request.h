@@ -15,6 +15,7 @@
 #include "engine/sampler.h"
 #include "engine/speculation/speculation_params.h"
 #include "kv/block_manager.h"
+#include "tokenizer/streaming_detokenizer.h"
 
 namespace tandem {
 
@@ -47,6 +48,16 @@ struct GenerationParams {
   // Before this many tokens are generated, EOS and stop_token_ids cannot be sampled and stop
   // strings do not end the request (vLLM's min_tokens).
   int64_t min_tokens = 0;
+  // vLLM's include_stop_str_in_output: the stop string that ended the request stays at the end
+  // of its text, and so does an end token's text (stop_token_ids, EOS), when it has any.
+  bool include_stop_str_in_output = false;
+  // Which text control tokens print as (vLLM's skip_special_tokens, spaces_between_special_tokens).
+  DetokenizeOptions detokenize{};
+  // vLLM's bad_words as token sequences (bad_words.h): the generated tokens never complete one.
+  std::vector<std::vector<int32_t>> bad_words{};
+  // Waiting requests are admitted lowest value first when the engine orders by priority
+  // (EngineConfig::priority_scheduling), ties in arrival order; ignored otherwise.
+  int64_t priority = 0;
   // Constrained decoding (response_format, tool_choice, a GBNF `grammar`): each step samples
   // only tokens the grammar allows, and the request ends (EndOfSequence) as soon as the
   // grammar is complete and nothing may follow. Null: unconstrained. Shared and immutable.

@@ -1,6 +1,6 @@
-// Sampler implementation: penalties, temperature softmax, top-k / top-p / min-p filtering
-// and the seeded draw. Works on one logits row at a time in scratch allocated once; the
-// only full sort is top-p with neither top-k nor min-p to shrink the candidate set first.
+// Sampler implementation: penalties (DRY in dry_penalty.cpp), temperature softmax, top-k /
+// typical-p / top-p / min-p / XTC filtering and the seeded draw. Works on one logits row at a time in scratch allocated
+// once; the only full sort is top-p with neither top-k nor min-p to shrink the candidate set first.
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -28,6 +28,31 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
                      "sampler: repetition_penalty must be a positive number, got {}", p.repetition_penalty);
   TANDEM_CHECK_INPUT(std::isfinite(p.presence_penalty), "sampler: presence_penalty not finite");
   TANDEM_CHECK_INPUT(std::isfinite(p.frequency_penalty), "sampler: frequency_penalty not finite");
+  TANDEM_CHECK_INPUT(!std::isnan(p.typical_p), "sampler: typical_p is NaN");
+  TANDEM_CHECK_INPUT(std::isfinite(p.xtc_probability) && std::isfinite(p.xtc_threshold),
+                     "sampler: xtc_probability and xtc_threshold must be finite");
+  TANDEM_CHECK_INPUT(std::isfinite(p.dry.multiplier) && std::isfinite(p.dry.base),
+                     "sampler: dry_multiplier and dry_base must be finite");
+  TANDEM_CHECK_INPUT(p.dry.allowed_length >= 1, "sampler: dry_allowed_length must be at least 1, got {}",
+                     p.dry.allowed_length);
+  TANDEM_CHECK_INPUT(p.dry.penalty_last_n >= -1, "sampler: dry_penalty_last_n must be -1 or more, got {}",
+                     p.dry.penalty_last_n);
+  for (const std::vector<int32_t>& breaker : p.dry.breakers) {
+    TANDEM_CHECK_INPUT(!breaker.empty(), "sampler: an empty DRY sequence breaker");
+    for (int32_t id : breaker)
+      TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size, "sampler: DRY breaker token {} outside the vocabulary", id);
+  }
+  for (int32_t token : p.allowed_tokens)
+    TANDEM_CHECK_INPUT(token >= 0 && token < vocab_size, "allowed_token_ids: token {} is outside the vocabulary of {}",
+                       token, vocab_size);
+  TANDEM_CHECK_INPUT(p.mirostat >= 0 && p.mirostat <= 2, "sampler: mirostat must be 0, 1 or 2, got {}", p.mirostat);
+  TANDEM_CHECK_INPUT(std::isfinite(p.mirostat_tau) && std::isfinite(p.mirostat_eta),
+                     "sampler: mirostat_tau and mirostat_eta must be finite");
+  TANDEM_CHECK_INPUT(p.mirostat == 0 || (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f && p.typical_p >= 1.0f &&
+                                         p.xtc_probability <= 0.0f),
+                     "sampler: mirostat replaces top-k, top-p, min-p, typical-p and XTC; they must be off");
+  TANDEM_CHECK_INPUT(std::is_sorted(p.dry.breakers.begin(), p.dry.breakers.end()),
+                     "sampler: DRY breakers must be sorted (dry_breaker_sequences)");
   for (const auto& [token, bias] : p.logit_bias) {
     TANDEM_CHECK_INPUT(token >= 0 && token < vocab_size, "logit_bias: token {} is outside the vocabulary of {}", token,
                        vocab_size);
@@ -38,12 +63,18 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
 }  // namespace
 
 Sampler::Sampler(SamplingParams params, int64_t vocab_size)
-    : params_(params), vocab_size_(vocab_size), rng_(params.seed) {
+    : params_(params), vocab_size_(vocab_size), rng_(params.seed), mirostat_mu_(2.0f * params.mirostat_tau) {
   validate(params_, vocab_size_);
   work_.resize(vocab_size_);
   ids_.resize(vocab_size_);
   probs_.resize(vocab_size_);
   counts_.assign(vocab_size_, 0);
+  if (params_.typical_p < 1.0f) typical_keys_.resize(vocab_size_);
+  if (!params_.allowed_tokens.empty()) {
+    allowed_.assign(vocab_size_, 0);
+    for (int32_t token : params_.allowed_tokens) allowed_[token] = 1;
+  }
+  if (params_.dry.enabled()) dry_.longest.assign(vocab_size_, 0);
 }
 
 void Sampler::set_suppressed(std::span<const int32_t> ids) {
@@ -64,7 +95,16 @@ void Sampler::penalise(std::span<const float> logits, std::span<const int32_t> h
   }
   for (const auto& [token, bias] : params_.logit_bias) work_[token] += bias;
   apply_penalties(history);
+  if (params_.dry.enabled()) {
+    for (int32_t id : history)
+      TANDEM_CHECK_INPUT(id >= 0 && id < vocab_size_, "sampler: history token {} outside vocabulary of {}", id,
+                         vocab_size_);
+    apply_dry(params_.dry, history, work_, dry_);
+  }
   for (int32_t id : suppressed_) work_[id] = -kInf;
+  if (!allowed_.empty())
+    for (int64_t i = 0; i < vocab_size_; ++i)
+      if (!allowed_[i]) work_[i] = -kInf;
 }
 
 void Sampler::apply_penalties(std::span<const int32_t> history) {
@@ -139,19 +179,34 @@ int64_t Sampler::build_distribution() {
 
   // Every filter keeps a prefix of the candidates in (probability desc, id asc) order, so
   // they can run in whichever order is cheapest as long as each sees the right numbers.
+  if (params_.mirostat != 0) {
+    n = mirostat_filter(n);
+    double kept = 0.0;
+    for (int64_t i = 0; i < n; ++i) kept += w[ids_[i]];
+    for (int64_t i = 0; i < n; ++i) probs_[i] = static_cast<float>(w[ids_[i]] / kept);
+    return n;
+  }
   if (params_.top_k > 0 && params_.top_k < n) {
     std::nth_element(first, first + params_.top_k, first + n, more_probable);
     n = params_.top_k;
   }
-  // Top-p measures mass relative to what top-k left (as if renormalised after top-k).
+  // Typical-p keeps a set of its own order (by surprise), not a prefix: its survivors are
+  // moved to the front, and the filters after it see them only.
+  if (params_.typical_p < 1.0f) n = typical_filter(n);
+  // Top-p measures mass relative to what top-k and typical-p left (as if renormalised).
   double mass = 0.0;
-  for (int64_t i = 0; i < n; ++i) mass += w[ids_[i]];
+  float max_weight = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    mass += w[ids_[i]];
+    max_weight = std::max(max_weight, w[ids_[i]]);
+  }
 
   // Min-p is a threshold on the weight (p / p_max), known before sorting: partitioning
-  // first means only the survivors, usually a handful of a 128k vocab, get sorted.
+  // first means only the survivors, usually a handful of a 128k vocab, get sorted. The most
+  // probable token weighs 1 unless typical-p removed it.
   int64_t n_sorted = n;
   if (params_.min_p > 0.0f) {
-    const float threshold = std::min(params_.min_p, 1.0f);
+    const float threshold = std::min(params_.min_p, 1.0f) * max_weight;
     n_sorted = std::partition(first, first + n, [&w, threshold](int32_t id) { return w[id] >= threshold; }) - first;
   }
   std::sort(first, first + n_sorted, more_probable);
@@ -172,10 +227,98 @@ int64_t Sampler::build_distribution() {
 
   double kept = 0.0;
   for (int64_t i = 0; i < n_keep; ++i) kept += w[ids_[i]];
+  if (const int64_t cut = xtc_cut(n_keep, kept); cut > 0) {
+    std::copy(first + cut, first + n_keep, first);
+    n_keep -= cut;
+    kept = 0.0;
+    for (int64_t i = 0; i < n_keep; ++i) kept += w[ids_[i]];
+  }
   for (int64_t i = 0; i < n_keep; ++i) {
     probs_[i] = static_cast<float>(w[ids_[i]] / kept);
   }
   return n_keep;
+}
+
+int64_t Sampler::typical_filter(int64_t n) {
+  const std::vector<float>& w = work_;
+  double mass = 0.0;
+  for (int64_t i = 0; i < n; ++i) mass += w[ids_[i]];
+  // Entropy of the candidates' distribution, then each one's distance from it in surprise.
+  double entropy = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double p = w[ids_[i]] / mass;
+    entropy -= p * std::log(p);
+  }
+  for (int64_t i = 0; i < n; ++i)
+    typical_keys_[ids_[i]] = static_cast<float>(std::abs(-std::log(w[ids_[i]] / mass) - entropy));
+  const std::vector<float>& key = typical_keys_;
+  std::sort(ids_.begin(), ids_.begin() + n, [&w, &key](int32_t a, int32_t b) {
+    if (key[a] != key[b]) return key[a] < key[b];
+    return w[a] > w[b] || (w[a] == w[b] && a < b);
+  });
+  const double target = static_cast<double>(params_.typical_p) * mass * (1.0 - kTopPSlack);
+  double cumulative = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    cumulative += w[ids_[i]];
+    if (cumulative >= target) return i + 1;
+  }
+  return n;
+}
+
+int64_t Sampler::xtc_cut(int64_t n, double mass) {
+  // As llama.cpp: off, or nothing to do, without drawing; else one uniform per distribution.
+  if (params_.xtc_probability <= 0.0f || params_.xtc_threshold > 0.5f || n < 2) return 0;
+  if (next_uniform() >= static_cast<double>(params_.xtc_probability)) return 0;
+  // The candidates are sorted: those at or above the threshold lead; all but the last go.
+  int64_t last_above = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (work_[ids_[i]] / mass < static_cast<double>(params_.xtc_threshold)) break;
+    last_above = i;
+  }
+  return std::max<int64_t>(last_above, 0);
+}
+
+int64_t Sampler::mirostat_filter(int64_t n) {
+  const std::vector<float>& w = work_;
+  auto more_probable = [&w](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
+  const auto first = ids_.begin();
+  double mass = 0.0;
+  for (int64_t i = 0; i < n; ++i) mass += w[ids_[i]];
+  if (params_.mirostat == 2) {
+    // Surprise -log2(w / mass) <= mu, i.e. w >= mass * 2^-mu; at least the most probable.
+    const double threshold = mass * std::exp2(-static_cast<double>(mirostat_mu_));
+    int64_t kept = std::partition(first, first + n, [&w, threshold](int32_t id) { return w[id] >= threshold; }) - first;
+    if (kept == 0) {
+      std::iter_swap(first, std::min_element(first, first + n, more_probable));
+      kept = 1;
+    }
+    std::sort(first, first + kept, more_probable);
+    return kept;
+  }
+  // v1: s_hat, the Zipf exponent fitted to the top m = 100 tokens' ratios, then the k that
+  // makes the expected surprise mu.
+  constexpr int64_t kM = 100;
+  const int64_t top = std::min(kM, n);
+  std::partial_sort(first, first + top, first + n, more_probable);
+  double sum_ti_bi = 0.0, sum_ti_sq = 0.0;
+  for (int64_t i = 0; i + 1 < top; ++i) {
+    const double t_i = std::log(static_cast<double>(i + 2) / static_cast<double>(i + 1));
+    const double b_i = std::log(static_cast<double>(w[ids_[i]]) / static_cast<double>(w[ids_[i + 1]]));
+    sum_ti_bi += t_i * b_i;
+    sum_ti_sq += t_i * t_i;
+  }
+  const double s_hat = sum_ti_bi / sum_ti_sq;
+  const double epsilon_hat = s_hat - 1.0;
+  const double k = std::pow(epsilon_hat * std::exp2(static_cast<double>(mirostat_mu_)) /
+                                (1.0 - std::pow(static_cast<double>(vocab_size_), -epsilon_hat)),
+                            1.0 / s_hat);
+  // One candidate (no ratios), or a flat top (s_hat 1: 0/0): nothing to estimate, keep them all.
+  const int64_t keep = std::isfinite(k) ? std::clamp<int64_t>(static_cast<int64_t>(std::min(k, 1e18)), 1, n) : n;
+  if (keep > top) {
+    std::nth_element(first + top, first + keep, first + n, more_probable);
+    std::sort(first + top, first + keep, more_probable);
+  }
+  return keep;
 }
 
 double Sampler::next_uniform() {
@@ -190,8 +333,15 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
   const int64_t n = build_distribution();
   const auto count = static_cast<size_t>(n);
-  return draw({std::span<const int32_t>(ids_).first(count), std::span<const float>(probs_).first(count)},
-              next_uniform());
+  const TokenDistribution distribution{std::span<const int32_t>(ids_).first(count),
+                                       std::span<const float>(probs_).first(count)};
+  const int32_t token = draw(distribution, next_uniform());
+  if (params_.mirostat != 0) {
+    // The surprise of what was drawn pulls mu towards the target tau.
+    const double surprise = -std::log2(static_cast<double>(distribution.probability_of(token)));
+    mirostat_mu_ -= params_.mirostat_eta * static_cast<float>(surprise - params_.mirostat_tau);
+  }
+  return token;
 }
 
 int32_t Sampler::draw(TokenDistribution distribution, double u) {

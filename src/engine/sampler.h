@@ -1,7 +1,8 @@
 // Sampler: turns one row of logits into the next token id for one sequence. It owns the
-// sampling chain (penalties, temperature, softmax, top-k, top-p, min-p), its scratch and
-// its seeded RNG. It knows nothing about batches, requests or the tokenizer; one Sampler
-// per sequence, so draws are reproducible per request whatever else is in the batch.
+// sampling chain (logit bias, penalties, DRY, suppressed tokens; temperature, softmax; top-k,
+// typical-p, top-p, min-p, XTC; the draw), its scratch and its seeded RNG. It knows nothing
+// about batches, requests or the tokenizer; one Sampler per sequence, so draws are
+// reproducible per request whatever else is in the batch.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <span>
 #include <utility>
 #include <vector>
+
+#include "engine/dry_penalty.h"
 
 namespace tandem {
 
@@ -38,6 +41,29 @@ struct SamplingParams {
   // OpenAI's logit_bias: (token, bias) pairs added to the logits before the penalties;
   // -100 all but bans a token, +100 all but forces it. Ids must be inside the vocabulary.
   std::vector<std::pair<int32_t, float>> logit_bias{};
+  // vLLM's allowed_token_ids: when not empty, no other token can be sampled (their logits
+  // become -inf with the suppressed tokens). Ids must be inside the vocabulary.
+  std::vector<int32_t> allowed_tokens{};
+  // Locally typical sampling (Meister et al.; llama.cpp's typical_p): after top-k, keep the
+  // tokens whose surprise -log p is closest to the entropy, as few as reach this much mass.
+  // >= 1: off.
+  float typical_p = 1.0f;
+  // XTC (llama.cpp's "exclude top choices"): with this probability per step, every token
+  // with p >= xtc_threshold but the least probable of them is removed (after min-p; nothing
+  // happens with fewer than two such tokens or a threshold above 0.5). 0: off. When on, each
+  // distribution draws one uniform from the seeded stream before the token's.
+  float xtc_probability = 0.0f;
+  float xtc_threshold = 0.1f;
+  // DRY repetition penalty (dry_penalty.h), applied after the other penalties.
+  DryParams dry{};
+  // Mirostat (llama.cpp's; Basu et al.): 1 or 2 replaces top-k, typical-p, top-p, min-p and
+  // XTC (which must then be off) with a truncation steered towards a target surprise: v1 keeps
+  // the k most probable tokens, k estimated from a Zipf fit of the top 100 and mu; v2 keeps the
+  // tokens whose surprise -log2 p is at most mu. After each sample() mu moves by
+  // eta * (tau - the token's surprise); it starts at 2 tau. 0: off.
+  int32_t mirostat = 0;
+  float mirostat_tau = 5.0f;
+  float mirostat_eta = 0.1f;
 };
 
 class Sampler {
@@ -51,8 +77,8 @@ class Sampler {
   // Throws InputError for a history id outside [0, vocab_size).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
-  // The distribution sample() draws from (after penalties, temperature, top-k, top-p,
-  // min-p, renormalise) as (token, probability) pairs, most probable first, ties by lower
+  // The distribution sample() draws from (after penalties, temperature, top-k, typical-p,
+  // top-p, min-p, XTC, renormalise) as (token, probability) pairs, most probable first, ties by lower
   // id. Greedy gives one pair with probability 1. Allocates: for tests and logprobs.
   std::vector<std::pair<int32_t, float>> distribution(std::span<const float> logits, std::span<const int32_t> history);
 
@@ -72,6 +98,7 @@ class Sampler {
   // outside the vocabulary are ignored. Allocates only when the list outgrows earlier ones.
   void set_suppressed(std::span<const int32_t> ids);
   const SamplingParams& params() const { return params_; }
+  float mirostat_mu() const { return mirostat_mu_; }
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
@@ -82,6 +109,15 @@ class Sampler {
   int32_t argmax() const;
   // Fills ids_[0, n) / probs_[0, n) with the final distribution, sorted; returns n >= 1.
   int64_t build_distribution();
+  // Typical-p over the n candidates ids_[0, n) with weights work_: moves the kept ones to the
+  // front and returns how many they are.
+  int64_t typical_filter(int64_t n);
+  // Mirostat's truncation of the n candidates ids_[0, n) (weights in work_): sorts the kept
+  // ones to the front and returns how many.
+  int64_t mirostat_filter(int64_t n);
+  // XTC over the sorted, kept candidates ids_[0, n) (mass: their weights' sum): returns the
+  // index of the first one kept (0: none removed).
+  int64_t xtc_cut(int64_t n, double mass);
   SamplingParams params_;
   int64_t vocab_size_;
   std::mt19937_64 rng_;
@@ -90,6 +126,10 @@ class Sampler {
   std::vector<float> probs_;         // [vocab_size] final probabilities, parallel to ids_
   std::vector<int32_t> counts_;      // [vocab_size] occurrences in the window; all zero between calls
   std::vector<int32_t> suppressed_;  // set_suppressed's ids
+  std::vector<float> typical_keys_;  // [vocab_size] |surprise - entropy| when typical_p < 1
+  std::vector<uint8_t> allowed_;     // [vocab_size] 1: may be sampled; empty: every token may
+  float mirostat_mu_ = 0.0f;         // Mirostat's running surprise bound
+  DryScratch dry_;
 };
 
 }  // namespace tandem

@@ -22,7 +22,23 @@ void Scheduler::add(Request* request) {
   request->tokens = request->prompt;
   request->tokens.insert(request->tokens.end(), request->generated.begin(), request->generated.end());
   request->n_computed = 0;
-  waiting_.push_back(request);
+  enqueue(request, /*preempted=*/false);
+}
+
+void Scheduler::enqueue(Request* request, bool preempted) {
+  if (!config_.priority) {
+    if (preempted) {
+      waiting_.push_front(request);
+    } else {
+      waiting_.push_back(request);
+    }
+    return;
+  }
+  // Ids grow with submission: (priority, id) is (priority, arrival), what vLLM's queue orders by.
+  const auto before = [](const Request* a, const Request* b) {
+    return a->params.priority != b->params.priority ? a->params.priority < b->params.priority : a->id < b->id;
+  };
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), request, before), request);
 }
 
 bool Scheduler::admit(Request* request, int64_t first_chunk) {
@@ -52,11 +68,18 @@ void Scheduler::preempt(Request* request) {
   request->state = RequestState::Waiting;
   ++request->n_preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), request));
-  waiting_.push_front(request);
+  enqueue(request, /*preempted=*/true);
 }
 
 StepPlan Scheduler::schedule() {
   StepPlan plan;
+  // By priority, the running requests are kept in (priority, admission) order: every rule
+  // below that serves "the oldest" first and preempts "the newest" (running_.back()) first
+  // then serves the most important first and preempts the least important first.
+  if (config_.priority)
+    std::sort(running_.begin(), running_.end(), [](const Request* a, const Request* b) {
+      return std::make_pair(a->params.priority, a->admit_order) < std::make_pair(b->params.priority, b->admit_order);
+    });
   int64_t budget = config_.max_batch_tokens;
 
   // Proposed tokens ride on what is left once every decoding sequence has its one token.

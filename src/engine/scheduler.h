@@ -26,6 +26,10 @@ struct SchedulerConfig {
   // latency of the sequences sharing it, stays about the same deep into a long prompt. 0:
   // every token takes 1.
   double depth_equivalent = 0.0;
+  // Order the waiting queue by GenerationParams::priority (lower first, then arrival), and
+  // preempt the running request of the highest value (then the newest) first: vLLM's
+  // --scheduling-policy priority. False: arrival order, the newest preempted first.
+  bool priority = false;
 };
 
 // A run of consecutive positions of one request to compute this step.
@@ -90,10 +94,13 @@ class Scheduler {
   // Grows the request's blocks for as many of its proposed tokens as `budget` and the free
   // blocks allow, trims its draft to that, and returns the count.
   int64_t fit_draft(Request* request, int64_t budget);
+  // Puts a request into the waiting queue: at the back (or, preempted, the front) in arrival
+  // order; by (priority, arrival) with config_.priority.
+  void enqueue(Request* request, bool preempted);
 
   SchedulerConfig config_;
   BlockManager& blocks_;
-  std::vector<Request*> running_;  // admitted, oldest admission first
+  std::vector<Request*> running_;  // admitted, oldest admission first (by priority: in (priority, admission) order)
   std::deque<Request*> waiting_;   // FIFO; preempted requests go to the front
   int64_t next_admit_order_ = 0;
 };

@@ -10,7 +10,9 @@
 #include "base/error.h"
 #include "server/chat_request.h"
 #include "server/json_body.h"
+#include "server/request_fields.h"
 #include "server/request_json.h"
+#include "server/sampling_extras.h"
 #include "server/structured_output.h"
 
 namespace tandem::server {
@@ -18,34 +20,6 @@ namespace tandem::server {
 using nlohmann::json;
 
 namespace {
-
-double number_field(const RequestJson& body, const char* name, double fallback, double lo, double hi) {
-  const RequestJson* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_number()) bad(fmt::format("'{}' must be a number, not {}", name, shown(*v)), ErrorCode::InvalidType);
-  const double x = v->get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi)
-    bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
-  return x;
-}
-
-int64_t int_field(const RequestJson& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const RequestJson* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_number_integer())
-    bad(fmt::format("'{}' must be an integer, not {}", name, shown(*v)), ErrorCode::InvalidType);
-  const int64_t x = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
-                                            : v->get<int64_t>();
-  if (x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
-  return x;
-}
-
-std::string string_field(const RequestJson& body, const char* name) {
-  const RequestJson* v = field(body, name);
-  if (!v) return {};
-  if (!v->is_string()) bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)), ErrorCode::InvalidType);
-  return v->get<std::string>();
-}
 
 // An integer JSON value that fits a token id (0..INT32_MAX), judged on the value as sent.
 bool token_id_in_range(const RequestJson& id) {
@@ -83,87 +57,6 @@ std::string json_error_text(const json::exception& e) {
 
 ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t default_max_tokens,
                         const SpeculationParams& default_speculation);
-
-// Fields the server reads (either endpoint), and fields other servers define that this one
-// refuses rather than ignore, each with why. Anything else is a vendor extra: ignored, listed.
-constexpr std::string_view kKnownFields[] = {"model",
-                                             "prompt",
-                                             "messages",
-                                             "tools",
-                                             "tool_choice",
-                                             "parallel_tool_calls",
-                                             "n",
-                                             "echo",
-                                             "stream",
-                                             "stream_options",
-                                             "logprobs",
-                                             "top_logprobs",
-                                             "max_tokens",
-                                             "max_completion_tokens",
-                                             "stop",
-                                             "temperature",
-                                             "top_p",
-                                             "top_k",
-                                             "min_p",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "repetition_penalty",
-                                             "seed",
-                                             "speculative",
-                                             "logit_bias",
-                                             "min_tokens",
-                                             "ignore_eos",
-                                             "stop_token_ids",
-                                             "user",
-                                             "store",
-                                             "metadata",
-                                             "service_tier",
-                                             "response_format",
-                                             "grammar",
-                                             "json_schema",
-                                             "guided_json",
-                                             "guided_choice",
-                                             "guided_regex",
-                                             "guided_grammar",
-                                             "structured_outputs",
-                                             "best_of",
-                                             "suffix",
-                                             "chat_template_kwargs",
-                                             "add_generation_prompt",
-                                             "continue_final_message"};
-
-struct Unsupported {
-  std::string_view name;
-  std::string_view why;
-};
-constexpr Unsupported kUnsupportedFields[] = {
-    {"functions", "use 'tools' (the deprecated 'functions' is not supported)"},
-    {"function_call", "use 'tool_choice' (the deprecated 'function_call' is not supported)"},
-    {"prediction", "predicted outputs are not supported"},
-    {"audio", "audio output is not supported"},
-    {"modalities", "only text output is supported"},
-    {"web_search_options", "web search is not supported"},
-    {"use_beam_search", "beam search is not supported"},
-    {"prompt_logprobs", "prompt logprobs are not supported"},
-    {"n_probs", "use 'logprobs' (llama-server's 'n_probs' is not supported)"},
-};
-
-void check_fields(const RequestJson& body, ApiRequest& request) {
-  for (const auto& [name, value] : body.items()) {
-    if (value.is_null()) continue;  // null is "not set" everywhere
-    bool known = false;
-    for (std::string_view k : kKnownFields) known |= name == k;
-    if (known) continue;
-    for (const Unsupported& u : kUnsupportedFields)
-      if (name == u.name)
-        bad(fmt::format("'{}' is not supported by this server: {}", name, u.why), ErrorCode::Unsupported);
-    request.ignored_fields.push_back(name);
-  }
-  // Known, and refused unless they ask for the plain behaviour.
-  if (!string_field(body, "suffix").empty())
-    bad("'suffix' (fill-in-the-middle insertion) is not supported: this server has no infill prompt format",
-        ErrorCode::Unsupported);
-}
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
 std::vector<std::pair<int32_t, float>> logit_bias_field(const RequestJson& body) {
@@ -292,7 +185,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
                         const SpeculationParams& default_speculation) {
   ApiRequest request;
   request.endpoint = endpoint;
-  check_fields(body, request);
+  check_fields(endpoint, body, request);
   request.model = string_field(body, "model");
   request.n = static_cast<int32_t>(int_field(body, "n", 1, 1, kMaxChoices));
   // best_of > n generates candidates and returns the n most probable: not done here, and
@@ -330,6 +223,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   const char* max_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   p.max_tokens = int_field(body, max_name, default_max_tokens, INT64_MIN, INT64_MAX);
   if (p.max_tokens < 1) bad(fmt::format("'{}' must be at least 1", max_name));
+  p.max_tokens = max_tokens_with_n_predict(body, max_name, p.max_tokens);
   p.stop = stop_field(body);
 
   // OpenAI's defaults, not the CLI's: no top-k, top-p or min-p unless asked for.
@@ -340,7 +234,6 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   s.min_p = static_cast<float>(number_field(body, "min_p", 0.0, 0.0, 1.0));
   s.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", 0.0, -2.0, 2.0));
   s.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0.0, -2.0, 2.0));
-  s.repetition_penalty = static_cast<float>(number_field(body, "repetition_penalty", 1.0, 0.01, 10.0));
   s.repeat_last_n = -1;  // OpenAI's penalties look at everything so far
   const RequestJson* seed = field(body, "seed");
   if (seed && !seed->is_number_integer()) bad("'seed' must be an integer", ErrorCode::InvalidType);
@@ -350,6 +243,7 @@ ApiRequest parse_fields(Endpoint endpoint, const RequestJson& body, int64_t defa
   p.ignore_eos = bool_field(body, "ignore_eos", false);
   p.stop_token_ids = stop_token_ids_field(body);
   p.min_tokens = int_field(body, "min_tokens", 0, 0, p.max_tokens);
+  parse_sampling_extras(body, request);
   p.grammar = output_grammar(body, request);
   return request;
 }
@@ -397,17 +291,24 @@ json bytes_of(const std::string& text) {
   return bytes;
 }
 
-json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs) {
+// A logprob's token as the client sees it: its text, or with return_tokens_as_token_ids
+// "token_id:N" (vLLM's form, for tokens whose bytes are not valid UTF-8 on their own).
+std::string token_name(const TopLogprob& t, bool tokens_as_ids) {
+  return tokens_as_ids ? fmt::format("token_id:{}", t.token) : t.text;
+}
+
+json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs, bool tokens_as_ids) {
   if (endpoint == Endpoint::Chat) {
     json content = json::array();
     for (const TokenLogprob& lp : logprobs) {
       json top = json::array();
-      for (const TopLogprob& t : lp.top)
-        top.push_back({{"token", t.text}, {"logprob", t.logprob}, {"bytes", bytes_of(t.text)}});
-      content.push_back({{"token", lp.chosen.text},
-                         {"logprob", lp.chosen.logprob},
-                         {"bytes", bytes_of(lp.chosen.text)},
-                         {"top_logprobs", top}});
+      for (const TopLogprob& t : lp.top) {
+        const std::string name = token_name(t, tokens_as_ids);
+        top.push_back({{"token", name}, {"logprob", t.logprob}, {"bytes", bytes_of(name)}});
+      }
+      const std::string name = token_name(lp.chosen, tokens_as_ids);
+      content.push_back(
+          {{"token", name}, {"logprob", lp.chosen.logprob}, {"bytes", bytes_of(name)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
@@ -415,10 +316,10 @@ json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs)
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
   int64_t offset = 0;
   for (const TokenLogprob& lp : logprobs) {
-    tokens.push_back(lp.chosen.text);
+    tokens.push_back(token_name(lp.chosen, tokens_as_ids));
     token_logprobs.push_back(lp.chosen.logprob);
     json top = json::object();
-    for (const TopLogprob& t : lp.top) top[t.text] = t.logprob;
+    for (const TopLogprob& t : lp.top) top[token_name(t, tokens_as_ids)] = t.logprob;
     top_logprobs.push_back(top);
     offsets.push_back(offset);
     offset += static_cast<int64_t>(lp.chosen.text.size());
@@ -428,7 +329,7 @@ json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs)
 }
 
 json choice_logprobs(const ResponseMeta& meta, const std::vector<TokenLogprob>& logprobs) {
-  return meta.logprobs ? logprobs_json(meta.endpoint, logprobs) : json(nullptr);
+  return meta.logprobs ? logprobs_json(meta.endpoint, logprobs, meta.tokens_as_ids) : json(nullptr);
 }
 
 // finish_reason for the final chunk or choice: "tool_calls" replaces "stop" when calls were made.

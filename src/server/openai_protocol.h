@@ -89,6 +89,16 @@ struct ApiRequest {
   // are prompt-major: prompt p's choice i has index p * n + i.
   int32_t n = 1;
   bool echo = false;  // completions: the prompt's text leads each choice's text
+  // Issue 35's fields that need the tokenizer or the server's flags (sampling_extras.h finishes
+  // them): vLLM's bad_words and llama-server's dry_sequence_breakers as sent (turned into token
+  // sequences in params), return_tokens_as_token_ids (logprob tokens as "token_id:N"),
+  // truncate_prompt_tokens (0: none; -1: the context; n: keep the prompt's last n tokens) and
+  // a per-request Jinja chat_template (empty: the server's).
+  std::vector<std::string> bad_words;
+  std::vector<std::string> dry_breakers;
+  bool tokens_as_ids = false;
+  int64_t truncate_prompt_tokens = 0;
+  std::string chat_template;
   // Top-level fields this server neither uses nor refuses (vendor extensions, `user`, ...),
   // in the body's order: accepted, and printed by `tandem serve --verbose`.
   std::vector<std::string> ignored_fields;
@@ -127,7 +137,8 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;
   bool logprobs = false;
-  int32_t n = 1;  // choices per prompt: choice i is prompt i / n's (usage counts each prompt once)
+  int32_t n = 1;               // choices per prompt: choice i is prompt i / n's (usage counts each prompt once)
+  bool tokens_as_ids = false;  // logprob tokens as "token_id:N" (vLLM's return_tokens_as_token_ids)
 };
 
 // A chat reply as the client sees it (server/chat_reply.h shapes it from the text).

@@ -4,6 +4,9 @@
 // key order.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -52,6 +55,36 @@ inline bool bool_field(const RequestJson& body, const char* name, bool fallback)
   if (!v) return fallback;
   if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false, not {}", name, shown(*v)), ErrorCode::InvalidType);
   return v->get<bool>();
+}
+
+// A number in [lo, hi] (finite), an integer in [lo, hi], a string: `fallback` (or empty) when
+// absent or null, else a 400 naming the field.
+inline double number_field(const RequestJson& body, const char* name, double fallback, double lo, double hi) {
+  const RequestJson* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) bad(fmt::format("'{}' must be a number, not {}", name, shown(*v)), ErrorCode::InvalidType);
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
+  return x;
+}
+
+inline int64_t int_field(const RequestJson& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const RequestJson* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number_integer())
+    bad(fmt::format("'{}' must be an integer, not {}", name, shown(*v)), ErrorCode::InvalidType);
+  const int64_t x = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
+                                            : v->get<int64_t>();
+  if (x < lo || x > hi) bad(fmt::format("'{}' must be between {} and {}, not {}", name, lo, hi, shown(*v)));
+  return x;
+}
+
+inline std::string string_field(const RequestJson& body, const char* name) {
+  const RequestJson* v = field(body, name);
+  if (!v) return {};
+  if (!v->is_string()) bad(fmt::format("'{}' must be a string, not {}", name, shown(*v)), ErrorCode::InvalidType);
+  return v->get<std::string>();
 }
 
 }  // namespace tandem::server

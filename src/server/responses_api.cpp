@@ -76,7 +76,26 @@ constexpr std::string_view kChatExtras[] = {"top_k",
                                             "ignore_eos",
                                             "stop_token_ids",
                                             "speculative",
-                                            "chat_template_kwargs"};
+                                            "chat_template_kwargs",
+                                            "chat_template",
+                                            "n_predict",
+                                            "typical_p",
+                                            "repeat_penalty",
+                                            "repeat_last_n",
+                                            "dry_multiplier",
+                                            "dry_base",
+                                            "dry_allowed_length",
+                                            "dry_penalty_last_n",
+                                            "dry_sequence_breakers",
+                                            "xtc_probability",
+                                            "xtc_threshold",
+                                            "mirostat",
+                                            "include_stop_str_in_output",
+                                            "bad_words",
+                                            "skip_special_tokens",
+                                            "spaces_between_special_tokens",
+                                            "truncate_prompt_tokens",
+                                            "priority"};
 struct Refused {
   std::string_view name;
   std::string_view why;

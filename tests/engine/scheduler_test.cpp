@@ -408,3 +408,51 @@ TEST(Scheduler, DraftTokensNeverPreemptAnyone) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// --scheduling-policy priority: waiting requests are admitted lowest value first, ties in
+// arrival order; first come, first served without it.
+TEST(Scheduler, PriorityOrdersTheWaitingQueue) {
+  for (const bool by_priority : {false, true}) {
+    BlockManager blocks(64, 4);
+    SchedulerConfig config{1, 8};
+    config.priority = by_priority;
+    Scheduler scheduler(config, blocks);
+    std::vector<std::unique_ptr<Request>> requests;
+    const int64_t priorities[] = {5, 1, 3, 1, -2};
+    for (int i = 0; i < 5; ++i) {
+      requests.push_back(make_request(i, prompt_of(i, 6), 3));
+      requests.back()->params.priority = priorities[i];
+    }
+    run_to_completion(scheduler, blocks, requests);
+    std::vector<uint64_t> order(5);
+    for (const auto& r : requests) order[static_cast<size_t>(r->admit_order)] = r->id;
+    EXPECT_EQ(order, by_priority ? std::vector<uint64_t>({4, 1, 3, 2, 0}) : std::vector<uint64_t>({0, 1, 2, 3, 4}));
+    expect_outputs_and_no_leak(requests, blocks);
+  }
+}
+
+// Out of blocks, the running request of the highest priority value gives its blocks back even
+// when it is the oldest; outputs are unchanged.
+TEST(Scheduler, PriorityPreemptsTheLowestPriorityFirst) {
+  BlockManager blocks(8, 4);
+  SchedulerConfig config{4, 16};
+  config.priority = true;
+  Scheduler scheduler(config, blocks);
+  std::vector<std::unique_ptr<Request>> requests;
+  const int64_t priorities[] = {9, 0, 0, -1};
+  for (int i = 0; i < 4; ++i) {
+    requests.push_back(make_request(i, prompt_of(i + 20, 5), 20));
+    requests.back()->params.priority = priorities[i];
+  }
+  const FakeRun run = run_to_completion(scheduler, blocks, requests, 1);  // the priority-9 one first
+  EXPECT_GT(run.preemptions, 0);
+  EXPECT_GT(requests[0]->n_preemptions, 0);
+  EXPECT_EQ(requests[3]->n_preemptions, 0);
+  expect_outputs_and_no_leak(requests, blocks);
+}
+
+}  // namespace
+}  // namespace tandem

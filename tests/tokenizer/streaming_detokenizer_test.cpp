@@ -84,3 +84,31 @@ TEST(StreamingDetokenizer, IncompleteTailBecomesReplacementAtFinish) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// vLLM's skip_special_tokens / spaces_between_special_tokens: control tokens print nothing by
+// default; without skipping they print their text, spaced from their neighbours unless asked not to.
+TEST(StreamingDetokenizer, SpecialTokensPrintOnlyWhenNotSkipped) {
+  TANDEM_REQUIRE_SHARED(testing::kLlamaSpmGguf);
+  const Tokenizer tokenizer = testing::gguf_tokenizer(testing::kLlamaSpmGguf);
+  std::vector<int32_t> ids = tokenizer.encode("Hello world", /*add_bos=*/true);
+  ASSERT_EQ(ids.front(), tokenizer.vocab().bos_id);
+  ids.push_back(tokenizer.vocab().eos_id);
+  const auto streamed = [&](DetokenizeOptions options) {
+    StreamingDetokenizer stream(tokenizer, options);
+    std::string out;
+    for (int32_t id : ids) out += stream.push(id);
+    return out + stream.finish();
+  };
+  EXPECT_EQ(streamed({}), "Hello world");
+  EXPECT_EQ(streamed({}), tokenizer.decode(ids));
+  EXPECT_EQ(streamed({.skip_special_tokens = false, .spaces_between_special_tokens = false}), "<s>Hello world</s>");
+  EXPECT_EQ(streamed({.skip_special_tokens = false, .spaces_between_special_tokens = true}), "<s> Hello world </s>");
+  // Spacing alone changes nothing while control tokens are skipped.
+  EXPECT_EQ(streamed({.skip_special_tokens = true, .spaces_between_special_tokens = false}), "Hello world");
+}
+
+}  // namespace
+}  // namespace tandem

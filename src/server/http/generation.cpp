@@ -29,6 +29,7 @@
 #include "server/json_body.h"
 #include "server/model_names.h"
 #include "server/refusal.h"
+#include "server/sampling_extras.h"
 
 namespace tandem::server {
 
@@ -93,6 +94,10 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
   PreparedRequest prepared;
   try {
     prepared.api = format.parse(body, engine.context_length(), abandoned);
+    finish_sampling_extras(prepared.api, engine.tokenizer(),
+                           {.priority_scheduling = state.config.priority_scheduling,
+                            .trust_request_chat_template = state.config.trust_request_chat_template,
+                            .extended_params = engine.workers().empty()});
     const ApiRequest& api = prepared.api;
     const Endpoint endpoint = api.endpoint;
     if (state.config.verbose && !api.ignored_fields.empty()) {
@@ -132,22 +137,30 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
       chat::RenderOptions options = api.render;
       options.template_kwargs = merge_template_kwargs(state.config.chat_template_kwargs, options.template_kwargs);
       if (abandoned()) throw BodyAbandoned();
-      const RenderedChat chat = state.chat_renderer.render_for_tokenizer(api.messages, api.tools, tokenizer, options);
-      check_prompt_bytes(tokenizer, chat.text, engine.context_length(), "messages");
+      // A request's own template (--trust-request-chat-template) is compiled for it alone.
+      const chat::ChatRenderer own = api.chat_template.empty()
+                                         ? chat::ChatRenderer{}
+                                         : request_chat_renderer(state.chat_renderer, api.chat_template);
+      const chat::ChatRenderer& renderer = api.chat_template.empty() ? state.chat_renderer : own;
+      const RenderedChat chat = renderer.render_for_tokenizer(api.messages, api.tools, tokenizer, options);
+      if (api.truncate_prompt_tokens == 0)
+        check_prompt_bytes(tokenizer, chat.text, engine.context_length(), "messages");
       if (abandoned()) throw BodyAbandoned();
-      prepared.prompts.push_back(tokenizer.encode(chat.text, bos && !state.chat_renderer.starts_with_bos(chat.text),
-                                                  chat.special_spans, checkpoint));
+      prepared.prompts.push_back(
+          tokenizer.encode(chat.text, bos && !renderer.starts_with_bos(chat.text), chat.special_spans, checkpoint));
+      truncate_prompt(prepared.prompts.back(), api.truncate_prompt_tokens, engine.context_length());
       check_prompt_tokens(prepared.prompts.back(), vocab, engine.context_length(), "messages");
     } else {
       // Every text's length first: a prompt too long is refused before any is tokenized.
       const size_t count = api.prompts.size();
       for (size_t i = 0; i < count; ++i)
-        if (api.prompts[i].ids.empty())
+        if (api.prompts[i].ids.empty() && api.truncate_prompt_tokens == 0)
           check_prompt_bytes(tokenizer, api.prompts[i].text, engine.context_length(), "prompt", i, count);
       for (const PromptInput& prompt : api.prompts) {
         if (abandoned()) throw BodyAbandoned();
         prepared.prompts.push_back(
             prompt.ids.empty() ? tokenizer.encode(prompt.text, bos, /*parse_special=*/false, checkpoint) : prompt.ids);
+        truncate_prompt(prepared.prompts.back(), api.truncate_prompt_tokens, engine.context_length());
         check_prompt_tokens(prepared.prompts.back(), vocab, engine.context_length(), "prompt",
                             prepared.prompts.size() - 1, count);
         if (api.echo) prepared.echo_texts.push_back(prompt.ids.empty() ? prompt.text : tokenizer.decode(prompt.ids));
@@ -327,6 +340,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
   meta.created = unix_seconds();
   meta.model = state_.model_id;
   meta.logprobs = api.logprobs;
+  meta.tokens_as_ids = api.tokens_as_ids;
   meta.n = n;
   log_entry_.id = meta.id;
   log_entry_.generation = true;

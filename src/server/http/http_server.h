@@ -51,6 +51,12 @@ struct ServerConfig {
   // --tool-call-parser: how replies' tool calls are read, in place of the format the chat
   // template shows its model (detect_tool_call_syntax); unset: the template's.
   std::optional<chat::ToolCallFormat> tool_call_format;
+  // --scheduling-policy priority: the engine orders waiting requests by their `priority`; without
+  // it a request's non-zero priority is a 400 naming the flag (vLLM's rule).
+  bool priority_scheduling = false;
+  // --trust-request-chat-template: a chat request may bring its own Jinja `chat_template` (code
+  // the server runs, under the Jinja engine's limits); without it that is a 400 naming the flag.
+  bool trust_request_chat_template = false;
 };
 
 // The model as the API names it.
