@@ -15,6 +15,7 @@ set(TANDEM_MODEL_TESTS
     "^(PerplexityTest|QuantizedPerplexity|Qwen3Engine|MoeEngine|Server|ServerOpenAIClient|SpeculativeEngine|Stories260KTest)\\."
     "^Types/KvTransferEngine\\."
     "^DisaggServer\\."
+    "^SimulatedHosts\\."
     "^(HostileFraming|HostileBody)\\."
     "^(ConstrainedEngine|StructuredOutputClient|SlidingWindowEngine|ChatControlsClient|FinalMessagePrefillTemplates)\\."
     "^ServerEndpoints\\."
@@ -84,7 +85,9 @@ set(TANDEM_SLOW_TESTS
 # checking is off in these processes (the same code runs leak-checked in one process in the
 # other tests). Read by cmake/mpi_tests.cmake too. No effect outside the ASan build.
 set(TANDEM_MPI_TEST_ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
-set(TANDEM_MPI_TESTS "^DisaggServer\\.")
+# SimulatedHosts.*: ctest tests of their own (cmake/mpi_tests.cmake), each one run of
+# tests/dist/simulated_hosts/simulated_hosts.sh over the servers' tests across namespaces.
+set(TANDEM_MPI_TESTS "^DisaggServer\\." "^SimulatedHosts\\.")
 
 # True in `out` when `name` matches one of the regexes in the list named `patterns` (one at a
 # time: CMake's regexes allow few groups, so they cannot be joined into one).
