@@ -294,9 +294,12 @@ TEST_F(SimulatedHostsServe, DisaggregatedMatchesOneProcess) {
   if (!have_hosts(3)) return;
   // 4-token blocks, a 128-token context and 40 blocks: eight requests of up to 100 positions
   // at once preempt.
-  const std::vector<std::string> flags = {"-m",         shared_path(kStories), "-z",      shared_path(kTok512),
-                                          "--kv-block", "4",                   "--parallel", "4",
-                                          "--kv-memory", "100KiB",             "--ctx",      "128"};
+  const std::vector<std::string> flags = {"-m",          shared_path(kStories),
+                                          "-z",          shared_path(kTok512),
+                                          "--kv-block",  "4",
+                                          "--parallel",  "4",
+                                          "--kv-memory", "100KiB",
+                                          "--ctx",       "128"};
   const std::vector<json> requests = workload();
   const std::vector<Reply> want = one_process(flags, requests);
 
@@ -305,15 +308,16 @@ TEST_F(SimulatedHostsServe, DisaggregatedMatchesOneProcess) {
   const std::string trace_path =
       (std::filesystem::temp_directory_path() / ("tandem-hosts-trace-" + std::to_string(::getpid()) + ".json"))
           .string();
-  std::vector<std::string> serve = {"serve", "--port", "0", "-t", "1", "--remote-prefill-min", "0",
-                                    "--workers", "prefill:1,decode:1", "--trace", trace_path};
+  std::vector<std::string> serve = {
+      "serve",   "--port",  "0", "-t", "1", "--remote-prefill-min", "0", "--workers", "prefill:1,decode:1",
+      "--trace", trace_path};
   serve.insert(serve.end(), flags.begin(), flags.end());
   ServerProcess job;
   ASSERT_TRUE(job.start_program(hosts_mpirun(), job_args(3, serve, true), 90.0)) << job.log();
   expect_spread_over_hosts(job.pid(), 3);
   // "rank 2 (decode): clock +1.0 us from the front's (within 30.0 us, ...)": half a round trip.
-  const double round_trip =
-      logged_round_trip_ms(job.log(), std::regex(R"(rank 2 \(decode\): clock [-+0-9.]+ us from the front's \(within ([0-9.]+) us)"), 2e-3);
+  const double round_trip = logged_round_trip_ms(
+      job.log(), std::regex(R"(rank 2 \(decode\): clock [-+0-9.]+ us from the front's \(within ([0-9.]+) us)"), 2e-3);
   EXPECT_GE(round_trip, 2 * link_delay_ms()) << job.log();
   // Twice: the second round finds the prompts in the decode rank's prefix cache.
   for (int round = 0; round < 2; ++round) {
@@ -335,8 +339,7 @@ TEST_F(SimulatedHostsServe, DisaggregatedMatchesOneProcess) {
 TEST_F(SimulatedHostsServe, PipelineMatchesOneProcess) {
   if (!have_hosts(2)) return;
   // aidreams260K: 16 blocks on one process, 32 on rank 0: the eight requests preempt.
-  const std::vector<std::string> flags = {"-m", shared_path(kAidreamsGguf), "--parallel", "8", "--kv-memory",
-                                          "256KiB"};
+  const std::vector<std::string> flags = {"-m", shared_path(kAidreamsGguf), "--parallel", "8", "--kv-memory", "256KiB"};
   const std::vector<json> requests = workload();
   const std::vector<Reply> want = one_process(flags, requests);
 
@@ -345,7 +348,8 @@ TEST_F(SimulatedHostsServe, PipelineMatchesOneProcess) {
   ServerProcess job;
   ASSERT_TRUE(job.start_program(hosts_mpirun(), job_args(2, serve, false), 90.0)) << job.log();
   expect_spread_over_hosts(job.pid(), 2);
-  const double round_trip = logged_round_trip_ms(job.log(), std::regex(R"(\(rank 1\): clock .*\(round trip ([0-9.]+) ms\))"), 1.0);
+  const double round_trip =
+      logged_round_trip_ms(job.log(), std::regex(R"(\(rank 1\): clock .*\(round trip ([0-9.]+) ms\))"), 1.0);
   EXPECT_GE(round_trip, 2 * link_delay_ms()) << job.log();
   expect_same_replies(want, all_at_once(job, requests), job.log());
   EXPECT_GT(metric(job, "tandem_preemptions_total"), 0);
@@ -359,11 +363,21 @@ TEST_F(SimulatedHostsServe, PipelineMatchesOneProcess) {
 // the other decode rank's finish, /health says which worker is down, new requests still run.
 TEST_F(SimulatedHostsServe, AKilledDecodeRankFailsOnlyItsRequests) {
   if (!have_hosts(4)) return;
-  const std::vector<std::string> serve = {"serve",       "--port",      "0",   "-t",
-                                          "1",           "--workers",   "prefill:1,decode:2",
-                                          "-m",          shared_path(kStories),
-                                          "-z",          shared_path(kTok512),
-                                          "--parallel",  "2",           "--worker-timeout", "3"};
+  const std::vector<std::string> serve = {"serve",
+                                          "--port",
+                                          "0",
+                                          "-t",
+                                          "1",
+                                          "--workers",
+                                          "prefill:1,decode:2",
+                                          "-m",
+                                          shared_path(kStories),
+                                          "-z",
+                                          shared_path(kTok512),
+                                          "--parallel",
+                                          "2",
+                                          "--worker-timeout",
+                                          "3"};
   ServerProcess job;
   ASSERT_TRUE(job.start_program(hosts_mpirun(), job_args(4, serve, true), 90.0)) << job.log();
   expect_spread_over_hosts(job.pid(), 4);
@@ -372,8 +386,8 @@ TEST_F(SimulatedHostsServe, AKilledDecodeRankFailsOnlyItsRequests) {
   ASSERT_EQ(rank_pid(job.pid(), 3), victim);
   std::vector<std::future<Reply>> futures;
   for (int i = 0; i < 6; ++i) {
-    const json request = {{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true},
-                          {"temperature", 1},             {"seed", i}};
+    const json request = {
+        {"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"temperature", 1}, {"seed", i}};
     futures.push_back(std::async(std::launch::async, [&job, request] { return complete(job, request); }));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -412,8 +426,8 @@ TEST_F(SimulatedHostsServe, AKilledDecodeRankFailsOnlyItsRequests) {
 // being answered (none hangs).
 TEST_F(SimulatedHostsServe, AKilledStageRankEndsThePipelineJob) {
   if (!have_hosts(2)) return;
-  const std::vector<std::string> serve = {"serve", "--port", "0", "-t", "1", "--pipeline", "2", "-m",
-                                          shared_path(kAidreamsGguf), "--parallel", "4"};
+  const std::vector<std::string> serve = {
+      "serve", "--port", "0", "-t", "1", "--pipeline", "2", "-m", shared_path(kAidreamsGguf), "--parallel", "4"};
   ServerProcess job;
   ASSERT_TRUE(job.start_program(hosts_mpirun(), job_args(2, serve, false), 90.0)) << job.log();
   const pid_t victim = rank_pid(job.pid(), 1);
