@@ -81,8 +81,15 @@ cleanup() {
   trap - EXIT INT TERM HUP
   # Whatever still runs inside our namespaces (a rank or daemon left by a failed command) is
   # ours: end it, so that deleting the name also frees the namespace and its links.
+  local left=0
   for ns in "${made[@]}"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null && left=1; done
+  done
+  # A second for them to end on their own (mpirun tells its daemons; a rank drains), then KILL.
+  for ((wait = 0; left && wait < 10; wait++)); do
+    sleep 0.1
+    left=0
+    for ns in "${made[@]}"; do [ -n "$(ip netns pids "$ns" 2>/dev/null)" ] && left=1; done
   done
   for ns in "${made[@]}"; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
