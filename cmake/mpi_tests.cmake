@@ -48,7 +48,10 @@ target_compile_options(test_simulated_hosts PRIVATE $<$<CONFIG:Release>:-O1>)
 add_dependencies(test_simulated_hosts tandem)
 set(TANDEM_SIMULATED_HOSTS_SCRIPT ${CMAKE_SOURCE_DIR}/tests/dist/simulated_hosts/simulated_hosts.sh)
 # Four hosts: the killed-decode-rank job has four ranks; the others use the first two or three.
-add_test(NAME SimulatedHosts.OverTcp COMMAND ${TANDEM_SIMULATED_HOSTS_SCRIPT} --hosts 4 -- $<TARGET_FILE:test_simulated_hosts>)
+# Their steady clocks 1000 s apart (time namespaces), as separate machines' are: the jobs' clock
+# offsets must find that, and nothing may compare one rank's clock with another's.
+add_test(NAME SimulatedHosts.OverTcp COMMAND ${TANDEM_SIMULATED_HOSTS_SCRIPT} --hosts 4 --clock-step 1000 --
+                                             $<TARGET_FILE:test_simulated_hosts>)
 # A slower link (2 ms each way, 1 Gbit/s): the same outputs; the kill tests are left to the run above.
 add_test(NAME SimulatedHosts.OverTcpWith2msDelay
          COMMAND ${TANDEM_SIMULATED_HOSTS_SCRIPT} --hosts 3 --delay 2ms --rate 1gbit -- $<TARGET_FILE:test_simulated_hosts>

@@ -6,13 +6,15 @@
 # $TANDEM_SIMULATED_MPIRUN: mpirun that places rank i on host i (i mod N), starts the other
 # hosts' daemons through a launch agent that enters their namespace (as ssh would enter a
 # machine), and keeps MPI on TCP over the namespaces' interfaces (no shared memory).
+# --clock-step S: host i's monotonic clock (a time namespace) runs i x S seconds ahead of host
+# 0's, as separate machines' steady clocks differ.
 # Addresses exist only inside these namespaces; everything is removed on exit, also on failure.
 #
-#   simulated_hosts.sh [--hosts N] [--delay 2ms] [--rate 1gbit] -- COMMAND [ARGS...]
+#   simulated_hosts.sh [--hosts N] [--delay 2ms] [--rate 1gbit] [--clock-step S] -- COMMAND [ARGS...]
 #   e.g. simulated_hosts.sh --hosts 3 -- sh -c '$TANDEM_SIMULATED_MPIRUN -np 3 build/tandem serve ...'
 #
-# COMMAND also gets TANDEM_SIMULATED_HOSTS (N), TANDEM_SIMULATED_DELAY_US (one way) and
-# TANDEM_SIMULATED_LINK (the link in words).
+# COMMAND also gets TANDEM_SIMULATED_HOSTS (N), TANDEM_SIMULATED_DELAY_US (one way),
+# TANDEM_SIMULATED_CLOCK_STEP_S (S, 0 without) and TANDEM_SIMULATED_LINK (the link in words).
 # Exit: COMMAND's status; 77 (printing why) when namespaces cannot be made here (not root, no
 # `ip`, no network namespaces, no mpirun) or a link option needs what this machine lacks.
 set -euo pipefail
@@ -21,12 +23,14 @@ readonly kSkip=77
 hosts=3
 delay=""
 rate=""
+clock_step=0
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts="$2"; shift 2 ;;
     --delay) delay="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
+    --clock-step) clock_step="$2"; shift 2 ;;
     --help | -h) usage; exit 0 ;;
     --) shift; break ;;
     *) echo "simulated_hosts: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -50,10 +54,18 @@ if ! [[ "$hosts" =~ ^[0-9]+$ ]] || [ "$hosts" -lt 1 ] || [ "$hosts" -gt 200 ]; t
   exit 2
 fi
 
+if ! [[ "$clock_step" =~ ^[0-9]+$ ]]; then
+  echo "simulated_hosts: --clock-step takes whole seconds, not $clock_step" >&2
+  exit 2
+fi
+
 skip() { echo "SKIPPED: simulated hosts: $*"; exit "$kSkip"; }
 [ "$(id -u)" -eq 0 ] || skip "not root (network namespaces need CAP_SYS_ADMIN and CAP_NET_ADMIN)"
 command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
 command -v mpirun >/dev/null || skip "no mpirun (OpenMPI) on PATH"
+if [ "$clock_step" -gt 0 ] && ! unshare --time --monotonic 1 true 2>/dev/null; then
+  skip "--clock-step needs time namespaces (unshare --time; CONFIG_TIME_NS), not available here"
+fi
 
 # Names carry this shell's pid, so that runs side by side (several engineers, ctest -j) never
 # share one; the subnet is private and exists only inside this run's namespaces.
@@ -176,21 +188,26 @@ for ((i = 0; i < hosts; i++)); do echo "$(host_ip "$i") slots=64"; done >"$run_d
 
 # The launch agent: mpirun runs `AGENT HOST COMMAND...` as it would run `ssh HOST COMMAND...`;
 # this one runs COMMAND in HOST's namespace through a shell, with only HOME and PATH from the
-# environment (ssh gives a remote command no more: what a rank needs, mpirun must pass), and
-# a temporary folder of the host's own: the hosts share the machine's hostname, so in one /tmp
-# their daemons would share OpenMPI's session folder (named after the host) and its files (a
-# daemon crashed in hwloc_shmem_topology_write, both writing one hwloc.sm).
+# environment (ssh gives a remote command no more: what a rank needs, mpirun must pass), with
+# --clock-step its own monotonic clock (a time namespace), and a temporary folder of its own:
+# the hosts share the machine's hostname, so in one /tmp their daemons would share OpenMPI's
+# session folder (named after the host) and its files (a daemon crashed in
+# hwloc_shmem_topology_write, both writing one hwloc.sm).
 for ((i = 1; i < hosts; i++)); do mkdir "$run_dir/tmp-h$i"; done
 {
   echo '#!/usr/bin/env bash'
   echo 'while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done  # ssh-style options, none needed'
   echo 'host="$1"; shift'
   echo 'case "$host" in'
-  echo "  $(host_ip 0)) ns=$(host_ns 0) tmp=\"\${TMPDIR:-/tmp}\" ;;"
-  for ((i = 1; i < hosts; i++)); do echo "  $(host_ip "$i")) ns=$(host_ns "$i") tmp=$run_dir/tmp-h$i ;;"; done
+  echo "  $(host_ip 0)) ns=$(host_ns 0) tmp=\"\${TMPDIR:-/tmp}\" clock=0 ;;"
+  for ((i = 1; i < hosts; i++)); do
+    echo "  $(host_ip "$i")) ns=$(host_ns "$i") tmp=$run_dir/tmp-h$i clock=$((i * clock_step)) ;;"
+  done
   echo '  *) echo "simulated_hosts agent: no host $host" >&2; exit 255 ;;'
   echo 'esac'
-  echo 'exec ip netns exec "$ns" env -i HOME="$HOME" PATH="$PATH" TMPDIR="$tmp" /bin/sh -c "$*"'
+  echo 'time=()'
+  echo '[ "$clock" -gt 0 ] && time=(unshare --time --monotonic "$clock")'
+  echo 'exec ip netns exec "$ns" "${time[@]}" env -i HOME="$HOME" PATH="$PATH" TMPDIR="$tmp" /bin/sh -c "$*"'
 } >"$run_dir/agent"
 chmod +x "$run_dir/agent"
 
@@ -214,8 +231,10 @@ chmod +x "$run_dir/mpirun"
 export TANDEM_SIMULATED_HOSTS="$hosts"
 export TANDEM_SIMULATED_MPIRUN="$run_dir/mpirun"
 export TANDEM_SIMULATED_DELAY_US="$link_delay_us"
+export TANDEM_SIMULATED_CLOCK_STEP_S="$clock_step"
 export TANDEM_SIMULATED_LINK="delay ${delay:-0} rate ${rate:-unlimited} through $switch"
-echo "simulated_hosts: $hosts hosts ($(host_ns 0) .. $(host_ns $((hosts - 1))), $subnet), link: $TANDEM_SIMULATED_LINK" >&2
+echo "simulated_hosts: $hosts hosts ($(host_ns 0) .. $(host_ns $((hosts - 1))), $subnet), link: $TANDEM_SIMULATED_LINK," \
+  "clocks $clock_step s apart" >&2
 # Not exec: the trap must remove the namespaces when COMMAND ends.
 set +e
 ip netns exec "$(host_ns 0)" "$@"

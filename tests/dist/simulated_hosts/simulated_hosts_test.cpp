@@ -1,9 +1,9 @@
 // The disaggregated and pipelined servers across simulated hosts (issue 36): every rank in a
-// network namespace of its own, MPI on TCP between them (simulated_hosts.sh, which runs this
-// program inside host 0 and gives it $TANDEM_SIMULATED_MPIRUN). The same concurrent requests,
-// greedy and seeded, on KV pools that preempt, give one process's text token for token; a
-// killed rank on another host fails what it failed on one machine (a decode rank: only its
-// requests; a pipeline stage: the job). Run alone, outside the script, every test skips.
+// network namespace of its own, MPI on TCP between them, maybe a clock of its own
+// (simulated_hosts.sh, which runs this program inside host 0 and gives it $TANDEM_SIMULATED_MPIRUN). The same
+// concurrent requests, greedy and seeded, on KV pools that preempt, give one process's text token for token; a killed
+// rank on another host fails what it failed on one machine (a decode rank: only its requests; a pipeline stage: the
+// job). Run alone, outside the script, every test skips.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -47,6 +47,12 @@ std::string hosts_mpirun() {
 double link_delay_ms() {
   const char* us = std::getenv("TANDEM_SIMULATED_DELAY_US");
   return us != nullptr ? std::atof(us) / 1e3 : 0.0;
+}
+
+// How far host i's monotonic clock runs ahead of host 0's, per i (--clock-step), in seconds.
+double clock_step_s() {
+  const char* s = std::getenv("TANDEM_SIMULATED_CLOCK_STEP_S");
+  return s != nullptr ? std::atof(s) : 0.0;
 }
 
 int hosts() {
@@ -199,15 +205,32 @@ std::vector<Reply> all_at_once(const ServerProcess& server, const std::vector<js
   return replies;
 }
 
-// The round trip (ms) that a job logged for its clock offset: the MPI messages' own latency
-// between host 0 and another host. At least twice the link's delay when the traffic crossed it.
-double logged_round_trip_ms(const std::string& log, const std::regex& pattern, double scale_to_ms) {
+// A worker's clock as the job logged it: the offset from rank 0's and the round trip (ms)
+// of the exchange it was measured with (its error is at most half of that).
+struct LoggedClock {
+  double offset_ms = 0.0;
+  double round_trip_ms = -1.0;
+};
+
+// `pattern` captures the offset and a measure of the round trip; `to_ms` scales the offset,
+// `round_trip_scale` the second capture to a round trip in ms.
+LoggedClock logged_clock(const std::string& log, const std::regex& pattern, double to_ms, double round_trip_scale) {
   std::smatch match;
-  if (!std::regex_search(log, match, pattern)) return -1.0;
-  const double round_trip = std::stod(match[1]) * scale_to_ms;
-  std::printf("[ figures  ] clock round trip %.3f ms (link: %s)\n", round_trip,
+  if (!std::regex_search(log, match, pattern)) return {};
+  const LoggedClock clock{std::stod(match[1]) * to_ms, std::stod(match[2]) * round_trip_scale};
+  std::printf("[ figures  ] clock %+.3f ms, round trip %.3f ms (link: %s)\n", clock.offset_ms, clock.round_trip_ms,
               std::getenv("TANDEM_SIMULATED_LINK") != nullptr ? std::getenv("TANDEM_SIMULATED_LINK") : "?");
-  return round_trip;
+  return clock;
+}
+
+// The clock of the rank on host `host` was measured across the link: its round trip is at
+// least twice the link's one-way delay, and the offset is the host's clock step (0 when the
+// hosts share the clock) within the estimate's bound (half the round trip; 1 ms more for the
+// moments between the clock reads and the messages on a loaded machine).
+void expect_clock_across_link(const LoggedClock& clock, int host, const std::string& log) {
+  ASSERT_GE(clock.round_trip_ms, 0.0) << "no clock line in the log\n" << log;
+  EXPECT_GE(clock.round_trip_ms, 2 * link_delay_ms()) << log;
+  EXPECT_NEAR(clock.offset_ms, host * clock_step_s() * 1e3, clock.round_trip_ms / 2 + 1.0) << log;
 }
 
 int64_t metric(const ServerProcess& server, const std::string& pattern) {
@@ -315,10 +338,13 @@ TEST_F(SimulatedHostsServe, DisaggregatedMatchesOneProcess) {
   ServerProcess job;
   ASSERT_TRUE(job.start_program(hosts_mpirun(), job_args(3, serve, true), 90.0)) << job.log();
   expect_spread_over_hosts(job.pid(), 3);
-  // "rank 2 (decode): clock +1.0 us from the front's (within 30.0 us, ...)": half a round trip.
-  const double round_trip = logged_round_trip_ms(
-      job.log(), std::regex(R"(rank 2 \(decode\): clock [-+0-9.]+ us from the front's \(within ([0-9.]+) us)"), 2e-3);
-  EXPECT_GE(round_trip, 2 * link_delay_ms()) << job.log();
+  // "rank 2 (decode): clock +1.0 us from the front's (within 30.0 us, ...)": within half a round trip.
+  for (const auto& [rank, role] : {std::pair(1, "prefill"), std::pair(2, "decode")}) {
+    SCOPED_TRACE(role);
+    const std::regex line("rank " + std::to_string(rank) + " \\(" + role +
+                          "\\): clock ([-+0-9.]+) us from the front's \\(within ([0-9.]+) us");
+    expect_clock_across_link(logged_clock(job.log(), line, 1e-3, 2e-3), rank, job.log());
+  }
   // Twice: the second round finds the prompts in the decode rank's prefix cache.
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
@@ -348,9 +374,8 @@ TEST_F(SimulatedHostsServe, PipelineMatchesOneProcess) {
   ServerProcess job;
   ASSERT_TRUE(job.start_program(hosts_mpirun(), job_args(2, serve, false), 90.0)) << job.log();
   expect_spread_over_hosts(job.pid(), 2);
-  const double round_trip =
-      logged_round_trip_ms(job.log(), std::regex(R"(\(rank 1\): clock .*\(round trip ([0-9.]+) ms\))"), 1.0);
-  EXPECT_GE(round_trip, 2 * link_delay_ms()) << job.log();
+  const std::regex line(R"(\(rank 1\): clock ([-+0-9.]+) ms from rank 0's \(round trip ([0-9.]+) ms\))");
+  expect_clock_across_link(logged_clock(job.log(), line, 1.0, 1.0), 1, job.log());
   expect_same_replies(want, all_at_once(job, requests), job.log());
   EXPECT_GT(metric(job, "tandem_preemptions_total"), 0);
   EXPECT_GT(metric(job, "tandem_stage_received_bytes_total\\{stage=\"1\",rank=\"1\"\\}"), 0);
