@@ -105,18 +105,26 @@ std::string net_namespace(pid_t pid) {
   return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/ns/net", error).string();
 }
 
-// The IPv4 peers of the established TCP connections in `pid`'s network namespace
-// (/proc/PID/net/tcp: "sl local rem st ...", addresses as little-endian hex:port).
+// The IPv4 peers of the established TCP connections that process `pid` itself holds: its
+// sockets (/proc/PID/fd -> "socket:[inode]") found in its namespace's /proc/PID/net/tcp
+// ("sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...", addresses little-endian hex).
+// Its host's other processes (OpenMPI's daemon, which talks TCP to mpirun) do not count.
 std::set<std::string> tcp_peers(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code error;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", error)) {
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
   std::ifstream tcp("/proc/" + std::to_string(pid) + "/net/tcp");
   std::set<std::string> peers;
   std::string line;
   std::getline(tcp, line);  // header
   while (std::getline(tcp, line)) {
     std::istringstream fields(line);
-    std::string slot, local, remote, state;
-    fields >> slot >> local >> remote >> state;
-    if (state != "01") continue;  // TCP_ESTABLISHED
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+    fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    if (state != "01" || !inodes.count(inode)) continue;  // 01: TCP_ESTABLISHED
     const uint32_t address = static_cast<uint32_t>(std::stoul(remote.substr(0, 8), nullptr, 16));
     peers.insert(std::to_string(address & 0xff) + "." + std::to_string((address >> 8) & 0xff) + "." +
                  std::to_string((address >> 16) & 0xff) + "." + std::to_string(address >> 24));
@@ -125,8 +133,9 @@ std::set<std::string> tcp_peers(pid_t pid) {
 }
 
 // Every rank of the job runs in a network namespace of its own, and each rank past 0 holds a
-// TCP connection with rank 0's host (simulated_hosts.sh: host i is 10.213.0.(i+1)): the job
-// really is spread over the hosts and talks over their network.
+// TCP connection of its own with rank 0's host (simulated_hosts.sh: host i is 10.213.0.(i+1);
+// MPI's TCP transport, the only one between hosts): the job really is spread over the hosts
+// and its messages cross their network.
 void expect_spread_over_hosts(pid_t launcher, int ranks) {
   std::set<std::string> namespaces;
   for (int rank = 0; rank < ranks; ++rank) {
