@@ -467,18 +467,28 @@ TEST_F(SimulatedHostsServe, AKilledStageRankEndsThePipelineJob) {
   const pid_t victim = rank_pid(job.pid(), 1);
   ASSERT_GT(victim, 0);
   std::atomic<int> answered{0};
+  std::atomic<bool> stop{false};
   std::vector<std::future<Reply>> clients;
   for (int i = 0; i < 4; ++i) {
-    clients.push_back(std::async(std::launch::async, [&job, &answered, i] {
+    clients.push_back(std::async(std::launch::async, [&job, &answered, &stop, i] {
       // aidreams260K's context is 128 tokens: one request lasts a fraction of a second.
-      for (int n = 0;; ++n) {
-        const Reply reply = complete(job, {{"prompt", "The dream"}, {"max_tokens", 100}, {"seed", i * 1000 + n}});
-        if (reply.status != 200) return reply;
+      Reply reply;
+      for (int n = 0; !stop; ++n) {
+        reply = complete(job, {{"prompt", "The dream"}, {"max_tokens", 100}, {"seed", i * 1000 + n}});
+        if (reply.status != 200) break;
         ++answered;
       }
+      return reply;
     }));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Destroyed before `clients` (whose futures wait for their loops): a failed assertion below
+  // ends the loops instead of leaving them to run against a live server for ever.
+  struct StopClients {
+    std::atomic<bool>& stop;
+    ~StopClients() { stop = true; }
+  } stop_clients{stop};
+  // Until the pipeline has answered (a fraction of a second in Release, seconds under ASan).
+  for (int i = 0; i < 600 && answered.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_GT(answered.load(), 0) << "the pipeline served before the kill\n" << job.log();
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   const std::optional<int> code = job.wait_exit(60.0);
