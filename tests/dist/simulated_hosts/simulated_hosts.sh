@@ -77,12 +77,17 @@ readonly subnet="$subnet_base.0/24"
 host_ns() { echo "$prefix$1-$tag"; }
 host_ip() { echo "$subnet_base.$(($1 + 1))"; }
 
-# A run killed outright (SIGKILL: no trap runs) leaves its namespaces behind; remove those
-# whose run is gone. Only names of this script's form, and only when their pid is dead.
+# A run killed outright (SIGKILL: no trap runs) leaves its namespaces and its folder in /tmp
+# behind; remove those whose run is gone. Only names of this script's form, and only when their pid is dead.
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
   if [[ "$ns" =~ ^tandem-(h[0-9]+|sw)-([0-9]+)$ ]] && ! kill -0 "${BASH_REMATCH[2]}" 2>/dev/null; then
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
     ip netns delete "$ns" 2>/dev/null || true
+  fi
+done
+for dir in /tmp/tandem-hosts-*; do
+  if [[ "$dir" =~ ^/tmp/tandem-hosts-([0-9]+)\.[A-Za-z0-9]+$ ]] && ! kill -0 "${BASH_REMATCH[1]}" 2>/dev/null; then
+    rm -rf "$dir"
   fi
 done
 
