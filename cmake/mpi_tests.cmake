@@ -36,3 +36,29 @@ set_tests_properties(PipelineServe.TokenIdenticalToOneProcess PROPERTIES LABELS 
                                                                       ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0"
                                                                       # its single process on the CPU, as the ranks are
                                                                       ENVIRONMENT_MODIFICATION "CUDA_VISIBLE_DEVICES=set:")
+
+# The same servers across simulated hosts (tests/dist/simulated_hosts/, issue 36): network
+# namespaces joined by a bridge, MPI over TCP between them. ctest runs simulated_hosts.sh, which
+# makes the hosts, runs test_simulated_hosts inside host 0 and removes the hosts after; where
+# namespaces cannot be made (not root, none in the kernel) it prints why and exits 77, a skip.
+# Labels, RUN_SERIAL and the sanitizer's environment come from tests/labels.cmake (SimulatedHosts.*).
+add_executable(test_simulated_hosts ${CMAKE_SOURCE_DIR}/tests/dist/simulated_hosts/simulated_hosts_test.cpp)
+target_link_libraries(test_simulated_hosts PRIVATE tandem_test_support PkgConfig::HTTPLIB)
+target_compile_options(test_simulated_hosts PRIVATE $<$<CONFIG:Release>:-O1>)
+add_dependencies(test_simulated_hosts tandem)
+set(TANDEM_SIMULATED_HOSTS_SCRIPT ${CMAKE_SOURCE_DIR}/tests/dist/simulated_hosts/simulated_hosts.sh)
+# Four hosts: the killed-decode-rank job has four ranks; the others use the first two or three.
+# Their steady clocks 1000 s apart (time namespaces), as separate machines' are: the jobs' clock
+# offsets must find that, and nothing may compare one rank's clock with another's.
+add_test(NAME SimulatedHosts.OverTcp COMMAND ${TANDEM_SIMULATED_HOSTS_SCRIPT} --hosts 4 --clock-step 1000 --
+                                             $<TARGET_FILE:test_simulated_hosts>)
+# A slower link (2 ms each way, 1 Gbit/s): the same outputs; the kill tests are left to the run above.
+add_test(NAME SimulatedHosts.OverTcpWith2msDelay
+         COMMAND ${TANDEM_SIMULATED_HOSTS_SCRIPT} --hosts 3 --delay 2ms --rate 1gbit -- $<TARGET_FILE:test_simulated_hosts>
+                 --gtest_filter=*MatchesOneProcess)
+set_tests_properties(SimulatedHosts.OverTcp SimulatedHosts.OverTcpWith2msDelay PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240
+                     # the single process on the CPU, as in the other server tests
+                     ENVIRONMENT_MODIFICATION "CUDA_VISIBLE_DEVICES=set:")
+# Labelled here, as they are added: ctest reads tests/labels.cmake's calls before its own add_test lines.
+include(${CMAKE_SOURCE_DIR}/tests/labels.cmake)
+tandem_label_tests("SimulatedHosts.OverTcp;SimulatedHosts.OverTcpWith2msDelay")

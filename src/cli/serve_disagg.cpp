@@ -48,11 +48,11 @@ WorkerCounts parse_workers(const std::string& spec) {
   return counts;
 }
 
-Tokenizer load_checked_tokenizer(const ServeOptions& options, const Model& model) {
-  Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model.config.vocab_size);
-  TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model.config.vocab_size,
+Tokenizer load_checked_tokenizer(const ServeOptions& options, const ModelConfig& model) {
+  Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model.vocab_size);
+  TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
-                     model.config.vocab_size);
+                     model.vocab_size);
   return tokenizer;
 }
 
@@ -63,7 +63,7 @@ bool run_worker(const ServeOptions& options, Communicator& comm, bool prefill) {
   block_stop_signals();
   try {
     const std::shared_ptr<const Model> model = load_model(options.model_path);
-    const Tokenizer tokenizer = load_checked_tokenizer(options, *model);
+    const Tokenizer tokenizer = load_checked_tokenizer(options, model->config);
     EngineConfig config = options.engine;
     config.kv_types = options.kv_types.resolve();
     Profiler profiler;  // with --trace only; outlives the pool and the engine that report to it
@@ -127,9 +127,9 @@ bool run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
   http.start();
   begin_loading(signals);
   // The front tokenizes and renders chat; it needs the model's configuration and vocabulary,
-  // not its weights: it holds the first layer only (a pipeline stage's load).
-  const std::shared_ptr<const Model> model = load_model(options.model_path, {.layers = LayerRange{0, 1}});
-  const Tokenizer tokenizer = load_checked_tokenizer(options, *model);
+  // not its weights: none is read (read_model_config).
+  const ModelConfig model_config = read_model_config(options.model_path);
+  const Tokenizer tokenizer = load_checked_tokenizer(options, model_config);
   const chat::ChatRenderer chat_renderer = choose_chat_renderer(options, tokenizer);
 
   dist::DisaggConfig config;
@@ -137,14 +137,14 @@ bool run_front(const ServeOptions& options, Communicator& comm, const WorkerCoun
   for (int r = counts.prefill + 1; r <= counts.prefill + counts.decode; ++r) config.decode_ranks.push_back(r);
   config.block_size = options.engine.block_size;
   config.max_seqs = options.engine.max_seqs;
-  const int64_t model_context = model->config.context_length;
+  const int64_t model_context = model_config.context_length;
   config.context_length = options.engine.context_length <= 0 || options.engine.context_length > model_context
                               ? model_context
                               : options.engine.context_length;
   config.worker_timeout_s = options.worker_timeout_s;
   config.remote_prefill_min = options.remote_prefill_min;
   config.trace = !options.trace_path.empty();
-  dist::DisaggFront front(comm, tokenizer, model->config, config);
+  dist::DisaggFront front(comm, tokenizer, model_config, config);
   front.start(600.0);  // every worker's model loaded (a failed one says why)
   if (config.trace) {
     for (int rank = 1; rank <= counts.prefill + counts.decode; ++rank) {

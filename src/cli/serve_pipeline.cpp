@@ -63,9 +63,8 @@ ServePipeline::~ServePipeline() = default;
 bool ServePipeline::front() const { return state_->comm.rank() == 0; }
 
 ModelLoadOptions ServePipeline::load_options(const std::string& model_path) const {
-  // The split needs the layer count, which only loading tells; a model of its first layer
-  // alone reads little (that layer's weights).
-  const int64_t n_layers = load_model(model_path, {.layers = LayerRange{0, 1}})->config.n_layers;
+  // The split needs the layer count: the configuration's, read without any weight.
+  const int64_t n_layers = read_model_config(model_path).n_layers;
   const std::vector<LayerRange> ranges = split_layers(n_layers, state_->n_stages);
   return {.layers = ranges[static_cast<size_t>(state_->comm.rank())]};
 }

@@ -391,6 +391,17 @@ class GgufModelBuilder {
 
 }  // namespace
 
+ModelConfig read_gguf_config(const std::string& path) {
+  GgufFile file = GgufFile::open(path);
+  Model model;
+  try {
+    GgufModelBuilder(file, model).read_config();
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", path, error.what()));
+  }
+  return model.config;
+}
+
 std::shared_ptr<const Model> load_gguf_model(const std::string& path, const ModelLoadOptions& options) {
   GgufFile file = GgufFile::open(path);
   auto model = std::make_shared<Model>();

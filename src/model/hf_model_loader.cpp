@@ -476,6 +476,19 @@ class HfModelBuilder {
 
 }  // namespace
 
+ModelConfig read_hf_config(const std::string& dir) {
+  Model model;
+  try {
+    const json config = read_json_file((std::filesystem::path(dir) / "config.json").string());
+    // The builder reads through a checkpoint; opening one reads the safetensors headers, no tensor.
+    SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(dir);
+    HfModelBuilder(config, checkpoint, model).read_config();
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", dir, error.what()));
+  }
+  return model.config;
+}
+
 std::shared_ptr<const Model> load_hf_model(const std::string& dir, const ModelLoadOptions& options) {
   auto model = std::make_shared<Model>();
   model->source_path = dir;

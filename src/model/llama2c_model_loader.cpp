@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "base/error.h"
 #include "io/mapped_file.h"
@@ -14,23 +15,18 @@
 
 namespace tandem {
 
-std::shared_ptr<const Model> load_llama2c_model(const std::string& path, const ModelLoadOptions& options) {
-  auto mapping = std::make_shared<MappedFile>(path);
-  const auto bytes = mapping->bytes();
-  TANDEM_CHECK_INPUT(bytes.size() >= 28, "{}: too short for a llama2.c checkpoint ({} bytes)", path, bytes.size());
-  int32_t header[7];
-  std::memcpy(header, bytes.data(), sizeof(header));
+namespace {
 
-  auto model = std::make_shared<Model>();
-  model->source_path = path;
-  model->format = "llama2.c";
-  ModelConfig& config = model->config;
+constexpr size_t kHeaderBytes = 28;
+
+// The configuration a header gives: every llama2.c checkpoint is a Llama with RoPE base 10000.
+ModelConfig config_from_header(const int32_t (&header)[7], const std::string& path) {
+  ModelConfig config;
   config.d_model = header[0];
   config.d_ff = header[1];
   config.n_layers = header[2];
   config.n_heads = header[3];
   config.n_kv_heads = header[4];
-  const bool shared_classifier = header[5] > 0;
   config.vocab_size = std::abs(static_cast<int64_t>(header[5]));
   config.context_length = header[6];
   config.head_dim = config.n_heads > 0 ? config.d_model / config.n_heads : 0;
@@ -45,6 +41,35 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path, const M
   } catch (const InputError& error) {
     throw InputError(fmt::format("{}: not a valid llama2.c checkpoint: {}", path, error.what()));
   }
+  return config;
+}
+
+}  // namespace
+
+ModelConfig read_llama2c_config(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  TANDEM_CHECK_INPUT(file.good(), "cannot open model '{}'", path);
+  int32_t header[7];
+  file.read(reinterpret_cast<char*>(header), sizeof(header));
+  TANDEM_CHECK_INPUT(file.gcount() == static_cast<std::streamsize>(kHeaderBytes),
+                     "{}: too short for a llama2.c checkpoint ({} bytes)", path, file.gcount());
+  return config_from_header(header, path);
+}
+
+std::shared_ptr<const Model> load_llama2c_model(const std::string& path, const ModelLoadOptions& options) {
+  auto mapping = std::make_shared<MappedFile>(path);
+  const auto bytes = mapping->bytes();
+  TANDEM_CHECK_INPUT(bytes.size() >= kHeaderBytes, "{}: too short for a llama2.c checkpoint ({} bytes)", path,
+                     bytes.size());
+  int32_t header[7];
+  std::memcpy(header, bytes.data(), sizeof(header));
+
+  auto model = std::make_shared<Model>();
+  model->source_path = path;
+  model->format = "llama2.c";
+  model->config = config_from_header(header, path);
+  const ModelConfig& config = model->config;
+  const bool shared_classifier = header[5] > 0;
 
   // 128-bit arithmetic: a hostile header must not overflow the size check.
   using Wide = __int128;

@@ -1,5 +1,5 @@
-// Model-wide helpers: config validation, weight byte accounting, and picking the loader by
-// file format (GGUF magic, else a llama2.c checkpoint).
+// Model-wide helpers: config validation, weight byte accounting, and picking the loader (or
+// the configuration reader) by file format (a folder, GGUF magic, else a llama2.c checkpoint).
 #include "model/model.h"
 
 #include <cstdio>
@@ -100,17 +100,40 @@ int64_t Model::weight_bytes_per_token() const {
   return total;
 }
 
-std::shared_ptr<const Model> load_model(const std::string& path, const ModelLoadOptions& options) {
-  if (std::filesystem::is_directory(path)) return load_hf_model(path, options);
+namespace {
+
+enum class ModelFormat { Gguf, HfFolder, Llama2c };
+
+ModelFormat model_format(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return ModelFormat::HfFolder;
   // A .gguf name is a promise of the format: let the GGUF reader say what is wrong with it.
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return load_gguf_model(path, options);
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return ModelFormat::Gguf;
   std::FILE* file = std::fopen(path.c_str(), "rb");
   TANDEM_CHECK_INPUT(file != nullptr, "cannot open model '{}': {}", path, std::strerror(errno));
   char magic[4] = {};
   const size_t got = std::fread(magic, 1, 4, file);
   std::fclose(file);
-  if (got == 4 && std::memcmp(magic, "GGUF", 4) == 0) return load_gguf_model(path, options);
+  return got == 4 && std::memcmp(magic, "GGUF", 4) == 0 ? ModelFormat::Gguf : ModelFormat::Llama2c;
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> load_model(const std::string& path, const ModelLoadOptions& options) {
+  switch (model_format(path)) {
+    case ModelFormat::HfFolder: return load_hf_model(path, options);
+    case ModelFormat::Gguf: return load_gguf_model(path, options);
+    case ModelFormat::Llama2c: break;
+  }
   return load_llama2c_model(path, options);
+}
+
+ModelConfig read_model_config(const std::string& path) {
+  switch (model_format(path)) {
+    case ModelFormat::HfFolder: return read_hf_config(path);
+    case ModelFormat::Gguf: return read_gguf_config(path);
+    case ModelFormat::Llama2c: break;
+  }
+  return read_llama2c_config(path);
 }
 
 }  // namespace tandem

@@ -117,4 +117,13 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path, const M
 // `dir` holds config.json and model.safetensors (or model.safetensors.index.json + shards).
 std::shared_ptr<const Model> load_hf_model(const std::string& dir, const ModelLoadOptions& options = {});
 
+// The configuration alone, as load_model would give it, with no weight read or checked: a
+// GGUF's metadata (and its small rope_freqs vector), a llama2.c header, a config.json. For
+// what needs the shape before (or instead of) weights: a pipeline's layer split, the front of
+// a disaggregated job. The same InputErrors as load_model for a bad header or metadata.
+ModelConfig read_model_config(const std::string& path);
+ModelConfig read_gguf_config(const std::string& path);
+ModelConfig read_llama2c_config(const std::string& path);
+ModelConfig read_hf_config(const std::string& dir);
+
 }  // namespace tandem
