@@ -151,13 +151,10 @@ class DisaggServer : public ::testing::Test {
 };
 
 TEST_F(DisaggServer, OutputsEqualOneProcessUnderConcurrentLoadWithPreemption) {
-  // 4-token blocks, 4 sequences, a 96-token context and a pool of 28 blocks (2.5 KiB each):
-  // twelve requests of up to 84 positions (21 blocks) at once make the decode side preempt (and
-  // the prefill side queue) as soon as any two of them are long together. (With 40 blocks it
-  // took three, and one run in a few dozen on a loaded machine delivered them to the decode
-  // rank too far apart: 0 preemptions.)
+  // 4-token blocks, 4 sequences, a 128-token context and a pool of 40 blocks: twelve requests of up to 100
+  // positions at once make the decode side preempt (and the prefill side queue).
   const std::vector<std::string> flags = {"-z", shared_path(kTok512), "--kv-block", "4",     "--parallel",
-                                          "4",  "--kv-memory",        "70KiB",      "--ctx", "96"};
+                                          "4",  "--kv-memory",        "100KiB",     "--ctx", "128"};
   const std::vector<json> requests = workload();
   ServerProcess single;
   ASSERT_TRUE(single.start(flags, 30.0, shared_path(kStories))) << single.log();
