@@ -7,10 +7,6 @@
 // transfers included, on its clock. Skips, saying so, in a build without MPI.
 #include <gtest/gtest.h>
 
-#include <chrono>
-
-#include <functional>
-
 #include <signal.h>
 #include <unistd.h>
 
