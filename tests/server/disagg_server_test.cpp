@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/completion_replies.h"
 #include "server/server_process.h"
 #include "support/mpirun.h"
 #include "support/shared_data.h"
@@ -78,29 +79,7 @@ int stop_job(ServerProcess& server) {
   return server.stop(1.0);
 }
 
-struct Reply {
-  int status = 0;
-  std::string text;
-  int64_t completion_tokens = -1;
-  std::string error;
-};
-
-Reply complete(const ServerProcess& server, const json& request) {
-  httplib::Client client = server.client();
-  client.set_read_timeout(60, 0);
-  const auto res = client.Post("/v1/completions", request.dump(), "application/json");
-  Reply reply;
-  if (!res) return reply;
-  reply.status = res->status;
-  const json body = json::parse(res->body, nullptr, false);
-  if (res->status == 200) {
-    reply.text = body["choices"][0]["text"];
-    reply.completion_tokens = body["usage"]["completion_tokens"];
-  } else if (body.contains("error")) {
-    reply.error = body["error"]["message"];
-  }
-  return reply;
-}
+using Reply = CompletionReply;
 
 // Requests sharing prefixes (so prefix caches on both sides are hit), greedy and seeded.
 std::vector<json> workload() {
@@ -121,15 +100,6 @@ std::vector<json> workload() {
     requests.push_back(std::move(request));
   }
   return requests;
-}
-
-std::vector<Reply> all_at_once(const ServerProcess& server, const std::vector<json>& requests) {
-  std::vector<std::future<Reply>> futures;
-  for (const json& request : requests)
-    futures.push_back(std::async(std::launch::async, [&server, request] { return complete(server, request); }));
-  std::vector<Reply> replies;
-  for (auto& f : futures) replies.push_back(f.get());
-  return replies;
 }
 
 int64_t metric(const ServerProcess& server, const std::string& name) {

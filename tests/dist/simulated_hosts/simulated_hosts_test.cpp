@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/completion_replies.h"
 #include "server/server_process.h"
 #include "support/shared_data.h"
 
@@ -151,29 +153,7 @@ void expect_spread_over_hosts(pid_t launcher, int ranks) {
   EXPECT_EQ(namespaces.size(), static_cast<size_t>(ranks)) << "ranks sharing a host";
 }
 
-struct Reply {
-  int status = 0;
-  std::string text;
-  int64_t completion_tokens = -1;
-  std::string error;
-};
-
-Reply complete(const ServerProcess& server, const json& request) {
-  httplib::Client client = server.client();
-  client.set_read_timeout(120, 0);
-  const auto res = client.Post("/v1/completions", request.dump(), "application/json");
-  Reply reply;
-  if (!res) return reply;
-  reply.status = res->status;
-  const json body = json::parse(res->body, nullptr, false);
-  if (res->status == 200) {
-    reply.text = body["choices"][0]["text"];
-    reply.completion_tokens = body["usage"]["completion_tokens"];
-  } else if (body.is_object() && body.contains("error")) {
-    reply.error = body["error"]["message"];
-  }
-  return reply;
-}
+using Reply = CompletionReply;
 
 // Eight requests on prompts that share their heads (prefix caches are hit), every other one
 // greedy, the rest seeded at temperature 0.9, each to its max_tokens.
@@ -196,19 +176,14 @@ std::vector<json> workload() {
   return requests;
 }
 
-std::vector<Reply> all_at_once(const ServerProcess& server, const std::vector<json>& requests) {
+// All at once (120 s a reply: the links here are slow), and what the load took, for
+// bench/RESULTS.md-style notes.
+std::vector<Reply> timed_all_at_once(const ServerProcess& server, const std::vector<json>& requests) {
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::future<Reply>> futures;
-  for (const json& request : requests)
-    futures.push_back(std::async(std::launch::async, [&server, request] { return complete(server, request); }));
-  std::vector<Reply> replies;
+  std::vector<Reply> replies = all_at_once(server, requests, 120);
   int64_t tokens = 0;
-  for (auto& f : futures) {
-    replies.push_back(f.get());
-    tokens += std::max<int64_t>(replies.back().completion_tokens, 0);
-  }
+  for (const Reply& reply : replies) tokens += std::max<int64_t>(reply.completion_tokens, 0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // The figures for bench/RESULTS.md-style notes: what the load took here.
   std::printf("[ figures  ] %zu requests, %lld tokens in %.3f s (%.1f tokens/s)\n", requests.size(),
               static_cast<long long>(tokens), seconds, static_cast<double>(tokens) / seconds);
   return replies;
@@ -281,7 +256,7 @@ std::vector<Reply> one_process(const std::vector<std::string>& flags, const std:
     ADD_FAILURE() << single.log();
     return {};
   }
-  std::vector<Reply> replies = all_at_once(single, requests);
+  std::vector<Reply> replies = timed_all_at_once(single, requests);
   EXPECT_GT(metric(single, "tandem_preemptions_total"), 0) << "the pool was meant to be short";
   EXPECT_EQ(single.stop(), 0) << single.log();
   return replies;
@@ -357,7 +332,7 @@ TEST_F(SimulatedHostsServe, DisaggregatedMatchesOneProcess) {
   // Twice: the second round finds the prompts in the decode rank's prefix cache.
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    expect_same_replies(want, all_at_once(job, requests), job.log());
+    expect_same_replies(want, timed_all_at_once(job, requests), job.log());
   }
   EXPECT_GT(positive_metric(job, "tandem_preemptions_total"), 0);
   EXPECT_GT(positive_metric(job, "tandem_worker_kv_sent_bytes_total\\{rank=\"1\",role=\"prefill\"\\}"), 0)
@@ -385,7 +360,7 @@ TEST_F(SimulatedHostsServe, PipelineMatchesOneProcess) {
   expect_spread_over_hosts(job.pid(), 2);
   const std::regex line(R"(\(rank 1\): clock ([-+0-9.]+) ms from rank 0's \(round trip ([0-9.]+) ms\))");
   expect_clock_across_link(logged_clock(job.log(), line, 1.0, 1.0), 1, job.log());
-  expect_same_replies(want, all_at_once(job, requests), job.log());
+  expect_same_replies(want, timed_all_at_once(job, requests), job.log());
   EXPECT_GT(metric(job, "tandem_preemptions_total"), 0);
   EXPECT_GT(metric(job, "tandem_stage_received_bytes_total\\{stage=\"1\",rank=\"1\"\\}"), 0);
   EXPECT_EQ(stop_by_rank_zero(job, rank_pid(job.pid(), 0)), 0) << job.log();
@@ -422,7 +397,7 @@ TEST_F(SimulatedHostsServe, AKilledDecodeRankFailsOnlyItsRequests) {
   for (int i = 0; i < 6; ++i) {
     const json request = {
         {"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"temperature", 1}, {"seed", i}};
-    futures.push_back(std::async(std::launch::async, [&job, request] { return complete(job, request); }));
+    futures.push_back(std::async(std::launch::async, [&job, request] { return complete(job, request, 120); }));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
@@ -448,7 +423,7 @@ TEST_F(SimulatedHostsServe, AKilledDecodeRankFailsOnlyItsRequests) {
   const json body = json::parse(health->body);
   EXPECT_EQ(body["status"], "degraded");
   for (const json& worker : body["workers"]) EXPECT_EQ(worker["up"], worker["rank"] != 3) << health->body;
-  const Reply after = complete(job, {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}});
+  const Reply after = complete(job, {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}, 120);
   EXPECT_EQ(after.status, 200) << after.error;
   EXPECT_GE(stop_by_rank_zero(job, logged_pid(job.log(), 0)), 0) << job.log();
   EXPECT_NE(job.log().find("a worker is down: leaving MPI without finalising"), std::string::npos) << job.log();
@@ -474,7 +449,7 @@ TEST_F(SimulatedHostsServe, AKilledStageRankEndsThePipelineJob) {
       // aidreams260K's context is 128 tokens: one request lasts a fraction of a second.
       Reply reply;
       for (int n = 0; !stop; ++n) {
-        reply = complete(job, {{"prompt", "The dream"}, {"max_tokens", 100}, {"seed", i * 1000 + n}});
+        reply = complete(job, {{"prompt", "The dream"}, {"max_tokens", 100}, {"seed", i * 1000 + n}}, 120);
         if (reply.status != 200) break;
         ++answered;
       }
