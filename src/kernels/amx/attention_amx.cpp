@@ -86,6 +86,7 @@ static_assert(kAttentionSegment % kTilePositions == 0);
 #define TANDEM_ACC_2 2
 #define TANDEM_ACC_3 3
 #define TANDEM_OPERAND_A 4
+#define TANDEM_OPERAND_A2 5
 #define TANDEM_OPERAND_B 6
 #define TANDEM_OPERAND_B2 7
 constexpr int64_t kAccumulators = 4;
@@ -102,6 +103,13 @@ constexpr int64_t kAccumulators = 4;
   do {                                                       \
     _tile_loadd(operand, source, stride);                    \
     _tile_dpbf16ps(accumulator, TANDEM_OPERAND_A, operand);  \
+  } while (false)
+// accumulator += (the A operand loaded from source with stride) x B: decode's K rows times the
+// queries' B tile (score_decode_blocks).
+#define TANDEM_ROWS_PRODUCT(accumulator, operand, source, stride) \
+  do {                                                            \
+    _tile_loadd(operand, source, stride);                         \
+    _tile_dpbf16ps(accumulator, operand, TANDEM_OPERAND_B);       \
   } while (false)
 constexpr int64_t kBlocks = kTilePositions / kLanes;  // blocks of 16 positions in a tile
 constexpr int64_t kHalfTile = 2 * kLanes;             // positions in one weights x V product
@@ -148,6 +156,10 @@ struct Workspace {
   alignas(64) float float_block[kLanes * head_dim];                            // a block's rows converted to floats
   alignas(64) uint16_t key_halves[kLanes * head_halves];                       // a block's K rows as bf16
   alignas(64) uint32_t key_tiles[kBlocks][kChunks<kVectors>][kTileRows * 16];  // B tiles of K^T
+  // Decode (one row block of queries): the queries as B tiles, and the tile's K rows as bf16.
+  alignas(64) uint32_t query_tiles[kChunks<kVectors>][kTileRows * 16];
+  alignas(64) uint16_t key_rows[kTilePositions * head_halves];                     // [position][chunk][32]
+  alignas(64) float transposed_scores[kAccumulators][kLanes * kTileRows];          // [position][query]
   alignas(64) uint16_t value_pairs[kTilePositions / 2 * kVectors * kChunkHalves];  // [pair][vector][32]
   alignas(64) float scores[kMaxCallQueries * kTilePositions];                      // [query][position]
   alignas(64) uint16_t weight_halves[kMaxCallQueries * kTilePositions];            // [query][position]
@@ -173,6 +185,21 @@ void key_tiles_of(Workspace<kVectors>& w, const KvRows& keys, int64_t kv_offset,
 #pragma GCC unroll 16
       for (int r = 0; r < kTileRows; ++r) _mm512_store_si512(w.key_tiles[b][c] + r * 16, words[r]);
     }
+  }
+}
+
+// Decode: the tile's K rows, blocks 0..n_blocks-1, as bf16 rows, the A operand of
+// scores^T = K·Q^T as they are (key_tiles_of's transposes, four a block at head_dim 128,
+// were the largest part of a decode step's work with one or two queries).
+template <int kVectors, bool kF16>
+void key_rows_of(Workspace<kVectors>& w, const KvRows& keys, int64_t kv_offset, const int64_t* rows, int64_t n_blocks) {
+  constexpr int64_t head_halves = Workspace<kVectors>::head_halves;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    int64_t key_rows[kLanes];
+    const auto* base =
+        block_base<kF16>(keys, kv_offset, rows + b * kLanes, kLanes, w.head_dim, w.float_block, key_rows);
+    for (int p = 0; p < kLanes; ++p)
+      head_to_bf16<kVectors>(base + key_rows[p], w.key_rows + (b * kLanes + p) * head_halves);
   }
 }
 
@@ -366,6 +393,46 @@ void score_row_block(Workspace<kVectors>& w, int64_t row, int64_t n_blocks) {
   }
 }
 
+// Decode's scores (the call's queries are one row block): scores^T = K·Q^T, the tile's K rows
+// as the A operand and the queries' B tiles (query_tiles), then each 16x16 block transposed
+// into w.scores' rows. Each score is the same sum as score_row_block's, bit for bit: a tile
+// element adds the products of its row's and column's bf16 pairs in the order of the pairs,
+// whichever operand holds which, and a bf16 product is exact in float.
+template <int kVectors>
+void score_decode_blocks(Workspace<kVectors>& w, int64_t n_blocks) {
+  constexpr int64_t head_halves = Workspace<kVectors>::head_halves;
+  constexpr int64_t chunks = kChunks<kVectors>;
+  constexpr size_t kRowStride = head_halves * sizeof(uint16_t);
+  for (int64_t first_block = 0; first_block < n_blocks; first_block += kAccumulators) {
+    const int64_t count = std::min<int64_t>(kAccumulators, n_blocks - first_block);
+    const uint16_t* key_rows = w.key_rows + first_block * kLanes * head_halves;
+    TANDEM_FOR_ACCUMULATORS(count, _tile_zero(TANDEM_ACC_0), _tile_zero(TANDEM_ACC_1), _tile_zero(TANDEM_ACC_2),
+                            _tile_zero(TANDEM_ACC_3));
+    for (int64_t c = 0; c < chunks; ++c) {
+      _tile_loadd(TANDEM_OPERAND_B, w.query_tiles[c], 64);
+      const uint16_t* chunk = key_rows + c * kChunkHalves;
+      TANDEM_FOR_ACCUMULATORS(
+          count, TANDEM_ROWS_PRODUCT(TANDEM_ACC_0, TANDEM_OPERAND_A, chunk, kRowStride),
+          TANDEM_ROWS_PRODUCT(TANDEM_ACC_1, TANDEM_OPERAND_A2, chunk + kLanes * head_halves, kRowStride),
+          TANDEM_ROWS_PRODUCT(TANDEM_ACC_2, TANDEM_OPERAND_A, chunk + 2 * kLanes * head_halves, kRowStride),
+          TANDEM_ROWS_PRODUCT(TANDEM_ACC_3, TANDEM_OPERAND_A2, chunk + 3 * kLanes * head_halves, kRowStride));
+    }
+    TANDEM_FOR_ACCUMULATORS(count, _tile_stored(TANDEM_ACC_0, w.transposed_scores[0], 64),
+                            _tile_stored(TANDEM_ACC_1, w.transposed_scores[1], 64),
+                            _tile_stored(TANDEM_ACC_2, w.transposed_scores[2], 64),
+                            _tile_stored(TANDEM_ACC_3, w.transposed_scores[3], 64));
+    for (int64_t i = 0; i < count; ++i) {
+      __m512i words[16];
+#pragma GCC unroll 16
+      for (int p = 0; p < kLanes; ++p) words[p] = _mm512_load_si512(w.transposed_scores[i] + p * kTileRows);
+      transpose_words(words);
+#pragma GCC unroll 16
+      for (int j = 0; j < kTileRows; ++j)
+        _mm512_store_si512(w.scores + j * kTilePositions + (first_block + i) * kLanes, words[j]);
+    }
+  }
+}
+
 // The row block's softmax step (softmax_rows), and its accumulators rescaled where the running
 // max moved.
 template <int kVectors>
@@ -436,6 +503,20 @@ void attend_queries_amx(const QuerySet& set, const KvRows& keys, const KvRows& v
     w.running_sum[j] = 0.0f;
   }
 
+  // One row block (decode, or a short run of tokens): the queries as B tiles, so that the K
+  // rows need no transpose (score_decode_blocks).
+  const bool one_row_block = n_rows == kTileRows;
+  if (one_row_block)
+    for (int64_t c = 0; c < kChunks<kVectors>; ++c) {
+      __m512i words[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < kTileRows; ++j)
+        words[j] = _mm512_load_si512(w.query_halves + j * head_halves + kChunkHalves * c);
+      transpose_words(words);
+#pragma GCC unroll 16
+      for (int r = 0; r < kTileRows; ++r) _mm512_store_si512(w.query_tiles[c] + r * 16, words[r]);
+    }
+
   int64_t rows[kTilePositions];  // the tile's positions -> their slots
   const int64_t longest = n_ctx[n_queries - 1];
   // Few queries (decode): the next tile's K/V rows are fetched while this one is computed
@@ -465,14 +546,22 @@ void attend_queries_amx(const QuerySet& set, const KvRows& keys, const KvRows& v
     for (int64_t p = 0; p < tile_len; ++p) rows[p] = slots[tile + p];
     for (int64_t p = tile_len; p < kTilePositions; ++p) rows[p] = rows[tile_len - 1];
 
-    if (keys.type == DType::F16)
-      key_tiles_of<kVectors, true>(w, keys, kv_offset, rows, n_blocks);
-    else
-      key_tiles_of<kVectors, false>(w, keys, kv_offset, rows, n_blocks);
-    // In phases over the row blocks that hold a query seeing the tile: all scores, all softmax
-    // steps, then all weighted values. (Issuing the next block's score products before this
-    // block's softmax, to overlap tile and vector units, measured 4-10 % slower.)
-    for (int64_t row = first_row; row < n_rows; row += kTileRows) score_row_block<kVectors>(w, row, n_blocks);
+    if (one_row_block) {
+      if (keys.type == DType::F16)
+        key_rows_of<kVectors, true>(w, keys, kv_offset, rows, n_blocks);
+      else
+        key_rows_of<kVectors, false>(w, keys, kv_offset, rows, n_blocks);
+      score_decode_blocks<kVectors>(w, n_blocks);
+    } else {
+      if (keys.type == DType::F16)
+        key_tiles_of<kVectors, true>(w, keys, kv_offset, rows, n_blocks);
+      else
+        key_tiles_of<kVectors, false>(w, keys, kv_offset, rows, n_blocks);
+      // In phases over the row blocks that hold a query seeing the tile: all scores, all softmax
+      // steps, then all weighted values. (Issuing the next block's score products before this
+      // block's softmax, to overlap tile and vector units, measured 4-10 % slower.)
+      for (int64_t row = first_row; row < n_rows; row += kTileRows) score_row_block<kVectors>(w, row, n_blocks);
+    }
     for (int64_t row = first_row; row < n_rows; row += kTileRows)
       softmax_row_block<kVectors>(w, row, tile, n_ctx, tile_first, n_queries, scale, set.softcap);
     if (values.type == DType::F16)
@@ -537,10 +626,12 @@ void attention_tokens_bf16(const float* queries, int64_t query_stride, int64_t n
 #undef TANDEM_ACC_2
 #undef TANDEM_ACC_3
 #undef TANDEM_OPERAND_A
+#undef TANDEM_OPERAND_A2
 #undef TANDEM_OPERAND_B
 #undef TANDEM_OPERAND_B2
 #undef TANDEM_FOR_ACCUMULATORS
 #undef TANDEM_PRODUCT
+#undef TANDEM_ROWS_PRODUCT
 
 #if defined(__clang__)
 #pragma clang attribute pop
