@@ -66,13 +66,15 @@ void run_machine(const BenchFlags& flags) {
   save_ceilings(path, ceilings);
   fmt::print(
       "machine: {}, {} kernels, {} threads: read {:.2f} GB/s ({} MiB, best of 5), int8 GEMM {:.1f} GOP/s, "
-      "f32 GEMM {:.1f} GFLOP/s; instructions: f32 FMA {:.1f} GFLOP/s, bf16 dot {}, bf16 tiles {}\ncached in {}\n",
+      "f32 GEMM {:.1f} GFLOP/s; instructions: f32 FMA {:.1f} GFLOP/s, bf16 dot {}, bf16 tiles {}, int8 dot {}\n"
+      "cached in {}\n",
       ceilings.cpu, ceilings.isa, ceilings.threads, ceilings.read_gbps, flags.machine_mib, ceilings.int8_gops,
       ceilings.f32_gflops, ceilings.fma_gflops,
       ceilings.bf16_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", ceilings.bf16_gflops)
                                : std::string("none at this level"),
       ceilings.tile_bf16_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", ceilings.tile_bf16_gflops)
                                     : std::string("none at this level"),
+      ceilings.dot_i8_gops > 0 ? fmt::format("{:.1f} GOP/s", ceilings.dot_i8_gops) : std::string("none at this level"),
       path);
   std::fflush(stdout);
 }

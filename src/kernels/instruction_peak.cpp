@@ -28,4 +28,8 @@ InstructionLoop tile_bf16_loop(Isa isa, int64_t iterations) {
   return run_loop(isa, &InstructionLoops::tile_bf16, iterations);
 }
 
+InstructionLoop dot_i8_loop(Isa isa, int64_t iterations) {
+  return run_loop(isa, &InstructionLoops::dot_i8, iterations);
+}
+
 }  // namespace tandem

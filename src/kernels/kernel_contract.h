@@ -101,6 +101,9 @@ struct InstructionLoops {
   InstructionLoopFn fma_f32 = nullptr;
   InstructionLoopFn dot_bf16 = nullptr;
   InstructionLoopFn tile_bf16 = nullptr;
+  // The 8-bit multiply the level's quantized GEMMs are built on: AVX2 vpmaddubsw (+ vpaddw),
+  // AVX-512 VNNI vpdpbusd.
+  InstructionLoopFn dot_i8 = nullptr;
 };
 
 // What the attention kernels multiply in (kernel_table.h: active_attention_arithmetic).

@@ -163,6 +163,7 @@ InstructionLoop run_loop(InstructionLoopKind kind, Isa isa, int64_t iterations) 
     case InstructionLoopKind::FmaF32: return fma_f32_loop(isa, iterations);
     case InstructionLoopKind::DotBf16: return dot_bf16_loop(isa, iterations);
     case InstructionLoopKind::TileBf16: return tile_bf16_loop(isa, iterations);
+    case InstructionLoopKind::DotI8: return dot_i8_loop(isa, iterations);
   }
   return {};
 }
@@ -202,6 +203,7 @@ MachineCeilings measure_ceilings(ThreadPool& pool, int64_t bandwidth_mib) {
   ceilings.fma_gflops = measure_instruction_peak(pool, InstructionLoopKind::FmaF32);
   ceilings.bf16_gflops = measure_instruction_peak(pool, InstructionLoopKind::DotBf16);
   ceilings.tile_bf16_gflops = measure_instruction_peak(pool, InstructionLoopKind::TileBf16);
+  ceilings.dot_i8_gops = measure_instruction_peak(pool, InstructionLoopKind::DotI8);
   return ceilings;
 }
 
@@ -227,7 +229,8 @@ void save_ceilings(const std::string& path, const MachineCeilings& ceilings) {
                                                                 {"f32_gflops", ceilings.f32_gflops},
                                                                 {"fma_gflops", ceilings.fma_gflops},
                                                                 {"bf16_gflops", ceilings.bf16_gflops},
-                                                                {"tile_bf16_gflops", ceilings.tile_bf16_gflops}};
+                                                                {"tile_bf16_gflops", ceilings.tile_bf16_gflops},
+                                                                {"dot_i8_gops", ceilings.dot_i8_gops}};
   std::error_code error;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
@@ -256,6 +259,7 @@ std::optional<MachineCeilings> load_ceilings(const std::string& path, std::strin
     ceilings.fma_gflops = std::max(0.0, entry.value("fma_gflops", 0.0));
     ceilings.bf16_gflops = std::max(0.0, entry.value("bf16_gflops", 0.0));
     ceilings.tile_bf16_gflops = std::max(0.0, entry.value("tile_bf16_gflops", 0.0));
+    ceilings.dot_i8_gops = std::max(0.0, entry.value("dot_i8_gops", 0.0));
     if (ceilings.read_gbps <= 0 || ceilings.int8_gops <= 0 || ceilings.f32_gflops <= 0) return std::nullopt;
     return ceilings;
   } catch (const nlohmann::json::exception&) {

@@ -28,6 +28,7 @@ struct MachineCeilings {
   double fma_gflops = 0.0;        // f32 FMAs on register operands
   double bf16_gflops = 0.0;       // vdpbf16ps on register operands
   double tile_bf16_gflops = 0.0;  // AMX tdpbf16ps on tile operands (the AMX level with AMX-BF16)
+  double dot_i8_gops = 0.0;       // the level's 8-bit dot product (AVX2 vpmaddubsw + vpaddw, AVX-512 vpdpbusd)
 };
 
 // "AMD EPYC (family 26 model 2)": /proc/cpuinfo's model name, family and model; "unknown cpu".
@@ -42,7 +43,7 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t mib, int passes);
 // over `n_tokens` tokens: a few MiB of weights, reused across tokens, so compute bound.
 double measure_gemm_peak(ThreadPool& pool, DType type, int repetitions = 8);
 // The instruction loops of kernels/instruction_peak.h.
-enum class InstructionLoopKind { FmaF32, DotBf16, TileBf16 };
+enum class InstructionLoopKind { FmaF32, DotBf16, TileBf16, DotI8 };
 // Best rate of the level's instruction loop of `kind`, run on every thread of the pool at once;
 // 0 where the level has none.
 double measure_instruction_peak(ThreadPool& pool, InstructionLoopKind kind, int repetitions = 5);

@@ -145,9 +145,10 @@ std::string format_summary(const ProfileSummary& summary) {
     const MachineCeilings& c = *summary.ceilings;
     text +=
         fmt::format("ceilings: {}, {} kernels, {} threads: read {:.1f} GB/s, int8 {:.1f} GOP/s, f32 {:.1f} GFLOP/s"
-                    "; instructions: f32 FMA {}, bf16 dot {}, bf16 tiles {}\n",
+                    "; instructions: f32 FMA {}, bf16 dot {}, bf16 tiles {}, int8 dot {}\n",
                     c.cpu, c.isa, c.threads, c.read_gbps, c.int8_gops, c.f32_gflops, gflops_or_unknown(c.fma_gflops),
-                    gflops_or_unknown(c.bf16_gflops), gflops_or_unknown(c.tile_bf16_gflops));
+                    gflops_or_unknown(c.bf16_gflops), gflops_or_unknown(c.tile_bf16_gflops),
+                    c.dot_i8_gops > 0 ? fmt::format("{:.1f} GOP/s", c.dot_i8_gops) : std::string("not measured"));
     text += "(the bound takes every byte from memory: ops on data that stays in cache can pass 100 % of it)\n";
   } else {
     text += "no machine ceilings cached for this kernel level and thread count: run `tandem bench --machine -t N` "

@@ -42,11 +42,26 @@ TEST(InstructionPeak, TileLoopDoesTheWorkItCounts) {
   EXPECT_EQ(loop.checksum, 0.5 * static_cast<double>(kIterations * 2 * 16 * 16 * 16));
 }
 
+TEST(InstructionPeak, Int8LoopsDoTheWorkTheyCount) {
+  // AVX2: 16 int16 lanes of vpmaddubsw (two products of 1 each); AVX-512: 16 int32 lanes of
+  // vpdpbusd (four). Either way every product adds 1 to the checksum.
+  for (const auto& [isa, products] : {std::pair{Isa::Avx2, int64_t{32}}, std::pair{Isa::Avx512, int64_t{64}}}) {
+    if (!level_runs_here(isa)) {
+      std::printf("skipped: the CPU has no %s\n", std::string(isa_name(isa)).c_str());
+      continue;
+    }
+    const InstructionLoop loop = dot_i8_loop(isa, kIterations);
+    EXPECT_EQ(loop.flops, kIterations * kAccumulators * products * 2) << isa_name(isa);
+    EXPECT_EQ(loop.checksum, static_cast<double>(kIterations * kAccumulators * products)) << isa_name(isa);
+  }
+}
+
 TEST(InstructionPeak, LevelsWithoutTheInstructionDoNoWork) {
   EXPECT_EQ(fma_f32_loop(Isa::Scalar, kIterations).flops, 0);
   EXPECT_EQ(dot_bf16_loop(Isa::Scalar, kIterations).flops, 0);
   EXPECT_EQ(dot_bf16_loop(Isa::Avx2, kIterations).flops, 0);
   EXPECT_EQ(tile_bf16_loop(Isa::Avx512, kIterations).flops, 0);
+  EXPECT_EQ(dot_i8_loop(Isa::Scalar, kIterations).flops, 0);
 }
 
 }  // namespace

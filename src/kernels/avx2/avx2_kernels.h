@@ -64,5 +64,6 @@ ConvertKvRowsKernel convert_kv_rows;
 
 // The f32 FMA loop of the instruction ceilings (kernels/avx2/instruction_peak_avx2.cpp).
 InstructionLoop fma_f32_loop(int64_t iterations);
+InstructionLoop dot_i8_loop(int64_t iterations);
 
 }  // namespace tandem::avx2

@@ -44,6 +44,7 @@ const KernelTable& level_table() {
     level.swiglu_oai = swiglu_oai_row;
     level.packer = int8_packer();
     level.instruction_loops.fma_f32 = fma_f32_loop;
+    level.instruction_loops.dot_i8 = dot_i8_loop;
     return level;
   }();
   return table;

@@ -62,6 +62,7 @@ SwigluOaiKernel swiglu_oai_row;
 // The instruction loops of the ceilings (kernels/avx512/instruction_peak_avx512.cpp).
 InstructionLoop fma_f32_loop(int64_t iterations);
 InstructionLoop dot_bf16_loop(int64_t iterations);  // needs AVX512_BF16
+InstructionLoop dot_i8_loop(int64_t iterations);
 }  // namespace avx512
 
 }  // namespace tandem

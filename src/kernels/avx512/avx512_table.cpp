@@ -77,6 +77,7 @@ const KernelTable& level_table() {
     level.swiglu_oai = swiglu_oai_row;
     level.packer = packer();
     level.instruction_loops.fma_f32 = fma_f32_loop;
+    level.instruction_loops.dot_i8 = dot_i8_loop;
     if (cpu_has_avx512_bf16()) level.instruction_loops.dot_bf16 = dot_bf16_loop;
     return level;
   }();

@@ -6,10 +6,10 @@
 #include "kernels/avx512/avx512_kernels.h"
 
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512bf16"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512bf16,avx512vnni"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512bf16")
+#pragma GCC target("avx512f,avx512bw,avx512bf16,avx512vnni")
 #endif
 
 namespace tandem::avx512 {
@@ -48,6 +48,21 @@ InstructionLoop dot_bf16_loop(int64_t iterations) {
     for (__m512& a : acc)
       a = _mm512_dpbf16_ps(a, reinterpret_cast<__m512bh>(ones), reinterpret_cast<__m512bh>(quarters));
   return {iterations * kAccumulators * 32 * 2, sum_lanes(acc)};
+}
+
+// vpdpbusd of bytes 1 (unsigned) and 1 (signed): each int32 lane adds four products of 1 a
+// round (the level requires AVX512_VNNI; its integer GEMMs are built on this instruction).
+InstructionLoop dot_i8_loop(int64_t iterations) {
+  __m512i acc[kAccumulators];
+  for (__m512i& a : acc) a = _mm512_setzero_si512();
+  __m512i weights = _mm512_set1_epi8(1);
+  const __m512i activations = _mm512_set1_epi8(1);
+  asm volatile("" : "+v"(weights));
+  for (int64_t i = 0; i < iterations; ++i)
+    for (__m512i& a : acc) a = _mm512_dpbusd_epi32(a, weights, activations);
+  double sum = 0.0;
+  for (const __m512i& a : acc) sum += static_cast<double>(_mm512_reduce_add_epi32(a));
+  return {iterations * kAccumulators * 64 * 2, sum};
 }
 
 }  // namespace tandem::avx512
