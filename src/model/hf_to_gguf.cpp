@@ -234,20 +234,9 @@ void add_window_keys(const ModelConfig& c, GgufWriter& writer) {
                      "query_pre_attn_scalar other than head_dim ({}) has no GGUF key", c.head_dim);
 }
 
-}  // namespace
-
-void convert_hf_to_gguf(const HfConvertOptions& options) {
-  uint32_t file_type = file_type_of(options.type);
-  const std::shared_ptr<const Model> model = load_hf_model(options.model_dir);
-  const ModelConfig& c = model->config;
-  const ModelWeights& w = model->weights;
-  // MXFP4 experts (the released gpt-oss checkpoints) are kept and are most of the bytes: the file
-  // is llama.cpp's MXFP4_MOE whatever --type the other matrices take.
-  const bool mxfp4_experts = c.has_experts() && !w.layers.empty() && !w.layers[0].expert_gate.empty() &&
-                             w.layers[0].expert_gate[0].dtype == DType::MXFP4;
-  if (mxfp4_experts) file_type = *llama_file_type(DType::MXFP4);
-
-  GgufWriter writer;
+// The configuration's keys (architecture, sizes, attention, RoPE, windows, experts) and the
+// tokenizer's.
+void add_model_keys(const HfConvertOptions& options, const ModelConfig& c, uint32_t file_type, GgufWriter& writer) {
   const std::string arch = c.architecture;
   auto u32 = [](int64_t value) { return GgufValue::u32(static_cast<uint32_t>(value)); };
   writer.set("general.architecture", GgufValue::string(arch));
@@ -282,105 +271,141 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
   }
   write_gguf_rope_scaling(writer, arch + ".", c.rope_scaling);
   add_tokenizer_keys(options.model_dir, c, writer);
+}
 
-  // A tensor is the rows of one or more views, one after the other (phi3's fused attn_qkv and
-  // ffn_up, which llama.cpp reads as one tensor, are the loader's views of Q, K, V / gate, up).
-  struct Pending {
-    std::string name;
-    std::vector<TensorView> parts;
-    DType type;
-    bool stacked = false;  // parts are experts: [n_parts, rows, cols] rather than rows one after another
-  };
-  std::vector<Pending> pending;
-  // Matrices take the requested type unless its blocks do not fit the rows.
-  auto fused = [&](const std::string& name, std::vector<TensorView> parts) {
-    const int64_t block = dtype_traits(options.type).block_size;
-    const DType type = parts[0].row_length() % block == 0 ? options.type : DType::F16;
-    pending.push_back({name, std::move(parts), type});
-  };
-  auto matrix = [&](const std::string& name, const TensorView& view) { fused(name, {view}); };
-  auto f32 = [&](const std::string& name, const TensorView& view) {
-    if (view.data != nullptr) pending.push_back({name, {view}, DType::F32});
-  };
-  matrix("token_embd.weight", w.token_embedding);
-  f32("output_norm.weight", w.output_norm);
-  if (w.output.data != w.token_embedding.data) matrix("output.weight", w.output);
-  std::vector<float> freq_factors = c.rope_freq_factors;  // must outlive writer.write
+// A tensor is the rows of one or more views, one after the other (phi3's fused attn_qkv and
+// ffn_up, which llama.cpp reads as one tensor, are the loader's views of Q, K, V / gate, up).
+struct PendingTensor {
+  std::string name;
+  std::vector<TensorView> parts;
+  DType type;
+  bool stacked = false;  // parts are experts: [n_parts, rows, cols] rather than rows one after another
+
+  std::vector<int64_t> shape() const {
+    const TensorView& first = parts[0];
+    std::vector<int64_t> dims(first.shape.begin(), first.shape.begin() + first.n_dims);
+    if (stacked) {
+      dims.insert(dims.begin(), static_cast<int64_t>(parts.size()));
+      return dims;
+    }
+    for (size_t i = 1; i < parts.size(); ++i) dims[0] += parts[i].dim(0);
+    return dims;
+  }
+};
+
+// The tensors to write, in llama.cpp's names: matrices take the requested type unless its
+// blocks do not fit the rows (then F16); norms, biases and factors stay F32.
+class TensorList {
+ public:
+  explicit TensorList(DType matrix_type) : matrix_type_(matrix_type) {}
+
+  void fused(const std::string& name, std::vector<TensorView> parts) {
+    const int64_t block = dtype_traits(matrix_type_).block_size;
+    const DType type = parts[0].row_length() % block == 0 ? matrix_type_ : DType::F16;
+    tensors_.push_back({name, std::move(parts), type});
+  }
+  void matrix(const std::string& name, const TensorView& view) { fused(name, {view}); }
+  void f32(const std::string& name, const TensorView& view) {
+    if (view.data != nullptr) tensors_.push_back({name, {view}, DType::F32});
+  }
+  // Stacked experts (or their biases), as one [n_experts, ...] tensor of `type`.
+  void stacked(const std::string& name, const std::vector<TensorView>& parts, DType type) {
+    tensors_.push_back({name, parts, type, true});
+  }
+  void stacked_matrices(const std::string& name, const std::vector<TensorView>& parts) {
+    fused(name, parts);
+    tensors_.back().stacked = true;
+  }
+  std::vector<PendingTensor>& tensors() { return tensors_; }
+
+ private:
+  DType matrix_type_;
+  std::vector<PendingTensor> tensors_;
+};
+
+// The embedding, the output norm and head, and the RoPE factor tables. freq_factors must
+// outlive the writer's write.
+void add_global_tensors(const ModelConfig& c, const ModelWeights& w, const std::vector<float>& freq_factors,
+                        TensorList& list) {
+  list.matrix("token_embd.weight", w.token_embedding);
+  list.f32("output_norm.weight", w.output_norm);
+  if (w.output.data != w.token_embedding.data) list.matrix("output.weight", w.output);
   if (!freq_factors.empty())
-    f32("rope_freqs.weight", make_view(freq_factors.data(), DType::F32, {static_cast<int64_t>(freq_factors.size())}));
+    list.f32("rope_freqs.weight",
+             make_view(freq_factors.data(), DType::F32, {static_cast<int64_t>(freq_factors.size())}));
   const RopeScaling& scaling = c.rope_scaling;
   if (scaling.type == RopeScalingType::LongRope) {
     const auto pairs = static_cast<int64_t>(scaling.long_factors.size());
-    f32("rope_factors_long.weight", make_view(scaling.long_factors.data(), DType::F32, {pairs}));
-    f32("rope_factors_short.weight", make_view(scaling.short_factors.data(), DType::F32, {pairs}));
+    list.f32("rope_factors_long.weight", make_view(scaling.long_factors.data(), DType::F32, {pairs}));
+    list.f32("rope_factors_short.weight", make_view(scaling.short_factors.data(), DType::F32, {pairs}));
   }
-  const bool phi3 = arch == "phi3";
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
-    const std::string p = fmt::format("blk.{}.", l);
-    f32(p + "attn_norm.weight", layer.attn_norm);
-    if (phi3) {
-      fused(p + "attn_qkv.weight", {layer.wq, layer.wk, layer.wv});
-    } else {
-      matrix(p + "attn_q.weight", layer.wq);
-      matrix(p + "attn_k.weight", layer.wk);
-      matrix(p + "attn_v.weight", layer.wv);
-    }
-    f32(p + "attn_q.bias", layer.bq);
-    f32(p + "attn_k.bias", layer.bk);
-    f32(p + "attn_v.bias", layer.bv);
-    f32(p + "attn_q_norm.weight", layer.q_norm);
-    f32(p + "attn_k_norm.weight", layer.k_norm);
-    matrix(p + "attn_output.weight", layer.wo);
-    f32(p + "post_attention_norm.weight", layer.post_attn_norm);
-    // gpt-oss names its FFN input norm post_attention_norm (llama.cpp's attn_post_norm).
-    f32(p + (c.gpt_oss_experts ? "post_attention_norm.weight" : "ffn_norm.weight"), layer.ffn_norm);
-    f32(p + "attn_output.bias", layer.bo);
-    f32(p + "attn_sinks.weight", layer.sinks);
-    f32(p + "ffn_gate_inp.bias", layer.router_bias);
-    // gpt-oss's expert biases: [n_experts, width] f32 stacks.
-    for (const auto& [name, biases] : {std::pair{"ffn_gate_exps.bias", &layer.expert_gate_bias},
-                                       std::pair{"ffn_up_exps.bias", &layer.expert_up_bias},
-                                       std::pair{"ffn_down_exps.bias", &layer.expert_down_bias}}) {
-      if (biases->empty()) continue;
-      pending.push_back({p + name, *biases, DType::F32, true});
-    }
-    if (c.has_experts()) {
-      f32(p + "ffn_gate_inp.weight", layer.router);  // f32, as llama.cpp's converter keeps it
-      for (const auto& [name, experts] :
-           {std::pair{"ffn_gate_exps.weight", &layer.expert_gate}, std::pair{"ffn_up_exps.weight", &layer.expert_up},
-            std::pair{"ffn_down_exps.weight", &layer.expert_down}}) {
-        if (experts->front().dtype == DType::MXFP4)  // a released gpt-oss checkpoint's: its blocks as they are
-          pending.push_back({p + name, *experts, DType::MXFP4});
-        else
-          fused(p + name, *experts);
-        pending.back().stacked = true;
-      }
-    } else if (phi3) {
-      fused(p + "ffn_up.weight", {layer.w_gate, layer.w_up});  // gate rows first, as HF's gate_up_proj
-    } else {
-      matrix(p + "ffn_gate.weight", layer.w_gate);
-      matrix(p + "ffn_up.weight", layer.w_up);
-    }
-    if (!c.has_experts()) matrix(p + "ffn_down.weight", layer.w_down);
-    f32(p + "post_ffw_norm.weight", layer.post_ffn_norm);
-  }
+}
 
-  auto shape_of = [](const Pending& tensor) {
-    const TensorView& first = tensor.parts[0];
-    std::vector<int64_t> shape(first.shape.begin(), first.shape.begin() + first.n_dims);
-    if (tensor.stacked) {
-      shape.insert(shape.begin(), static_cast<int64_t>(tensor.parts.size()));
-      return shape;
+// Layer l's attention tensors: norms, projections (phi3's fused), biases, Q/K norms, sinks.
+void add_attention_tensors(const ModelConfig& c, const LayerWeights& layer, const std::string& p, TensorList& list) {
+  list.f32(p + "attn_norm.weight", layer.attn_norm);
+  if (c.architecture == "phi3") {
+    list.fused(p + "attn_qkv.weight", {layer.wq, layer.wk, layer.wv});
+  } else {
+    list.matrix(p + "attn_q.weight", layer.wq);
+    list.matrix(p + "attn_k.weight", layer.wk);
+    list.matrix(p + "attn_v.weight", layer.wv);
+  }
+  list.f32(p + "attn_q.bias", layer.bq);
+  list.f32(p + "attn_k.bias", layer.bk);
+  list.f32(p + "attn_v.bias", layer.bv);
+  list.f32(p + "attn_q_norm.weight", layer.q_norm);
+  list.f32(p + "attn_k_norm.weight", layer.k_norm);
+  list.matrix(p + "attn_output.weight", layer.wo);
+  list.f32(p + "post_attention_norm.weight", layer.post_attn_norm);
+  // gpt-oss names its FFN input norm post_attention_norm (llama.cpp's attn_post_norm).
+  list.f32(p + (c.gpt_oss_experts ? "post_attention_norm.weight" : "ffn_norm.weight"), layer.ffn_norm);
+  list.f32(p + "attn_output.bias", layer.bo);
+  list.f32(p + "attn_sinks.weight", layer.sinks);
+}
+
+// Layer l's FFN tensors: the router and experts (gpt-oss's expert biases as [n_experts, width]
+// F32 stacks), or the dense gate/up/down (phi3's gate and up fused).
+void add_ffn_tensors(const ModelConfig& c, const LayerWeights& layer, const std::string& p, TensorList& list) {
+  list.f32(p + "ffn_gate_inp.bias", layer.router_bias);
+  for (const auto& [name, biases] :
+       {std::pair{"ffn_gate_exps.bias", &layer.expert_gate_bias}, std::pair{"ffn_up_exps.bias", &layer.expert_up_bias},
+        std::pair{"ffn_down_exps.bias", &layer.expert_down_bias}}) {
+    if (!biases->empty()) list.stacked(p + name, *biases, DType::F32);
+  }
+  if (c.has_experts()) {
+    list.f32(p + "ffn_gate_inp.weight", layer.router);  // f32, as llama.cpp's converter keeps it
+    for (const auto& [name, experts] :
+         {std::pair{"ffn_gate_exps.weight", &layer.expert_gate}, std::pair{"ffn_up_exps.weight", &layer.expert_up},
+          std::pair{"ffn_down_exps.weight", &layer.expert_down}}) {
+      if (experts->front().dtype == DType::MXFP4)  // a released gpt-oss checkpoint's: its blocks as they are
+        list.stacked(p + name, *experts, DType::MXFP4);
+      else
+        list.stacked_matrices(p + name, *experts);
     }
-    for (size_t i = 1; i < tensor.parts.size(); ++i) shape[0] += tensor.parts[i].dim(0);
-    return shape;
+  } else if (c.architecture == "phi3") {
+    list.fused(p + "ffn_up.weight", {layer.w_gate, layer.w_up});  // gate rows first, as HF's gate_up_proj
+  } else {
+    list.matrix(p + "ffn_gate.weight", layer.w_gate);
+    list.matrix(p + "ffn_up.weight", layer.w_up);
+  }
+  if (!c.has_experts()) list.matrix(p + "ffn_down.weight", layer.w_down);
+  list.f32(p + "post_ffw_norm.weight", layer.post_ffn_norm);
+}
+
+// Each tensor's bytes are written when the writer asks: rows of the same type copied bit for
+// bit, others dequantized and quantized to the tensor's type; progress after each tensor.
+void add_tensor_writers(const HfConvertOptions& options, std::vector<PendingTensor>& pending, GgufWriter& writer) {
+  // Shared by the writers' callbacks, which run inside writer.write.
+  struct Progress {
+    int64_t bytes_total = 0, bytes_done = 0, tensors_done = 0, n_tensors = 0;
   };
-  int64_t bytes_total = 0, bytes_done = 0, tensors_done = 0;
-  for (const Pending& tensor : pending) bytes_total += GgufWriter::tensor_bytes(tensor.type, shape_of(tensor));
-  const auto n_tensors = static_cast<int64_t>(pending.size());
-  for (const Pending& tensor : pending) {
-    writer.add_tensor(tensor.name, tensor.type, shape_of(tensor), [&, tensor](std::span<uint8_t> out) {
+  auto progress = std::make_shared<Progress>();
+  for (const PendingTensor& tensor : pending)
+    progress->bytes_total += GgufWriter::tensor_bytes(tensor.type, tensor.shape());
+  progress->n_tensors = static_cast<int64_t>(pending.size());
+  for (const PendingTensor& tensor : pending) {
+    writer.add_tensor(tensor.name, tensor.type, tensor.shape(), [&options, progress, tensor](std::span<uint8_t> out) {
       const int64_t cols = tensor.parts[0].row_length(), out_row_bytes = dtype_row_bytes(tensor.type, cols);
       std::vector<float> row(static_cast<size_t>(cols));
       uint8_t* dst = out.data();
@@ -394,10 +419,38 @@ void convert_hf_to_gguf(const HfConvertOptions& options) {
           }
         }
       }
-      bytes_done += static_cast<int64_t>(out.size());
-      if (options.progress) options.progress(++tensors_done, n_tensors, bytes_done, bytes_total);
+      progress->bytes_done += static_cast<int64_t>(out.size());
+      if (options.progress)
+        options.progress(++progress->tensors_done, progress->n_tensors, progress->bytes_done, progress->bytes_total);
     });
   }
+}
+
+}  // namespace
+
+void convert_hf_to_gguf(const HfConvertOptions& options) {
+  uint32_t file_type = file_type_of(options.type);
+  const std::shared_ptr<const Model> model = load_hf_model(options.model_dir);
+  const ModelConfig& c = model->config;
+  const ModelWeights& w = model->weights;
+  // MXFP4 experts (the released gpt-oss checkpoints) are kept and are most of the bytes: the file
+  // is llama.cpp's MXFP4_MOE whatever --type the other matrices take.
+  const bool mxfp4_experts = c.has_experts() && !w.layers.empty() && !w.layers[0].expert_gate.empty() &&
+                             w.layers[0].expert_gate[0].dtype == DType::MXFP4;
+  if (mxfp4_experts) file_type = *llama_file_type(DType::MXFP4);
+
+  GgufWriter writer;
+  add_model_keys(options, c, file_type, writer);
+  TensorList list(options.type);
+  const std::vector<float> freq_factors = c.rope_freq_factors;  // must outlive writer.write
+  add_global_tensors(c, w, freq_factors, list);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
+    const std::string p = fmt::format("blk.{}.", l);
+    add_attention_tensors(c, layer, p, list);
+    add_ffn_tensors(c, layer, p, list);
+  }
+  add_tensor_writers(options, list.tensors(), writer);
   writer.write(options.out_path);
 }
 

@@ -314,209 +314,231 @@ Value filter_format(const Value& v, CallArgs& args) {
   return Value(std::move(out));
 }
 
+Value filter_abs(const Value& v, CallArgs& args) {
+  bind_args(args, "abs", {});
+  if (v.is_float()) return Value(std::fabs(v.as_float()));
+  if (v.is_int() || v.is_bool()) return v.as_int() < 0 ? unary_minus(v) : Value(v.as_int());
+  require_defined(v);
+  throw TemplateError(fmt::format("bad operand type for abs(): '{}'", type_name(v)));
+}
+
+Value filter_attr(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "attr", {"name"});
+  const std::string name = attribute_arg(a[0]);
+  require_defined(v);
+  if (v.is_namespace()) {
+    if (const Value* x = v.as_dict().find(name)) return *x;
+  }
+  return get_method(v, name);
+}
+
+Value filter_capitalize(const Value& v, CallArgs& args) {
+  bind_args(args, "capitalize", {});
+  return Value(py_capitalize(py_str(v)));
+}
+
+Value filter_center(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "center", {"width"});
+  const std::string s = py_str(v);
+  const int64_t width = a[0] ? to_index(*a[0], "width") : 80;
+  const int64_t pad = width - static_cast<int64_t>(py_len(s));
+  if (pad <= 0) return Value(s);
+  const int64_t left = pad / 2 + (pad & width & 1);  // CPython's str.center split
+  return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(pad - left), ' '));
+}
+
+Value filter_default(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "default", {"default_value", "boolean"});
+  const bool use_default = v.is_undefined() || (flag(a[1], false) && !v.truthy());
+  return use_default ? (a[0] ? *a[0] : Value("")) : v;
+}
+
+Value filter_dictsort(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "dictsort", {"case_sensitive", "by", "reverse"});
+  if (!v.is_dict()) throw TemplateError("dictsort: you can only sort by either 'key' or 'value'");
+  const bool by_value = a[1] && a[1]->is_string() && a[1]->as_string() == "value";
+  const bool case_sensitive = flag(a[0], false), reverse = flag(a[2], false);
+  List pairs;
+  for (const auto& [key, value] : v.as_dict().items) pairs.push_back(Value::tuple({key, value}));
+  std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
+    const Value kx = sort_key(x.as_list()[by_value ? 1 : 0], "", case_sensitive);
+    const Value ky = sort_key(y.as_list()[by_value ? 1 : 0], "", case_sensitive);
+    return reverse ? py_compare(ky, kx) < 0 : py_compare(kx, ky) < 0;
+  });
+  return Value::list(std::move(pairs));
+}
+
+Value filter_escape(const Value& v, CallArgs& args) {
+  bind_args(args, "escape", {});
+  return v.is_safe() ? v : Value(html_escape(py_str(v)), true);
+}
+
+Value filter_first(const Value& v, CallArgs& args) {
+  bind_args(args, "first", {});
+  const List items = iterate(v);
+  return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
+}
+
+Value filter_items(const Value& v, CallArgs& args) {
+  bind_args(args, "items", {});
+  if (v.is_undefined()) return Value::generator({});
+  if (!v.is_dict()) throw TemplateError("Can only get item pairs from a mapping.");
+  List pairs;
+  for (const auto& [key, value] : v.as_dict().items) pairs.push_back(Value::tuple({key, value}));
+  return Value::generator(std::move(pairs));
+}
+
+Value filter_join(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "join", {"d", "attribute"});
+  const std::string separator = a[0] ? py_str(*a[0]) : "";
+  const std::string attribute = attribute_arg(a[1]);
+  std::string out;
+  bool first = true;
+  for (const Value& item : iterate(v)) {
+    if (!first) out += separator;
+    first = false;
+    out += py_str(attribute.empty() ? item : get_attribute_path(item, attribute));
+    if (out.size() > kMaxStringBytes) throw TemplateError("string result too large");
+  }
+  return Value(std::move(out));
+}
+
+Value filter_last(const Value& v, CallArgs& args) {
+  bind_args(args, "last", {});
+  if (v.is_generator()) throw TemplateError("'generator' object is not reversible");
+  const List items = iterate(v);
+  return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
+}
+
+Value filter_length(const Value& v, CallArgs& args) {
+  bind_args(args, "length", {});
+  return Value(py_length(v));
+}
+
+Value filter_list(const Value& v, CallArgs& args) {
+  bind_args(args, "list", {});
+  return Value::list(iterate(v));
+}
+
+Value filter_lower(const Value& v, CallArgs& args) {
+  bind_args(args, "lower", {});
+  return Value(py_lower(py_str(v)));
+}
+
+Value filter_replace(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "replace", {"old", "new", "count"});
+  if (!a[0] || !a[1]) throw TemplateError("replace() needs old and new");
+  const int64_t count = a[2] && !a[2]->is_none() ? to_index(*a[2], "count") : -1;
+  std::string out = py_replace(py_str(v), py_str(*a[0]), py_str(*a[1]), count);
+  if (out.size() > kMaxStringBytes) throw TemplateError("string result too large");
+  return Value(std::move(out));
+}
+
+Value filter_reverse(const Value& v, CallArgs& args) {
+  bind_args(args, "reverse", {});
+  if (v.is_string()) return get_slice(v, Value(), Value(), Value(int64_t{-1}));
+  List items = iterate(v);
+  std::reverse(items.begin(), items.end());
+  return Value::list(std::move(items));
+}
+
+Value filter_round(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "round", {"precision", "method"});
+  const int64_t precision = a[0] ? to_index(*a[0], "precision") : 0;
+  const std::string method = a[1] ? py_str(*a[1]) : "common";
+  require_defined(v);
+  if (!v.is_number()) throw TemplateError("round() needs a number");
+  if (method == "common" && !v.is_float()) return Value(v.as_int());
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  const double x = v.as_float() * scale;
+  const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
+  return Value(r / scale);
+}
+
+Value filter_safe(const Value& v, CallArgs& args) {
+  bind_args(args, "safe", {});
+  return Value(py_str(v), true);
+}
+
+Value filter_string(const Value& v, CallArgs& args) {
+  bind_args(args, "string", {});
+  return v.is_string() ? v : Value(py_str(v));
+}
+
+Value filter_sum(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "sum", {"attribute", "start"});
+  const std::string attribute = attribute_arg(a[0]);
+  Value total = a[1] ? *a[1] : Value(int64_t{0});
+  for (const Value& item : iterate(v)) {
+    total = binary_op("+", total, attribute.empty() ? item : get_attribute_path(item, attribute));
+  }
+  return total;
+}
+
+Value filter_trim(const Value& v, CallArgs& args) {
+  Bound a = bind_args(args, "trim", {"chars"});
+  const std::optional<std::string> chars =
+      a[0] && !a[0]->is_none() ? std::optional<std::string>(py_str(*a[0])) : std::nullopt;
+  return Value(py_strip(py_str(v), chars, true, true), v.is_safe());
+}
+
+Value filter_upper(const Value& v, CallArgs& args) {
+  bind_args(args, "upper", {});
+  return Value(py_upper(py_str(v)));
+}
+
+Value filter_wordcount(const Value& v, CallArgs& args) {
+  bind_args(args, "wordcount", {});
+  int64_t n = 0;
+  bool in_word = false;
+  for (const char32_t c : decode_utf8(py_str(v))) {
+    const bool word = is_word_char(c);
+    if (word && !in_word) ++n;
+    in_word = word;
+  }
+  return Value(n);
+}
+
 const std::map<std::string, Filter>& filters() {
   static const std::map<std::string, Filter> table = {
-      {"abs",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "abs", {});
-         if (v.is_float()) return Value(std::fabs(v.as_float()));
-         if (v.is_int() || v.is_bool()) return v.as_int() < 0 ? unary_minus(v) : Value(v.as_int());
-         require_defined(v);
-         throw TemplateError(fmt::format("bad operand type for abs(): '{}'", type_name(v)));
-       }},
-      {"attr",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "attr", {"name"});
-         const std::string name = attribute_arg(a[0]);
-         require_defined(v);
-         if (v.is_namespace()) {
-           if (const Value* x = v.as_dict().find(name)) return *x;
-         }
-         return get_method(v, name);
-       }},
-      {"capitalize",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "capitalize", {});
-         return Value(py_capitalize(py_str(v)));
-       }},
-      {"center",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "center", {"width"});
-         const std::string s = py_str(v);
-         const int64_t width = a[0] ? to_index(*a[0], "width") : 80;
-         const int64_t pad = width - static_cast<int64_t>(py_len(s));
-         if (pad <= 0) return Value(s);
-         const int64_t left = pad / 2 + (pad & width & 1);  // CPython's str.center split
-         return Value(std::string(static_cast<size_t>(left), ' ') + s +
-                      std::string(static_cast<size_t>(pad - left), ' '));
-       }},
-      {"default",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "default", {"default_value", "boolean"});
-         const bool use_default = v.is_undefined() || (flag(a[1], false) && !v.truthy());
-         return use_default ? (a[0] ? *a[0] : Value("")) : v;
-       }},
-      {"dictsort",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "dictsort", {"case_sensitive", "by", "reverse"});
-         if (!v.is_dict()) throw TemplateError("dictsort: you can only sort by either 'key' or 'value'");
-         const bool by_value = a[1] && a[1]->is_string() && a[1]->as_string() == "value";
-         const bool case_sensitive = flag(a[0], false), reverse = flag(a[2], false);
-         List pairs;
-         for (const auto& [key, value] : v.as_dict().items) pairs.push_back(Value::tuple({key, value}));
-         std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
-           const Value kx = sort_key(x.as_list()[by_value ? 1 : 0], "", case_sensitive);
-           const Value ky = sort_key(y.as_list()[by_value ? 1 : 0], "", case_sensitive);
-           return reverse ? py_compare(ky, kx) < 0 : py_compare(kx, ky) < 0;
-         });
-         return Value::list(std::move(pairs));
-       }},
-      {"escape",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "escape", {});
-         return v.is_safe() ? v : Value(html_escape(py_str(v)), true);
-       }},
-      {"first",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "first", {});
-         const List items = iterate(v);
-         return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
-       }},
+      {"abs", filter_abs},
+      {"attr", filter_attr},
+      {"capitalize", filter_capitalize},
+      {"center", filter_center},
+      {"default", filter_default},
+      {"dictsort", filter_dictsort},
+      {"escape", filter_escape},
+      {"first", filter_first},
       {"float", filter_float},
       {"format", filter_format},
       {"indent", filter_indent},
       {"int", filter_int},
-      {"items",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "items", {});
-         if (v.is_undefined()) return Value::generator({});
-         if (!v.is_dict()) throw TemplateError("Can only get item pairs from a mapping.");
-         List pairs;
-         for (const auto& [key, value] : v.as_dict().items) pairs.push_back(Value::tuple({key, value}));
-         return Value::generator(std::move(pairs));
-       }},
-      {"join",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "join", {"d", "attribute"});
-         const std::string separator = a[0] ? py_str(*a[0]) : "";
-         const std::string attribute = attribute_arg(a[1]);
-         std::string out;
-         bool first = true;
-         for (const Value& item : iterate(v)) {
-           if (!first) out += separator;
-           first = false;
-           out += py_str(attribute.empty() ? item : get_attribute_path(item, attribute));
-           if (out.size() > kMaxStringBytes) throw TemplateError("string result too large");
-         }
-         return Value(std::move(out));
-       }},
-      {"last",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "last", {});
-         if (v.is_generator()) throw TemplateError("'generator' object is not reversible");
-         const List items = iterate(v);
-         return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
-       }},
-      {"length",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "length", {});
-         return Value(py_length(v));
-       }},
-      {"list",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "list", {});
-         return Value::list(iterate(v));
-       }},
-      {"lower",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "lower", {});
-         return Value(py_lower(py_str(v)));
-       }},
+      {"items", filter_items},
+      {"join", filter_join},
+      {"last", filter_last},
+      {"length", filter_length},
+      {"list", filter_list},
+      {"lower", filter_lower},
       {"map", filter_map},
       {"max", [](const Value& v, CallArgs& args) { return filter_min_max(v, args, true); }},
       {"min", [](const Value& v, CallArgs& args) { return filter_min_max(v, args, false); }},
       {"reject", [](const Value& v, CallArgs& args) { return filter_select(v, args, false, false); }},
       {"rejectattr", [](const Value& v, CallArgs& args) { return filter_select(v, args, true, false); }},
-      {"replace",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "replace", {"old", "new", "count"});
-         if (!a[0] || !a[1]) throw TemplateError("replace() needs old and new");
-         const int64_t count = a[2] && !a[2]->is_none() ? to_index(*a[2], "count") : -1;
-         std::string out = py_replace(py_str(v), py_str(*a[0]), py_str(*a[1]), count);
-         if (out.size() > kMaxStringBytes) throw TemplateError("string result too large");
-         return Value(std::move(out));
-       }},
-      {"reverse",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "reverse", {});
-         if (v.is_string()) return get_slice(v, Value(), Value(), Value(int64_t{-1}));
-         List items = iterate(v);
-         std::reverse(items.begin(), items.end());
-         return Value::list(std::move(items));
-       }},
-      {"round",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "round", {"precision", "method"});
-         const int64_t precision = a[0] ? to_index(*a[0], "precision") : 0;
-         const std::string method = a[1] ? py_str(*a[1]) : "common";
-         require_defined(v);
-         if (!v.is_number()) throw TemplateError("round() needs a number");
-         if (method == "common" && !v.is_float()) return Value(v.as_int());
-         const double scale = std::pow(10.0, static_cast<double>(precision));
-         const double x = v.as_float() * scale;
-         const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
-         return Value(r / scale);
-       }},
-      {"safe",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "safe", {});
-         return Value(py_str(v), true);
-       }},
+      {"replace", filter_replace},
+      {"reverse", filter_reverse},
+      {"round", filter_round},
+      {"safe", filter_safe},
       {"select", [](const Value& v, CallArgs& args) { return filter_select(v, args, false, true); }},
       {"selectattr", [](const Value& v, CallArgs& args) { return filter_select(v, args, true, true); }},
       {"sort", filter_sort},
-      {"string",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "string", {});
-         return v.is_string() ? v : Value(py_str(v));
-       }},
-      {"sum",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "sum", {"attribute", "start"});
-         const std::string attribute = attribute_arg(a[0]);
-         Value total = a[1] ? *a[1] : Value(int64_t{0});
-         for (const Value& item : iterate(v)) {
-           total = binary_op("+", total, attribute.empty() ? item : get_attribute_path(item, attribute));
-         }
-         return total;
-       }},
+      {"string", filter_string},
+      {"sum", filter_sum},
       {"title", filter_title},
       {"tojson", filter_tojson},
-      {"trim",
-       [](const Value& v, CallArgs& args) {
-         Bound a = bind_args(args, "trim", {"chars"});
-         const std::optional<std::string> chars =
-             a[0] && !a[0]->is_none() ? std::optional<std::string>(py_str(*a[0])) : std::nullopt;
-         return Value(py_strip(py_str(v), chars, true, true), v.is_safe());
-       }},
+      {"trim", filter_trim},
       {"unique", filter_unique},
-      {"upper",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "upper", {});
-         return Value(py_upper(py_str(v)));
-       }},
-      {"wordcount",
-       [](const Value& v, CallArgs& args) {
-         bind_args(args, "wordcount", {});
-         int64_t n = 0;
-         bool in_word = false;
-         for (const char32_t c : decode_utf8(py_str(v))) {
-           const bool word = is_word_char(c);
-           if (word && !in_word) ++n;
-           in_word = word;
-         }
-         return Value(n);
-       }},
+      {"upper", filter_upper},
+      {"wordcount", filter_wordcount},
   };
   return table;
 }
