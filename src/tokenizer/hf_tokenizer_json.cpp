@@ -212,21 +212,8 @@ std::string template_bos(const json& post_processor) {
   return "";
 }
 
-}  // namespace
-
-Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::string_view config_json,
-                                     const std::string& where) {
-  const json root = parse_json(tokenizer_json, where);
-  TANDEM_CHECK_INPUT(root.is_object(), "{}: not a tokenizer.json object", where);
-  const json config = config_json.empty() ? json::object() : parse_json(config_json, where);
-  auto model_it = root.find("model");
-  TANDEM_CHECK_INPUT(model_it != root.end() && model_it->is_object(), "{}: no model block", where);
-  const json& model = *model_it;
-  const std::string model_type = type_of(model);
-  TANDEM_CHECK_INPUT(model_type.empty() || model_type == "BPE", "{}: tokenizer model '{}' is not supported (only BPE)",
-                     where, model_type);
-
-  // Pieces: the model's vocab map, then added tokens (which may extend it).
+// The model's vocab map, then the added tokens (which may extend it); scores all 0.
+Vocab vocab_pieces(const json& root, const json& model, const std::string& where) {
   Vocab vocab;
   auto vocab_it = model.find("vocab");
   TANDEM_CHECK_INPUT(vocab_it != model.end() && vocab_it->is_object(), "{}: model.vocab missing", where);
@@ -251,31 +238,129 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
   }
   TANDEM_CHECK_INPUT(vocab.size() > 0, "{}: empty vocabulary", where);
   vocab.scores.assign(vocab.pieces.size(), 0.0f);
+  return vocab;
+}
 
-  std::unordered_map<std::string, int32_t> ids;
-  for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
-    if (vocab.types[id] != TokenType::Unused) ids.emplace(vocab.pieces[id], id);
+// The model's merges, each "a b" or [a, b], in rank order.
+void read_merges(const json& model, const std::string& where, Vocab& vocab) {
+  auto merges = model.find("merges");
+  if (merges == model.end() || !merges->is_array()) return;
+  vocab.merges.reserve(merges->size());
+  for (const json& merge : *merges) {
+    if (merge.is_string()) {
+      const std::string text = merge.get<std::string>();
+      const size_t space = text.find(' ', 1);
+      TANDEM_CHECK_INPUT(space != std::string::npos, "{}: merge '{}' has no space", where, text);
+      vocab.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
+    } else {
+      TANDEM_CHECK_INPUT(merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
+                         "{}: a merge is neither \"a b\" nor [a, b]", where);
+      vocab.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+    }
   }
-  auto id_of = [&](const std::string& name) {
-    auto it = ids.find(name);
-    return name.empty() || it == ids.end() ? int32_t{-1} : it->second;
-  };
+}
 
-  if (auto merges = model.find("merges"); merges != model.end() && merges->is_array()) {
-    vocab.merges.reserve(merges->size());
-    for (const json& merge : *merges) {
-      if (merge.is_string()) {
-        const std::string text = merge.get<std::string>();
-        const size_t space = text.find(' ', 1);
-        TANDEM_CHECK_INPUT(space != std::string::npos, "{}: merge '{}' has no space", where, text);
-        vocab.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
-      } else {
-        TANDEM_CHECK_INPUT(merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
-                           "{}: a merge is neither \"a b\" nor [a, b]", where);
-        vocab.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
+// A piece's id by its text (-1 for none or the empty name), over the pieces in use.
+class PieceIds {
+ public:
+  explicit PieceIds(const Vocab& vocab) {
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
+      if (vocab.types[id] != TokenType::Unused) ids_.emplace(vocab.pieces[id], id);
+    }
+  }
+  int32_t operator()(const std::string& name) const {
+    auto it = ids_.find(name);
+    return name.empty() || it == ids_.end() ? int32_t{-1} : it->second;
+  }
+
+ private:
+  std::unordered_map<std::string, int32_t> ids_;
+};
+
+// Byte-level BPE (GPT-2 style): its pre-tokenizer regexes; NFC is the only normalizer.
+void set_byte_level(const json& model, const json& pre_tokenizer, const json& normalizer, const std::string& where,
+                    Vocab& vocab) {
+  vocab.kind = VocabKind::ByteLevelBpe;
+  vocab.pre_regexes = byte_level_steps(pre_tokenizer, vocab.add_space_prefix, where);
+  vocab.ignore_merges = bool_field(model, "ignore_merges", false);
+  // NFC is accepted but not applied, as llama.cpp does for Qwen2: real prompts are almost
+  // always NFC already, and applying it needs Unicode tables this project does not carry.
+  for (const json* step : flatten(normalizer, "normalizers")) {
+    TANDEM_CHECK_INPUT(type_of(*step) == "NFC",
+                       "{}: normalizer '{}' is not supported for "
+                       "byte-level BPE",
+                       where, type_of(*step));
+  }
+}
+
+// SentencePiece-style BPE: the encoder merges by score: a piece's score is minus the rank of
+// the first merge that makes it, so lower ranks merge first as in HF. Pieces no merge makes
+// get the lowest score (HF would never form them; SentencePiece would, last).
+void set_sentencepiece_like(const json& pre_tokenizer, const json& normalizer, const PieceIds& id_of,
+                            const std::string& where, Vocab& vocab) {
+  vocab.kind = VocabKind::Spm;
+  vocab.add_space_prefix = false;
+  for (const json* step : flatten(normalizer, "normalizers")) {
+    if (type_of(*step) == "Prepend" && string_field(*step, "prepend") == kSpaceMarker) {
+      vocab.add_space_prefix = true;
+    }
+  }
+  vocab.pre_regexes = spm_steps(pre_tokenizer, replaces_spaces(normalizer), vocab.add_space_prefix, where);
+  for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
+    if (vocab.types[id] == TokenType::Normal) {
+      vocab.scores[id] = -1e30f;
+      if (parse_byte_piece(vocab.pieces[id]) >= 0) vocab.types[id] = TokenType::Byte;
+    }
+  }
+  for (size_t rank = vocab.merges.size(); rank-- > 0;) {  // lowest rank written last, wins
+    const int32_t id = id_of(vocab.merges[rank].first + vocab.merges[rank].second);
+    if (id >= 0) vocab.scores[id] = -static_cast<float>(rank);
+  }
+  vocab.merges.clear();
+}
+
+// UNK, BOS and EOS: tokenizer_config.json names BOS and EOS; without it, the post-processor's
+// template shows the BOS, and EOS is looked for under the usual names.
+void set_special_ids(const json& model, const json& config, const json& post_processor, const PieceIds& id_of,
+                     Vocab& vocab) {
+  vocab.unk_id = id_of(string_field(model, "unk_token"));
+  if (vocab.unk_id >= 0) vocab.types[vocab.unk_id] = TokenType::Unknown;
+  std::string bos = token_name(config, "bos_token");
+  std::string eos = token_name(config, "eos_token");
+  const std::string template_first = template_bos(post_processor);
+  if (bos.empty()) bos = template_first;
+  vocab.bos_id = id_of(bos);
+  if (eos.empty()) {
+    for (const char* name : {"</s>", "<|end_of_text|>", "<|endoftext|>", "<|im_end|>",
+                             "<\xEF\xBD\x9C"
+                             "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"}) {
+      if (id_of(name) >= 0) {
+        eos = name;
+        break;
       }
     }
   }
+  vocab.eos_id = id_of(eos);
+  vocab.add_bos = bool_field(config, "add_bos_token", !template_first.empty()) && vocab.bos_id >= 0;
+}
+
+}  // namespace
+
+Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::string_view config_json,
+                                     const std::string& where) {
+  const json root = parse_json(tokenizer_json, where);
+  TANDEM_CHECK_INPUT(root.is_object(), "{}: not a tokenizer.json object", where);
+  const json config = config_json.empty() ? json::object() : parse_json(config_json, where);
+  auto model_it = root.find("model");
+  TANDEM_CHECK_INPUT(model_it != root.end() && model_it->is_object(), "{}: no model block", where);
+  const json& model = *model_it;
+  const std::string model_type = type_of(model);
+  TANDEM_CHECK_INPUT(model_type.empty() || model_type == "BPE", "{}: tokenizer model '{}' is not supported (only BPE)",
+                     where, model_type);
+
+  Vocab vocab = vocab_pieces(root, model, where);
+  const PieceIds id_of(vocab);
+  read_merges(model, where, vocab);
 
   const json null_node;
   auto block = [&](const char* key) -> const json& {
@@ -291,70 +376,16 @@ Vocab vocab_from_tokenizer_json_text(std::string_view tokenizer_json, std::strin
   const bool spm_like = bool_field(model, "byte_fallback", false) || metaspace ||
                         contains_type(normalizer, "normalizers", "Prepend") ||
                         contains_type(decoder, "decoders", "ByteFallback");
-
   if (byte_level) {
-    vocab.kind = VocabKind::ByteLevelBpe;
-    vocab.pre_regexes = byte_level_steps(pre_tokenizer, vocab.add_space_prefix, where);
-    vocab.ignore_merges = bool_field(model, "ignore_merges", false);
-    // NFC is accepted but not applied, as llama.cpp does for Qwen2: real prompts are almost
-    // always NFC already, and applying it needs Unicode tables this project does not carry.
-    for (const json* step : flatten(normalizer, "normalizers")) {
-      TANDEM_CHECK_INPUT(type_of(*step) == "NFC",
-                         "{}: normalizer '{}' is not supported for "
-                         "byte-level BPE",
-                         where, type_of(*step));
-    }
+    set_byte_level(model, pre_tokenizer, normalizer, where, vocab);
   } else {
     TANDEM_CHECK_INPUT(spm_like,
                        "{}: BPE without a ByteLevel or SentencePiece-style "
                        "(byte_fallback, \"\u2581\") setup is not supported",
                        where);
-    vocab.kind = VocabKind::Spm;
-    // The SentencePiece encoder merges by score: a piece's score is minus the rank of the
-    // first merge that makes it, so lower ranks merge first as in HF. Pieces no merge makes
-    // get the lowest score (HF would never form them; SentencePiece would, last).
-    vocab.add_space_prefix = false;
-    for (const json* step : flatten(normalizer, "normalizers")) {
-      if (type_of(*step) == "Prepend" && string_field(*step, "prepend") == kSpaceMarker) {
-        vocab.add_space_prefix = true;
-      }
-    }
-    vocab.pre_regexes = spm_steps(pre_tokenizer, replaces_spaces(normalizer), vocab.add_space_prefix, where);
-    for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
-      if (vocab.types[id] == TokenType::Normal) {
-        vocab.scores[id] = -1e30f;
-        if (parse_byte_piece(vocab.pieces[id]) >= 0) vocab.types[id] = TokenType::Byte;
-      }
-    }
-    for (size_t rank = vocab.merges.size(); rank-- > 0;) {  // lowest rank written last, wins
-      const int32_t id = id_of(vocab.merges[rank].first + vocab.merges[rank].second);
-      if (id >= 0) vocab.scores[id] = -static_cast<float>(rank);
-    }
-    vocab.merges.clear();
+    set_sentencepiece_like(pre_tokenizer, normalizer, id_of, where, vocab);
   }
-
-  vocab.unk_id = id_of(string_field(model, "unk_token"));
-  if (vocab.unk_id >= 0) vocab.types[vocab.unk_id] = TokenType::Unknown;
-
-  // BOS/EOS: tokenizer_config.json names them; without it, the post-processor's template
-  // shows the BOS, and EOS is looked for under the usual names.
-  std::string bos = token_name(config, "bos_token");
-  std::string eos = token_name(config, "eos_token");
-  const std::string template_first = template_bos(block("post_processor"));
-  if (bos.empty()) bos = template_first;
-  vocab.bos_id = id_of(bos);
-  if (eos.empty()) {
-    for (const char* name : {"</s>", "<|end_of_text|>", "<|endoftext|>", "<|im_end|>",
-                             "<\xEF\xBD\x9C"
-                             "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"}) {
-      if (id_of(name) >= 0) {
-        eos = name;
-        break;
-      }
-    }
-  }
-  vocab.eos_id = id_of(eos);
-  vocab.add_bos = bool_field(config, "add_bos_token", !template_first.empty()) && vocab.bos_id >= 0;
+  set_special_ids(model, config, block("post_processor"), id_of, vocab);
   return vocab;
 }
 
