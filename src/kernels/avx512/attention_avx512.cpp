@@ -92,92 +92,103 @@ template <int kVectors, int kQueries, typename Element>
     }
 }
 
-// Per tile: every query's scores, then each query's softmax step, then the weighted values.
-// A tile is walked block by block (16 positions), each block serving every query before the
-// next: K/V rows a row stride apart map to few L1 sets, so a whole tile's rows would not stay in
-// L1 from one query to the next, while one block's rows do.
-//
-// Queries with different n_ctx share the tiles and blocks they both see; each query's
-// arithmetic is still exactly that of the query alone (its bits depend on itself, head_dim,
-// its n_ctx and the cached K/V only):
-//  - it takes part in the blocks it sees at least one position of, no others;
-//  - its scores for positions it does not see are masked to -inf (a lane of the lane-sum tree
-//    depends on its own position's row only, so the other lanes' rows do not matter);
-//  - its softmax step runs over its own tile length;
-//  - in its last block the weighted values run over the same positions, rounded up to the
-//    same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
-//    the same as alone: rows[its last visible position], not those of positions another
-//    query sees. Where its rows or position count differ from its pack partner's, it goes alone.
+// One call's walk over the tiles (attend_queries below): the queries' running softmax state,
+// the current tile's rows and per-block first queries, the scores/weights, and the blocks'
+// converted rows. Each step is inlined into the kernel: the split is for reading, not calls.
 template <int kVectors, bool kF16>
-void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
-                    const int32_t* slots) {
-  constexpr int64_t head_dim = 16 * kVectors;
-  constexpr int64_t chains = kChains<kVectors>;
+struct TileWalk {
+  static constexpr int64_t head_dim = 16 * kVectors;
+  static constexpr int64_t chains = kChains<kVectors>;
   // Queries sharing each K/V vector loaded. 4 were tried on converted blocks (scores: 16 dot
   // chains, a group of 4 positions at a time; values: the head in slices of 4 x 4
   // accumulators): pp2048 297 against 317 tok/s (scores), no difference (values) on
   // qwen3-0.6b, Zen 4, so 2 it stays.
-  constexpr int pack = kQueriesPerLoad<kVectors>;
-  const int64_t n_queries = set.n_queries;
-  const int64_t* n_ctx = set.n_ctx;
-  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
-  const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
+  static constexpr int pack = kQueriesPerLoad<kVectors>;
+
+  const QuerySet& set;
+  const KvRows& keys;
+  const KvRows& values;
+  int64_t kv_offset;
+  const int32_t* slots;
+  int64_t longest;  // the last query's context: the tiles end there
+  bool prefetch;    // few queries (decode): K/V rows fetched kPrefetchBlocks blocks ahead
+  int64_t key_offset_bytes, value_offset_bytes, key_head_bytes, value_head_bytes;
   // Per query: the running max, the running sum as 16 lane sums, and this tile's rescaling.
   float running_max[kMaxQueries], correction[kMaxQueries];
   __m512 running_sum[kMaxQueries];
-  for (int64_t j = 0; j < n_queries; ++j) {
-    running_max[j] = -INFINITY;
-    running_sum[j] = _mm512_setzero_ps();
-    std::fill_n(set.outs[j], head_dim, 0.0f);
-  }
-  int64_t rows[kAttentionTile];  // the tile's positions -> their slots
+  // The tile: its start and length, its positions -> their slots, and per block its first
+  // query (the ones after it see the block too).
+  int64_t tile = 0, tile_len = 0, n_blocks = 0;
+  int64_t rows[kAttentionTile];
+  int64_t block_first[kAttentionTile / kLanes];
   // One block's K and V rows converted to floats (types other than F32): 2 x 16 KiB at most.
   alignas(64) float key_block[kLanes * head_dim];
   alignas(64) float value_block[kLanes * head_dim];
-
   // [n_queries, kAttentionTile]: scores, then softmax weights, written in whole blocks of 16
   // (past the query's tile length). On the stack, not in the caller's scratch: some callers (a
   // test) size that to n_ctx when it is below a tile.
   alignas(64) float weights[kMaxQueries * kAttentionTile];
-  const int64_t longest = n_ctx[n_queries - 1];
-  const bool prefetch = n_queries < kPrefetchBelowQueries;
-  const int64_t key_offset_bytes = kv_row_offset_bytes(keys.type, kv_offset);
-  const int64_t value_offset_bytes = kv_row_offset_bytes(values.type, kv_offset);
-  const int64_t key_head_bytes = dtype_row_bytes(keys.type, head_dim);
-  const int64_t value_head_bytes = dtype_row_bytes(values.type, head_dim);
-  if (prefetch) {  // the first blocks, before the loop's look-ahead reaches them
-    prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, 0, std::min(longest, kPrefetchBlocks * kLanes));
-    prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, 0,
-                       std::min(longest, kPrefetchBlocks * kLanes));
+
+  TileWalk(const QuerySet& query_set, const KvRows& k, const KvRows& v, int64_t offset, const int32_t* slot_of)
+      : set(query_set),
+        keys(k),
+        values(v),
+        kv_offset(offset),
+        slots(slot_of),
+        longest(query_set.n_ctx[query_set.n_queries - 1]),
+        prefetch(query_set.n_queries < kPrefetchBelowQueries),
+        key_offset_bytes(kv_row_offset_bytes(k.type, offset)),
+        value_offset_bytes(kv_row_offset_bytes(v.type, offset)),
+        key_head_bytes(dtype_row_bytes(k.type, head_dim)),
+        value_head_bytes(dtype_row_bytes(v.type, head_dim)) {
+    for (int64_t j = 0; j < set.n_queries; ++j) {
+      running_max[j] = -INFINITY;
+      running_sum[j] = _mm512_setzero_ps();
+      std::fill_n(set.outs[j], head_dim, 0.0f);
+    }
   }
-  int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
-  for (int64_t tile = 0; tile < longest; tile += kAttentionTile) {
-    while (n_ctx[tile_first] <= tile) ++tile_first;
-    const int64_t tile_len = std::min(kAttentionTile, longest - tile);
-    const int64_t n_blocks = (tile_len + kLanes - 1) / kLanes;
+
+  // The positions of block b query j sees (up to 16; 0 or less: none).
+  [[gnu::always_inline]] int64_t visible(int64_t j, int64_t b) const {
+    return std::min<int64_t>(kLanes, set.n_ctx[j] - tile - b * kLanes);
+  }
+
+  [[gnu::always_inline]] void prefetch_rows(int64_t first, int64_t end) const {
+    prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, first, end);
+    prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, first, end);
+  }
+
+  // The tile at `first_position` seen from query tile_first on: its rows (positions past the
+  // context in the last block read the last visible row; their scores are masked to -inf, so
+  // their weights are exactly 0) and each block's first query.
+  [[gnu::always_inline]] void start_tile(int64_t first_position, int64_t tile_first) {
+    tile = first_position;
+    tile_len = std::min(kAttentionTile, longest - tile);
+    n_blocks = (tile_len + kLanes - 1) / kLanes;
     for (int64_t p = 0; p < tile_len; ++p) rows[p] = slots[tile + p];
-    // Positions past the context in the last block read the last visible row; their scores
-    // are masked to -inf, so their weights are exactly 0.
     for (int64_t p = tile_len; p < n_blocks * kLanes; ++p) rows[p] = rows[tile_len - 1];
-    // Block b: its first query (the ones after it see it too), and the positions query j sees.
-    int64_t block_first[kAttentionTile / kLanes];
     for (int64_t b = 0, j = tile_first; b < n_blocks; ++b) {
-      while (n_ctx[j] <= tile + b * kLanes) ++j;
+      while (set.n_ctx[j] <= tile + b * kLanes) ++j;
       block_first[b] = j;
     }
-    auto visible = [&](int64_t j, int64_t b) { return std::min<int64_t>(kLanes, n_ctx[j] - tile - b * kLanes); };
+  }
 
+  // Every query's scaled scores for the tile's blocks, block by block (each block serving
+  // every query before the next: K/V rows a row stride apart map to few L1 sets, so a whole
+  // tile's rows would not stay in L1 from one query to the next, while one block's rows do).
+  [[gnu::always_inline]] void score_tile() {
+    const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
+    const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
       if (prefetch) {
-        const int64_t ahead = tile + (b + kPrefetchBlocks) * kLanes, ahead_end = std::min(longest, ahead + kLanes);
-        prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, ahead, ahead_end);
-        prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, ahead, ahead_end);
+        const int64_t ahead = tile + (b + kPrefetchBlocks) * kLanes;
+        prefetch_rows(ahead, std::min(longest, ahead + kLanes));
       }
       int64_t key_rows[kLanes];
       const auto* key_base =
           block_base<kF16>(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
-      for_each_query_pack<pack>(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
+      for_each_query_pack<pack>(block_first[b], set.n_queries, [&]<int kQueries>(int64_t j) {
         __m512 scores[kQueries];
         score_block<kVectors, kQueries>(set.queries + j, key_base, key_rows, scores);
         for (int i = 0; i < kQueries; ++i)
@@ -186,18 +197,22 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
               _mm512_mask_mov_ps(minus_infinity, first_lanes(visible(j + i, b)), _mm512_mul_ps(scores[i], scale)));
       });
     }
+  }
 
-    // Soft-capping (Gemma 2) on the positions each query sees; the masked ones stay -inf.
+  // Each query's online-softmax step over its part of the tile (soft-capped first, Gemma 2,
+  // on the positions it sees; the masked ones stay -inf): weights in place of the scores, the
+  // new running max and sum, and the factor its output is rescaled by.
+  [[gnu::always_inline]] void softmax_tile(int64_t tile_first) {
+    const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
     if (set.softcap > 0.0f)
-      for (int64_t j = tile_first; j < n_queries; ++j) {
+      for (int64_t j = tile_first; j < set.n_queries; ++j) {
         float* tile_scores = weights + j * kAttentionTile;
-        const int64_t n_visible = std::min(kAttentionTile, n_ctx[j] - tile);
+        const int64_t n_visible = std::min(kAttentionTile, set.n_ctx[j] - tile);
         softcap_row(tile_scores, n_visible, set.softcap, tile_scores);  // the level's vector tanh
       }
-
-    for (int64_t j = tile_first; j < n_queries; ++j) {
+    for (int64_t j = tile_first; j < set.n_queries; ++j) {
       float* tile_weights = weights + j * kAttentionTile;
-      const int64_t query_blocks = (std::min(kAttentionTile, n_ctx[j] - tile) + kLanes - 1) / kLanes;
+      const int64_t query_blocks = (std::min(kAttentionTile, set.n_ctx[j] - tile) + kLanes - 1) / kLanes;
       __m512 tile_max = minus_infinity;
       for (int64_t b = 0; b < query_blocks; ++b)
         tile_max = _mm512_max_ps(tile_max, _mm512_load_ps(tile_weights + b * kLanes));
@@ -216,67 +231,111 @@ void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& value
       }
       running_sum[j] = _mm512_fmadd_ps(running_sum[j], rescale, tile_sum);
     }
+  }
 
-    // Per query, whichever way the loops run: the output rescaled, then each block in turn.
+  // Queries j..j+kQueries-1 add block b's values over n_positions positions whose rows are
+  // block_rows (their outputs rescaled first, in block 0).
+  template <int kQueries>
+  [[gnu::always_inline]] void accumulate(int64_t b, int64_t j, const auto* value_base, const int64_t* block_rows,
+                                         int64_t n_positions) {
+    __m512 acc[kQueries][kVectors];
+    for (int i = 0; i < kQueries; ++i) {
+      const __m512 rescale = _mm512_set1_ps(correction[j + i]);
+#pragma GCC unroll 16
+      for (int v = 0; v < kVectors; ++v) {
+        acc[i][v] = _mm512_loadu_ps(set.outs[j + i] + 16 * v);
+        if (b == 0) acc[i][v] = _mm512_mul_ps(acc[i][v], rescale);
+      }
+    }
+    add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, value_base, block_rows,
+                                            n_positions, acc);
+    for (int i = 0; i < kQueries; ++i)
+#pragma GCC unroll 16
+      for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(set.outs[j + i] + 16 * v, acc[i][v]);
+  }
+
+  // Per query, whichever way the loops run: the output rescaled, then each block's weighted
+  // values in turn. In its last block a query runs over the same positions, rounded up to the
+  // same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
+  // the same as alone: where its rows or position count differ from its pack partner's, it
+  // goes alone.
+  [[gnu::always_inline]] void weigh_values_tile() {
+    // The tile's rows serve a query as they would alone unless it stops inside the block
+    // short of the tile and its position count needs rounding up to chains.
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
       int64_t value_rows[kLanes];
       const auto* value_base =
           block_base<kF16>(values, kv_offset, rows + b * kLanes, block_len, head_dim, value_block, value_rows);
-      // Queries j..j+k-1 add block b's values over n_positions positions whose rows are block_rows.
-      auto accumulate = [&]<int kQueries>(int64_t j, const int64_t* block_rows, int64_t n_positions) {
-        __m512 acc[kQueries][kVectors];
-        for (int i = 0; i < kQueries; ++i) {
-          const __m512 rescale = _mm512_set1_ps(correction[j + i]);
-#pragma GCC unroll 16
-          for (int v = 0; v < kVectors; ++v) {
-            acc[i][v] = _mm512_loadu_ps(set.outs[j + i] + 16 * v);
-            if (b == 0) acc[i][v] = _mm512_mul_ps(acc[i][v], rescale);
-          }
-        }
-        add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, value_base, block_rows,
-                                                n_positions, acc);
-        for (int i = 0; i < kQueries; ++i)
-#pragma GCC unroll 16
-          for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(set.outs[j + i] + 16 * v, acc[i][v]);
-      };
-      // The tile's rows serve query j as they would alone unless it stops inside the block
-      // short of the tile and its position count needs rounding up to chains.
       auto own_rows_needed = [&](int64_t n_visible) { return n_visible != block_len && n_visible % chains != 0; };
       auto rounded = [](int64_t n_visible) { return (n_visible + chains - 1) / chains * chains; };
-      for_each_query_pack<pack>(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
+      for_each_query_pack<pack>(block_first[b], set.n_queries, [&]<int kQueries>(int64_t j) {
         const int64_t n_visible = visible(j, b);
         bool together = !own_rows_needed(n_visible);
         for (int i = 1; i < kQueries; ++i) together = together && visible(j + i, b) == n_visible;
         if (together) {
-          accumulate.template operator()<kQueries>(j, value_rows, rounded(n_visible));
+          accumulate<kQueries>(b, j, value_base, value_rows, rounded(n_visible));
           return;
         }
         for (int i = 0; i < kQueries; ++i) {
           const int64_t query_visible = visible(j + i, b);
           if (!own_rows_needed(query_visible)) {
-            accumulate.template operator()<1>(j + i, value_rows, rounded(query_visible));
+            accumulate<1>(b, j + i, value_base, value_rows, rounded(query_visible));
             continue;
           }
           int64_t own_rows[kLanes];  // past its context, its last visible row (weight 0), as alone
           for (int64_t p = 0; p < kLanes; ++p) own_rows[p] = value_rows[std::min(p, query_visible - 1)];
-          accumulate.template operator()<1>(j + i, own_rows, rounded(query_visible));
+          accumulate<1>(b, j + i, value_base, own_rows, rounded(query_visible));
         }
       });
     }
   }
-  for (int64_t j = 0; j < n_queries; ++j) {
-    const float sum = _mm512_reduce_add_ps(running_sum[j]);
-    if (set.partials != nullptr) {
-      set.partials[j] = {running_max[j], sum};
-      continue;
+
+  // Each query's output divided by its sum (with its sink), or left as accumulators with its
+  // max and sum in partials.
+  [[gnu::always_inline]] void finish() {
+    for (int64_t j = 0; j < set.n_queries; ++j) {
+      const float sum = _mm512_reduce_add_ps(running_sum[j]);
+      if (set.partials != nullptr) {
+        set.partials[j] = {running_max[j], sum};
+        continue;
+      }
+      const __m512 inverse = _mm512_set1_ps(
+          set.sinks != nullptr ? sink_normaliser(running_max[j], sum, set.sinks[j % set.sink_period]) : 1.0f / sum);
+      float* acc_out = set.outs[j];
+      for (int64_t v = 0; v < kVectors; ++v)
+        _mm512_storeu_ps(acc_out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), inverse));
     }
-    const __m512 inverse = _mm512_set1_ps(
-        set.sinks != nullptr ? sink_normaliser(running_max[j], sum, set.sinks[j % set.sink_period]) : 1.0f / sum);
-    float* acc_out = set.outs[j];
-    for (int64_t v = 0; v < kVectors; ++v)
-      _mm512_storeu_ps(acc_out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), inverse));
   }
+};
+
+// Per tile: every query's scores, then each query's softmax step, then the weighted values.
+//
+// Queries with different n_ctx share the tiles and blocks they both see; each query's
+// arithmetic is still exactly that of the query alone (its bits depend on itself, head_dim,
+// its n_ctx and the cached K/V only):
+//  - it takes part in the blocks it sees at least one position of, no others;
+//  - its scores for positions it does not see are masked to -inf (a lane of the lane-sum tree
+//    depends on its own position's row only, so the other lanes' rows do not matter);
+//  - its softmax step runs over its own tile length;
+//  - in its last block the weighted values run over the same positions, rounded up to the
+//    same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
+//    the same as alone (TileWalk::weigh_values_tile).
+template <int kVectors, bool kF16>
+void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
+                    const int32_t* slots) {
+  TileWalk<kVectors, kF16> walk(set, keys, values, kv_offset, slots);
+  if (walk.prefetch)  // the first blocks, before the loop's look-ahead reaches them
+    walk.prefetch_rows(0, std::min(walk.longest, kPrefetchBlocks * kLanes));
+  int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
+  for (int64_t tile = 0; tile < walk.longest; tile += kAttentionTile) {
+    while (set.n_ctx[tile_first] <= tile) ++tile_first;
+    walk.start_tile(tile, tile_first);
+    walk.score_tile();
+    walk.softmax_tile(tile_first);
+    walk.weigh_values_tile();
+  }
+  walk.finish();
 }
 
 template <bool kF16, size_t... kIndices>
