@@ -33,7 +33,8 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
-#include "kernels/avx2/vector_exp.h"  // AVX2 code: after the target pragma
+#include "kernels/attention_tile_walk.h"  // after the AVX2 parts: instantiated with them
+#include "kernels/avx2/vector_exp.h"      // AVX2 code: after the target pragma
 
 namespace tandem::avx2 {
 namespace {
@@ -125,13 +126,7 @@ template <int kVectors, int kQueries, typename Element>
   for (int g = 0; g < kQueries; ++g) scores[g] = combine_quads(quads[g][0], quads[g][1]);
 }
 
-// Small heads give too few FMA chains to hide FMA latency, so within a block the positions
-// are dealt round-robin to kChains accumulators. A function of the head size alone: it sets
-// each output element's order of adds.
-template <int kVectors>
-constexpr int kChains = kVectors >= 8   ? 1
-                        : kVectors >= 4 ? 2
-                                        : 4;
+using attention_walk::kChains;
 
 // Head vectors whose accumulators kQueries queries keep in registers at once: 8 accumulators
 // (enough FMAs in flight), leaving room for the weights and the loaded value vector.
@@ -282,169 +277,65 @@ struct QuerySet {
   AttentionPartial* partials = nullptr;
 };
 
-// Per tile: every query's scores, then each query's softmax step, then the weighted values,
-// block by block (8 positions) so that a block's K/V rows stay in L1 while every query uses
-// them. The rules that keep each query's arithmetic exactly that of the query alone are the
-// AVX-512 kernel's (see attend_queries there):
-//  - it takes part in the blocks it sees at least one position of, no others;
-//  - its scores for positions it does not see are masked to -inf (a lane of the lane-sum tree
-//    depends on its own position's row only);
-//  - its softmax step runs over its own tile length;
-//  - in its last block the weighted values run over the same positions, rounded up to the
-//    same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
-//    the same as alone: rows[its last visible position]. Where its rows or position count
-//    differ from its pack partner's, it goes alone.
+// The AVX2 vectors of the shared tile walk (kernels/attention_tile_walk.h).
+struct F32Vectors {
+  using Vec = __m256;
+  using QuerySet = avx2::QuerySet;
+  static constexpr int kLanes = avx2::kLanes;
+  static constexpr int64_t kMaxQueries = avx2::kMaxQueries;
+  static constexpr int64_t kPrefetchBlocks = avx2::kPrefetchBlocks;
+  template <int kVectors>
+  static constexpr int kPack = avx2::kPack;
+
+  [[gnu::always_inline]] static Vec set1(float x) { return _mm256_set1_ps(x); }
+  [[gnu::always_inline]] static Vec zero() { return _mm256_setzero_ps(); }
+  [[gnu::always_inline]] static Vec load(const float* p) { return _mm256_load_ps(p); }
+  [[gnu::always_inline]] static Vec loadu(const float* p) { return _mm256_loadu_ps(p); }
+  [[gnu::always_inline]] static void store(float* p, Vec x) { _mm256_store_ps(p, x); }
+  [[gnu::always_inline]] static void storeu(float* p, Vec x) { _mm256_storeu_ps(p, x); }
+  [[gnu::always_inline]] static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+  [[gnu::always_inline]] static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  [[gnu::always_inline]] static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+  [[gnu::always_inline]] static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  [[gnu::always_inline]] static Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  [[gnu::always_inline]] static float reduce_max(Vec x) { return avx2::reduce_max(x); }
+  [[gnu::always_inline]] static float reduce_add(Vec x) { return avx2::reduce_add(x); }
+  [[gnu::always_inline]] static float lane0(Vec x) { return _mm256_cvtss_f32(x); }
+  [[gnu::always_inline]] static Vec masked_scores(Vec fill, Vec scores, int64_t n_visible) {
+    return _mm256_blendv_ps(fill, scores, first_lanes(n_visible));
+  }
+  [[gnu::always_inline]] static Vec exp_nonpositive(Vec x) { return avx2::exp_nonpositive(x); }
+  [[gnu::always_inline]] static void softcap_row(const float* x, int64_t n, float cap, float* out) {
+    avx2::softcap_row(x, n, cap, out);
+  }
+  template <int kVectors, int kQueries, typename Element>
+  [[gnu::always_inline]] static void score_block(const float* const* queries, const Element* keys, const int64_t* rows,
+                                                 Vec (&scores)[kQueries]) {
+    avx2::score_block<kVectors, kQueries>(queries, keys, rows, scores);
+  }
+  template <int kVectors, int kQueries, typename Element>
+  [[gnu::always_inline]] static void add_weighted_values(const float* weights, const Element* values,
+                                                         const int64_t* rows, int64_t n_positions, float* const* outs,
+                                                         const float* rescale) {
+    avx2::add_weighted_values<kVectors, kQueries>(weights, values, rows, n_positions, outs, rescale);
+  }
+  template <bool kF16>
+  [[gnu::always_inline]] static auto block_base(const KvRows& rows, int64_t kv_offset, const int64_t* block_slots,
+                                                int64_t block_len, int64_t head_dim, float* block,
+                                                int64_t (&out)[kLanes]) {
+    return avx2::block_base<kF16>(rows, kv_offset, block_slots, block_len, head_dim, block, out);
+  }
+  template <int kPackSize, typename Visit>
+  [[gnu::always_inline]] static void for_each_query_pack(int64_t begin, int64_t end, Visit&& visit) {
+    static_assert(kPackSize == avx2::kPack);
+    avx2::for_each_query_pack(begin, end, std::forward<Visit>(visit));
+  }
+};
+
 template <int kVectors, bool kF16>
 void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                     const int32_t* slots) {
-  constexpr int64_t head_dim = 8 * kVectors;
-  constexpr int64_t chains = kChains<kVectors>;
-  const int64_t n_queries = set.n_queries;
-  const int64_t* n_ctx = set.n_ctx;
-  const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
-  const __m256 minus_infinity = _mm256_set1_ps(-INFINITY);
-  // Per query: the running max, the running sum as 8 lane sums, and this tile's rescaling.
-  float running_max[kMaxQueries], correction[kMaxQueries];
-  __m256 running_sum[kMaxQueries];
-  for (int64_t j = 0; j < n_queries; ++j) {
-    running_max[j] = -INFINITY;
-    running_sum[j] = _mm256_setzero_ps();
-    std::fill_n(set.outs[j], head_dim, 0.0f);
-  }
-  int64_t rows[kAttentionTile];  // the tile's positions -> their slots
-  // One block's K and V rows converted to floats (types other than F32): 2 x 8 KiB at most.
-  alignas(32) float key_block[kLanes * head_dim];
-  alignas(32) float value_block[kLanes * head_dim];
-  // [n_queries, kAttentionTile]: scores, then softmax weights, written in whole blocks of 8
-  // (past the query's tile length). On the stack, not in the caller's scratch: some callers (a
-  // test) size that to n_ctx when it is below a tile.
-  alignas(32) float weights[kMaxQueries * kAttentionTile];
-  const int64_t longest = n_ctx[n_queries - 1];
-  const bool prefetch = n_queries < kPrefetchBelowQueries;
-  const int64_t key_offset_bytes = kv_row_offset_bytes(keys.type, kv_offset);
-  const int64_t value_offset_bytes = kv_row_offset_bytes(values.type, kv_offset);
-  const int64_t key_head_bytes = dtype_row_bytes(keys.type, head_dim);
-  const int64_t value_head_bytes = dtype_row_bytes(values.type, head_dim);
-  if (prefetch) {  // the first blocks, before the loop's look-ahead reaches them
-    prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, 0, std::min(longest, kPrefetchBlocks * kLanes));
-    prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, 0,
-                       std::min(longest, kPrefetchBlocks * kLanes));
-  }
-  int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
-  for (int64_t tile = 0; tile < longest; tile += kAttentionTile) {
-    while (n_ctx[tile_first] <= tile) ++tile_first;
-    const int64_t tile_len = std::min(kAttentionTile, longest - tile);
-    const int64_t n_blocks = (tile_len + kLanes - 1) / kLanes;
-    for (int64_t p = 0; p < tile_len; ++p) rows[p] = slots[tile + p];
-    // Positions past the context in the last block read the last visible row; their scores
-    // are masked to -inf, so their weights are exactly 0.
-    for (int64_t p = tile_len; p < n_blocks * kLanes; ++p) rows[p] = rows[tile_len - 1];
-    // Block b: its first query (the ones after it see it too), and the positions query j sees.
-    int64_t block_first[kAttentionTile / kLanes];
-    for (int64_t b = 0, j = tile_first; b < n_blocks; ++b) {
-      while (n_ctx[j] <= tile + b * kLanes) ++j;
-      block_first[b] = j;
-    }
-    auto visible = [&](int64_t j, int64_t b) { return std::min<int64_t>(kLanes, n_ctx[j] - tile - b * kLanes); };
-
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
-      if (prefetch) {
-        const int64_t ahead = tile + (b + kPrefetchBlocks) * kLanes, ahead_end = std::min(longest, ahead + kLanes);
-        prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, ahead, ahead_end);
-        prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, ahead, ahead_end);
-      }
-      int64_t key_rows[kLanes];
-      const auto* key_base =
-          block_base<kF16>(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
-      for_each_query_pack(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
-        __m256 scores[kQueries];
-        score_block<kVectors, kQueries>(set.queries + j, key_base, key_rows, scores);
-        for (int i = 0; i < kQueries; ++i)
-          _mm256_store_ps(
-              weights + (j + i) * kAttentionTile + b * kLanes,
-              _mm256_blendv_ps(minus_infinity, _mm256_mul_ps(scores[i], scale), first_lanes(visible(j + i, b))));
-      });
-    }
-
-    // Soft-capping (Gemma 2) on the positions each query sees; the masked ones stay -inf.
-    if (set.softcap > 0.0f)
-      for (int64_t j = tile_first; j < n_queries; ++j) {
-        float* tile_scores = weights + j * kAttentionTile;
-        const int64_t n_visible = std::min(kAttentionTile, n_ctx[j] - tile);
-        softcap_row(tile_scores, n_visible, set.softcap, tile_scores);  // the level's vector tanh
-      }
-
-    for (int64_t j = tile_first; j < n_queries; ++j) {
-      float* tile_weights = weights + j * kAttentionTile;
-      const int64_t query_blocks = (std::min(kAttentionTile, n_ctx[j] - tile) + kLanes - 1) / kLanes;
-      __m256 tile_max = minus_infinity;
-      for (int64_t b = 0; b < query_blocks; ++b)
-        tile_max = _mm256_max_ps(tile_max, _mm256_load_ps(tile_weights + b * kLanes));
-      const float new_max = std::max(running_max[j], reduce_max(tile_max));
-      const __m256 new_max_vector = _mm256_set1_ps(new_max);
-      // exp(-inf) = 0 on the first tile.
-      const __m256 rescale = exp_nonpositive(_mm256_sub_ps(_mm256_set1_ps(running_max[j]), new_max_vector));
-      running_max[j] = new_max;
-      correction[j] = _mm256_cvtss_f32(rescale);
-      __m256 tile_sum = _mm256_setzero_ps();
-      for (int64_t b = 0; b < query_blocks; ++b) {
-        const __m256 block_weights =
-            exp_nonpositive(_mm256_sub_ps(_mm256_load_ps(tile_weights + b * kLanes), new_max_vector));
-        tile_sum = _mm256_add_ps(tile_sum, block_weights);
-        _mm256_store_ps(tile_weights + b * kLanes, block_weights);
-      }
-      running_sum[j] = _mm256_fmadd_ps(running_sum[j], rescale, tile_sum);
-    }
-
-    // Per query, whichever way the loops run: the output rescaled, then each block in turn.
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
-      int64_t value_rows[kLanes];
-      const auto* value_base =
-          block_base<kF16>(values, kv_offset, rows + b * kLanes, block_len, head_dim, value_block, value_rows);
-      // Queries j..j+k-1 add block b's values over n_positions positions whose rows are block_rows.
-      auto accumulate = [&]<int kQueries>(int64_t j, const int64_t* block_rows, int64_t n_positions) {
-        add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, value_base, block_rows,
-                                                n_positions, set.outs + j, b == 0 ? correction + j : nullptr);
-      };
-      // The tile's rows serve query j as they would alone unless it stops inside the block
-      // short of the tile and its position count needs rounding up to chains.
-      auto own_rows_needed = [&](int64_t n_visible) { return n_visible != block_len && n_visible % chains != 0; };
-      auto rounded = [](int64_t n_visible) { return (n_visible + chains - 1) / chains * chains; };
-      for_each_query_pack(block_first[b], n_queries, [&]<int kQueries>(int64_t j) {
-        const int64_t n_visible = visible(j, b);
-        bool together = !own_rows_needed(n_visible);
-        for (int i = 1; i < kQueries; ++i) together = together && visible(j + i, b) == n_visible;
-        if (together) {
-          accumulate.template operator()<kQueries>(j, value_rows, rounded(n_visible));
-          return;
-        }
-        for (int i = 0; i < kQueries; ++i) {
-          const int64_t query_visible = visible(j + i, b);
-          if (!own_rows_needed(query_visible)) {
-            accumulate.template operator()<1>(j + i, value_rows, rounded(query_visible));
-            continue;
-          }
-          int64_t own_rows[kLanes];  // past its context, its last visible row (weight 0), as alone
-          for (int64_t p = 0; p < kLanes; ++p) own_rows[p] = value_rows[std::min(p, query_visible - 1)];
-          accumulate.template operator()<1>(j + i, own_rows, rounded(query_visible));
-        }
-      });
-    }
-  }
-  for (int64_t j = 0; j < n_queries; ++j) {
-    const float sum = reduce_add(running_sum[j]);
-    if (set.partials != nullptr) {
-      set.partials[j] = {running_max[j], sum};
-      continue;
-    }
-    const __m256 inverse = _mm256_set1_ps(
-        set.sinks != nullptr ? sink_normaliser(running_max[j], sum, set.sinks[j % set.sink_period]) : 1.0f / sum);
-    float* acc_out = set.outs[j];
-    for (int64_t v = 0; v < kVectors; ++v)
-      _mm256_storeu_ps(acc_out + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(acc_out + 8 * v), inverse));
-  }
+  attention_walk::attend_queries<F32Vectors, kVectors, kF16>(set, keys, values, kv_offset, slots);
 }
 
 using QueriesKernel = void (*)(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,

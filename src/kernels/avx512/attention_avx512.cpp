@@ -31,6 +31,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 #endif
 
+#include "kernels/attention_tile_walk.h"     // after the AVX-512 parts: instantiated with them
 #include "kernels/avx512/attention_parts.h"  // AVX-512 code: after the target pragma
 #include "kernels/avx512/vector_exp.h"
 
@@ -39,20 +40,13 @@ namespace {
 
 using namespace attention_parts;  // NOLINT(google-build-using-namespace): this file is their user
 
-// Small heads give too few FMA chains to hide FMA latency, so within a block the positions
-// are dealt round-robin to kChains accumulators.
-template <int kVectors>
-constexpr int kChains = kVectors >= 8   ? 1
-                        : kVectors >= 4 ? 2
-                                        : 4;
-
 // acc[g] += Σ_p weights[g·kAttentionTile + p]·(value row at rows[p]) over one block's first
 // n_positions (a multiple of kChains), for kQueries queries: per query the first chain
 // starts from acc, the others from 0, and the chains are summed at the end in a fixed order.
 template <int kVectors, int kQueries, typename Element>
 [[gnu::always_inline]] inline void add_weighted_values(const float* weights, const Element* values, const int64_t* rows,
                                                        int64_t n_positions, __m512 (&acc)[kQueries][kVectors]) {
-  constexpr int chains = kChains<kVectors>;
+  constexpr int chains = attention_walk::kChains<kVectors>;
   __m512 chain[kQueries][chains][kVectors];
 #pragma GCC unroll 2
   for (int g = 0; g < kQueries; ++g)
@@ -92,250 +86,76 @@ template <int kVectors, int kQueries, typename Element>
     }
 }
 
-// One call's walk over the tiles (attend_queries below): the queries' running softmax state,
-// the current tile's rows and per-block first queries, the scores/weights, and the blocks'
-// converted rows. Each step is inlined into the kernel: the split is for reading, not calls.
-template <int kVectors, bool kF16>
-struct TileWalk {
-  static constexpr int64_t head_dim = 16 * kVectors;
-  static constexpr int64_t chains = kChains<kVectors>;
-  // Queries sharing each K/V vector loaded. 4 were tried on converted blocks (scores: 16 dot
-  // chains, a group of 4 positions at a time; values: the head in slices of 4 x 4
-  // accumulators): pp2048 297 against 317 tok/s (scores), no difference (values) on
-  // qwen3-0.6b, Zen 4, so 2 it stays.
-  static constexpr int pack = kQueriesPerLoad<kVectors>;
+// The AVX-512 vectors of the shared tile walk (kernels/attention_tile_walk.h).
+struct F32Vectors {
+  using Vec = __m512;
+  using QuerySet = attention_parts::QuerySet;
+  static constexpr int kLanes = attention_parts::kLanes;
+  static constexpr int64_t kMaxQueries = attention_parts::kMaxQueries;
+  static constexpr int64_t kPrefetchBlocks = attention_parts::kPrefetchBlocks;
+  template <int kVectors>
+  static constexpr int kPack = kQueriesPerLoad<kVectors>;
 
-  const QuerySet& set;
-  const KvRows& keys;
-  const KvRows& values;
-  int64_t kv_offset;
-  const int32_t* slots;
-  int64_t longest;  // the last query's context: the tiles end there
-  bool prefetch;    // few queries (decode): K/V rows fetched kPrefetchBlocks blocks ahead
-  int64_t key_offset_bytes, value_offset_bytes, key_head_bytes, value_head_bytes;
-  // Per query: the running max, the running sum as 16 lane sums, and this tile's rescaling.
-  float running_max[kMaxQueries], correction[kMaxQueries];
-  __m512 running_sum[kMaxQueries];
-  // The tile: its start and length, its positions -> their slots, and per block its first
-  // query (the ones after it see the block too).
-  int64_t tile = 0, tile_len = 0, n_blocks = 0;
-  int64_t rows[kAttentionTile];
-  int64_t block_first[kAttentionTile / kLanes];
-  // One block's K and V rows converted to floats (types other than F32): 2 x 16 KiB at most.
-  alignas(64) float key_block[kLanes * head_dim];
-  alignas(64) float value_block[kLanes * head_dim];
-  // [n_queries, kAttentionTile]: scores, then softmax weights, written in whole blocks of 16
-  // (past the query's tile length). On the stack, not in the caller's scratch: some callers (a
-  // test) size that to n_ctx when it is below a tile.
-  alignas(64) float weights[kMaxQueries * kAttentionTile];
-
-  TileWalk(const QuerySet& query_set, const KvRows& k, const KvRows& v, int64_t offset, const int32_t* slot_of)
-      : set(query_set),
-        keys(k),
-        values(v),
-        kv_offset(offset),
-        slots(slot_of),
-        longest(query_set.n_ctx[query_set.n_queries - 1]),
-        prefetch(query_set.n_queries < kPrefetchBelowQueries),
-        key_offset_bytes(kv_row_offset_bytes(k.type, offset)),
-        value_offset_bytes(kv_row_offset_bytes(v.type, offset)),
-        key_head_bytes(dtype_row_bytes(k.type, head_dim)),
-        value_head_bytes(dtype_row_bytes(v.type, head_dim)) {
-    for (int64_t j = 0; j < set.n_queries; ++j) {
-      running_max[j] = -INFINITY;
-      running_sum[j] = _mm512_setzero_ps();
-      std::fill_n(set.outs[j], head_dim, 0.0f);
-    }
+  [[gnu::always_inline]] static Vec set1(float x) { return _mm512_set1_ps(x); }
+  [[gnu::always_inline]] static Vec zero() { return _mm512_setzero_ps(); }
+  [[gnu::always_inline]] static Vec load(const float* p) { return _mm512_load_ps(p); }
+  [[gnu::always_inline]] static Vec loadu(const float* p) { return _mm512_loadu_ps(p); }
+  [[gnu::always_inline]] static void store(float* p, Vec x) { _mm512_store_ps(p, x); }
+  [[gnu::always_inline]] static void storeu(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+  [[gnu::always_inline]] static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+  [[gnu::always_inline]] static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  [[gnu::always_inline]] static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+  [[gnu::always_inline]] static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  [[gnu::always_inline]] static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  [[gnu::always_inline]] static float reduce_max(Vec x) { return _mm512_reduce_max_ps(x); }
+  [[gnu::always_inline]] static float reduce_add(Vec x) { return _mm512_reduce_add_ps(x); }
+  [[gnu::always_inline]] static float lane0(Vec x) { return _mm512_cvtss_f32(x); }
+  [[gnu::always_inline]] static Vec masked_scores(Vec fill, Vec scores, int64_t n_visible) {
+    return _mm512_mask_mov_ps(fill, first_lanes(n_visible), scores);
   }
-
-  // The positions of block b query j sees (up to 16; 0 or less: none).
-  [[gnu::always_inline]] int64_t visible(int64_t j, int64_t b) const {
-    return std::min<int64_t>(kLanes, set.n_ctx[j] - tile - b * kLanes);
+  [[gnu::always_inline]] static Vec exp_nonpositive(Vec x) { return avx512::exp_nonpositive(x); }
+  [[gnu::always_inline]] static void softcap_row(const float* x, int64_t n, float cap, float* out) {
+    avx512::softcap_row(x, n, cap, out);
   }
-
-  [[gnu::always_inline]] void prefetch_rows(int64_t first, int64_t end) const {
-    prefetch_head_rows(keys, key_offset_bytes, key_head_bytes, slots, first, end);
-    prefetch_head_rows(values, value_offset_bytes, value_head_bytes, slots, first, end);
+  template <int kVectors, int kQueries, typename Element>
+  [[gnu::always_inline]] static void score_block(const float* const* queries, const Element* keys, const int64_t* rows,
+                                                 Vec (&scores)[kQueries]) {
+    attention_parts::score_block<kVectors, kQueries>(queries, keys, rows, scores);
   }
-
-  // The tile at `first_position` seen from query tile_first on: its rows (positions past the
-  // context in the last block read the last visible row; their scores are masked to -inf, so
-  // their weights are exactly 0) and each block's first query.
-  [[gnu::always_inline]] void start_tile(int64_t first_position, int64_t tile_first) {
-    tile = first_position;
-    tile_len = std::min(kAttentionTile, longest - tile);
-    n_blocks = (tile_len + kLanes - 1) / kLanes;
-    for (int64_t p = 0; p < tile_len; ++p) rows[p] = slots[tile + p];
-    for (int64_t p = tile_len; p < n_blocks * kLanes; ++p) rows[p] = rows[tile_len - 1];
-    for (int64_t b = 0, j = tile_first; b < n_blocks; ++b) {
-      while (set.n_ctx[j] <= tile + b * kLanes) ++j;
-      block_first[b] = j;
-    }
-  }
-
-  // Every query's scaled scores for the tile's blocks, block by block (each block serving
-  // every query before the next: K/V rows a row stride apart map to few L1 sets, so a whole
-  // tile's rows would not stay in L1 from one query to the next, while one block's rows do).
-  [[gnu::always_inline]] void score_tile() {
-    const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(head_dim)));
-    const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
-      if (prefetch) {
-        const int64_t ahead = tile + (b + kPrefetchBlocks) * kLanes;
-        prefetch_rows(ahead, std::min(longest, ahead + kLanes));
-      }
-      int64_t key_rows[kLanes];
-      const auto* key_base =
-          block_base<kF16>(keys, kv_offset, rows + b * kLanes, block_len, head_dim, key_block, key_rows);
-      for_each_query_pack<pack>(block_first[b], set.n_queries, [&]<int kQueries>(int64_t j) {
-        __m512 scores[kQueries];
-        score_block<kVectors, kQueries>(set.queries + j, key_base, key_rows, scores);
-        for (int i = 0; i < kQueries; ++i)
-          _mm512_store_ps(
-              weights + (j + i) * kAttentionTile + b * kLanes,
-              _mm512_mask_mov_ps(minus_infinity, first_lanes(visible(j + i, b)), _mm512_mul_ps(scores[i], scale)));
-      });
-    }
-  }
-
-  // Each query's online-softmax step over its part of the tile (soft-capped first, Gemma 2,
-  // on the positions it sees; the masked ones stay -inf): weights in place of the scores, the
-  // new running max and sum, and the factor its output is rescaled by.
-  [[gnu::always_inline]] void softmax_tile(int64_t tile_first) {
-    const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
-    if (set.softcap > 0.0f)
-      for (int64_t j = tile_first; j < set.n_queries; ++j) {
-        float* tile_scores = weights + j * kAttentionTile;
-        const int64_t n_visible = std::min(kAttentionTile, set.n_ctx[j] - tile);
-        softcap_row(tile_scores, n_visible, set.softcap, tile_scores);  // the level's vector tanh
-      }
-    for (int64_t j = tile_first; j < set.n_queries; ++j) {
-      float* tile_weights = weights + j * kAttentionTile;
-      const int64_t query_blocks = (std::min(kAttentionTile, set.n_ctx[j] - tile) + kLanes - 1) / kLanes;
-      __m512 tile_max = minus_infinity;
-      for (int64_t b = 0; b < query_blocks; ++b)
-        tile_max = _mm512_max_ps(tile_max, _mm512_load_ps(tile_weights + b * kLanes));
-      const float new_max = std::max(running_max[j], _mm512_reduce_max_ps(tile_max));
-      const __m512 new_max_vector = _mm512_set1_ps(new_max);
-      // exp(-inf) = 0 on the first tile.
-      const __m512 rescale = exp_nonpositive(_mm512_sub_ps(_mm512_set1_ps(running_max[j]), new_max_vector));
-      running_max[j] = new_max;
-      correction[j] = _mm512_cvtss_f32(rescale);
-      __m512 tile_sum = _mm512_setzero_ps();
-      for (int64_t b = 0; b < query_blocks; ++b) {
-        const __m512 block_weights =
-            exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(tile_weights + b * kLanes), new_max_vector));
-        tile_sum = _mm512_add_ps(tile_sum, block_weights);
-        _mm512_store_ps(tile_weights + b * kLanes, block_weights);
-      }
-      running_sum[j] = _mm512_fmadd_ps(running_sum[j], rescale, tile_sum);
-    }
-  }
-
-  // Queries j..j+kQueries-1 add block b's values over n_positions positions whose rows are
-  // block_rows (their outputs rescaled first, in block 0).
-  template <int kQueries>
-  [[gnu::always_inline]] void accumulate(int64_t b, int64_t j, const auto* value_base, const int64_t* block_rows,
-                                         int64_t n_positions) {
-    __m512 acc[kQueries][kVectors];
+  // outs[g] = outs[g]·rescale[g] (when rescale is given) + the block's weighted values.
+  template <int kVectors, int kQueries, typename Element>
+  [[gnu::always_inline]] static void add_weighted_values(const float* weights, const Element* values,
+                                                         const int64_t* rows, int64_t n_positions, float* const* outs,
+                                                         const float* rescale) {
+    Vec acc[kQueries][kVectors];
     for (int i = 0; i < kQueries; ++i) {
-      const __m512 rescale = _mm512_set1_ps(correction[j + i]);
 #pragma GCC unroll 16
       for (int v = 0; v < kVectors; ++v) {
-        acc[i][v] = _mm512_loadu_ps(set.outs[j + i] + 16 * v);
-        if (b == 0) acc[i][v] = _mm512_mul_ps(acc[i][v], rescale);
+        acc[i][v] = _mm512_loadu_ps(outs[i] + 16 * v);
+        if (rescale != nullptr) acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(rescale[i]));
       }
     }
-    add_weighted_values<kVectors, kQueries>(weights + j * kAttentionTile + b * kLanes, value_base, block_rows,
-                                            n_positions, acc);
+    avx512::add_weighted_values<kVectors, kQueries>(weights, values, rows, n_positions, acc);
     for (int i = 0; i < kQueries; ++i)
 #pragma GCC unroll 16
-      for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(set.outs[j + i] + 16 * v, acc[i][v]);
+      for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(outs[i] + 16 * v, acc[i][v]);
   }
-
-  // Per query, whichever way the loops run: the output rescaled, then each block's weighted
-  // values in turn. In its last block a query runs over the same positions, rounded up to the
-  // same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
-  // the same as alone: where its rows or position count differ from its pack partner's, it
-  // goes alone.
-  [[gnu::always_inline]] void weigh_values_tile() {
-    // The tile's rows serve a query as they would alone unless it stops inside the block
-    // short of the tile and its position count needs rounding up to chains.
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int64_t block_len = std::min<int64_t>(kLanes, tile_len - b * kLanes);
-      int64_t value_rows[kLanes];
-      const auto* value_base =
-          block_base<kF16>(values, kv_offset, rows + b * kLanes, block_len, head_dim, value_block, value_rows);
-      auto own_rows_needed = [&](int64_t n_visible) { return n_visible != block_len && n_visible % chains != 0; };
-      auto rounded = [](int64_t n_visible) { return (n_visible + chains - 1) / chains * chains; };
-      for_each_query_pack<pack>(block_first[b], set.n_queries, [&]<int kQueries>(int64_t j) {
-        const int64_t n_visible = visible(j, b);
-        bool together = !own_rows_needed(n_visible);
-        for (int i = 1; i < kQueries; ++i) together = together && visible(j + i, b) == n_visible;
-        if (together) {
-          accumulate<kQueries>(b, j, value_base, value_rows, rounded(n_visible));
-          return;
-        }
-        for (int i = 0; i < kQueries; ++i) {
-          const int64_t query_visible = visible(j + i, b);
-          if (!own_rows_needed(query_visible)) {
-            accumulate<1>(b, j + i, value_base, value_rows, rounded(query_visible));
-            continue;
-          }
-          int64_t own_rows[kLanes];  // past its context, its last visible row (weight 0), as alone
-          for (int64_t p = 0; p < kLanes; ++p) own_rows[p] = value_rows[std::min(p, query_visible - 1)];
-          accumulate<1>(b, j + i, value_base, own_rows, rounded(query_visible));
-        }
-      });
-    }
+  template <bool kF16>
+  [[gnu::always_inline]] static auto block_base(const KvRows& rows, int64_t kv_offset, const int64_t* block_slots,
+                                                int64_t block_len, int64_t head_dim, float* block,
+                                                int64_t (&out)[kLanes]) {
+    return attention_parts::block_base<kF16>(rows, kv_offset, block_slots, block_len, head_dim, block, out);
   }
-
-  // Each query's output divided by its sum (with its sink), or left as accumulators with its
-  // max and sum in partials.
-  [[gnu::always_inline]] void finish() {
-    for (int64_t j = 0; j < set.n_queries; ++j) {
-      const float sum = _mm512_reduce_add_ps(running_sum[j]);
-      if (set.partials != nullptr) {
-        set.partials[j] = {running_max[j], sum};
-        continue;
-      }
-      const __m512 inverse = _mm512_set1_ps(
-          set.sinks != nullptr ? sink_normaliser(running_max[j], sum, set.sinks[j % set.sink_period]) : 1.0f / sum);
-      float* acc_out = set.outs[j];
-      for (int64_t v = 0; v < kVectors; ++v)
-        _mm512_storeu_ps(acc_out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(acc_out + 16 * v), inverse));
-    }
+  template <int kPackSize, typename Visit>
+  [[gnu::always_inline]] static void for_each_query_pack(int64_t begin, int64_t end, Visit&& visit) {
+    attention_parts::for_each_query_pack<kPackSize>(begin, end, std::forward<Visit>(visit));
   }
 };
 
-// Per tile: every query's scores, then each query's softmax step, then the weighted values.
-//
-// Queries with different n_ctx share the tiles and blocks they both see; each query's
-// arithmetic is still exactly that of the query alone (its bits depend on itself, head_dim,
-// its n_ctx and the cached K/V only):
-//  - it takes part in the blocks it sees at least one position of, no others;
-//  - its scores for positions it does not see are masked to -inf (a lane of the lane-sum tree
-//    depends on its own position's row only, so the other lanes' rows do not matter);
-//  - its softmax step runs over its own tile length;
-//  - in its last block the weighted values run over the same positions, rounded up to the
-//    same multiple of chains, as alone, and the rows of the rounding positions (weight 0) are
-//    the same as alone (TileWalk::weigh_values_tile).
 template <int kVectors, bool kF16>
 void attend_queries(const QuerySet& set, const KvRows& keys, const KvRows& values, int64_t kv_offset,
                     const int32_t* slots) {
-  TileWalk<kVectors, kF16> walk(set, keys, values, kv_offset, slots);
-  if (walk.prefetch)  // the first blocks, before the loop's look-ahead reaches them
-    walk.prefetch_rows(0, std::min(walk.longest, kPrefetchBlocks * kLanes));
-  int64_t tile_first = 0;  // the first query that sees the tile; the ones after it do too
-  for (int64_t tile = 0; tile < walk.longest; tile += kAttentionTile) {
-    while (set.n_ctx[tile_first] <= tile) ++tile_first;
-    walk.start_tile(tile, tile_first);
-    walk.score_tile();
-    walk.softmax_tile(tile_first);
-    walk.weigh_values_tile();
-  }
-  walk.finish();
+  attention_walk::attend_queries<F32Vectors, kVectors, kF16>(set, keys, values, kv_offset, slots);
 }
 
 template <bool kF16, size_t... kIndices>
