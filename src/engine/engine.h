@@ -164,9 +164,9 @@ class Engine final : public GenerationService {
   const Model& model() const { return *model_; }
 
  private:
-  struct Sequence;
+  struct Sequence;  // engine_sequence.h
 
-  // Requests in, the loop.
+  // engine.cpp — requests in, the loop.
   // The checks and set-up every submitted request gets; the sequence is not queued yet.
   std::unique_ptr<Sequence> make_sequence(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
   uint64_t enqueue(std::unique_ptr<Sequence> sequence);
@@ -175,7 +175,7 @@ class Engine final : public GenerationService {
   void update_stats();
   void loop();
 
-  // One step's phases: plan -> batch -> forward -> outputs.
+  // engine_step.cpp — one step's phases: plan -> batch -> forward -> outputs.
   // Logs the plan's line (set_step_logger) when it says anything.
   void log_step(const StepPlan& plan);
   // The step's forward pass over batch_: logits rows of the rows that want them, in batch order.
@@ -192,7 +192,7 @@ class Engine final : public GenerationService {
   // pass, preemptions.
   void trace_requests(const StepPlan& plan, int64_t step_start_ns);
 
-  // Per sequence: sample under the grammar, emit, stop, finish.
+  // engine_output.cpp — per sequence: sample under the grammar, emit, stop, finish.
   // Samples from logits and emits the token; true when that finished (and destroyed) the
   // sequence. A constrained sequence whose mask is not done yet keeps the logits and waits
   // (Request::awaiting_sample) instead: the step goes on without it.
@@ -221,7 +221,7 @@ class Engine final : public GenerationService {
   void finish_embedding(Sequence& sequence);
   void finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event);
 
-  // Proposals before the plan, verification after the pass.
+  // engine_speculation.cpp — proposals before the plan, verification after the pass.
   // Fills request.draft for each decoding sequence that speculates (before schedule()).
   void propose_drafts();
   // A speculative chunk's rows [1 + n_draft, vocab]: keeps proposed tokens while the target
@@ -230,7 +230,7 @@ class Engine final : public GenerationService {
   // Row i of verify_draft's (its allowed logits): the output token and whether it keeps proposal i.
   std::pair<int32_t, bool> verify_row(Sequence& sequence, int64_t i, int64_t n_draft, std::span<const float> allowed);
 
-  // KV blocks in (disaggregated decode) and out (prefill-only).
+  // engine_kv_transfer.cpp — KV blocks in (disaggregated decode) and out (prefill-only).
   // A KV import's block arrived (any thread): the loop looks at the imports on its next turn.
   void wake_for_import();
   // Imported requests (submit_imported): asks for the blocks of new ones (those not cached
