@@ -14,7 +14,7 @@
 
 #include "base/error.h"
 #include "engine/engine.h"
-#include "kv/kv_cache.h"
+#include "engine/private_kv_pool.h"
 
 namespace tandem {
 namespace {
@@ -155,8 +155,7 @@ BenchResult Benchmark::run_prefill(int64_t n_prompt) {
   for (int64_t i = 0; i < n_prompt; ++i)
     batch.add(prompt[static_cast<size_t>(i)], static_cast<int32_t>(i), 0, i == n_prompt - 1);
   // Sized to the test, so peak RSS reflects what this test needs, not the full context.
-  constexpr int32_t kBlockSize = 16;
-  KvCache cache(config.kv_shape(), (n_prompt + kBlockSize - 1) / kBlockSize, kBlockSize, options_.kv_types);
+  KvCache cache = make_private_kv_pool(config, n_prompt, options_.kv_types);
   batch.add_sequence(cache.whole_pool_blocks());
   if (options_.profiler != nullptr) options_.profiler->record_phases(true, false);
   // The warm-up (rep 0) only pages the weights in and starts the threads: the prompt's first

@@ -20,6 +20,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -28,11 +29,13 @@
 #include "engine/kv_export.h"
 #include "engine/kv_import.h"
 #include "engine/request.h"
+#include "engine/request_checks.h"
 #include "engine/scheduler.h"
 #include "engine/speculation/draft_length.h"
 #include "engine/speculation/draft_model.h"
 #include "engine/speculation/ngram_proposer.h"
 #include "engine/speculation/rejection_sampler.h"
+#include "engine/token_logprobs.h"
 #include "grammar/mask_worker.h"
 #include "grammar/token_trie.h"
 #include "kv/block_manager.h"
@@ -89,19 +92,6 @@ struct EngineConfig {
   // false: first come, first served.
   bool priority_scheduling = false;
 };
-
-// What Engine::check_request checks, for a given vocabulary and context: throws InputError
-// for an empty or too long prompt, ids outside the vocabulary, top_logprobs above 20, an empty
-// stop string, min_tokens outside 0..max_tokens.
-void check_generation_request(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
-                              int64_t context_length);
-// Everything submit() refuses of a request before it builds anything for it, for a given
-// model: check_generation_request, max_tokens, the speculation settings (draft speculation
-// only with a draft model), pooling without grammar or speculation. (The sampling options are
-// checked where a Sampler is made.) Also for a process that takes requests on engines' behalf
-// (the disaggregated front), so that both refuse the same requests with the same words.
-void check_submission(std::span<const int32_t> prompt, const GenerationParams& params, int64_t vocab,
-                      int64_t context_length, bool has_draft_model);
 
 class Engine final : public GenerationService {
  public:
@@ -174,17 +164,35 @@ class Engine final : public GenerationService {
   const Model& model() const { return *model_; }
 
  private:
-  struct Sequence;
+  struct Sequence;  // engine_sequence.h
 
+  // engine.cpp — requests in, the loop.
+  // The checks and set-up every submitted request gets; the sequence is not queued yet.
+  std::unique_ptr<Sequence> make_sequence(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
+  uint64_t enqueue(std::unique_ptr<Sequence> sequence);
+  // Takes in new requests and cancellations (ending the cancelled), then advances imports.
   void intake();
-  // Fills request.draft for each decoding sequence that speculates (before schedule()).
-  void propose_drafts();
-  // An embedding request's rows of this step's forward pass (its positions from `first_position`,
-  // final residual rows [n, d_model] in position order): final-normed and pooled into the
-  // sequence; positions pooled before (recomputed after a preemption) are skipped.
-  void pool_rows(Sequence& sequence, int64_t first_position, std::span<const float> residual_rows);
-  // Ends an embedding request whose whole prompt has been pooled, its vector on the event.
-  void finish_embedding(Sequence& sequence);
+  void update_stats();
+  void loop();
+
+  // engine_step.cpp — one step's phases: plan -> batch -> forward -> outputs.
+  // Logs the plan's line (set_step_logger) when it says anything.
+  void log_step(const StepPlan& plan);
+  // The step's forward pass over batch_: logits rows of the rows that want them, in batch order.
+  std::span<const float> run_forward();
+  // What the pass settled, before any output (which may finish and free a request): traces,
+  // the scheduler's bookkeeping, prefill-only exports, preempted sequences' draft state.
+  void settle_forward(const StepPlan& plan);
+  // Embedding requests pool their rows of the pass.
+  void pool_embeddings(const StepPlan& plan);
+  // Each sampling chunk's logits rows: sampled (or verified), or ends an embedding or
+  // prefill-only request, whose row is not used.
+  void take_outputs(const StepPlan& plan, std::span<const float> logits);
+  // With a tracing profiler: each request's queue wait, its chunk of this step's forward
+  // pass, preemptions.
+  void trace_requests(const StepPlan& plan, int64_t step_start_ns);
+
+  // engine_output.cpp — per sequence: sample under the grammar, emit, stop, finish.
   // Samples from logits and emits the token; true when that finished (and destroyed) the
   // sequence. A constrained sequence whose mask is not done yet keeps the logits and waits
   // (Request::awaiting_sample) instead: the step goes on without it.
@@ -203,32 +211,46 @@ class Engine final : public GenerationService {
   void end_unconstrainable(Sequence& sequence);
   // Suppresses the sequence's end tokens in its sampler while it is short of min_tokens.
   void hold_end_tokens(Sequence& sequence);
+  // Appends the token, releases its text and emits the event; true when that finished (and
+  // destroyed) the sequence.
+  bool emit_token(Sequence& sequence, int32_t token, std::span<const float> logits);
+  // Detokenizes the appended token into sequence.held and says whether it ends the output
+  // (an end token, the grammar complete or refusing it, max_tokens, the context).
+  FinishReason take_token(Sequence& sequence, int32_t token, RequestEvent& event);
+  // Ends an embedding request whose whole prompt has been pooled, its vector on the event.
+  void finish_embedding(Sequence& sequence);
+  void finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event);
+
+  // engine_speculation.cpp — proposals before the plan, verification after the pass.
+  // Fills request.draft for each decoding sequence that speculates (before schedule()).
+  void propose_drafts();
   // A speculative chunk's rows [1 + n_draft, vocab]: keeps proposed tokens while the target
   // agrees, emits each kept token and the one after them, rolls the rest back.
   void verify_draft(Sequence& sequence, int64_t n_draft, std::span<const float> rows);
-  bool emit_token(Sequence& sequence, int32_t token, std::span<const float> logits);
-  void finish(Sequence& sequence, RequestState state, FinishReason reason, RequestEvent& event);
-  TokenLogprob logprobs_of(std::span<const float> logits, int32_t chosen, int32_t top_n);
-  void update_stats();
-  // The checks and set-up every submitted request gets; the sequence is not queued yet.
-  std::unique_ptr<Sequence> make_sequence(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event);
-  uint64_t enqueue(std::unique_ptr<Sequence> sequence);
+  // Row i of verify_draft's (its allowed logits): the output token and whether it keeps proposal i.
+  std::pair<int32_t, bool> verify_row(Sequence& sequence, int64_t i, int64_t n_draft, std::span<const float> allowed);
+
+  // engine_kv_transfer.cpp — KV blocks in (disaggregated decode) and out (prefill-only).
   // A KV import's block arrived (any thread): the loop looks at the imports on its next turn.
   void wake_for_import();
   // Imported requests (submit_imported): asks for the blocks of new ones (those not cached
   // here), collects what arrived, and once all are here writes them into the pool, publishes
   // them and hands the request to the scheduler; ends failed ones.
   void advance_imports();
+  // Asks the import for the blocks this engine's prefix cache lacks.
+  void ask_for_import(Sequence& sequence);
+  // Checks and keeps the blocks that arrived; returns whether the transfer is complete.
+  // `failure` says why the import failed (empty: it has not).
+  bool collect_import(Sequence& sequence, std::string& failure);
+  // Writes a complete import's blocks into the pool and publishes them as a cached prefix;
+  // false when the pool is short of blocks now (tried again next step).
+  bool install_import(Sequence& sequence);
   // Prompt tokens served from this engine's prefix cache (imported blocks are not).
   int64_t cached_tokens_of(const Sequence& sequence) const;
   // A prefill-only request (GenerationParams::kv_export): hands its newly computed full blocks
   // to its sink.
   void export_blocks(Sequence& sequence);
   void finish_prefill_only(Sequence& sequence);
-  void loop();
-  // With a tracing profiler: each request's queue wait, its chunk of this step's forward
-  // pass, preemptions.
-  void trace_requests(const StepPlan& plan, int64_t step_start_ns);
 
   std::shared_ptr<const Model> model_;
   const Tokenizer& tokenizer_;
@@ -252,8 +274,7 @@ class Engine final : public GenerationService {
   // constrained request (submit(), any thread: guarded by trie_once_), shared by all.
   std::once_flag trie_once_;
   std::shared_ptr<const grammar::TokenTrie> token_trie_;
-  std::vector<float> logprob_work_;                                    // [vocab_size]
-  std::vector<int32_t> logprob_ids_;                                   // [vocab_size]
+  TokenLogprobs logprobs_;
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;  // engine thread only
   std::vector<Sequence*> importing_;  // imported requests whose blocks are not all written yet
 

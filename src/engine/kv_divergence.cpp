@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/private_kv_pool.h"
+
 namespace tandem {
 
 namespace {
@@ -39,13 +41,10 @@ KvDivergenceResult compare_kv_types(Forward& forward, std::span<const int32_t> t
   using namespace perplexity_detail;
   const ModelConfig& config = forward.model().config;
   const int64_t n_chunks = check_chunks(config, tokens, ctx);
-  batch_tokens = std::min(batch_tokens, forward.max_batch_tokens());
   const int64_t vocab = config.vocab_size;
 
-  constexpr int32_t kBlockSize = 16;
-  const int64_t n_blocks = (ctx + kBlockSize - 1) / kBlockSize;
-  KvCache base_cache(config.kv_shape(), n_blocks, kBlockSize, base);
-  KvCache test_cache(config.kv_shape(), n_blocks, kBlockSize, test);
+  KvCache base_cache = make_private_kv_pool(config, ctx, base);
+  KvCache test_cache = make_private_kv_pool(config, ctx, test);
   // One chunk's scored base logits: [ctx/2 - 1 or so, vocab].
   std::vector<float> base_logits;
   NllSums base_sums, test_sums;

@@ -1,6 +1,6 @@
 // compute_perplexity: teacher-forced scoring, log-softmax in double. It needs logits at every
 // scored position, which the Engine (one sampled row per sequence) does not give, so it
-// drives Forward directly over a KV pool of its own.
+// drives Forward directly over a KV pool of its own (private_kv_pool.h).
 #include "engine/perplexity.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/private_kv_pool.h"
 
 namespace tandem {
 
@@ -33,19 +34,14 @@ void score_chunk(Forward& forward, KvCache& cache, const std::vector<int32_t>& c
   const int64_t vocab = forward.model().config.vocab_size;
   const int64_t first_scored = ctx / 2;
   auto scored = [&](int64_t i) { return i >= first_scored && i <= ctx - 2; };
-  const std::vector<int32_t> blocks = cache.whole_pool_blocks();  // each chunk overwrites the last
-  Batch batch;
-  for (int64_t start = 0; start < ctx; start += batch_tokens) {
-    const int64_t end = std::min(ctx, start + batch_tokens);
-    batch.clear();
-    const int32_t seq = batch.add_sequence(blocks);
-    for (int64_t i = start; i < end; ++i)
-      batch.add(chunk[static_cast<size_t>(i)], static_cast<int32_t>(i), seq, scored(i));
-    std::span<const float> logits = forward.run(batch, cache);
-    int64_t row = 0;
-    for (int64_t i = start; i < end; ++i)
-      if (scored(i)) on_scored(logits.data() + (row++) * vocab, chunk[static_cast<size_t>(i + 1)]);
-  }
+  // Each chunk overwrites the last in the same pool.
+  feed_private_sequence(forward, cache, chunk, batch_tokens, scored,
+                        [&](int64_t start, int64_t end, std::span<const float> logits) {
+                          int64_t row = 0;
+                          for (int64_t i = start; i < end; ++i)
+                            if (scored(i))
+                              on_scored(logits.data() + (row++) * vocab, chunk[static_cast<size_t>(i + 1)]);
+                        });
 }
 
 double negative_log_likelihood(const float* logits, int64_t vocab, int32_t target) {
@@ -77,11 +73,9 @@ PerplexityResult compute_perplexity(Forward& forward, std::span<const int32_t> t
   using namespace perplexity_detail;
   const ModelConfig& config = forward.model().config;
   const int64_t n_chunks = check_chunks(config, tokens, ctx);
-  batch_tokens = std::min(batch_tokens, forward.max_batch_tokens());
   const int64_t vocab = config.vocab_size;
 
-  constexpr int32_t kBlockSize = 16;
-  KvCache cache(config.kv_shape(), (ctx + kBlockSize - 1) / kBlockSize, kBlockSize, kv_types);
+  KvCache cache = make_private_kv_pool(config, ctx, kv_types);
   NllSums sums;
   for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
     score_chunk(forward, cache, chunk_tokens(tokens, ctx, chunk, bos_id), batch_tokens,

@@ -77,6 +77,10 @@ struct GenerationParams {
 
 using RequestClock = std::chrono::steady_clock;
 
+inline double ms_between(RequestClock::time_point from, RequestClock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
 struct RequestTimes {
   RequestClock::time_point arrival;   // submitted
   RequestClock::time_point admitted;  // first left the waiting queue

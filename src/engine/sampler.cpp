@@ -60,6 +60,52 @@ void validate(const SamplingParams& p, int64_t vocab_size) {
   }
 }
 
+// Turns the penalised logits in `work` into unnormalised softmax weights at temperature t,
+// in place, and lists the tokens of positive weight in ids[0, n); returns n >= 1.
+int64_t softmax_weights(std::vector<float>& work, std::vector<int32_t>& ids, float t) {
+  const auto vocab_size = static_cast<int64_t>(work.size());
+  float max_logit = -kInf;
+  for (int64_t i = 0; i < vocab_size; ++i) max_logit = std::max(max_logit, work[i]);
+  // Limits of the softmax where (l - max) is undefined: +inf tokens share all the mass, and
+  // an all -inf row is the limit of all-equal logits, i.e. uniform.
+  if (max_logit == kInf) {
+    for (int64_t i = 0; i < vocab_size; ++i) work[i] = work[i] == kInf ? 0.0f : -kInf;
+    max_logit = 0.0f;
+  } else if (max_logit == -kInf) {
+    std::fill(work.begin(), work.end(), 0.0f);
+    max_logit = 0.0f;
+  }
+
+  // Unnormalised weights exp((l - max) / T): the max token weighs exactly 1, so min-p can
+  // compare weights against min_p directly. Subtracting before dividing keeps a tiny T from
+  // overflowing. Zero weights can never be drawn, so they are not candidates.
+  int64_t n = 0;
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    const float d = work[i] - max_logit;
+    // d == 0 is spelt out so a subnormal or infinite T cannot turn the max into 0/0 or
+    // inf/inf; any other NaN (-inf logit at T = inf) is a zero weight.
+    float w = d == 0.0f ? 1.0f : std::exp(d / t);
+    if (!(w > 0.0f)) w = 0.0f;
+    work[i] = w;
+    if (w > 0.0f) ids[n++] = static_cast<int32_t>(i);
+  }
+  TANDEM_ASSERT(n >= 1);
+  return n;
+}
+
+// The summed weight of candidates ids[0, n), in double, in candidate order.
+double mass_of(const std::vector<float>& w, const std::vector<int32_t>& ids, int64_t n) {
+  double mass = 0.0;
+  for (int64_t i = 0; i < n; ++i) mass += w[ids[i]];
+  return mass;
+}
+
+// probs[i] = the weight of candidate ids[i] over `mass`, for i < n.
+void normalise(const std::vector<float>& w, const std::vector<int32_t>& ids, int64_t n, double mass,
+               std::vector<float>& probs) {
+  for (int64_t i = 0; i < n; ++i) probs[i] = static_cast<float>(w[ids[i]] / mass);
+}
+
 }  // namespace
 
 Sampler::Sampler(SamplingParams params, int64_t vocab_size)
@@ -145,34 +191,7 @@ int32_t Sampler::argmax() const {
 }
 
 int64_t Sampler::build_distribution() {
-  float max_logit = -kInf;
-  for (int64_t i = 0; i < vocab_size_; ++i) max_logit = std::max(max_logit, work_[i]);
-  // Limits of the softmax where (l - max) is undefined: +inf tokens share all the mass, and
-  // an all -inf row is the limit of all-equal logits, i.e. uniform.
-  if (max_logit == kInf) {
-    for (int64_t i = 0; i < vocab_size_; ++i) work_[i] = work_[i] == kInf ? 0.0f : -kInf;
-    max_logit = 0.0f;
-  } else if (max_logit == -kInf) {
-    std::fill(work_.begin(), work_.end(), 0.0f);
-    max_logit = 0.0f;
-  }
-
-  // Unnormalised weights exp((l - max) / T): the max token weighs exactly 1, so min-p can
-  // compare weights against min_p directly. Subtracting before dividing keeps a tiny T from
-  // overflowing. Zero weights can never be drawn, so they are not candidates.
-  const float t = params_.temperature;
-  int64_t n = 0;
-  for (int64_t i = 0; i < vocab_size_; ++i) {
-    const float d = work_[i] - max_logit;
-    // d == 0 is spelt out so a subnormal or infinite T cannot turn the max into 0/0 or
-    // inf/inf; any other NaN (-inf logit at T = inf) is a zero weight.
-    float w = d == 0.0f ? 1.0f : std::exp(d / t);
-    if (!(w > 0.0f)) w = 0.0f;
-    work_[i] = w;
-    if (w > 0.0f) ids_[n++] = static_cast<int32_t>(i);
-  }
-  TANDEM_ASSERT(n >= 1);
-
+  int64_t n = softmax_weights(work_, ids_, params_.temperature);
   const std::vector<float>& w = work_;
   auto more_probable = [&w](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
   auto first = ids_.begin();
@@ -181,9 +200,7 @@ int64_t Sampler::build_distribution() {
   // they can run in whichever order is cheapest as long as each sees the right numbers.
   if (params_.mirostat != 0) {
     n = mirostat_filter(n);
-    double kept = 0.0;
-    for (int64_t i = 0; i < n; ++i) kept += w[ids_[i]];
-    for (int64_t i = 0; i < n; ++i) probs_[i] = static_cast<float>(w[ids_[i]] / kept);
+    normalise(w, ids_, n, mass_of(w, ids_, n), probs_);
     return n;
   }
   if (params_.top_k > 0 && params_.top_k < n) {
@@ -225,17 +242,13 @@ int64_t Sampler::build_distribution() {
     }
   }
 
-  double kept = 0.0;
-  for (int64_t i = 0; i < n_keep; ++i) kept += w[ids_[i]];
+  double kept = mass_of(w, ids_, n_keep);
   if (const int64_t cut = xtc_cut(n_keep, kept); cut > 0) {
     std::copy(first + cut, first + n_keep, first);
     n_keep -= cut;
-    kept = 0.0;
-    for (int64_t i = 0; i < n_keep; ++i) kept += w[ids_[i]];
+    kept = mass_of(w, ids_, n_keep);
   }
-  for (int64_t i = 0; i < n_keep; ++i) {
-    probs_[i] = static_cast<float>(w[ids_[i]] / kept);
-  }
+  normalise(w, ids_, n_keep, kept, probs_);
   return n_keep;
 }
 

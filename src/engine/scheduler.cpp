@@ -81,14 +81,21 @@ StepPlan Scheduler::schedule() {
       return std::make_pair(a->params.priority, a->admit_order) < std::make_pair(b->params.priority, b->admit_order);
     });
   int64_t budget = config_.max_batch_tokens;
+  plan_decodes(plan, budget);
+  plan_prefills(plan, budget);
+  admit_waiting(plan, budget);
+  for (const ScheduledChunk& chunk : plan.chunks) plan.n_tokens += chunk.n_tokens;
+  return plan;
+}
 
+void Scheduler::plan_decodes(StepPlan& plan, int64_t& budget) {
   // Proposed tokens ride on what is left once every decoding sequence has its one token.
   int64_t draft_budget = budget;
   for (const Request* request : running_)
     if (request->state == RequestState::Decoding && !request->awaiting_sample) --draft_budget;
 
-  // 1. One decode token per decoding sequence, oldest first; when the pool runs dry the
-  //    newest admitted sequence gives its blocks back (it may be the one asking).
+  // Oldest first; when the pool runs dry the newest admitted sequence gives its blocks back
+  // (it may be the one asking).
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* request = running_[i];
     // A sequence waiting for its grammar mask has nothing to compute until it is sampled.
@@ -110,8 +117,9 @@ StepPlan Scheduler::schedule() {
     plan.chunks.push_back({request, request->n_computed, 1 + n_draft, true, n_draft});
     budget -= 1 + n_draft;
   }
+}
 
-  // 2. Prefill chunks of admitted requests, oldest first.
+void Scheduler::plan_prefills(StepPlan& plan, int64_t& budget) {
   for (size_t i = 0; i < running_.size(); ++i) {
     if (budget <= 0) break;
     Request* request = running_[i];
@@ -122,10 +130,11 @@ StepPlan Scheduler::schedule() {
     plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending(), 0});
     budget -= chunk_cost(request->n_computed, n);
   }
+}
 
-  // 3. Admit waiting requests in order while the budget, max_seqs and blocks allow.
-  //    A request's cached prefix is not known before admission, so its first chunk is sized
-  //    from depth 0 and then trimmed to its real start.
+void Scheduler::admit_waiting(StepPlan& plan, int64_t& budget) {
+  // A request's cached prefix is not known before admission, so its first chunk is sized
+  // from depth 0 and then trimmed to its real start.
   while (budget > 0 && !waiting_.empty() && admit(waiting_.front(), chunk_tokens_within(0, budget))) {
     Request* request = waiting_.front();
     waiting_.pop_front();
@@ -133,9 +142,6 @@ StepPlan Scheduler::schedule() {
     plan.chunks.push_back({request, request->n_computed, n, n == request->n_pending(), 0});
     budget -= chunk_cost(request->n_computed, n);
   }
-
-  for (const ScheduledChunk& chunk : plan.chunks) plan.n_tokens += chunk.n_tokens;
-  return plan;
 }
 
 void Scheduler::complete(const StepPlan& plan) {

@@ -79,6 +79,13 @@ class Scheduler {
   int64_t blocks_for(int64_t n_tokens) const { return blocks_.blocks_for(n_tokens); }
 
  private:
+  // schedule()'s three parts, each taking what it plans from `budget`, in this order:
+  // 1. one decode token (plus proposals) per decoding sequence, preempting the newest when
+  //    blocks run out; 2. prefill chunks of admitted requests, oldest first; 3. admission of
+  //    waiting requests in order while the budget, max_seqs and blocks allow.
+  void plan_decodes(StepPlan& plan, int64_t& budget);
+  void plan_prefills(StepPlan& plan, int64_t& budget);
+  void admit_waiting(StepPlan& plan, int64_t& budget);
   // Admits a request with blocks for its reused prefix and (windowed models) its first chunk
   // of at most first_chunk positions.
   bool admit(Request* request, int64_t first_chunk);

@@ -98,7 +98,12 @@ void DraftModel::record(DraftJob& job, Sequence& sequence, int32_t index, std::s
 }
 
 void DraftModel::propose(std::span<DraftJob> jobs) {
-  const auto vocab = static_cast<size_t>(model_->config.vocab_size);
+  prepare(jobs);
+  catch_up(jobs);
+  propose_rounds(jobs);
+}
+
+void DraftModel::prepare(std::span<DraftJob> jobs) {
   for (DraftJob& job : jobs) {
     job.draft->clear();
     const auto n_tokens = static_cast<int64_t>(job.tokens.size());
@@ -116,9 +121,10 @@ void DraftModel::propose(std::span<DraftJob> jobs) {
     }
     sequence.history.assign(job.tokens.begin(), job.tokens.end());
   }
+}
 
-  // Catch-up: each sequence's unseen tokens through the pending one, in passes of at most
-  // max_batch_tokens; the pass that reaches the pending token gives its first proposal.
+void DraftModel::catch_up(std::span<DraftJob> jobs) {
+  const auto vocab = static_cast<size_t>(model_->config.vocab_size);
   rows_.assign(jobs.size(), -1);
   fed_.assign(jobs.size(), 0);
   for (;;) {
@@ -151,8 +157,10 @@ void DraftModel::propose(std::span<DraftJob> jobs) {
       if (rows_[j] >= 0) record(jobs[j], sequence, 0, logits.subspan(static_cast<size_t>(rows_[j]) * vocab, vocab));
     }
   }
+}
 
-  // Rounds: feed proposal r at its position, read proposal r + 1; all sequences in one pass.
+void DraftModel::propose_rounds(std::span<DraftJob> jobs) {
+  const auto vocab = static_cast<size_t>(model_->config.vocab_size);
   for (int32_t round = 1; round < max_draft_; ++round) {
     batch_.clear();
     for (size_t j = 0; j < jobs.size(); ++j) {

@@ -58,6 +58,14 @@ class DraftModel {
  private:
   struct Sequence;
   Sequence& sequence_for(const DraftJob& job);
+  // propose()'s three parts. Clamps each job's length to the context and max_draft_ and grows
+  // its blocks for the positions this step feeds (a full pool: n_draft 0, no proposal).
+  void prepare(std::span<DraftJob> jobs);
+  // Catch-up: each sequence's unseen tokens through the pending one, in passes of at most
+  // max_batch_tokens; the pass that reaches the pending token gives its first proposal.
+  void catch_up(std::span<DraftJob> jobs);
+  // Rounds: feed proposal r at its position, read proposal r + 1; all sequences in one pass.
+  void propose_rounds(std::span<DraftJob> jobs);
   // Proposal `index` of `job` from its logits row: keeps q, draws the token.
   void record(DraftJob& job, Sequence& sequence, int32_t index, std::span<const float> logits);
 
