@@ -1,13 +1,16 @@
-// The chat page at / (src/server/web/): served with the binary, without the API key, and
-// nothing in it loads from elsewhere; then driven in headless Chromium (Debian's chromium
-// package, through the playwright-core npm package) by web_chat_page_test.mjs: a streamed
-// answer, TTFT and tokens/s shown, the KV cache view filled in from /metrics. The browser's
+// The chat page at / (src/server/web/, and Debian's marked.min.js): served with the binary,
+// without the API key, and nothing in it loads from elsewhere; then driven in headless
+// Chromium (Debian's chromium package, through the playwright-core npm package) by
+// web_chat_page_test.mjs: a streamed answer, TTFT and tokens/s shown, the KV cache view
+// filled in from /metrics, markdown rendered with hostile HTML as text. The browser's
 // screenshot is kept in the build folder (test-artifacts/web-chat.png).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "server/npm_packages.h"
@@ -32,6 +35,7 @@ TEST(WebChatPage, ServedWithoutTheKeyAndSelfContained) {
   for (const auto& [path, type] : {std::pair<std::string, std::string>{"/", "text/html"},
                                    {"/index.html", "text/html"},
                                    {"/chat.js", "text/javascript"},
+                                   {"/markdown.js", "text/javascript"},
                                    {"/chat.css", "text/css"}}) {
     const auto response = client.Get(path);
     ASSERT_TRUE(response) << path;
@@ -43,6 +47,17 @@ TEST(WebChatPage, ServedWithoutTheKeyAndSelfContained) {
   const auto page = client.Get("/");
   ASSERT_TRUE(page);
   EXPECT_NE(page->body.find("<script src=\"/chat.js\">"), std::string::npos);
+  EXPECT_NE(page->body.find("<script src=\"/marked.min.js\">"), std::string::npos);
+  // marked as Debian installs it (its code has URLs in strings, so it is not searched above).
+  const auto marked = client.Get("/marked.min.js");
+  ASSERT_TRUE(marked);
+  EXPECT_EQ(marked->status, 200);
+  EXPECT_EQ(marked->get_header_value("Content-Type").rfind("text/javascript", 0), 0u);
+  EXPECT_EQ(marked->body.rfind("/**\n * marked - a markdown parser", 0), 0u) << marked->body.substr(0, 80);
+  if (const fs::path installed = "/usr/share/javascript/marked/marked.min.js"; fs::exists(installed)) {
+    std::ifstream file(installed, std::ios::binary);
+    EXPECT_EQ(marked->body, std::string(std::istreambuf_iterator<char>(file), {}));
+  }
   // The API behind the page still wants the key; unknown paths are still 404.
   EXPECT_EQ(client.Get("/metrics")->status, 401);
   EXPECT_EQ(client.Get("/chat.jsx")->status, 401);

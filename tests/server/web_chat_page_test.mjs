@@ -1,7 +1,8 @@
 // Drives the chat page of a running `tandem serve` in headless Chromium (Debian's, through
 // the playwright-core npm package): types a prompt, waits for the streamed answer, checks the
 // statistics and the KV cache view, asks a second question (the history is resent, so the
-// prefix cache serves the first exchange), and saves a screenshot. Started by
+// prefix cache serves the first exchange), renders markdown with the page's own function
+// (hostile HTML shown as text), and saves a screenshot. Started by
 // tests/server/web_chat_page_test.cpp:
 //   node web_chat_page_test.mjs --npm NPM_DIR --chromium PATH --url URL --screenshot FILE
 // Exits non-zero on the first failed check, printing what differed.
@@ -17,6 +18,10 @@ try {
   const page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
   const errors = [];
   page.on('pageerror', (error) => errors.push(String(error)));
+  const elsewhere = [];  // requests to anywhere but the server: there must be none
+  page.on('request', (request) => {
+    if (!request.url().startsWith(args.url + '/')) elsewhere.push(request.url());
+  });
   await page.goto(args.url + '/');
   await page.waitForFunction(() => document.getElementById('kv-total').textContent !== '–');
   await page.fill('#temperature', '0');
@@ -64,7 +69,41 @@ try {
   assert.ok(total > 0);
   assert.equal(kv.used + kv.cached + kv.free, total);
   assert.ok(kv.cached > 0, 'the finished conversation leaves its blocks cached');
+  // Markdown: the random model cannot be asked for it, so the page's renderer is given a fixed
+  // answer (shown as one more bubble, not stored) and the DOM it makes is checked.
+  const markdown = [
+    '# prompt', '', 'Steps:', '', '- first **bold**', '- second `inline`', '',
+    '```python', 'def f(x):', '    return x < 2', '```', '',
+    '<img src=x onerror="window.pwned = 1"> <script>window.pwned = 2</script>',
+    '[click](javascript:window.pwned=3) [site](https://example.com/a?b=1&c=2) ![pic](http://example.invalid/x.png)',
+  ].join('\n');
+  const rendered = await page.evaluate((text) => {
+    const view = addMessage('assistant', text);
+    return {
+      text: view.innerText,
+      code: [...view.querySelectorAll('pre > code')].map((code) => [code.className, code.textContent]),
+      items: [...view.querySelectorAll('ul > li')].map((li) => li.innerHTML),
+      tags: [...new Set([...view.querySelectorAll('*')].map((element) => element.tagName))].sort(),
+      links: [...view.querySelectorAll('a')].map((a) => [a.getAttribute('href'), a.textContent, a.rel]),
+      headingId: view.querySelector('h1') && view.querySelector('h1').id,
+      promptIsTheTextarea: document.getElementById('prompt').tagName === 'TEXTAREA',
+      pwned: window.pwned,
+    };
+  }, markdown);
+  console.log(JSON.stringify(rendered));
+  assert.deepEqual(rendered.code, [['language-python', 'def f(x):\n    return x < 2\n']]);
+  assert.deepEqual(rendered.items, ['first <strong>bold</strong>', 'second <code>inline</code>']);
+  assert.deepEqual(rendered.tags, ['A', 'BR', 'CODE', 'H1', 'LI', 'P', 'PRE', 'STRONG', 'UL']);
+  assert.ok(rendered.text.includes('<img src=x onerror="window.pwned = 1">'), rendered.text);
+  assert.ok(rendered.text.includes('<script>window.pwned = 2</script>'), rendered.text);
+  assert.ok(rendered.text.includes('click'), 'a javascript: link is its text');
+  assert.deepEqual(rendered.links, [['https://example.com/a?b=1&c=2', 'site', 'noopener noreferrer'],
+                                    ['http://example.invalid/x.png', 'image: pic', 'noopener noreferrer']]);
+  assert.equal(rendered.headingId, '');
+  assert.ok(rendered.promptIsTheTextarea);
+  assert.equal(rendered.pwned, undefined);
   assert.deepEqual(errors, []);
+  assert.deepEqual(elsewhere, []);
   await page.screenshot({ path: args.screenshot });
 } finally {
   await browser.close();

@@ -2,7 +2,8 @@
 // reads the server-sent events from fetch's body stream (EventSource cannot POST), timing
 // the first token (TTFT) and the rest (tokens/s); polls /metrics for the KV cache's blocks.
 // The conversation lives in this page only; the server keeps no session (its prefix cache
-// makes resending the history cheap). document.body.dataset.state is "idle" or "streaming".
+// makes resending the history cheap). Answers are markdown (markdown.js).
+// document.body.dataset.state is "idle" or "streaming".
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -17,10 +18,16 @@ function headers() {
   return h;
 }
 
+// The model's answers are markdown; what the user typed is shown as typed.
+function showText(view, role, text) {
+  if (role === "assistant") view.replaceChildren(renderMarkdown(text));
+  else view.textContent = text;
+}
+
 function addMessage(role, text) {
   const div = document.createElement("div");
   div.className = "message " + role;
-  div.textContent = text;
+  showText(div, role, text);
   $("messages").appendChild(div);
   $("messages").scrollTop = $("messages").scrollHeight;
   return div;
@@ -123,7 +130,8 @@ async function readAnswer(response, view, started) {
           lastAt = now;
           pieces += 1;
           text += delta.content;
-          view.textContent = text;
+          view.answerText = text;  // what Stop keeps
+          showText(view, "assistant", text);
           $("messages").scrollTop = $("messages").scrollHeight;
         }
       }
@@ -160,7 +168,7 @@ async function send(prompt) {
     answer = result.text;
     showStats(result.stats);
   } catch (error) {
-    answer = view.textContent;
+    answer = view.answerText || "";
     if (error.name !== "AbortError") {
       view.remove();
       history.pop();
