@@ -1,7 +1,7 @@
-// The chat page's files (src/server/web/: index.html, chat.css, chat.js, markdown.js) and
-// Debian's marked.min.js, compiled into the binary by cmake/embed_web_assets.cmake so
-// `tandem serve` needs nothing beside it and the page fetches nothing from elsewhere. Lookup
-// only; the transport serves them.
+// The chat page's files (src/server/web/: index.html, chat.css, chat.js, conversations.js,
+// markdown.js) and Debian's marked.min.js, compiled into the binary by
+// cmake/embed_web_assets.cmake so `tandem serve` needs nothing beside it and the page fetches
+// nothing from elsewhere. Lookup only; the transport serves them.
 #pragma once
 
 #include <string_view>
