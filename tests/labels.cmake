@@ -60,8 +60,8 @@ set(TANDEM_MODEL_TESTS
 # runs each against its dequantized weights: 18 s a run in Release on a loaded machine; the
 # Q3_K_M recipe test writes one such file (5 s).
 set(TANDEM_SLOW_TESTS
-    # Starts headless Chromium (a few seconds on 2 loaded cores) and asks two questions.
-    "^WebChatPage\\.HeadlessChromiumStreamsAnAnswerWithRateAndKvView$"
+    # Starts headless Chromium (a few seconds on 2 loaded cores) and asks three questions.
+    "^WebChatPage\\.HeadlessChromiumChatsRendersMarkdownKeepsConversationsAndTrims$"
     "^KQuantModel\\.PrefillDecodeAndRowKernelsAgreeBitForBit$"
     "^KQuantModel\\.LowBitTypesMatchTheirDequantizedWeights$"
     "^GenModel\\.Q3KMMixFollowsTheRecipe$"

@@ -1,6 +1,7 @@
-// The chat page's files (src/server/web/: index.html, chat.css, chat.js), compiled into the
-// binary by cmake/embed_web_assets.cmake so `tandem serve` needs nothing beside it and the
-// page fetches nothing from elsewhere. Lookup only; the transport serves them.
+// The chat page's files (src/server/web/: index.html, chat.css, chat.js, conversations.js,
+// markdown.js) and Debian's marked.min.js, compiled into the binary by
+// cmake/embed_web_assets.cmake so `tandem serve` needs nothing beside it and the page fetches
+// nothing from elsewhere. Lookup only; the transport serves them.
 #pragma once
 
 #include <string_view>
@@ -8,7 +9,7 @@
 namespace tandem::server {
 
 struct WebAsset {
-  std::string_view path;          // "/" for index.html, else "/chat.css", "/chat.js"
+  std::string_view path;          // "/" for index.html, else "/chat.css", "/marked.min.js", ...
   std::string_view content_type;  // with charset
   std::string_view body;
 };

@@ -1,13 +1,17 @@
-// The chat page at / (src/server/web/): served with the binary, without the API key, and
-// nothing in it loads from elsewhere; then driven in headless Chromium (Debian's chromium
-// package, through the playwright-core npm package) by web_chat_page_test.mjs: a streamed
-// answer, TTFT and tokens/s shown, the KV cache view filled in from /metrics. The browser's
-// screenshot is kept in the build folder (test-artifacts/web-chat.png).
+// The chat page at / (src/server/web/, and Debian's marked.min.js): served with the binary,
+// without the API key, and nothing in it loads from elsewhere; then driven in headless
+// Chromium (Debian's chromium package, through the playwright-core npm package) by
+// web_chat_page_test.mjs: streamed answers, TTFT and tokens/s shown, the KV cache view filled
+// in from /metrics, markdown rendered with hostile HTML as text, conversations kept in the
+// browser, and a history longer than the context sent without its oldest exchanges. The
+// browser's screenshots are kept in the build folder (test-artifacts/web-chat*.png).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "server/npm_packages.h"
@@ -32,6 +36,8 @@ TEST(WebChatPage, ServedWithoutTheKeyAndSelfContained) {
   for (const auto& [path, type] : {std::pair<std::string, std::string>{"/", "text/html"},
                                    {"/index.html", "text/html"},
                                    {"/chat.js", "text/javascript"},
+                                   {"/conversations.js", "text/javascript"},
+                                   {"/markdown.js", "text/javascript"},
                                    {"/chat.css", "text/css"}}) {
     const auto response = client.Get(path);
     ASSERT_TRUE(response) << path;
@@ -43,6 +49,17 @@ TEST(WebChatPage, ServedWithoutTheKeyAndSelfContained) {
   const auto page = client.Get("/");
   ASSERT_TRUE(page);
   EXPECT_NE(page->body.find("<script src=\"/chat.js\">"), std::string::npos);
+  EXPECT_NE(page->body.find("<script src=\"/marked.min.js\">"), std::string::npos);
+  // marked as Debian installs it (its code has URLs in strings, so it is not searched above).
+  const auto marked = client.Get("/marked.min.js");
+  ASSERT_TRUE(marked);
+  EXPECT_EQ(marked->status, 200);
+  EXPECT_EQ(marked->get_header_value("Content-Type").rfind("text/javascript", 0), 0u);
+  EXPECT_EQ(marked->body.rfind("/**\n * marked - a markdown parser", 0), 0u) << marked->body.substr(0, 80);
+  if (const fs::path installed = "/usr/share/javascript/marked/marked.min.js"; fs::exists(installed)) {
+    std::ifstream file(installed, std::ios::binary);
+    EXPECT_EQ(marked->body, std::string(std::istreambuf_iterator<char>(file), {}));
+  }
   // The API behind the page still wants the key; unknown paths are still 404.
   EXPECT_EQ(client.Get("/metrics")->status, 401);
   EXPECT_EQ(client.Get("/chat.jsx")->status, 401);
@@ -51,7 +68,7 @@ TEST(WebChatPage, ServedWithoutTheKeyAndSelfContained) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-TEST(WebChatPage, HeadlessChromiumStreamsAnAnswerWithRateAndKvView) {
+TEST(WebChatPage, HeadlessChromiumChatsRendersMarkdownKeepsConversationsAndTrims) {
   TANDEM_REQUIRE_SHARED(kAidreamsGguf);
   if (!fs::exists(chromium_path()))
     GTEST_SKIP() << "no browser at " << chromium_path()
@@ -60,18 +77,20 @@ TEST(WebChatPage, HeadlessChromiumStreamsAnAnswerWithRateAndKvView) {
   if (!ensure_npm_packages("playwright", {"playwright-core@1"}, why)) GTEST_SKIP() << why << "; skipping";
   ServerProcess server;
   // The demo model answers ChatML with blank lines; under the llama2 format it writes words.
-  ASSERT_TRUE(server.start({"--parallel", "2", "--chat-template", "llama2"})) << server.log();
+  // Its context is 128 tokens (the script's trimmed conversation counts on it: --ctx 128).
+  ASSERT_TRUE(server.start({"--parallel", "2", "--chat-template", "llama2", "--ctx", "128"})) << server.log();
   const fs::path artifacts = fs::path(TANDEM_BINARY).parent_path() / "test-artifacts";
   fs::create_directories(artifacts);
-  const fs::path screenshot = artifacts / "web-chat.png";
-  fs::remove(screenshot);
+  const fs::path screenshots[] = {artifacts / "web-chat.png", artifacts / "web-chat-trimmed.png"};
+  for (const fs::path& screenshot : screenshots) fs::remove(screenshot);
   const std::string script = (fs::path(__FILE__).parent_path() / "web_chat_page_test.mjs").string();
   const std::string command = "timeout -k 5 100 node " + shell_quote(script) + " --npm " +
                               shell_quote(npm_cache_dir("playwright")) + " --chromium " + shell_quote(chromium_path()) +
-                              " --url " + server.url() + " --screenshot " + shell_quote(screenshot.string());
+                              " --url " + server.url() + " --artifacts " + shell_quote(artifacts.string());
   const int status = std::system(command.c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << server.log();
-  EXPECT_TRUE(fs::exists(screenshot) && fs::file_size(screenshot) > 10000) << screenshot;
+  for (const fs::path& screenshot : screenshots)
+    EXPECT_TRUE(fs::exists(screenshot) && fs::file_size(screenshot) > 10000) << screenshot;
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -1,14 +1,18 @@
 // Tandem's chat page: sends the conversation to /v1/chat/completions with stream: true and
 // reads the server-sent events from fetch's body stream (EventSource cannot POST), timing
 // the first token (TTFT) and the rest (tokens/s); polls /metrics for the KV cache's blocks.
-// The conversation lives in this page only; the server keeps no session (its prefix cache
-// makes resending the history cheap). document.body.dataset.state is "idle" or "streaming".
+// Conversations live in this browser (conversations.js); the server keeps no session (its
+// prefix cache makes resending the history cheap). A history longer than the context loses
+// its oldest turns, as `tandem chat` drops them (fitConversation). Answers are markdown
+// (markdown.js). document.body.dataset.state is "idle" or "streaming".
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const history = [];  // {role, content} of the turns so far, system prompt not included
+const store = loadConversations();
+let conversation = findConversation(store, store.current);  // null: a new chat, not stored yet
 let controller = null;  // the answer in flight, for Stop
 let modelId = "";
+let contextLength = 0;  // tokens, from /v1/models or /tokenize (max_model_len)
 
 function headers() {
   const h = { "Content-Type": "application/json" };
@@ -17,13 +21,83 @@ function headers() {
   return h;
 }
 
-function addMessage(role, text) {
+// The model's answers are markdown; what the user typed is shown as typed.
+function showText(view, role, text) {
+  if (role === "assistant") view.replaceChildren(renderMarkdown(text));
+  else view.textContent = text;
+}
+
+// A message bubble; `turn` is its index in the conversation's turns (none for errors).
+function addMessage(role, text, turn) {
   const div = document.createElement("div");
   div.className = "message " + role;
-  div.textContent = text;
+  if (turn !== undefined) div.dataset.turn = turn;
+  showText(div, role, text);
   $("messages").appendChild(div);
   $("messages").scrollTop = $("messages").scrollHeight;
   return div;
+}
+
+// The turns left out of what is sent are dimmed, and a note stands where the sent part begins.
+function showLeftOut() {
+  for (const note of document.querySelectorAll("#messages .note")) note.remove();
+  const leftOut = conversation ? conversation.leftOut : 0;
+  for (const view of document.querySelectorAll("#messages [data-turn]"))
+    view.classList.toggle("left-out", Number(view.dataset.turn) < leftOut);
+  const first = document.querySelector(`#messages [data-turn="${leftOut}"]`);
+  if (!leftOut || !first) return;
+  const note = document.createElement("div");
+  note.className = "message note";
+  note.textContent = `${leftOut} earlier message${leftOut === 1 ? " is" : "s are"} left out: the conversation ` +
+                     `no longer fits the context` + (contextLength ? ` (${contextLength} tokens)` : "");
+  first.before(note);
+}
+
+function saveStore() {
+  if (!saveConversations(store))
+    addMessage("error", "this browser did not keep the conversation (its storage is full or off)");
+}
+
+function showConversationList() {
+  const items = store.list.map((item) => {
+    const li = document.createElement("li");
+    li.dataset.id = item.id;
+    if (conversation === item) li.className = "current";
+    const open = document.createElement("button");
+    open.type = "button";
+    open.className = "open";
+    open.textContent = item.title || "(untitled)";
+    open.title = new Date(item.updated).toLocaleString();
+    open.addEventListener("click", () => openConversation(item));
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "delete";
+    remove.textContent = "×";
+    remove.title = "Delete this conversation";
+    remove.addEventListener("click", () => removeConversation(item));
+    li.append(open, remove);
+    return li;
+  });
+  $("conversation-list").replaceChildren(...items);
+}
+
+// Shows `item` (null: a new chat); an answer in flight is stopped first (what it wrote is kept).
+function openConversation(item) {
+  if (controller) controller.abort();
+  conversation = item;
+  store.current = item ? item.id : null;
+  saveStore();
+  $("messages").replaceChildren();
+  if (item) item.turns.forEach((turn, i) => addMessage(turn.role, turn.content, i));
+  showLeftOut();
+  showConversationList();
+}
+
+function removeConversation(item) {
+  deleteConversation(store, item.id);
+  if (conversation === item) return openConversation(null);  // which saves and redraws
+  saveStore();
+  showConversationList();
 }
 
 function setState(state) {
@@ -67,17 +141,56 @@ async function loadModel() {
     const response = await fetch("/v1/models", { headers: headers() });
     const body = await response.json();
     modelId = body.data && body.data.length ? body.data[0].id : "";
+    contextLength = (body.data && body.data.length && body.data[0].max_model_len) || contextLength;
     $("model-name").textContent = modelId || "no model loaded yet";
+    showLeftOut();  // its note names the context
   } catch (error) {
     $("model-name").textContent = "server unreachable";
   }
 }
 
-function requestBody() {
-  const messages = [];
-  const system = $("system").value.trim();
-  if (system) messages.push({ role: "system", content: system });
-  messages.push(...history);
+// The tokens of `messages` as the chat endpoint renders them (vLLM's /tokenize shape), or
+// null when the server cannot say (no chat template, an older server).
+async function countTokens(messages, signal) {
+  try {
+    const response = await fetch("/tokenize", { method: "POST", headers: headers(), signal,
+                                                 body: JSON.stringify({ messages }) });
+    if (!response.ok) return null;
+    const body = await response.json();
+    if (body.max_model_len) contextLength = body.max_model_len;
+    return typeof body.count === "number" ? body.count : null;
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    return null;
+  }
+}
+
+// The messages to send: the system prompt and `item`'s turns, the oldest exchanges
+// left out (item.leftOut grows) while the prompt and max_tokens do not fit the context,
+// as `tandem chat` drops them (src/cli/chat_command.cpp, which needs only the prompt to fit and
+// shortens the answer instead). A turn once left out stays out, as there, so the prompt's start,
+// and with it the server's prefix cache, stays the same from turn to turn.
+async function fitConversation(item, signal) {
+  const system = $("system").value.trim() ? [{ role: "system", content: $("system").value.trim() }] : [];
+  const room = Math.max(Number($("max_tokens").value) || 0, 1);  // no max_tokens: the answer needs one
+  const turns = item.turns;
+  let start = Math.min(item.leftOut || 0, turns.length - 1);
+  for (;;) {
+    const count = await countTokens([...system, ...turns.slice(start)], signal);
+    if (count === null || !contextLength || count + room <= contextLength) break;
+    let next = start + 1;  // the next user turn: an exchange goes as a whole
+    while (next < turns.length && turns[next].role !== "user") next += 1;
+    if (next >= turns.length) {
+      if (count >= contextLength) throw new Error(`that message does not fit the context of ${contextLength} tokens`);
+      break;  // the newest message alone: the answer gets the room there is
+    }
+    start = next;
+  }
+  item.leftOut = start;
+  return [...system, ...turns.slice(start)];
+}
+
+function requestBody(messages) {
   const body = { model: modelId, messages, stream: true, stream_options: { include_usage: true } };
   for (const name of ["temperature", "top_p", "top_k", "max_tokens", "seed"]) {
     const value = $(name).value.trim();
@@ -123,7 +236,8 @@ async function readAnswer(response, view, started) {
           lastAt = now;
           pieces += 1;
           text += delta.content;
-          view.textContent = text;
+          view.answerText = text;  // what Stop keeps
+          showText(view, "assistant", text);
           $("messages").scrollTop = $("messages").scrollHeight;
         }
       }
@@ -139,17 +253,24 @@ async function readAnswer(response, view, started) {
 }
 
 async function send(prompt) {
-  history.push({ role: "user", content: prompt });
-  addMessage("user", prompt);
+  if (!conversation) {
+    conversation = createConversation(store, prompt);
+    showConversationList();
+  }
+  const asked = conversation;  // the answer goes here even if another conversation is opened
+  asked.turns.push({ role: "user", content: prompt });
+  const question = addMessage("user", prompt, asked.turns.length - 1);
   const view = addMessage("assistant", "");
   setState("streaming");
   controller = new AbortController();
   const kvTimer = setInterval(refreshKv, 250);  // the blocks move while the answer is written
-  const started = performance.now();
   let answer = "";
   try {
+    const messages = await fitConversation(asked, controller.signal);
+    showLeftOut();
+    const started = performance.now();
     const response = await fetch("/v1/chat/completions", { method: "POST", headers: headers(),
-                                                           body: JSON.stringify(requestBody()),
+                                                           body: JSON.stringify(requestBody(messages)),
                                                            signal: controller.signal });
     if (!response.ok) {
       let message = response.status + " " + response.statusText;
@@ -160,17 +281,29 @@ async function send(prompt) {
     answer = result.text;
     showStats(result.stats);
   } catch (error) {
-    answer = view.textContent;
+    answer = view.answerText || "";
     if (error.name !== "AbortError") {
       view.remove();
-      history.pop();
+      asked.turns.pop();
+      delete question.dataset.turn;
       addMessage("error", String(error.message || error));
       answer = null;
     }
   } finally {
     clearInterval(kvTimer);
     controller = null;
-    if (answer !== null) history.push({ role: "assistant", content: answer });
+    if (answer !== null) {
+      asked.turns.push({ role: "assistant", content: answer });
+      view.dataset.turn = asked.turns.length - 1;
+    }
+    if (asked.turns.length > 0) {
+      touchConversation(store, asked);
+    } else {  // its first message failed
+      deleteConversation(store, asked.id);
+      if (conversation === asked) conversation = null;
+    }
+    saveStore();
+    showConversationList();
     setState("idle");
     refreshKv();
   }
@@ -190,13 +323,10 @@ $("prompt").addEventListener("keydown", (event) => {
   }
 });
 $("stop").addEventListener("click", () => controller && controller.abort());
-$("reset").addEventListener("click", () => {
-  if (controller) controller.abort();
-  history.length = 0;
-  $("messages").replaceChildren();
-});
+$("new-chat").addEventListener("click", () => openConversation(null));
 
 setState("idle");
+openConversation(conversation);
 loadModel();
 refreshKv();
 setInterval(refreshKv, 2000);
