@@ -1,0 +1,75 @@
+// Rank 0's tensor-parallel step (see tensor_parallel_forward.h): the batch out to every rank,
+// rank 0's slice run with the all-reduce inside, the sends completed.
+#include "dist/tensor_parallel_forward.h"
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "dist/pipeline_messages.h"
+#include "dist/poll_backoff.h"
+
+namespace tandem {
+
+TensorParallelForward::TensorParallelForward(Communicator& comm)
+    : comm_(comm),
+      all_reduce_(comm),
+      sends_(static_cast<size_t>(comm.size())),
+      ranks_(static_cast<size_t>(comm.size())) {
+  TANDEM_ASSERT(comm.rank() == 0 && comm.size() >= 2);
+  for (int r = 0; r < comm.size(); ++r) ranks_[static_cast<size_t>(r)].rank = r;
+}
+
+void TensorParallelForward::describe_ranks(std::vector<TensorRankStatus> ranks) {
+  TANDEM_ASSERT(ranks.size() == ranks_.size());
+  std::lock_guard lock(ranks_mutex_);
+  ranks_ = std::move(ranks);
+}
+
+std::vector<TensorRankStatus> TensorParallelForward::tensor_ranks() const {
+  std::vector<TensorRankStatus> ranks;
+  {
+    std::lock_guard lock(ranks_mutex_);
+    ranks = ranks_;
+  }
+  const std::vector<AllReduceTotals> totals = all_reduce_.ranks_totals();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r].all_reduces = totals[r].count;
+    ranks[r].all_reduce_seconds = static_cast<double>(totals[r].nanoseconds) * 1e-9;
+    ranks[r].all_reduce_bytes_sent = totals[r].bytes_sent;
+  }
+  return ranks;
+}
+
+std::span<const float> TensorParallelForward::run(Forward& local, const Batch& batch, KvCache& cache) {
+  // The Batch alone (d_model 0: no hidden states); every rank embeds the tokens itself.
+  pack_activations(step_, 0, batch, {}, 0, {}, batch_message_);
+  for (int r = 1; r < comm_.size(); ++r)
+    sends_[static_cast<size_t>(r)] = comm_.send_async(r, kTagActivations, batch_message_);
+  const bool tracing = profiler_ != nullptr && profiler_->tracing();
+  all_reduce_.set_recording(tracing);
+  local.set_partial_sums(&all_reduce_);
+  const std::span<const float> logits = local.run(batch, cache);
+  // Every rank has taken the batch by now (each took part in the all-reduces), so this returns
+  // at once; the buffer is reused next step.
+  PollBackoff backoff;
+  for (;;) {
+    bool all_done = true;
+    for (MpiRequest& send : sends_)
+      if (send.pending() && !send.test()) all_done = false;
+    if (all_done) break;
+    backoff.pause();
+  }
+  if (tracing)
+    for (const AllReduceCall& call : all_reduce_.take_calls())
+      profiler_->trace_span({.process = "tensor parallel rank 0",
+                             .track = "all-reduce",
+                             .name = fmt::format("step {}: all-reduce of {} values", step_, call.values),
+                             .category = "all-reduce",
+                             .start_ns = call.start_ns,
+                             .end_ns = call.end_ns,
+                             .bytes = call.bytes_sent});
+  ++step_;
+  return logits;
+}
+
+}  // namespace tandem
