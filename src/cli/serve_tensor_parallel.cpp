@@ -9,12 +9,12 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "cli/human_units.h"
+#include "cli/serve_pipeline.h"
 #include "model/tensor_slice.h"
 
 #if TANDEM_WITH_MPI
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
-#include "dist/pipeline_messages.h"
 #include "dist/poll_backoff.h"
 #include "dist/tensor_parallel_forward.h"
 #include "dist/tensor_parallel_worker.h"
@@ -89,13 +89,8 @@ void ServeTensorParallel::serve_rank(const std::string& model_path, int threads,
 void ServeTensorParallel::attach(Engine& engine, const Log& log, Profiler* profiler) {
   const Model& model = engine.model();
   const EngineStats stats = engine.stats();
-  const StageSetup setup{.n_blocks = stats.blocks.total,
-                         .block_size = static_cast<int32_t>(stats.block_size),
-                         .kv_types = engine.config().kv_types,
-                         .max_batch_tokens = engine.config().max_batch_tokens,
-                         .context_length = engine.context_length()};
   std::vector<uint8_t> bytes;
-  pack_stage_setup(setup, bytes);
+  pack_stage_setup(stage_setup_of(engine), bytes);
   for (int r = 1; r < state_->comm.size(); ++r) state_->comm.send(r, kTagStageSetup, bytes);
   std::vector<TensorRankStatus> ranks(static_cast<size_t>(state_->n_ranks));
   ranks[0] = {

@@ -4,11 +4,9 @@
 
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "base/error.h"
 #include "dist/clock_offset.h"
-#include "dist/poll_backoff.h"
 
 namespace tandem {
 
@@ -27,6 +25,10 @@ struct AllReduceHeader {
 static_assert(sizeof(AllReduceHeader) == 40);
 
 constexpr size_t kHeaderBytes = sizeof(AllReduceHeader);
+
+// Every rank runs the same layer at once, so the other ranks' parts come within microseconds of
+// this rank's; a sleep costs tens of microseconds at least (a tiny model's whole layer).
+constexpr auto kSpin = std::chrono::microseconds(200);
 
 // Chunk j of n values among `size` ranks: [begin, end).
 int64_t chunk_begin(int64_t n, int size, int j) { return n * j / size; }
@@ -88,7 +90,7 @@ void MpiAllReduce::all_reduce(std::span<float> rows) {
     if (peer != rank_) expect(peer, kTagAllReducePart, mine_end - mine_begin);
   for (int peer = 0; peer < size_; ++peer)
     if (peer != rank_) post(peer, 1, kTagAllReducePart, chunk_begin(n, size_, peer), chunk_begin(n, size_, peer + 1));
-  wait_all(receives_);
+  wait_all_polling(receives_, kSpin);
   // The sum in rank order, p_0 + p_1 + ... + p_{T-1}, element by element: the same order on
   // whichever rank owns the chunk, so every run and every rank gets these bits.
   sum_.resize(static_cast<size_t>(mine_end - mine_begin));
@@ -101,46 +103,27 @@ void MpiAllReduce::all_reduce(std::span<float> rows) {
     }
   }
   std::copy(sum_.begin(), sum_.end(), rows.begin() + mine_begin);
-  wait_all(sends_);  // the send buffers are reused below
+  wait_all_polling(sends_, kSpin);  // the send buffers are reused below
 
   // All-gather: my chunk's sums out to every rank, theirs in.
   for (int peer = 0; peer < size_; ++peer)
     if (peer != rank_) expect(peer, kTagAllReduceSum, chunk_begin(n, size_, peer + 1) - chunk_begin(n, size_, peer));
   for (int peer = 0; peer < size_; ++peer)
     if (peer != rank_) post(peer, 2, kTagAllReduceSum, mine_begin, mine_end);
-  wait_all(receives_);
+  wait_all_polling(receives_, kSpin);
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
     const float* sums = check(peer, 2);
     const int64_t begin = chunk_begin(n, size_, peer);
     std::copy_n(sums, chunk_begin(n, size_, peer + 1) - begin, rows.begin() + begin);
   }
-  wait_all(sends_);
+  wait_all_polling(sends_, kSpin);
   ++sequence_;
   const int64_t end = steady_clock_ns();
   bytes_sent_ += sent;
   nanoseconds_ += end - start;
   ++count_;
   if (recording_) calls_.push_back({.start_ns = start, .end_ns = end, .values = n, .bytes_sent = sent});
-}
-
-void MpiAllReduce::wait_all(std::span<MpiRequest> requests) {
-  // Spin first: the other ranks run the same layer now, so their messages are microseconds
-  // away, and a sleep costs tens of microseconds at least (a tiny model's whole layer).
-  constexpr auto kSpin = std::chrono::microseconds(200);
-  const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-  PollBackoff backoff;
-  for (;;) {
-    bool all_done = true;
-    for (MpiRequest& request : requests)
-      if (request.pending() && !request.test()) all_done = false;
-    if (all_done) return;
-    if (std::chrono::steady_clock::now() < spin_until) {
-      std::this_thread::yield();
-    } else {
-      backoff.pause();
-    }
-  }
 }
 
 void MpiAllReduce::note_sender(int rank, std::span<const uint8_t> message) {

@@ -60,8 +60,6 @@ class MpiAllReduce final : public PartialSums {
   std::vector<AllReduceCall> take_calls() { return std::exchange(calls_, {}); }
 
  private:
-  // Waits until every pending request in `requests` has completed.
-  void wait_all(std::span<MpiRequest> requests);
   void note_sender(int rank, std::span<const uint8_t> message);
 
   Communicator& comm_;

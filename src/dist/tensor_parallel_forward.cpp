@@ -6,7 +6,6 @@
 
 #include "base/error.h"
 #include "dist/pipeline_messages.h"
-#include "dist/poll_backoff.h"
 
 namespace tandem {
 
@@ -51,14 +50,7 @@ std::span<const float> TensorParallelForward::run(Forward& local, const Batch& b
   const std::span<const float> logits = local.run(batch, cache);
   // Every rank has taken the batch by now (each took part in the all-reduces), so this returns
   // at once; the buffer is reused next step.
-  PollBackoff backoff;
-  for (;;) {
-    bool all_done = true;
-    for (MpiRequest& send : sends_)
-      if (send.pending() && !send.test()) all_done = false;
-    if (all_done) break;
-    backoff.pause();
-  }
+  wait_all_polling(sends_);
   if (tracing)
     for (const AllReduceCall& call : all_reduce_.take_calls())
       profiler_->trace_span({.process = "tensor parallel rank 0",

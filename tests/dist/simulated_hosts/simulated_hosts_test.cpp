@@ -29,12 +29,14 @@
 
 #include "server/completion_replies.h"
 #include "server/server_process.h"
+#include "support/mpirun.h"
 #include "support/shared_data.h"
 
 namespace tandem::testing {
 namespace {
 
 using nlohmann::json;
+using test_support::rank_pid;
 
 constexpr const char* kStories = "models/stories260K/model.bin";
 constexpr const char* kTok512 = "models/aidreams260K/tok512.bin";
@@ -70,35 +72,6 @@ std::vector<std::string> job_args(int ranks, const std::vector<std::string>& tan
   args.push_back(TANDEM_BINARY);
   args.insert(args.end(), tandem_args.begin(), tandem_args.end());
   return args;
-}
-
-// "pid (comm) state ppid ...": the parent, or -1.
-pid_t parent_of(const std::string& pid) {
-  std::ifstream stat("/proc/" + pid + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream rest(line.substr(close + 2));
-  std::string state;
-  pid_t parent = -1;
-  rest >> state >> parent;
-  return parent;
-}
-
-// Rank r of the job mpirun `launcher` started: a descendant of it (on host 0 its child; on
-// another host a child of that host's daemon, which the launch agent started) whose
-// environment names the rank. -1 when none.
-pid_t rank_pid(pid_t launcher, int rank) {
-  const std::string marker = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0';
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (read_file(entry.path() / "environ").find(marker) == std::string::npos) continue;
-    for (pid_t p = parent_of(name); p > 1; p = parent_of(std::to_string(p)))
-      if (p == launcher) return std::stoi(name);
-  }
-  return -1;
 }
 
 // A process's network namespace ("net:[inode]").

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/completion_replies.h"
 #include "server/server_process.h"
 #include "support/mpirun.h"
 #include "support/run_binary.h"
@@ -27,61 +28,18 @@
 namespace tandem::testing {
 namespace {
 
-// The child of mpirun (pid `launcher`) that is rank 0: what a user signals to drain the server.
-pid_t rank_zero_of(pid_t launcher) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent != launcher) continue;
-    const std::string environment = read_file(entry.path() / "environ");
-    if (environment.find(std::string("OMPI_COMM_WORLD_RANK=0") + '\0') != std::string::npos) return std::stoi(name);
-  }
-  return -1;
-}
-
-struct Completion {
-  int status = 0;
-  std::string text;
-  int64_t completion_tokens = 0;
-};
-
 // Eight requests at once, four greedy and four seeded at temperature 0.9, each to max_tokens.
-std::vector<Completion> run_load(const ServerProcess& server, int max_tokens) {
+std::vector<CompletionReply> run_load(const ServerProcess& server, int max_tokens) {
   const std::vector<std::string> prompts = {"The dream",  "Once upon a time", "I see",   "A cat",
                                             "In the sky", "She said",         "The end", "Tom had"};
-  std::vector<Completion> results(prompts.size());
-  std::vector<std::thread> clients;
+  std::vector<nlohmann::json> requests;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    clients.emplace_back([&, i] {
-      nlohmann::json body = {{"prompt", prompts[i]}, {"max_tokens", max_tokens}, {"ignore_eos", true}};
-      if (i % 2 == 0) {
-        body["temperature"] = 0.0;
-      } else {
-        body["temperature"] = 0.9;
-        body["seed"] = 100 + static_cast<int>(i);
-      }
-      httplib::Client client = server.client();
-      client.set_read_timeout(60, 0);
-      const auto res = client.Post("/v1/completions", body.dump(), "application/json");
-      if (!res) return;
-      results[i].status = res->status;
-      if (res->status != 200) return;
-      const nlohmann::json reply = nlohmann::json::parse(res->body);
-      results[i].text = reply["choices"][0]["text"];
-      results[i].completion_tokens = reply["usage"]["completion_tokens"];
-    });
+    nlohmann::json body = {{"prompt", prompts[i]}, {"max_tokens", max_tokens}, {"ignore_eos", true}};
+    body["temperature"] = i % 2 == 0 ? 0.0 : 0.9;
+    if (i % 2 == 1) body["seed"] = 100 + static_cast<int>(i);
+    requests.push_back(body);
   }
-  for (std::thread& client : clients) client.join();
-  return results;
+  return all_at_once(server, requests);
 }
 
 std::string metrics_text(const ServerProcess& server) {
@@ -137,7 +95,7 @@ void expect_tensor_parallel_matches(const std::string& model, const std::vector<
   single_flags.insert(single_flags.end(), {"--kv-memory", kv_memory});
   ServerProcess single;
   ASSERT_TRUE(single.start(single_flags, 30.0, model)) << single.log();
-  const std::vector<Completion> expected = run_load(single, max_tokens);
+  const std::vector<CompletionReply> expected = run_load(single, max_tokens);
   const int64_t single_preemptions = preemptions(metrics_text(single));
   EXPECT_EQ(single.stop(), 0) << single.log();
 
@@ -149,7 +107,7 @@ void expect_tensor_parallel_matches(const std::string& model, const std::vector<
   ServerProcess tp;
   tp.set_launcher(test_support::mpirun_command(2));
   ASSERT_TRUE(tp.start(tp_flags, 60.0, model)) << tp.log();
-  const std::vector<Completion> got = run_load(tp, max_tokens);
+  const std::vector<CompletionReply> got = run_load(tp, max_tokens);
   const std::string metrics = metrics_text(tp);
 
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -181,7 +139,7 @@ void expect_tensor_parallel_matches(const std::string& model, const std::vector<
   EXPECT_NE(log.find("tensor parallel rank 1/2: query heads ["), std::string::npos) << log;
 
   // SIGTERM to rank 0, as a user's kill of the server: it drains, stops rank 1, both exit 0.
-  const pid_t rank_zero = rank_zero_of(tp.pid());
+  const pid_t rank_zero = test_support::rank_pid(tp.pid(), 0);
   ASSERT_GT(rank_zero, 0);
   ::kill(rank_zero, SIGTERM);
   const std::optional<int> code = tp.wait_exit(30.0);
@@ -237,17 +195,18 @@ TEST(TensorParallelServe, RefusesWhatDoesNotSplit) {
     std::string model;
     std::vector<std::string> flags;
     std::string message;
+    bool under_mpirun;  // the others are refused before MPI starts, from the configuration alone
   };
   const std::vector<Case> cases = {
-      {tiny_q8, {"--tensor-parallel", "2"}, "inside a block of 32 elements"},
-      {moe, {"--tensor-parallel", "2"}, "a mixture-of-experts model (4 experts) is not split over ranks"},
-      {model, {"--tensor-parallel", "3"}, "the model's 4 query heads do not split into 3 equal parts"},
-      {model, {"--tensor-parallel", "2", "--pipeline", "2"}, "--tensor-parallel with --pipeline"},
-      {model, {"--tensor-parallel", "2", "--draft-model", model}, "--draft-model is not served tensor-parallel"},
+      {tiny_q8, {"--tensor-parallel", "2"}, "inside a block of 32 elements", true},
+      {moe, {"--tensor-parallel", "2"}, "a mixture-of-experts model (4 experts) is not split over ranks", false},
+      {model, {"--tensor-parallel", "3"}, "the model's 4 query heads do not split into 3 equal parts", false},
+      {model, {"--tensor-parallel", "2", "--pipeline", "2"}, "--tensor-parallel with --pipeline", false},
+      {model, {"--tensor-parallel", "2", "--draft-model", model}, "--draft-model is not served tensor-parallel", false},
   };
   for (const Case& c : cases) {
     ServerProcess server;
-    server.set_launcher(test_support::mpirun_command(2));
+    if (c.under_mpirun) server.set_launcher(test_support::mpirun_command(2));
     std::vector<std::string> args = {"serve", "-m", c.model, "--port", "0", "-t", "1"};
     args.insert(args.end(), c.flags.begin(), c.flags.end());
     ASSERT_TRUE(server.spawn(args));
