@@ -5,7 +5,8 @@
 // model's logits within rounding and its greedy tokens, for llama (GQA, KV heads split),
 // KV heads replicated (fewer than ranks), qwen3 (Q/K norms, tied head) and gemma3 (post norms,
 // local layers), F32 and Q8_0; each rank holds its share of the bytes; shapes that do not
-// split are one-line errors naming --tensor-parallel.
+// split are one-line errors naming --tensor-parallel; `tandem info --tensor-parallel T` shows each share.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "model/model.h"
 #include "model/tensor_slice.h"
 #include "support/random_model.h"
+#include "support/run_binary.h"
 
 namespace tandem {
 namespace {
@@ -299,6 +301,37 @@ TEST_P(TensorSliceForwardTest, RanksTogetherGiveTheWholeModelsLogitsAndTokens) {
   for (size_t i = 0; i < got_logits.size(); ++i)
     ASSERT_NEAR(got_logits[i], expected_logits[i], 1e-4f * (1.0f + std::abs(expected_logits[i]))) << i;
   EXPECT_EQ(got, expected);
+}
+
+// `tandem info --tensor-parallel T` prints each rank's heads, columns and weight bytes (those its
+// slice holds), and refuses a cut inside a quant block as serve does.
+TEST(TensorSlice, InfoPrintsEachRanksShare) {
+  TempDir dir;
+  RandomModelSpec spec;  // 4 heads of 16, 2 KV heads, FFN 96: Q8_0 halves of the FFN are not whole blocks
+  spec.d_model = 64, spec.n_heads = 4, spec.n_kv_heads = 2, spec.d_ff = 96, spec.seed = 305;
+  const std::string f32 = dir.file("info_f32.gguf"), q8 = dir.file("info_q8_0.gguf");
+  test_support::write_random_model(spec, f32);
+  spec.dtype = DType::Q8_0;
+  test_support::write_random_model(spec, q8);
+  const testing::CommandResult result =
+      testing::run_tandem("info -m " + testing::shell_quote(f32) + " --tensor-parallel 2");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (int64_t r = 0; r < 2; ++r) {
+    const std::string line =
+        fmt::format("rank {}:        query heads [{}, {}), KV heads [{}, {}), FFN columns [{}, {})", r, 2 * r,
+                    2 * r + 2, r, r + 1, 48 * r, 48 * r + 48);
+    const size_t at = result.out.find(line);
+    ASSERT_NE(at, std::string::npos) << result.out;
+    const std::string bytes =
+        fmt::format("({} bytes)", load_model(f32, {.tensor_slice = TensorSlice{r, 2}})->weight_bytes_total());
+    EXPECT_LT(result.out.find(bytes, at), result.out.find('\n', at)) << line << " lacks " << bytes;
+  }
+  const testing::CommandResult cut =
+      testing::run_tandem("info -m " + testing::shell_quote(q8) + " --tensor-parallel 2");
+  EXPECT_EQ(cut.exit_code, 1);
+  EXPECT_NE(cut.err.find("(ffn_down) (Q8_0, [64, 96]) would be cut at column 48 of 96, inside a block of 32"),
+            std::string::npos)
+      << cut.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TensorSliceForwardTest, ::testing::ValuesIn(slice_cases()),
