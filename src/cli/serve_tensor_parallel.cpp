@@ -13,6 +13,7 @@
 #include "model/tensor_slice.h"
 
 #if TANDEM_WITH_MPI
+#include "dist/clock_offset.h"
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
 #include "dist/poll_backoff.h"
@@ -110,8 +111,17 @@ void ServeTensorParallel::attach(Engine& engine, const Log& log, Profiler* profi
         .rank = ready.rank, .weight_bytes = ready.weight_bytes, .kv_bytes = ready.kv_bytes};
     ++n_ready;
   }
+  // Every rank now answers clock pings (TensorParallelWorker::set_up), in rank order.
+  std::vector<int64_t> clock_offsets(static_cast<size_t>(state_->n_ranks), 0);
+  for (int r = 1; r < state_->n_ranks; ++r) {
+    const ClockOffset offset = measure_clock_offset(state_->comm, r);
+    clock_offsets[static_cast<size_t>(r)] = offset.offset_ns;
+    log(fmt::format("tensor parallel rank {}/{}: clock {:+.3f} ms from rank 0's (round trip {:.3f} ms)", r,
+                    state_->n_ranks, static_cast<double>(offset.offset_ns) * 1e-6,
+                    static_cast<double>(offset.round_trip_ns) * 1e-6));
+  }
   state_->forward = std::make_unique<TensorParallelForward>(state_->comm);
-  state_->forward->describe_ranks(std::move(ranks));
+  state_->forward->describe_ranks(std::move(ranks), std::move(clock_offsets));
   state_->forward->set_profiler(profiler);
   engine.set_step_forward(state_->forward.get());
 }

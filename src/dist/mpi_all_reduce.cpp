@@ -16,13 +16,15 @@ namespace {
 // one kind of machine). The sender's totals ride along for rank 0's /metrics.
 struct AllReduceHeader {
   char magic[4] = {'T', 'P', 'A', 'R'};
-  uint32_t phase = 0;       // 1: a part to sum, 2: a summed chunk
-  uint64_t sequence = 0;    // the all-reduce's number on every rank, from 0
-  int64_t count = 0;        // the sender's all-reduces before this one
-  int64_t nanoseconds = 0;  // and their time
-  int64_t bytes_sent = 0;   // and their bytes
+  uint32_t phase = 0;           // 1: a part to sum, 2: a summed chunk
+  uint64_t sequence = 0;        // the all-reduce's number on every rank, from 0
+  int64_t count = 0;            // the sender's all-reduces before this one
+  int64_t nanoseconds = 0;      // and their time
+  int64_t bytes_sent = 0;       // and their bytes
+  int64_t start_ns = 0;         // when the sender began this all-reduce (its steady clock)
+  int64_t previous_end_ns = 0;  // when it finished the one before (0: none)
 };
-static_assert(sizeof(AllReduceHeader) == 40);
+static_assert(sizeof(AllReduceHeader) == 56);
 
 constexpr size_t kHeaderBytes = sizeof(AllReduceHeader);
 
@@ -43,6 +45,8 @@ MpiAllReduce::MpiAllReduce(Communicator& comm)
       receive_buffers_(static_cast<size_t>(comm.size())),
       sends_(static_cast<size_t>(comm.size())),
       receives_(static_cast<size_t>(comm.size())),
+      peer_last_start_(static_cast<size_t>(comm.size()), 0),
+      peer_last_bytes_(static_cast<size_t>(comm.size()), 0),
       heard_count_(static_cast<size_t>(comm.size())),
       heard_ns_(static_cast<size_t>(comm.size())),
       heard_bytes_(static_cast<size_t>(comm.size())) {
@@ -57,6 +61,8 @@ void MpiAllReduce::all_reduce(std::span<float> rows) {
   header.count = count_.load();
   header.nanoseconds = nanoseconds_.load();
   header.bytes_sent = bytes_sent_.load();
+  header.start_ns = start;
+  header.previous_end_ns = last_end_ns_;
   int64_t sent = 0;
   // Posts the message of `phase` carrying rows [begin, end) to `peer`.
   auto post = [&](int peer, uint32_t phase, int tag, int64_t begin, int64_t end) {
@@ -81,6 +87,17 @@ void MpiAllReduce::all_reduce(std::span<float> rows) {
                        "all-reduce message from rank {}: phase {} of all-reduce {}, expected phase {} of {}", peer,
                        got.phase, got.sequence, phase, sequence_);
     note_sender(peer, buffer);
+    if (phase == 1 && recording_) {
+      const auto p = static_cast<size_t>(peer);
+      if (peer_last_start_[p] != 0 && got.previous_end_ns != 0)
+        calls_.push_back({.rank = peer,
+                          .start_ns = peer_last_start_[p],
+                          .end_ns = got.previous_end_ns,
+                          .values = -1,
+                          .bytes_sent = got.bytes_sent - peer_last_bytes_[p]});
+      peer_last_start_[p] = got.start_ns;
+      peer_last_bytes_[p] = got.bytes_sent;
+    }
     return reinterpret_cast<const float*>(buffer.data() + kHeaderBytes);
   };
   const int64_t mine_begin = chunk_begin(n, size_, rank_), mine_end = chunk_begin(n, size_, rank_ + 1);
@@ -123,7 +140,8 @@ void MpiAllReduce::all_reduce(std::span<float> rows) {
   bytes_sent_ += sent;
   nanoseconds_ += end - start;
   ++count_;
-  if (recording_) calls_.push_back({.start_ns = start, .end_ns = end, .values = n, .bytes_sent = sent});
+  last_end_ns_ = end;
+  if (recording_) calls_.push_back({.rank = rank_, .start_ns = start, .end_ns = end, .values = n, .bytes_sent = sent});
 }
 
 void MpiAllReduce::note_sender(int rank, std::span<const uint8_t> message) {

@@ -36,11 +36,12 @@ struct AllReduceTotals {
   int64_t bytes_sent = 0;   // messages sent, headers included
 };
 
-// One all-reduce, on this rank's steady clock (a trace's span).
+// One all-reduce of a rank (a trace's span), on that rank's steady clock.
 struct AllReduceCall {
+  int rank = 0;
   int64_t start_ns = 0, end_ns = 0;
-  int64_t values = 0;      // floats summed
-  int64_t bytes_sent = 0;  // by this rank
+  int64_t values = 0;      // floats summed (-1: not known, another rank's)
+  int64_t bytes_sent = 0;  // by that rank
 };
 
 class MpiAllReduce final : public PartialSums {
@@ -55,7 +56,9 @@ class MpiAllReduce final : public PartialSums {
   std::vector<AllReduceTotals> ranks_totals() const;
 
   // While recording (a tracing profiler), each all-reduce is kept as an AllReduceCall until
-  // take_calls() hands them over.
+  // take_calls() hands them over: this rank's, and every other rank's all-reduce before the one
+  // whose part just came from it (each message carries its sender's start of this all-reduce
+  // and end of the one before, on the sender's clock: a rank's last all-reduce never comes).
   void set_recording(bool recording) { recording_ = recording; }
   std::vector<AllReduceCall> take_calls() { return std::exchange(calls_, {}); }
 
@@ -71,6 +74,9 @@ class MpiAllReduce final : public PartialSums {
   std::vector<float> sum_;                             // this rank's chunk, summed
   bool recording_ = false;
   std::vector<AllReduceCall> calls_;
+  int64_t last_end_ns_ = 0;               // this rank's previous all-reduce's end
+  std::vector<int64_t> peer_last_start_;  // [rank] its latest all-reduce's start, its clock (0: none)
+  std::vector<int64_t> peer_last_bytes_;  // [rank] its bytes sent before that all-reduce
   std::atomic<int64_t> count_{0}, nanoseconds_{0}, bytes_sent_{0};
   // [rank] totals from the latest message of each (count, ns, bytes)
   std::vector<std::atomic<int64_t>> heard_count_, heard_ns_, heard_bytes_;

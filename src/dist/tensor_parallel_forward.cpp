@@ -18,10 +18,11 @@ TensorParallelForward::TensorParallelForward(Communicator& comm)
   for (int r = 0; r < comm.size(); ++r) ranks_[static_cast<size_t>(r)].rank = r;
 }
 
-void TensorParallelForward::describe_ranks(std::vector<TensorRankStatus> ranks) {
-  TANDEM_ASSERT(ranks.size() == ranks_.size());
+void TensorParallelForward::describe_ranks(std::vector<TensorRankStatus> ranks, std::vector<int64_t> clock_offsets_ns) {
+  TANDEM_ASSERT(ranks.size() == ranks_.size() && clock_offsets_ns.size() == ranks_.size());
   std::lock_guard lock(ranks_mutex_);
   ranks_ = std::move(ranks);
+  clock_offsets_ns_ = std::move(clock_offsets_ns);
 }
 
 std::vector<TensorRankStatus> TensorParallelForward::tensor_ranks() const {
@@ -52,14 +53,19 @@ std::span<const float> TensorParallelForward::run(Forward& local, const Batch& b
   // at once; the buffer is reused next step.
   wait_all_polling(sends_);
   if (tracing)
-    for (const AllReduceCall& call : all_reduce_.take_calls())
-      profiler_->trace_span({.process = "tensor parallel rank 0",
+    for (const AllReduceCall& call : all_reduce_.take_calls()) {
+      // Another rank's reading of its own clock, brought onto this one's.
+      const int64_t offset = clock_offsets_ns_.empty() ? 0 : clock_offsets_ns_[static_cast<size_t>(call.rank)];
+      profiler_->trace_span({.process = fmt::format("tensor parallel rank {}", call.rank),
                              .track = "all-reduce",
-                             .name = fmt::format("step {}: all-reduce of {} values", step_, call.values),
+                             .name = call.values >= 0
+                                         ? fmt::format("step {}: all-reduce of {} values", step_, call.values)
+                                         : std::string("all-reduce"),
                              .category = "all-reduce",
-                             .start_ns = call.start_ns,
-                             .end_ns = call.end_ns,
+                             .start_ns = call.start_ns - offset,
+                             .end_ns = call.end_ns - offset,
                              .bytes = call.bytes_sent});
+    }
   ++step_;
   return logits;
 }

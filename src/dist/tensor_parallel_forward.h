@@ -5,8 +5,8 @@
 // all-reduce (MpiAllReduce), and returns rank 0's logits rows, as Forward::run. The other ranks
 // run the same batch at the same time (TensorParallelWorker). Its MPI calls are made on the
 // engine's step thread. It keeps what each rank holds and its all-reduce totals for /metrics
-// (tensor_ranks()) and, with a tracing profiler, puts each step's all-reduce time on a track of
-// the Chrome trace.
+// (tensor_ranks()) and, with a tracing profiler, puts every rank's all-reduces on its track of
+// the Chrome trace (rank r's brought onto rank 0's clock by the offset measured at set-up).
 #pragma once
 
 #include <cstdint>
@@ -26,8 +26,9 @@ class TensorParallelForward final : public StepForward {
   // `comm`: a job whose rank 0 is this one and whose ranks 1..size-1 run TensorParallelWorker.
   explicit TensorParallelForward(Communicator& comm);
 
-  // What each rank holds ([rank]: rank, weight and KV bytes; counters zero). Before the first step.
-  void describe_ranks(std::vector<TensorRankStatus> ranks);
+  // What each rank holds ([rank]: rank, weight and KV bytes; counters zero) and each rank's clock
+  // offset to this one (clock_offset.h; [0] = 0). Before the first step.
+  void describe_ranks(std::vector<TensorRankStatus> ranks, std::vector<int64_t> clock_offsets_ns);
   // A tracing profiler gets a span per step's all-reduces (null: none). Before the first step.
   void set_profiler(Profiler* profiler) { profiler_ = profiler; }
 
@@ -45,7 +46,8 @@ class TensorParallelForward final : public StepForward {
   std::vector<MpiRequest> sends_;  // [rank]
   Profiler* profiler_ = nullptr;
   mutable std::mutex ranks_mutex_;
-  std::vector<TensorRankStatus> ranks_;  // [rank] what each holds
+  std::vector<TensorRankStatus> ranks_;    // [rank] what each holds
+  std::vector<int64_t> clock_offsets_ns_;  // [rank]
 };
 
 }  // namespace tandem

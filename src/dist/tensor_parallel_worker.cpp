@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "dist/clock_offset.h"
 #include "dist/poll_backoff.h"
 
 namespace tandem {
@@ -26,6 +27,7 @@ StageReady TensorParallelWorker::set_up() {
                          .kv_bytes = cache_->n_blocks() * cache_->bytes_per_block()};
   pack_stage_ready(ready, incoming_);
   comm_.send(0, kTagStageReady, incoming_);
+  answer_clock_pings(comm_, 0);  // for the trace: this rank's all-reduces on rank 0's clock
   return ready;
 }
 

@@ -27,7 +27,7 @@ class TensorParallelWorker {
   TensorParallelWorker(Communicator& comm, std::shared_ptr<const Model> model, ThreadPool& pool);
 
   // Waits for rank 0's StageSetup, builds the KV cache and the forward pass, answers
-  // StageReady; returns what it answered.
+  // StageReady, then rank 0's clock pings (clock_offset.h); returns what it answered.
   StageReady set_up();
   // Runs batches until the stop message; returns the steps run.
   int64_t run();

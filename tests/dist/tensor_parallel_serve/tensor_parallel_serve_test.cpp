@@ -2,7 +2,7 @@
 // the same concurrent requests, greedy and seeded, under preemption (the same number of KV blocks
 // on both: a rank holds half the KV heads, so half the --kv-memory), give the same text token for
 // token, on aidreams260K (F32) and a random Q8_0 model; /metrics has each rank's all-reduces,
-// time and bytes sent; the Chrome trace has rank 0's all-reduces, as many as it counted; SIGTERM
+// time and bytes sent; the Chrome trace has each rank's all-reduces, meeting on rank 0's clock; SIGTERM
 // to rank 0 drains and stops both ranks with exit 0; shapes that do not split, a mixture of
 // experts and --pipeline with it are one-line errors. Runs real processes on loopback ports:
 // ctest runs this program itself (not under mpirun).
@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -64,26 +65,38 @@ std::map<std::string, std::map<int, double>> rank_metrics(const std::string& met
 }
 
 // Rank 0's all-reduce spans in the trace.
-int64_t traced_all_reduces(const std::string& path) {
+// Each rank's all-reduce spans in the trace: rank 0 has `n` (one per all-reduce it counted),
+// rank 1 n - 1 (a rank's span comes with its next all-reduce's part: its last never does), and
+// rank 1's k-th overlaps rank 0's k-th once brought onto rank 0's clock (each waits for the
+// other's parts), within the offset's error `slack_us` (half the logged round trip).
+void expect_all_reduce_trace(const std::string& path, int64_t n, double slack_us) {
   std::ifstream in(path);
-  EXPECT_TRUE(in) << "no trace at " << path;
-  if (!in) return -1;
+  ASSERT_TRUE(in) << "no trace at " << path;
   const nlohmann::json trace = nlohmann::json::parse(in);
-  int pid = -1;
-  std::map<int, std::string> tracks;
+  std::map<int, int> rank_of_pid;
   for (const nlohmann::json& event : trace["traceEvents"]) {
-    if (event["ph"] != "M") continue;
-    if (event["name"] == "process_name" && event["args"]["name"] == "tensor parallel rank 0") pid = event["pid"];
+    if (event["ph"] != "M" || event["name"] != "process_name") continue;
+    const std::string name = event["args"]["name"];
+    if (name == "tensor parallel rank 0") rank_of_pid[event["pid"]] = 0;
+    if (name == "tensor parallel rank 1") rank_of_pid[event["pid"]] = 1;
   }
-  EXPECT_GE(pid, 0) << "no process \"tensor parallel rank 0\" in the trace";
-  int64_t n = 0;
+  ASSERT_EQ(rank_of_pid.size(), 2u) << "no process per tensor-parallel rank in the trace";
+  std::vector<std::pair<double, double>> spans[2];  // [rank] (start, end) in us
   for (const nlohmann::json& event : trace["traceEvents"]) {
-    if (event["ph"] != "X" || event["pid"] != pid) continue;
+    if (event["ph"] != "X" || !rank_of_pid.count(event["pid"])) continue;
     EXPECT_GE(event["dur"].get<double>(), 0.0) << event.dump();
     EXPECT_GT(event["args"]["bytes"].get<int64_t>(), 0) << event.dump();
-    ++n;
+    const double start = event["ts"];
+    spans[rank_of_pid[event["pid"]]].emplace_back(start, start + event["dur"].get<double>());
   }
-  return n;
+  ASSERT_EQ(static_cast<int64_t>(spans[0].size()), n);
+  ASSERT_EQ(static_cast<int64_t>(spans[1].size()), n - 1);
+  for (auto& rank_spans : spans) std::sort(rank_spans.begin(), rank_spans.end());
+  int64_t apart = 0;
+  for (size_t k = 0; k < spans[1].size(); ++k)
+    if (std::max(spans[0][k].first, spans[1][k].first) > std::min(spans[0][k].second, spans[1][k].second) + slack_us)
+      ++apart;
+  EXPECT_EQ(apart, 0) << "all-reduces whose two ranks' spans do not meet on rank 0's clock";
 }
 
 // The load through one process, then through two tensor-parallel ranks with the same number of
@@ -150,7 +163,11 @@ void expect_tensor_parallel_matches(const std::string& model, const std::vector<
   std::smatch match;
   ASSERT_TRUE(std::regex_search(final_log, match, std::regex("tensor parallel: [0-9]+ steps, ([0-9]+) all-reduces")))
       << final_log;
-  EXPECT_EQ(traced_all_reduces(trace_path), std::stoll(match[1]));
+  const int64_t all_reduces_run = std::stoll(match[1]);
+  ASSERT_TRUE(std::regex_search(final_log, match,
+                                std::regex("rank 1/2: clock [-+0-9.]+ ms from rank 0's \\(round trip ([0-9.]+) ms\\)")))
+      << final_log;
+  expect_all_reduce_trace(trace_path, all_reduces_run, std::stod(match[1]) * 1e3 / 2 + 1.0);
   std::filesystem::remove(trace_path);
 }
 
