@@ -37,6 +37,21 @@ set_tests_properties(PipelineServe.TokenIdenticalToOneProcess PROPERTIES LABELS 
                                                                       # its single process on the CPU, as the ranks are
                                                                       ENVIRONMENT_MODIFICATION "CUDA_VISIBLE_DEVICES=set:")
 
+# `tandem serve --tensor-parallel 2` under mpirun against one process (tests/dist/tensor_parallel_serve/),
+# as the pipeline's test above: it starts both servers itself.
+add_executable(test_tensor_parallel_serve
+               ${CMAKE_SOURCE_DIR}/tests/dist/tensor_parallel_serve/tensor_parallel_serve_test.cpp)
+target_link_libraries(test_tensor_parallel_serve PRIVATE tandem_test_support PkgConfig::HTTPLIB)
+target_compile_definitions(test_tensor_parallel_serve PRIVATE TANDEM_MPIEXEC="${MPIEXEC_EXECUTABLE}")
+target_compile_options(test_tensor_parallel_serve PRIVATE $<$<CONFIG:Release>:-O1>)
+add_dependencies(test_tensor_parallel_serve tandem)
+add_test(NAME TensorParallelServe.TokenIdenticalToOneProcess COMMAND test_tensor_parallel_serve)
+set_tests_properties(TensorParallelServe.TokenIdenticalToOneProcess PROPERTIES LABELS "dist;mpi;model" TIMEOUT 300
+                                                                               RUN_SERIAL TRUE
+                                                                               ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0"
+                                                                               ENVIRONMENT_MODIFICATION
+                                                                               "CUDA_VISIBLE_DEVICES=set:")
+
 # The same servers across simulated hosts (tests/dist/simulated_hosts/, issue 36): network
 # namespaces joined by a bridge, MPI over TCP between them. ctest runs simulated_hosts.sh, which
 # makes the hosts, runs test_simulated_hosts inside host 0 and removes the hosts after; where

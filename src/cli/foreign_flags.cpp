@@ -54,8 +54,6 @@ const ForeignFlag kForeignFlags[] = {
     {{"-ngld", "--n-gpu-layers-draft", "--gpu-layers-draft", "-ctkd", "--cache-type-k-draft", "-ctvd",
       "--cache-type-v-draft", "-devd", "--device-draft", "-cd", "--ctx-size-draft", "--draft-p-min"},
      "no separate settings for the draft model: --draft-model PATH, --draft-max N, --draft-min N"},
-    {{"-tp", "--tensor-parallel-size"},
-     "no tensor parallelism; to split the layers over processes: mpirun -np S tandem serve --pipeline S"},
     {{"-pp", "--pipeline-parallel-size"}, "use --pipeline S under mpirun -np S"},
     {{"-dp", "--data-parallel-size"}, "no equivalent: run one tandem serve per device"},
     {{"-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", "--list-devices"},

@@ -1,6 +1,7 @@
 // tandem info: what a model file holds — architecture, hyperparameters, weight types and
 // bytes, KV cache cost per token and at full context, and the decode floor (bytes of
-// weights read per generated token); with --pipeline S, each pipeline stage's share.
+// weights read per generated token); with --pipeline S, each pipeline stage's share; with
+// --tensor-parallel T, each tensor-parallel rank's.
 #include <cstdio>
 #include <map>
 
@@ -16,6 +17,7 @@
 #include "model/attention_window.h"
 #include "model/model.h"
 #include "model/pipeline_stage.h"
+#include "model/tensor_slice.h"
 
 namespace tandem::cli {
 namespace {
@@ -65,12 +67,35 @@ void print_pipeline(const Model& model, const std::vector<LayerRange>& ranges, c
   }
 }
 
-void print_info(const std::string& path, const KvTypes& kv_types, int64_t pipeline_stages) {
+// --tensor-parallel T: what each rank (issue 36) holds, each slice loaded as that rank loads it
+// (so a cut inside a quant block is refused here as at serve): its heads, FFN columns, weight
+// bytes and KV cache of its own KV heads.
+void print_tensor_parallel(const std::string& path, const ModelConfig& whole, int64_t n_ranks,
+                           const KvTypes& kv_types) {
+  fmt::print("tensor parallel: {} ranks; each holds its heads and FFN columns of every layer and the KV cache of its "
+             "KV heads; two all-reduces of [tokens, {}] f32 a layer a step\n",
+             n_ranks, whole.d_model);
+  for (int64_t r = 0; r < n_ranks; ++r) {
+    const std::shared_ptr<const Model> slice = load_model(path, {.tensor_slice = TensorSlice{r, n_ranks}});
+    const TensorSliceShape s = tensor_slice_shape(whole, {r, n_ranks});
+    const int64_t weights = slice->weight_bytes_total();
+    const int64_t kv_per_token = KvCache::bytes_per_token(slice->kv_shape(), kv_types);
+    fmt::print(
+        "  rank {}:        query heads [{}, {}), KV heads [{}, {}), FFN columns [{}, {}){}: weights {} ({} bytes), "
+        "KV {} bytes/token, {} at full context\n",
+        r, s.q_head_first, s.q_head_first + s.n_q_heads, s.kv_head_first, s.kv_head_first + s.n_kv_heads, s.ffn_first,
+        s.ffn_first + s.d_ff, r == 0 ? " + embedding, head" : " + embedding", human_bytes(weights), weights,
+        kv_per_token, human_bytes(kv_per_token * whole.context_length));
+  }
+}
+
+void print_info(const std::string& path, const KvTypes& kv_types, int64_t pipeline_stages, int64_t tensor_parallel) {
   std::shared_ptr<const Model> model = load_model(path);
   const ModelConfig& c = model->config;
   // Checked before anything is printed: a bad split is the whole answer.
   const std::vector<LayerRange> stages =
       pipeline_stages > 0 ? split_layers(c.n_layers, pipeline_stages) : std::vector<LayerRange>{};
+  if (tensor_parallel > 0) tensor_slice_shape(c, {0, tensor_parallel});
   fmt::print("file:            {}\n", path);
   fmt::print("format:          {}\n", model->format);
   fmt::print("architecture:    {}\n", c.architecture);
@@ -188,6 +213,7 @@ void print_info(const std::string& path, const KvTypes& kv_types, int64_t pipeli
   fmt::print("decode floor:    {} of weights read per token ({} bytes); tokens/s <= bandwidth / this\n",
              human_bytes(model->weight_bytes_per_token()), model->weight_bytes_per_token());
   if (!stages.empty()) print_pipeline(*model, stages, kv_types);
+  if (tensor_parallel > 0) print_tensor_parallel(path, c, tensor_parallel, kv_types);
 }
 
 }  // namespace
@@ -210,7 +236,12 @@ void add_info_command(CLI::App& app) {
       "--pipeline", *pipeline,
       "Also print what each of S pipeline stages (layers split evenly) holds: layers, weight and KV "
       "bytes");
-  command->callback([path, cpu, device, kv_types, pipeline, pipeline_option] {
+  auto tensor_parallel = std::make_shared<int64_t>(0);  // 0: not asked for
+  command
+      ->add_option("--tensor-parallel", *tensor_parallel,
+                   "Also print what each of T tensor-parallel ranks holds: heads, FFN columns, weight and KV bytes")
+      ->check(CLI::Range(int64_t{2}, int64_t{1024}));
+  command->callback([path, cpu, device, kv_types, pipeline, pipeline_option, tensor_parallel] {
     // Checked here, not only where the model is read: --pipeline 0 must not pass as "not asked".
     if (pipeline_option->count() > 0)
       TANDEM_CHECK_INPUT(*pipeline >= 1, "--pipeline {} must be at least 1 (stages)", *pipeline);
@@ -219,7 +250,7 @@ void add_info_command(CLI::App& app) {
                  attention_arithmetic_name(kernel_table().attention_arithmetic),
                  kernel_table().attention_on_tiles ? " (amx tiles)" : "");
     if (*device) fmt::print("{}\n", device_summary());
-    if (!path->empty()) print_info(*path, kv_types->resolve(), *pipeline);
+    if (!path->empty()) print_info(*path, kv_types->resolve(), *pipeline, *tensor_parallel);
     if (!*cpu && !*device && path->empty()) throw InputError("info needs -m MODEL, --cpu or --device");
   });
 }

@@ -10,8 +10,9 @@ namespace tandem::cli {
 namespace {
 
 constexpr std::pair<std::string_view, std::string_view> kAliases[] = {
-    {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-np", "--parallel"},      {"-sys", "--system"},
-    {"-ngl", "--n-gpu-layers"}, {"-ub", "--ubatch-size"},   {"-cb", "--cont-batching"}, {"-fa", "--flash-attn"},
+    {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-np", "--parallel"},
+    {"-sys", "--system"},       {"-ngl", "--n-gpu-layers"}, {"-ub", "--ubatch-size"},
+    {"-cb", "--cont-batching"}, {"-fa", "--flash-attn"},    {"-tp", "--tensor-parallel-size"},  // vLLM's
 };
 
 // The values llama.cpp's --flash-attn takes (newer releases; older ones take none).

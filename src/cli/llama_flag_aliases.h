@@ -1,5 +1,5 @@
 // llama.cpp's multi-letter single-dash flags that Tandem takes (-ngl, -fa, -ctk, -ctv, -np,
-// -ub, -cb, -sys), which CLI11 cannot declare (a single dash takes one letter: -ngl would parse
+// -ub, -cb, -sys; and vLLM's -tp), which CLI11 cannot declare (a single dash takes one letter: -ngl would parse
 // as -n gl), rewritten to the long names the commands declare before parsing. The ones Tandem
 // does not take are refused by the name typed (cli/foreign_flags.h). Also llama.cpp's
 // -fa/--flash-attn, bare (older releases) or followed by on|off|auto (newer), as one token
@@ -18,7 +18,7 @@ struct RewrittenArgs {
 
 // argv with each alias (and ALIAS=VALUE) rewritten: -ctk -> --cache-type-k, -ctv ->
 // --cache-type-v, -np -> --parallel, -sys -> --system, -ngl -> --n-gpu-layers, -ub ->
-// --ubatch-size, -cb -> --cont-batching, -fa [on|off|auto] -> --flash-attn=VALUE.
+// --ubatch-size, -cb -> --cont-batching, -tp -> --tensor-parallel-size, -fa [on|off|auto] -> --flash-attn=VALUE.
 RewrittenArgs rewrite_llama_flags(int argc, const char* const* argv);
 
 // Whether `arg` has the shape of a llama.cpp multi-letter single-dash flag (-xyz: a dash,

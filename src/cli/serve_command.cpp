@@ -22,6 +22,7 @@
 #include "cli/kv_type_options.h"
 #include "cli/serve_options.h"
 #include "cli/serve_pipeline.h"
+#include "cli/serve_tensor_parallel.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "profile/trace_writer.h"
@@ -40,6 +41,10 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
   TANDEM_CHECK_INPUT(options.http.max_body_bytes >= 1, "--max-body-bytes must be at least 1 byte");
   TANDEM_CHECK_INPUT(options.workers.empty() || options.pipeline_stages == 0,
                      "--workers and --pipeline are two ways to run over several processes: pick one");
+  TANDEM_CHECK_INPUT(options.workers.empty() || options.tensor_parallel == 0,
+                     "--workers and --tensor-parallel are two ways to run over several processes: pick one");
+  TANDEM_CHECK_INPUT(options.pipeline_stages == 0 || options.tensor_parallel == 0,
+                     "--tensor-parallel with --pipeline (T x S ranks) is not supported yet: use one of them");
 #ifdef TANDEM_WITH_MPI
   if (!options.workers.empty()) return serve_disaggregated(options);
 #else
@@ -54,6 +59,15 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
     if (!pipeline->front())
       return pipeline->serve_stage(options.model_path, options.threads, [&](const std::string& m) { say(options, m); });
   }
+  // --tensor-parallel: ranks 1..T-1 run their slices and never serve HTTP (cli/serve_tensor_parallel.h).
+  std::optional<ServeTensorParallel> tensor_parallel;
+  if (options.tensor_parallel > 0) {
+    tensor_parallel.emplace(options.tensor_parallel, options.model_path, options.draft_model_path,
+                            options.http.speculation.type);
+    if (!tensor_parallel->front())
+      return tensor_parallel->serve_rank(options.model_path, options.threads,
+                                         [&](const std::string& m) { say(options, m); });
+  }
   const server::ServedModel served = served_model_of(options);
   const sigset_t signals = block_stop_signals();
   return_freed_memory();
@@ -66,7 +80,9 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
 
   begin_loading(signals);
   std::shared_ptr<const Model> model =
-      load_model(options.model_path, pipeline ? pipeline->load_options(options.model_path) : ModelLoadOptions{});
+      load_model(options.model_path, pipeline          ? pipeline->load_options(options.model_path)
+                                     : tensor_parallel ? tensor_parallel->load_options()
+                                                       : ModelLoadOptions{});
   const Tokenizer tokenizer = load_tokenizer(options.model_path, options.tokenizer_path, model->config.vocab_size);
   TANDEM_CHECK_INPUT(tokenizer.vocab().size() == model->config.vocab_size,
                      "the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab().size(),
@@ -96,6 +112,9 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
     engine.set_step_logger([&options](const std::string& line) { say(options, "scheduler: " + line, "debug"); });
   if (pipeline)
     pipeline->attach(
+        engine, [&](const std::string& m) { say(options, m); }, options.trace_path.empty() ? nullptr : &profiler);
+  if (tensor_parallel)
+    tensor_parallel->attach(
         engine, [&](const std::string& m) { say(options, m); }, options.trace_path.empty() ? nullptr : &profiler);
   engine.start();
   const std::string model_id = served.names.front();
@@ -133,6 +152,7 @@ void serve(const ServeOptions& options, const DeviceForwardFactory& device_forwa
   http.shutdown(options.shutdown_timeout_s);
   engine.stop();
   if (pipeline) pipeline->stop([&](const std::string& m) { say(options, m); });
+  if (tensor_parallel) tensor_parallel->stop([&](const std::string& m) { say(options, m); });
   if (!options.trace_path.empty()) {
     write_chrome_trace(profiler, options.trace_path);
     say(options, "trace written to " + options.trace_path);
@@ -217,6 +237,11 @@ void add_serve_command(CLI::App& app) {
   command
       ->add_option("--pipeline", options->pipeline_stages,
                    "Layers split over S MPI ranks: mpirun -np S tandem serve --pipeline S ... (rank 0 serves HTTP)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1024}));
+  command
+      ->add_option("--tensor-parallel,--tensor-parallel-size", options->tensor_parallel,
+                   "Every layer split over T MPI ranks (heads and FFN columns, all-reduced): mpirun -np T tandem "
+                   "serve --tensor-parallel T ... (rank 0 serves HTTP; vLLM's --tensor-parallel-size)")
       ->check(CLI::Range(int64_t{2}, int64_t{1024}));
   command->add_option("--draft-model", options->draft_model_path,
                       "Draft model for speculative decoding (same vocabulary as -m)");
@@ -324,6 +349,7 @@ void add_serve_command(CLI::App& app) {
     // What runs on the CPU only: other processes' forward passes and KV caches, a draft model's.
     const std::string cpu_only = !options->workers.empty()            ? "--workers"
                                  : options->pipeline_stages > 0       ? "--pipeline"
+                                 : options->tensor_parallel > 0       ? "--tensor-parallel"
                                  : !options->draft_model_path.empty() ? "--draft-model"
                                                                       : "";
     DeviceForwardFactory device_forward = engine_device_forward(*device, cpu_only);

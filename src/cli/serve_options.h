@@ -36,6 +36,7 @@ struct ServeOptions {
   double worker_timeout_s = 10.0;    // --worker-timeout: silence after which a worker is down
   int64_t remote_prefill_min = 256;  // --remote-prefill-min: shorter prompts are prefilled on the decode rank
   int64_t pipeline_stages = 0;       // --pipeline S under mpirun; 0: one process
+  int64_t tensor_parallel = 0;       // --tensor-parallel T under mpirun; 0: one process
 };
 
 // A line of the server's log on stderr: text, or one JSON object with --log-format json.

@@ -15,12 +15,20 @@
 #include "dist/communicator.h"
 #include "dist/mpi_session.h"
 #include "dist/pipeline_forward.h"
-#include "dist/pipeline_messages.h"
 #include "dist/poll_backoff.h"
 #include "dist/stage_worker.h"
 #endif
 
 namespace tandem::cli {
+
+StageSetup stage_setup_of(const Engine& engine) {
+  const EngineStats stats = engine.stats();
+  return {.n_blocks = stats.blocks.total,
+          .block_size = static_cast<int32_t>(stats.block_size),
+          .kv_types = engine.config().kv_types,
+          .max_batch_tokens = engine.config().max_batch_tokens,
+          .context_length = engine.context_length()};
+}
 
 #if TANDEM_WITH_MPI
 
@@ -86,13 +94,8 @@ void ServePipeline::serve_stage(const std::string& model_path, int threads, cons
 void ServePipeline::attach(Engine& engine, const Log& log, Profiler* profiler) {
   const Model& model = engine.model();
   const EngineStats stats = engine.stats();
-  const StageSetup setup{.n_blocks = stats.blocks.total,
-                         .block_size = static_cast<int32_t>(stats.block_size),
-                         .kv_types = engine.config().kv_types,
-                         .max_batch_tokens = engine.config().max_batch_tokens,
-                         .context_length = engine.context_length()};
   std::vector<uint8_t> bytes;
-  pack_stage_setup(setup, bytes);
+  pack_stage_setup(stage_setup_of(engine), bytes);
   for (int r = 1; r < state_->comm.size(); ++r) state_->comm.send(r, kTagStageSetup, bytes);
   log(describe_stage(0, state_->n_stages, model.held_layers(), model.config.n_layers, model.weight_bytes_total(),
                      stats.blocks.total * stats.bytes_per_block));

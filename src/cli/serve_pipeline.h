@@ -10,12 +10,17 @@
 #include <memory>
 #include <string>
 
+#include "dist/pipeline_messages.h"
 #include "engine/engine.h"
 #include "engine/speculation/speculation_params.h"
 #include "model/model.h"
 #include "profile/profiler.h"
 
 namespace tandem::cli {
+
+// What a rank that mirrors rank 0's engine needs of it (a pipeline stage, a tensor-parallel
+// rank): the KV pool's blocks, block size and types, the batch budget and the context length.
+StageSetup stage_setup_of(const Engine& engine);
 
 class ServePipeline {
  public:

@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <thread>
 #include <utility>
 
 #include "dist/mpi_error.h"
+#include "dist/poll_backoff.h"
 
 namespace tandem {
 
@@ -67,6 +69,22 @@ MessageInfo MpiRequest::finish(const MPI_Status& status) {
                                bytes_, status.MPI_SOURCE, status.MPI_TAG),
                    0);
   return {.source = status.MPI_SOURCE, .tag = status.MPI_TAG, .bytes = count};
+}
+
+void wait_all_polling(std::span<MpiRequest> requests, std::chrono::microseconds spin) {
+  const auto spin_until = std::chrono::steady_clock::now() + spin;
+  PollBackoff backoff;
+  for (;;) {
+    bool all_done = true;
+    for (MpiRequest& request : requests)
+      if (request.pending() && !request.test()) all_done = false;
+    if (all_done) return;
+    if (std::chrono::steady_clock::now() < spin_until) {
+      std::this_thread::yield();
+    } else {
+      backoff.pause();
+    }
+  }
 }
 
 }  // namespace tandem

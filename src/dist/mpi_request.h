@@ -6,8 +6,10 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <utility>
 
 namespace tandem {
@@ -54,5 +56,10 @@ class MpiRequest {
   Kind kind_ = Kind::kSend;
   int64_t bytes_ = 0;
 };
+
+// Polls the pending requests of `requests` (MPI_Test, which also moves sends' fragments along)
+// until every one has completed: for `spin` without sleeping (a peer that answers within
+// microseconds), then sleeping between polls as PollBackoff does (never holding a core).
+void wait_all_polling(std::span<MpiRequest> requests, std::chrono::microseconds spin = {});
 
 }  // namespace tandem

@@ -8,7 +8,6 @@
 #include "dist/clock_offset.h"
 #include "dist/micro_batches.h"
 #include "dist/pipeline_messages.h"
-#include "dist/poll_backoff.h"
 
 namespace tandem {
 
@@ -83,8 +82,8 @@ std::span<const float> PipelineForward::run(Forward& local, const Batch& batch, 
     for (int32_t q = 0; q <= p; ++q)
       if (sends_[static_cast<size_t>(q)].pending()) sends_[static_cast<size_t>(q)].test();
   }
-  wait_all(std::span(sends_).first(static_cast<size_t>(n_parts)));
-  wait_all(std::span(receives_).first(static_cast<size_t>(n_parts)));
+  wait_all_polling(std::span(sends_).first(static_cast<size_t>(n_parts)));
+  wait_all_polling(std::span(receives_).first(static_cast<size_t>(n_parts)));
   const int64_t wait_end = steady_clock_ns();
   for (int32_t p = 0; p < n_parts; ++p) {
     const auto first = static_cast<size_t>(first_row[static_cast<size_t>(p)] * vocab_size_);
@@ -156,17 +155,6 @@ void PipelineForward::account(int32_t n_parts, int64_t step_start_ns, int64_t wa
                            .category = "stage",
                            .start_ns = local_timings_[static_cast<size_t>(n_parts) - 1].end_ns,
                            .end_ns = wait_end_ns});
-}
-
-void PipelineForward::wait_all(std::span<MpiRequest> requests) {
-  PollBackoff backoff;
-  for (;;) {
-    bool all_done = true;
-    for (MpiRequest& request : requests)
-      if (request.pending() && !request.test()) all_done = false;
-    if (all_done) return;
-    backoff.pause();
-  }
 }
 
 }  // namespace tandem

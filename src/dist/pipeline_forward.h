@@ -54,8 +54,6 @@ class PipelineForward final : public StepForward {
   int64_t micro_batches() const { return micro_batches_run_; }  // over all steps
 
  private:
-  // Polls every request in flight until all have completed, sleeping between polls.
-  void wait_all(std::span<MpiRequest> requests);
   // Stage 0's own timing of part p (rank 0's clock) and its size.
   struct LocalTiming {
     int64_t start_ns = 0, end_ns = 0;

@@ -49,7 +49,8 @@ namespace tandem {
 
 // Runs one step's forward pass for the engine. The default (none set) is the engine's own
 // Forward over the whole model; a pipeline over MPI ranks (dist/pipeline_forward.h) runs its
-// stage on `local` and the other stages elsewhere; a device (EngineConfig::device_forward,
+// stage on `local` and the other stages elsewhere; tensor parallelism (dist/tensor_parallel_forward.h)
+// runs rank 0's slice on `local` while the other ranks run theirs; a device (EngineConfig::device_forward,
 // backends/cuda/cuda_step_forward.h) runs the whole model on its own KV pool. Returns what Forward::run returns (the
 // logits rows of the batch's wants_logits tokens, in batch order), valid until the next call.
 class StepForward {
@@ -58,6 +59,8 @@ class StepForward {
   virtual std::span<const float> run(Forward& local, const Batch& batch, KvCache& cache) = 0;
   // What it knows of the pipeline's stages (Engine::stages()); thread-safe.
   virtual std::vector<StageStatus> stages() const { return {}; }
+  // What it knows of the tensor-parallel ranks (Engine::tensor_ranks()); thread-safe.
+  virtual std::vector<TensorRankStatus> tensor_ranks() const { return {}; }
 };
 
 struct EngineConfig;
@@ -155,6 +158,10 @@ class Engine final : public GenerationService {
   // The step forward's pipeline stages (none without one).
   std::vector<StageStatus> stages() const override {
     return step_forward_ != nullptr ? step_forward_->stages() : std::vector<StageStatus>{};
+  }
+  // The step forward's tensor-parallel ranks (none without one).
+  std::vector<TensorRankStatus> tensor_ranks() const override {
+    return step_forward_ != nullptr ? step_forward_->tensor_ranks() : std::vector<TensorRankStatus>{};
   }
   const EngineConfig& config() const { return config_; }
   int64_t context_length() const override { return config_.context_length; }

@@ -127,6 +127,18 @@ struct StageStatus {
   int64_t received_bytes = 0;
 };
 
+// One rank of a tensor-parallel job (`tandem serve --tensor-parallel T`), as rank 0 sees it
+// (/metrics): what it holds, and its all-reduces (rank 0's own now; another rank's as of the
+// all-reduce before its latest message to rank 0).
+struct TensorRankStatus {
+  int rank = 0;
+  int64_t weight_bytes = 0;
+  int64_t kv_bytes = 0;
+  int64_t all_reduces = 0;
+  double all_reduce_seconds = 0.0;  // in the all-reduce, waiting for the other ranks included
+  int64_t all_reduce_bytes_sent = 0;
+};
+
 class GenerationService {
  public:
   virtual ~GenerationService() = default;
@@ -147,6 +159,8 @@ class GenerationService {
   virtual std::vector<WorkerStatus> workers() const { return {}; }
   // The pipeline stages behind it; empty unless it runs as a pipeline.
   virtual std::vector<StageStatus> stages() const { return {}; }
+  // The tensor-parallel ranks behind it; empty unless it runs tensor-parallel.
+  virtual std::vector<TensorRankStatus> tensor_ranks() const { return {}; }
 };
 
 }  // namespace tandem

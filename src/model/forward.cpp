@@ -10,6 +10,8 @@
 // gpt-oss adds a bias to Wo's output and a learned sink logit per query head to the softmax.
 // A pipeline stage runs its layers only: from embed(tokens) or the previous stage's x, to the
 // logits or its x (model/pipeline_stage.h).
+// A tensor-parallel rank (model/tensor_slice.h) runs its heads and FFN columns only: Wo's and
+// Wdown's outputs are partial sums that PartialSums adds up over the ranks before they go on.
 #include "model/forward.h"
 
 #include <algorithm>
@@ -220,6 +222,14 @@ std::span<const float> Forward::run_stage(const Batch& batch, std::span<const fl
     matmul(weight, x, rows, out, pool_, matmul_scratch_);
   };
 
+  // Under tensor parallelism normed_ then holds this rank's share of a row-parallel product,
+  // [n_tokens, d_model]: every rank gets the sum over all ranks.
+  TANDEM_ASSERT(!model_->tensor_slice || partial_sums_ != nullptr);
+  auto sum_partials = [&] {
+    if (model_->tensor_slice)
+      partial_sums_->all_reduce(std::span<float>(normed_.data(), static_cast<size_t>(n_tokens * d)));
+  };
+
   for (int64_t l = layers.first; l < layers.end; ++l) {
     const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
     const auto li = static_cast<int32_t>(l);
@@ -235,6 +245,7 @@ std::span<const float> Forward::run_stage(const Batch& batch, std::span<const fl
     attention(batch, cache, l);
     // Wo's output goes to normed_, free once Q, K and V are computed.
     project(OpRole::Wo, li, layer.wo, attn_out_.data(), n_tokens, normed_.data());
+    sum_partials();  // a tensor-parallel rank's Wo saw its heads only; bias and norm after the sum
     add_bias_rows(li, layer.bo, normed_.data(), n_tokens);  // gpt-oss; no-op otherwise
     if (c.gemma_blocks)
       norm_rows(OpRole::AttnNorm, li, layer.post_attn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
@@ -263,6 +274,7 @@ std::span<const float> Forward::run_stage(const Batch& batch, std::span<const fl
       // Into the chunk's own rows of normed_, which gate/up have consumed.
       project(OpRole::Down, li, layer.w_down, gate_.data(), rows, chunk_in);
     }
+    sum_partials();  // a tensor-parallel rank's down projection saw its FFN columns only
     if (c.gemma_blocks)
       norm_rows(OpRole::FfnNorm, li, layer.post_ffn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
     add_into_hidden(OpRole::FfnResidual, li, normed_.data());
@@ -282,6 +294,7 @@ std::span<const float> Forward::run_stage(const Batch& batch, std::span<const fl
   for (int64_t t = 0; t < n_tokens; ++t)
     if (batch.wants_logits[t]) std::copy_n(hidden_.data() + t * d, d, logit_rows_.data() + (n_rows++) * d);
   if (n_rows == 0) return {};
+  TANDEM_ASSERT(w.output.data != nullptr);  // a tensor-parallel rank past 0 is never asked for logits
   norm_rows(OpRole::OutputNorm, -1, w.output_norm.f32(), logit_rows_.data(), logit_rows_.data(), n_rows);
   project(OpRole::Output, -1, w.output, logit_rows_.data(), n_rows, logits_.data());
   if (c.final_logit_softcap > 0.0f)

@@ -21,6 +21,17 @@
 
 namespace tandem {
 
+// Tensor parallelism (model/tensor_slice.h): the sum over every rank of a row-parallel
+// projection's partial output, in place — the attention output projection's and the FFN down
+// projection's [n_tokens, d_model] rows, each rank having multiplied its own heads or columns.
+// Every rank must come out with the same bits (the reduction order fixed), since each goes on
+// with the result as its residual stream. dist/mpi_all_reduce.h sums over MPI.
+class PartialSums {
+ public:
+  virtual ~PartialSums() = default;
+  virtual void all_reduce(std::span<float> rows) = 0;
+};
+
 class Forward {
  public:
   // `context_length`: positions one sequence may reach in these runs (0: the model's); it
@@ -52,6 +63,10 @@ class Forward {
   using LayerObserver = std::function<void(int64_t layer, std::span<const float> hidden)>;
   void set_layer_observer(LayerObserver observer) { observer_ = std::move(observer); }
 
+  // A tensor-parallel rank's model (Model::tensor_slice) needs the sum over ranks of its
+  // row-parallel outputs: set before the first run; it must outlive the runs.
+  void set_partial_sums(PartialSums* partial_sums) { partial_sums_ = partial_sums; }
+
   // Records every op of each run() (null: off). The profiler must outlive the runs.
   void set_profiler(Profiler* profiler);
 
@@ -75,6 +90,7 @@ class Forward {
   ThreadPool& pool_;
   LayerObserver observer_;
   Profiler* profiler_ = nullptr;
+  PartialSums* partial_sums_ = nullptr;
   // Scratch, sized for max_batch_tokens.
   std::vector<float> hidden_;                    // [n_tokens, d_model] residual stream
   std::vector<uint8_t> embedding_row_;           // one embedding row read from the file (Model::embedding_file)

@@ -29,6 +29,7 @@
 #include "model/model.h"
 #include "model/pipeline_stage.h"
 #include "model/rope_scaling.h"
+#include "model/tensor_slice.h"
 #include "model/weight_packing.h"
 
 namespace tandem {
@@ -414,6 +415,7 @@ std::shared_ptr<const Model> load_gguf_model(const std::string& path, const Mode
     check_layer_range(range, model->config.n_layers);
     builder.read_weights(range);
     if (options.layers) keep_layer_range(*model, range);
+    if (options.tensor_slice) keep_tensor_slice(*model, *options.tensor_slice, file.mapping().get());
   } catch (const InputError& error) {
     throw InputError(fmt::format("{}: {}", path, error.what()));
   }

@@ -500,6 +500,9 @@ std::shared_ptr<const Model> load_hf_model(const std::string& dir, const ModelLo
         !options.layers.has_value(),
         "a layer range (pipeline stage) needs a GGUF or llama2.c file; a Hugging Face folder loads whole "
         "(convert it with tandem convert)");
+    TANDEM_CHECK_INPUT(!options.tensor_slice.has_value(),
+                       "a tensor-parallel slice (--tensor-parallel) needs a GGUF or llama2.c file; a Hugging Face "
+                       "folder loads whole (convert it with tandem convert)");
     const json config = read_json_file((std::filesystem::path(dir) / "config.json").string());
     SafetensorsCheckpoint checkpoint = SafetensorsCheckpoint::open(dir);
     HfModelBuilder builder(config, checkpoint, *model);

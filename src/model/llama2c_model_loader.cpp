@@ -11,6 +11,7 @@
 #include "io/mapped_file.h"
 #include "model/model.h"
 #include "model/pipeline_stage.h"
+#include "model/tensor_slice.h"
 #include "model/weight_packing.h"
 
 namespace tandem {
@@ -112,9 +113,10 @@ std::shared_ptr<const Model> load_llama2c_model(const std::string& path, const M
   w.output = shared_classifier ? w.token_embedding : take({config.vocab_size, config.d_model});
   // Views are only pointers into the map: dropping a stage's other layers before packing
   // leaves their pages unread.
-  if (options.layers) {
+  if (options.layers || options.tensor_slice) {
     try {
-      keep_layer_range(*model, *options.layers);
+      if (options.layers) keep_layer_range(*model, *options.layers);
+      if (options.tensor_slice) keep_tensor_slice(*model, *options.tensor_slice, mapping.get());
     } catch (const InputError& error) {
       throw InputError(fmt::format("{}: {}", path, error.what()));
     }

@@ -66,13 +66,23 @@ struct LayerRange {
   int64_t size() const { return end - first; }
 };
 
+// One rank's share of a tensor-parallel model (model/tensor_slice.h): rank `rank` of `size`.
+struct TensorSlice {
+  int64_t rank = 0;
+  int64_t size = 1;
+};
+
 struct ModelLoadOptions {
   // Hold only these layers' weights, as a pipeline stage (model/pipeline_stage.h); unset: all.
   std::optional<LayerRange> layers{};
+  // Hold only this rank's slice of every layer (tensor parallelism, model/tensor_slice.h); unset: all.
+  std::optional<TensorSlice> tensor_slice{};
 };
 
 struct Model {
-  ModelConfig config;  // the whole model's, whatever the stage holds
+  // The whole model's, whatever the stage holds; under tensor parallelism (tensor_slice) the
+  // rank's share: its query and KV heads (n_heads, n_kv_heads) and FFN width (d_ff).
+  ModelConfig config;
   ModelWeights weights;
   std::string source_path;
   std::string format;  // "gguf", "llama2.c" or "safetensors"
@@ -84,6 +94,9 @@ struct Model {
   // Set when loaded as a pipeline stage: the layers whose weights it holds. weights.layers
   // keeps n_layers entries, indexed by layer; those outside the range are empty.
   std::optional<LayerRange> stage;
+  // Set when loaded as one rank of a tensor-parallel job: the weights are this rank's slices,
+  // and Forward sums the row-parallel outputs over the ranks (Forward::set_partial_sums).
+  std::optional<TensorSlice> tensor_slice;
   // Bytes of the buffer pack_weights_for_kernels moved the weights into (0: none).
   int64_t packed_bytes = 0;
 

@@ -31,6 +31,11 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
     for (std::vector<TensorView>* experts : {&layer.expert_gate, &layer.expert_up, &layer.expert_down})
       for (TensorView& view : *experts) matrices.push_back(&view);
   }
+  auto file_holds = [&](const TensorView& view) {
+    if (mapping == nullptr || view.data == nullptr) return false;
+    const auto* p = static_cast<const uint8_t*>(view.data);
+    return p >= mapping->bytes().data() && p < mapping->bytes().data() + mapping->bytes().size();
+  };
   // Each matrix goes to one buffer, starting on a cache line: repacked when the level's kernels
   // have a layout for its type, else copied as it is (still worth it: the huge pages).
   struct Job {
@@ -42,8 +47,9 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
   size_t total = 0;
   for (TensorView* view : matrices) {
     const bool repack = packer.packable != nullptr && packer.packable(*view);
-    // Owned buffers stay, and so does a tied head (code tells tying by the shared pointer).
-    if (!repack && (mapping == nullptr || view->n_dims != 2 || view->data == w.token_embedding.data)) continue;
+    // Owned buffers (a tensor-parallel rank's column slices, converted weights) stay, and so
+    // does a tied head (code tells tying by the shared pointer).
+    if (!repack && (!file_holds(*view) || view->n_dims != 2 || view->data == w.token_embedding.data)) continue;
     jobs.push_back({view, reinterpret_cast<uint8_t*>(total), repack});
     const size_t bytes = static_cast<size_t>(repack ? packer.packed_bytes(*view) : view->n_bytes());
     total += (bytes + 63) / 64 * 64;
@@ -51,11 +57,6 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
   // Norm weights and biases: a few KiB each, but read in place from the map they pin every
   // 2 MiB page-cache folio they sit in (about 100 MiB resident for a 637 MiB Q4_K_M file).
   std::vector<std::pair<TensorView*, size_t>> vectors;  // view, offset in the buffer
-  auto file_holds = [&](const TensorView& view) {
-    if (mapping == nullptr || view.data == nullptr) return false;
-    const auto* p = static_cast<const uint8_t*>(view.data);
-    return p >= mapping->bytes().data() && p < mapping->bytes().data() + mapping->bytes().size();
-  };
   std::vector<TensorView*> small = {&w.output_norm};
   for (LayerWeights& layer : w.layers)
     for (TensorView* view :
@@ -79,7 +80,7 @@ void pack_weights_for_kernels(Model& model, const MappedFile* mapping) {
       const Job& job = jobs[i];
       TensorView& view = *job.view;
       const auto* original = static_cast<const uint8_t*>(view.data);
-      const bool release = mapping != nullptr && original != w.token_embedding.data;
+      const bool release = file_holds(view) && original != w.token_embedding.data;
       // In slices of rows (whole 16-row groups), each slice's source pages released as soon
       // as it is done: the peak never holds two copies of a large matrix (an output head
       // is tens of MiB, next to a small model's hundred).

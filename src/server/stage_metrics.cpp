@@ -34,4 +34,27 @@ std::string render_stage_metrics(const std::vector<StageStatus>& stages) {
   return out;
 }
 
+std::string render_tensor_parallel_metrics(const std::vector<TensorRankStatus>& ranks) {
+  if (ranks.empty()) return {};
+  std::string out;
+  const auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (const TensorRankStatus& r : ranks) out += fmt::format("{}{{rank=\"{}\"}} {}\n", name, r.rank, value(r));
+  };
+  family("tandem_tensor_parallel_weight_bytes", "gauge", "Weight bytes the tensor-parallel rank holds (its slices)",
+         [](const TensorRankStatus& r) { return r.weight_bytes; });
+  family("tandem_tensor_parallel_kv_bytes", "gauge", "Bytes of the rank's KV cache (its KV heads)",
+         [](const TensorRankStatus& r) { return r.kv_bytes; });
+  family("tandem_tensor_parallel_all_reduces_total", "counter",
+         "All-reduces of row-parallel outputs the rank took part in (two a layer a step)",
+         [](const TensorRankStatus& r) { return r.all_reduces; });
+  family("tandem_tensor_parallel_all_reduce_seconds_total", "counter",
+         "The rank's time in all-reduces, waiting for the other ranks included",
+         [](const TensorRankStatus& r) { return r.all_reduce_seconds; });
+  family("tandem_tensor_parallel_all_reduce_sent_bytes_total", "counter",
+         "Bytes the rank sent in all-reduces (headers included)",
+         [](const TensorRankStatus& r) { return r.all_reduce_bytes_sent; });
+  return out;
+}
+
 }  // namespace tandem::server

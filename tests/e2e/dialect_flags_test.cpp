@@ -88,7 +88,6 @@ TEST(DialectFlags, ForeignFlagsAreRefusedInOneLineNamingTheEquivalent) {
   expect_refused(serve + "--hf-repo x/y", "--hf-repo", "no network");
   expect_refused(serve + "-tb 4", "-tb", "-t, --threads");
   expect_refused(serve + "-md draft.gguf", "-md", "--draft-model");
-  expect_refused(serve + "--tensor-parallel-size 2", "--tensor-parallel-size", "--pipeline S");
   expect_refused(serve + "--mlock", "--mlock", "no equivalent");
   expect_refused(serve + "-nocb", "-nocb", "always continuous");
   expect_refused(serve + "--temp 0.5", "--temp", "per request");
@@ -103,6 +102,9 @@ TEST(DialectFlags, ForeignFlagsAreRefusedInOneLineNamingTheEquivalent) {
   // Flags serve takes but run does not: named, one line.
   expect_refused("run -m " + model() + " -p hi -np 2", "-np", "(tandem serve does)");
   expect_refused("run -m " + model() + " -p hi -ub 8", "-ub", "(tandem serve does)");
+  // vLLM's spelling is serve's --tensor-parallel (under mpirun).
+  expect_refused("run -m " + model() + " -p hi --tensor-parallel-size 2", "--tensor-parallel-size",
+                 "(tandem serve does)");
   expect_refused("bench -m " + model() + " -fa 1", "-fa", "(tandem run, tandem chat, tandem serve do)");
   expect_refused("run -m " + model() + " -p hi -xyz", "-xyz", "one letter");
   expect_refused("run -m " + model() + " -p hi --tensor-split 1,1", "--tensor-split", "--device");

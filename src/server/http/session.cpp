@@ -485,7 +485,9 @@ asio::awaitable<bool> Session::serve_one() {
       response.body() =
           state_.counters->metrics.render(engine ? engine->stats() : EngineStats{}, transport,
                                           engine ? std::string_view(state_.model_id) : std::string_view());
-      if (engine) response.body() += render_worker_metrics(engine->workers()) + render_stage_metrics(engine->stages());
+      if (engine)
+        response.body() += render_worker_metrics(engine->workers()) + render_stage_metrics(engine->stages()) +
+                           render_tensor_parallel_metrics(engine->tensor_ranks());
       co_return co_await send(std::move(response));
     }
     case Route::Models: {

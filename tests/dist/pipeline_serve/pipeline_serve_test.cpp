@@ -29,28 +29,6 @@ namespace {
 
 std::vector<std::string> mpirun_two_ranks() { return test_support::mpirun_command(2); }
 
-// The child of mpirun (pid `launcher`) that is rank 0: what a user signals to drain the server.
-pid_t rank_zero_of(pid_t launcher) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    // "pid (comm) state ppid ...": the fields after the last ')'.
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent != launcher) continue;
-    const std::string environment = read_file(entry.path() / "environ");
-    if (environment.find(std::string("OMPI_COMM_WORLD_RANK=0") + '\0') != std::string::npos) return std::stoi(name);
-  }
-  return -1;
-}
-
 struct Completion {
   int status = 0;
   std::string text;
@@ -232,7 +210,7 @@ void expect_pipeline_matches(const std::string& model, const std::vector<std::st
   EXPECT_NE(log.find("pipeline stage 2/2 (rank 1): layers ["), std::string::npos) << log;
 
   // SIGTERM to rank 0, as a user's kill of the server: it drains, stops rank 1, both exit 0.
-  const pid_t rank_zero = rank_zero_of(pipeline.pid());
+  const pid_t rank_zero = test_support::rank_pid(pipeline.pid(), 0);
   ASSERT_GT(rank_zero, 0);
   ::kill(rank_zero, SIGTERM);
   const std::optional<int> code = pipeline.wait_exit(30.0);

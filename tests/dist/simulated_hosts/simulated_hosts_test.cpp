@@ -1,4 +1,4 @@
-// The disaggregated and pipelined servers across simulated hosts (issue 36): every rank in a
+// The disaggregated, pipelined and tensor-parallel servers across simulated hosts (issue 36): every rank in a
 // network namespace of its own, MPI on TCP between them, maybe a clock of its own
 // (simulated_hosts.sh, which runs this program inside host 0 and gives it $TANDEM_SIMULATED_MPIRUN). The same
 // concurrent requests, greedy and seeded, on KV pools that preempt, give one process's text token for token; a killed
@@ -29,12 +29,14 @@
 
 #include "server/completion_replies.h"
 #include "server/server_process.h"
+#include "support/mpirun.h"
 #include "support/shared_data.h"
 
 namespace tandem::testing {
 namespace {
 
 using nlohmann::json;
+using test_support::rank_pid;
 
 constexpr const char* kStories = "models/stories260K/model.bin";
 constexpr const char* kTok512 = "models/aidreams260K/tok512.bin";
@@ -70,35 +72,6 @@ std::vector<std::string> job_args(int ranks, const std::vector<std::string>& tan
   args.push_back(TANDEM_BINARY);
   args.insert(args.end(), tandem_args.begin(), tandem_args.end());
   return args;
-}
-
-// "pid (comm) state ppid ...": the parent, or -1.
-pid_t parent_of(const std::string& pid) {
-  std::ifstream stat("/proc/" + pid + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream rest(line.substr(close + 2));
-  std::string state;
-  pid_t parent = -1;
-  rest >> state >> parent;
-  return parent;
-}
-
-// Rank r of the job mpirun `launcher` started: a descendant of it (on host 0 its child; on
-// another host a child of that host's daemon, which the launch agent started) whose
-// environment names the rank. -1 when none.
-pid_t rank_pid(pid_t launcher, int rank) {
-  const std::string marker = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0';
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (read_file(entry.path() / "environ").find(marker) == std::string::npos) continue;
-    for (pid_t p = parent_of(name); p > 1; p = parent_of(std::to_string(p)))
-      if (p == launcher) return std::stoi(name);
-  }
-  return -1;
 }
 
 // A process's network namespace ("net:[inode]").
@@ -365,6 +338,31 @@ TEST_F(SimulatedHostsServe, PipelineMatchesOneProcess) {
   EXPECT_GT(metric(job, "tandem_stage_received_bytes_total\\{stage=\"1\",rank=\"1\"\\}"), 0);
   EXPECT_EQ(stop_by_rank_zero(job, rank_pid(job.pid(), 0)), 0) << job.log();
   EXPECT_NE(job.log().find("pipeline stage 2/2 (rank 1): stopped after"), std::string::npos) << job.log();
+}
+
+// --tensor-parallel 2: rank 0 (front and slice 0) on host 0, slice 1 on host 1; two all-reduces a
+// layer a step cross the link.
+TEST_F(SimulatedHostsServe, TensorParallelMatchesOneProcess) {
+  if (!have_hosts(2)) return;
+  // aidreams260K: 16 blocks on either (a rank caches half the KV heads): the eight requests preempt.
+  const std::vector<std::string> flags = {"-m", shared_path(kAidreamsGguf), "--parallel", "8"};
+  const std::vector<json> requests = workload();
+  std::vector<std::string> single = flags;
+  single.insert(single.end(), {"--kv-memory", "256KiB"});
+  const std::vector<Reply> want = one_process(single, requests);
+
+  std::vector<std::string> serve = {"serve", "--port",      "0",     "-t", "1", "--tensor-parallel",
+                                    "2",     "--kv-memory", "128KiB"};
+  serve.insert(serve.end(), flags.begin(), flags.end());
+  ServerProcess job;
+  ASSERT_TRUE(job.start_program(hosts_mpirun(), job_args(2, serve, false), 90.0)) << job.log();
+  expect_spread_over_hosts(job.pid(), 2);
+  expect_same_replies(want, timed_all_at_once(job, requests), job.log());
+  EXPECT_GT(metric(job, "tandem_preemptions_total"), 0);
+  EXPECT_GT(metric(job, "tandem_tensor_parallel_all_reduce_sent_bytes_total\\{rank=\"1\"\\}"), 0);
+  EXPECT_GT(metric(job, "tandem_tensor_parallel_all_reduces_total\\{rank=\"0\"\\}"), 0);
+  EXPECT_EQ(stop_by_rank_zero(job, rank_pid(job.pid(), 0)), 0) << job.log();
+  EXPECT_NE(job.log().find("tensor parallel rank 1/2: stopped after"), std::string::npos) << job.log();
 }
 
 // As DisaggServer.AKilledDecodeRankFailsOnlyItsRequests on one machine: prefill:1,decode:2 on
