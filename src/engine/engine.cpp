@@ -853,6 +853,7 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
   const size_t stop_at = find_stop(sequence.held, stops, &stop_length);
   if (stop_at != std::string::npos) {
     event.text = sequence.held.substr(0, stop_at + (params.include_stop_str_in_output ? stop_length : 0));
+    event.stop_string = sequence.held.substr(stop_at, stop_length);
     sequence.held.clear();
     reason = FinishReason::StopString;
   } else if (reason != FinishReason::None) {
