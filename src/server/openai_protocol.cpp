@@ -271,6 +271,10 @@ json error_json(std::string_view message, std::string_view type, std::string_vie
             {"code", code == ErrorCode::None ? json(nullptr) : json(error_code_name(code))}}}};
 }
 
+json stream_error_json(const RequestEvent& event) {
+  return error_json(event.error, event.error_from_request ? "invalid_request_error" : "server_error");
+}
+
 std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens, int64_t drafted_tokens,

@@ -127,6 +127,10 @@ inline uint64_t choice_seed(uint64_t seed, int32_t index) { return seed + static
 // {"error": {"message", "type", "param", "code"}}; an empty param and ErrorCode::None are null.
 nlohmann::json error_json(std::string_view message, std::string_view type, std::string_view param = {},
                           ErrorCode code = ErrorCode::None);
+// The error object of a request that failed once its stream had started (event.error: a worker
+// failed under it, or its grammar passed a limit): the same object, param and code as the
+// error body the request gets when it is not streamed.
+nlohmann::json stream_error_json(const RequestEvent& event);
 // JSON text; ill-formed UTF-8 (a token's partial character) becomes U+FFFD instead of throwing.
 std::string dump_json(const nlohmann::json& json);
 

@@ -217,13 +217,7 @@ class OpenAIFormat final : public GenerationFormat {
     return sse_choice_event(meta, event, deltas, first, called_tools, index);
   }
   std::string stream_error(const ResponseMeta&, const RequestEvent& event) override {
-    // An SSE error object, as OpenAI's clients read one.
-    const bool from_request = event.error_from_request;
-    const nlohmann::json error = {{"error",
-                                   {{"message", event.error},
-                                    {"type", from_request ? "invalid_request_error" : "server_error"},
-                                    {"code", from_request ? 400 : 503}}}};
-    return "data: " + error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+    return sse_data(stream_error_json(event));
   }
   std::string stream_end(const ResponseMeta& meta, const std::vector<Completion>& choices) override {
     return sse_stream_end(meta, include_usage_ ? choices_usage(meta, choices) : nlohmann::json(nullptr));
