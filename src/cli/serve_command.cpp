@@ -286,6 +286,9 @@ void add_serve_command(CLI::App& app) {
           "fcfs (default): waiting requests are admitted in arrival order; priority: by each request's `priority` "
           "field, lower first (vLLM's), preempting the highest value first; without it a non-zero priority is a 400")
       ->check(CLI::IsMember({"fcfs", "priority"}));
+  command->add_option("--slot-save-path", options->http.slot_save_path,
+                      "Directory /slots/{id}?action=save and restore write and read slot files in (llama-server's); "
+                      "without it those actions are a 400");
   command->add_flag("--trust-request-chat-template", options->http.trust_request_chat_template,
                     "Let a chat request bring its own Jinja `chat_template` (code the server runs, under the template "
                     "engine's limits); without it that field is a 400 (vLLM's flag)");

@@ -277,6 +277,17 @@ json stream_error_json(const RequestEvent& event) {
 
 std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+void note_totals(Completion& completion, const RequestEvent& event) {
+  completion.prompt_tokens = event.prompt_tokens;
+  completion.completion_tokens = event.completion_tokens;
+  completion.cached_tokens = event.cached_tokens;
+  completion.drafted_tokens = event.drafted_tokens;
+  completion.accepted_tokens = event.accepted_tokens;
+  completion.stop_string = event.stop_string;
+  completion.prefill_ms = event.prefill_ms;
+  completion.decode_ms = event.decode_ms;
+}
+
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens, int64_t drafted_tokens,
                 int64_t accepted_tokens) {
   json usage = {{"prompt_tokens", prompt_tokens},

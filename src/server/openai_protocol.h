@@ -162,10 +162,18 @@ struct Completion {
   int64_t cached_tokens = 0;
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  // What llama-server's native responses also show (llama_server_api.h): the sampled token ids,
+  // the stop string that ended it, and the prompt's and the generation's milliseconds.
+  std::vector<int32_t> tokens{};
+  std::string stop_string{};
+  double prefill_ms = 0.0, decode_ms = 0.0;
   // Chat: the reply shaped from `text` (when absent, the message's content is `text`); with
   // tool calls, finish_reason is "tool_calls" where the generation stopped by itself.
   std::optional<ChatReply> reply{};
 };
+
+// A choice's final event's counts, times and stop string, into its Completion.
+void note_totals(Completion& completion, const RequestEvent& event);
 
 // OpenAI's usage object, plus "speculative": {"drafted", "accepted"} when tokens were proposed.
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,

@@ -17,6 +17,7 @@
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
 #include "server/http/worker_job.h"
+#include "server/llama_server_api.h"
 #include "server/model_names.h"
 #include "server/refusal.h"
 
@@ -34,11 +35,12 @@ constexpr int64_t kMaxInputs = 2048;
 
 struct PreparedEmbeddings {
   EmbeddingsRequest request;
+  int32_t normalize = 2;  // llama-server's embd_normalize (OpenAI's: always 2, unit length)
   Refusal refusal;
 };
 
 PreparedEmbeddings prepare(const ServerState& state, const GenerationService& engine, const std::string& body,
-                           const std::function<bool()>& abandoned) {
+                           bool native, const std::function<bool()>& abandoned) {
   PreparedEmbeddings prepared;
   try {
     // Each input is a request in the engine: more than --parallel + --max-queue can never be
@@ -51,8 +53,11 @@ PreparedEmbeddings prepare(const ServerState& state, const GenerationService& en
                           "--max-queue {})",
                           capacity, engine.max_seqs(), state.config.max_queue)
             : std::string();
-    prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model_config().d_model,
-                                                engine.context_length(), max_inputs, reason, abandoned);
+    const int64_t d_model = engine.model_config().d_model;
+    prepared.request = native ? parse_native_embedding(body, engine.tokenizer(), d_model, engine.context_length(),
+                                                       max_inputs, reason, prepared.normalize, abandoned)
+                              : parse_embeddings_request(body, engine.tokenizer(), d_model, engine.context_length(),
+                                                         max_inputs, reason, abandoned);
     check_model_name(state.model_names, prepared.request.model);
   } catch (...) {
     prepared.refusal = refusal_for_current_exception();
@@ -64,12 +69,13 @@ PreparedEmbeddings prepare(const ServerState& state, const GenerationService& en
 
 }  // namespace
 
-asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_alive) {
+asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_alive, bool native) {
   const unsigned version = request.version();
   GenerationService* engine = state_.engine.load();
   if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
-  const PreparedEmbeddings prepared = co_await on_worker(
-      [&](const std::function<bool()>& abandoned) { return prepare(state_, *engine, request.body(), abandoned); });
+  const PreparedEmbeddings prepared = co_await on_worker([&](const std::function<bool()>& abandoned) {
+    return prepare(state_, *engine, request.body(), native, abandoned);
+  });
   if (prepared.refusal.abandoned) co_return co_await answer_abandoned(version);
   if (prepared.refusal.refused()) co_return co_await send(error_response(version, prepared.refusal, keep_alive));
 
@@ -117,11 +123,7 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   }
 
   asio::steady_timer wake(stream_.get_executor());
-  events->set_waiter(&wake);
-  struct ClearWaiter {
-    EventStream& events;
-    ~ClearWaiter() { events.set_waiter(nullptr); }
-  } clear_waiter{*events};
+  const ScopedWaiter waiter(*events, wake);
 
   std::vector<std::vector<float>> vectors(inputs.size());
   int64_t prompt_tokens = 0;
@@ -150,7 +152,7 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
       prompt_tokens += event.prompt_tokens;
       std::vector<float>& vector = vectors[index_of.at(event.request_id)];
       vector = std::move(event.embedding);
-      normalize_l2(vector);
+      normalize_embedding(vector, prepared.normalize);
     }
   }
   if (gone) co_return false;
@@ -162,6 +164,7 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));
   }
+  if (native) co_return co_await send(json_response(version, native_embedding_json(vectors), keep_alive));
   co_return co_await send(json_response(
       version, embeddings_response_json(vectors, prepared.request.base64, state_.model_id, prompt_tokens), keep_alive));
 }

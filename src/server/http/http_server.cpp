@@ -145,6 +145,8 @@ void HttpServer::attach(GenerationService* engine, ServedModel model, chat::Chat
   if (impl_->state.config.tool_call_format)
     impl_->state.tool_call_syntax.format = *impl_->state.config.tool_call_format;
   impl_->state.chat_renderer = std::move(chat_renderer);
+  // The I/O thread reads the slots only once the engine is published below.
+  impl_->state.slots.resize(engine->max_seqs());
   impl_->state.engine.store(engine);  // publishes the model's names, path and chat_renderer to the I/O thread
 }
 

@@ -22,6 +22,7 @@
 #include "server/metrics.h"
 #include "server/request_log.h"
 #include "server/responses_store.h"
+#include "server/slot_table.h"
 
 namespace tandem::server {
 
@@ -58,6 +59,7 @@ struct ServerState {
   std::atomic<bool> abandon_work{false};
 
   // I/O thread only.
+  SlotTable slots;  // --parallel places, sized by attach() (slot_table.h)
   bool shutting_down = false;
   std::unordered_set<Session*> sessions;
   int64_t health_only_sessions = 0;  // of `sessions`: in the reserve past --max-connections

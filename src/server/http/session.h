@@ -66,8 +66,15 @@ class Session {
   // /tokenize, /detokenize, /apply-template (text_utilities.cpp): the body is read on the
   // worker pool, as a prompt is.
   boost::asio::awaitable<bool> serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive);
-  // /v1/embeddings (embeddings.cpp): every input an embedding request in the engine.
-  boost::asio::awaitable<bool> serve_embeddings(HttpRequest request, bool keep_alive);
+  // /v1/embeddings (embeddings.cpp): every input an embedding request in the engine; `native`:
+  // llama-server's /embedding shape (llama_server_api.h).
+  boost::asio::awaitable<bool> serve_embeddings(HttpRequest request, bool keep_alive, bool native = false);
+  // llama-server's /completion and /infill (native_completion.cpp) over serve_generation.
+  boost::asio::awaitable<bool> serve_native_completion(HttpRequest request, bool keep_alive, bool infill);
+  // /rerank and its aliases: the body checked, then the 400 saying why no model here ranks.
+  boost::asio::awaitable<bool> serve_rerank(HttpRequest request, bool keep_alive);
+  // GET /slots and POST /slots/{id}?action=save|restore|erase (slots.cpp).
+  boost::asio::awaitable<bool> serve_slots(HttpRequest request, bool keep_alive);
   // Runs `work` on the worker pool, watching the client meanwhile (every kPeerPoll, peer_left):
   // `work` is passed `abandoned`, which turns true once nobody waits for its answer (the client
   // left, or the server is shutting down), and should then stop early. Waits for it to return
