@@ -20,8 +20,7 @@ struct CompletionReply {
   std::string error;
 };
 
-inline CompletionReply complete(const ServerProcess& server, const nlohmann::json& request,
-                                int read_timeout_s = 60) {
+inline CompletionReply complete(const ServerProcess& server, const nlohmann::json& request, int read_timeout_s = 60) {
   httplib::Client client = server.client();
   client.set_read_timeout(read_timeout_s, 0);
   const auto res = client.Post("/v1/completions", request.dump(), "application/json");
@@ -40,13 +39,11 @@ inline CompletionReply complete(const ServerProcess& server, const nlohmann::jso
 
 // Every request at once, each on its own thread and connection; replies in request order.
 inline std::vector<CompletionReply> all_at_once(const ServerProcess& server,
-                                                const std::vector<nlohmann::json>& requests,
-                                                int read_timeout_s = 60) {
+                                                const std::vector<nlohmann::json>& requests, int read_timeout_s = 60) {
   std::vector<std::future<CompletionReply>> futures;
   for (const nlohmann::json& request : requests)
-    futures.push_back(std::async(std::launch::async, [&server, request, read_timeout_s] {
-      return complete(server, request, read_timeout_s);
-    }));
+    futures.push_back(std::async(
+        std::launch::async, [&server, request, read_timeout_s] { return complete(server, request, read_timeout_s); }));
   std::vector<CompletionReply> replies;
   for (auto& f : futures) replies.push_back(f.get());
   return replies;
