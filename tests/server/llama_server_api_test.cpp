@@ -129,6 +129,11 @@ TEST(LlamaServerApi, CompletionDefaultsAndFieldNames) {
   EXPECT_EQ(sent.settings["n_predict"], 7);
   EXPECT_EQ(sent.settings["n_probs"], 3);
 
+  // Grammars as /v1/completions reads them.
+  EXPECT_TRUE(native(R"({"prompt": "a", "grammar": "root ::= \"yes\" | \"no\""})").api.params.grammar);
+  EXPECT_TRUE(native(R"({"prompt": "a", "json_schema": {"type": "integer"}})").api.params.grammar);
+  EXPECT_EQ(native(R"({"prompt": "a", "grammar": "root ::= \"x\""})").settings["grammar"], "(compiled)");
+
   // Under Mirostat the truncations stay off (they are a 400 with it when sent).
   const auto mirostat = native(R"({"prompt": "a", "mirostat": 2})");
   EXPECT_EQ(mirostat.api.params.sampling.mirostat, 2);

@@ -108,6 +108,14 @@ TEST(NativeServer, CompletionWholeStreamedAndAsV1Completions) {
   EXPECT_EQ(at_word["stopping_word"], word);
   EXPECT_EQ(at_word["content"], text.substr(0, text.find(word)));
 
+  // A grammar: the output is one of its strings, ended as the grammar completes (eos).
+  json constrained = greedy("Once upon a time", 6);
+  constrained["grammar"] = R"(root ::= "yes" | "no")";
+  constrained.erase("ignore_eos");
+  const json answer = ok_json(post(client, "/completion", constrained), "grammar");
+  EXPECT_TRUE(answer["content"] == "yes" || answer["content"] == "no") << answer;
+  EXPECT_EQ(answer["stop_type"], "eos") << answer;
+
   // Several prompts: an array of results, in order.
   json several = greedy("", 3);
   several["prompt"] = {"Once upon a time", "The"};
