@@ -287,10 +287,6 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
   }
   auto events = std::make_shared<EventStream>(stream_.get_executor());
   std::vector<Choice> choices(static_cast<size_t>(n_choices));
-  // Choice i of a prompt samples with seed + i; each prompt's choice 0 is submitted now, all
-  // prompts at once (the engine batches them). A prompt's other choices follow its choice 0's
-  // first event: by then its prompt is prefilled and its full blocks are in the prefix cache,
-  // so they reuse them instead of computing the same prompt n times over.
   // Every choice still in a slot when this returns (a client that left mid-stream) gives it back.
   struct ReleaseSlots {
     SlotTable& slots;
@@ -300,6 +296,10 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
         if (!choice.finished) slots.advance(choice.slot, {}, /*finished=*/true);
     }
   } release_slots{state_.slots, choices};
+  // Choice i of a prompt samples with seed + i; each prompt's choice 0 is submitted now, all
+  // prompts at once (the engine batches them). A prompt's other choices follow its choice 0's
+  // first event: by then its prompt is prefilled and its full blocks are in the prefix cache,
+  // so they reuse them instead of computing the same prompt n times over.
   const auto submit_choice = [&](int32_t index) -> std::string {
     GenerationParams params = api.params;
     params.sampling.seed = choice_seed(api.params.sampling.seed, index % n);
