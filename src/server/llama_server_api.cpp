@@ -450,8 +450,11 @@ json native_embedding_json(const std::vector<std::vector<float>>& vectors) {
   return out;
 }
 
-void refuse_rerank(std::string_view body_text, const std::function<bool()>& abandoned) {
+RerankRequest parse_rerank(std::string_view body_text, const Tokenizer& tokenizer, int64_t context_length,
+                           int64_t max_inputs, bool can_rank, const std::function<bool()>& abandoned) {
   const RequestJson body = parse_json_object(body_text, {}, abandoned);
+  RerankRequest request;
+  request.model = string_field(body, "model");
   const RequestJson* query = field(body, "query");
   if (!query) bad("'query' is required", ErrorCode::MissingRequired);
   if (!query->is_string()) bad(fmt::format("'query' must be a string, not {}", shown(*query)), ErrorCode::InvalidType);
@@ -460,15 +463,58 @@ void refuse_rerank(std::string_view body_text, const std::function<bool()>& aban
   if (!documents->is_array() || documents->empty())
     bad(fmt::format("'documents' must be a non-empty array of strings, not {}", shown(*documents)),
         ErrorCode::InvalidType);
-  for (size_t i = 0; i < documents->size(); ++i)
+  if (static_cast<int64_t>(documents->size()) > max_inputs)
+    bad(fmt::format("'documents' has {} items; at most {} per request (each runs as one sequence)", documents->size(),
+                    max_inputs));
+  for (size_t i = 0; i < documents->size(); ++i) {
     if (!(*documents)[i].is_string())
       bad(fmt::format("'documents[{}]' must be a string, not {}", i, shown((*documents)[i])), ErrorCode::InvalidType);
-  int_field(body, "top_n", 1, 1, INT64_MAX);
-  bool_field(body, "return_documents", false);
-  throw ApiError(400, "invalid_request_error",
-                 "this server cannot rank: reranking needs a model with a classification head (cls.output) "
-                 "pooled as llama-server's --pooling rank, which Tandem does not implement (its pooling is mean "
-                 "or last, for embeddings)");
+    request.documents.push_back((*documents)[i].get<std::string>());
+  }
+  request.top_n = int_field(body, "top_n", 0, 1, INT64_MAX);
+  request.return_documents = bool_field(body, "return_documents", false);
+  if (!can_rank)
+    throw ApiError(400, "invalid_request_error",
+                   "this model cannot rank: reranking needs a classification head (cls.output.weight in the GGUF, "
+                   "llama-server's --pooling rank), and this model has none");
+  const Vocab& vocab = tokenizer.vocab();
+  const std::vector<int32_t> query_ids = tokenizer.encode(query->get_ref<const std::string&>(), false);
+  for (size_t i = 0; i < request.documents.size(); ++i) {
+    const std::string where = fmt::format("documents[{}]", i);
+    check_text_bytes(tokenizer, query->get_ref<const std::string&>().size() + request.documents[i].size(),
+                     context_length, where);
+    std::vector<int32_t>& ids = request.inputs.emplace_back();
+    if (vocab.add_bos && vocab.bos_id >= 0) ids.push_back(vocab.bos_id);
+    ids.insert(ids.end(), query_ids.begin(), query_ids.end());
+    if (vocab.eos_id >= 0) ids.push_back(vocab.eos_id);
+    const std::vector<int32_t> document = tokenizer.encode(request.documents[i], false);
+    ids.insert(ids.end(), document.begin(), document.end());
+    if (vocab.eos_id >= 0) ids.push_back(vocab.eos_id);
+    if (static_cast<int64_t>(ids.size()) > context_length)
+      throw ApiError(400, "invalid_request_error",
+                     fmt::format("'{}' with the query is {} tokens, but the context is {} tokens", where, ids.size(),
+                                 context_length),
+                     where, ErrorCode::ContextLengthExceeded);
+  }
+  return request;
+}
+
+json rerank_response_json(const RerankRequest& request, const std::vector<float>& scores, const std::string& model,
+                          int64_t prompt_tokens) {
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  const size_t n = request.top_n > 0 ? std::min(order.size(), static_cast<size_t>(request.top_n)) : order.size();
+  json results = json::array();
+  for (size_t k = 0; k < n; ++k) {
+    json item = {{"index", order[k]}, {"relevance_score", scores[order[k]]}};
+    if (request.return_documents) item["document"] = {{"text", request.documents[order[k]]}};
+    results.push_back(std::move(item));
+  }
+  return {{"model", model},
+          {"object", "list"},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
+          {"results", std::move(results)}};
 }
 
 }  // namespace tandem::server

@@ -102,9 +102,24 @@ void normalize_embedding(std::vector<float>& vector, int32_t norm);
 // [{"index": i, "embedding": [[...]]}]: the pooled vector, as llama-server nests it.
 nlohmann::json native_embedding_json(const std::vector<std::vector<float>>& vectors);
 
-// /rerank, /v1/rerank, /v1/reranking: checks the body (query a string, documents a non-empty
-// array of strings, top_n a positive integer, return_documents a bool), then refuses it: Tandem
-// has no rank pooling, so no model here can rank (a 400 that says so).
-[[noreturn]] void refuse_rerank(std::string_view body, const std::function<bool()>& abandoned = {});
+// /rerank, /reranking, /v1/rerank, /v1/reranking (llama-server's, Jina's shape): query,
+// documents, top_n (default: all), return_documents. Each document becomes one sequence,
+// [BOS] query [EOS] document [EOS] (llama-server's layout for a model without a rerank template,
+// which has no separator token here), scored by the model's head (rank_head.h).
+struct RerankRequest {
+  std::string model;  // empty: not given
+  std::vector<std::string> documents;
+  int64_t top_n = 0;  // 0: every document
+  bool return_documents = false;
+  std::vector<std::vector<int32_t>> inputs;  // [documents]
+};
+// Checks the body (400s naming the field; at most `max_inputs` documents), then, for a model
+// that cannot rank (`can_rank` false: no classification head), the 400 that says so.
+RerankRequest parse_rerank(std::string_view body, const Tokenizer& tokenizer, int64_t context_length,
+                           int64_t max_inputs, bool can_rank, const std::function<bool()>& abandoned = {});
+// {"model", "object": "list", "usage", "results": [{"index", "relevance_score", "document": {"text"}}]},
+// most relevant first, top_n of them.
+nlohmann::json rerank_response_json(const RerankRequest& request, const std::vector<float>& scores,
+                                    const std::string& model, int64_t prompt_tokens);
 
 }  // namespace tandem::server

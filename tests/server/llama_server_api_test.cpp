@@ -6,12 +6,14 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "server/llama_server_api.h"
+#include "server/rank_head.h"
 #include "server/slot_file.h"
 #include "server/slot_table.h"
 #include "support/shared_data.h"
@@ -315,16 +317,61 @@ TEST(LlamaServerApi, EmbeddingBodiesNormsAndShape) {
   EXPECT_EQ(server::native_embedding_json({{1.0f, 2.0f}}), json::parse(R"([{"index": 0, "embedding": [[1.0, 2.0]]}])"));
 }
 
-TEST(LlamaServerApi, RerankBodyCheckedThenRefused) {
-  const auto rerank = [](const std::string& body) { return refusal_of([&] { server::refuse_rerank(body); }); };
+TEST(LlamaServerApi, RerankBodiesInputsAndRanking) {
+  TANDEM_REQUIRE_SHARED(kAidreamsGguf);
+  const Tokenizer& tokenizer = aidreams_tokenizer();
+  const auto rerank = [&](const std::string& body, bool can_rank = true) {
+    return refusal_of([&] { server::parse_rerank(body, tokenizer, 128, 4, can_rank); });
+  };
   EXPECT_EQ(rerank(R"({"documents": ["a"]})").param, "query");
   EXPECT_EQ(rerank(R"({"query": "q"})").param, "documents");
   EXPECT_EQ(rerank(R"({"query": "q", "documents": ["a", 3]})").param, "documents[1]");
   EXPECT_EQ(rerank(R"({"query": "q", "documents": ["a"], "top_n": 0})").param, "top_n");
-  const ApiError refused = rerank(R"({"query": "q", "documents": ["a", "b"], "top_n": 1})");
+  EXPECT_EQ(rerank(R"({"query": "q", "documents": ["a", "b", "c", "d", "e"]})").param, "documents");
+  // A model without a head: the body is checked first, then the 400 that says why.
+  const ApiError refused = rerank(R"({"query": "q", "documents": ["a", "b"], "top_n": 1})", false);
   EXPECT_EQ(refused.status, 400);
-  EXPECT_NE(std::string(refused.what()).find("cls.output"), std::string::npos) << refused.what();
-  EXPECT_NE(std::string(refused.what()).find("rank"), std::string::npos) << refused.what();
+  EXPECT_NE(std::string(refused.what()).find("cls.output.weight"), std::string::npos) << refused.what();
+
+  // [BOS] query [EOS] document [EOS], one sequence per document.
+  const auto request = server::parse_rerank(R"({"query": "I see", "documents": ["a cat", "the sun"], "top_n": 1,
+                                                "return_documents": true, "model": "m"})",
+                                            tokenizer, 128, 4, true);
+  ASSERT_EQ(request.inputs.size(), 2u);
+  const Vocab& vocab = tokenizer.vocab();
+  std::vector<int32_t> expected;
+  if (vocab.add_bos) expected.push_back(vocab.bos_id);
+  for (int32_t id : tokenizer.encode("I see", false)) expected.push_back(id);
+  expected.push_back(vocab.eos_id);
+  for (int32_t id : tokenizer.encode("the sun", false)) expected.push_back(id);
+  expected.push_back(vocab.eos_id);
+  EXPECT_EQ(request.inputs[1], expected);
+  EXPECT_EQ(request.model, "m");
+
+  // Most relevant first, top_n of them, with the document's text when asked.
+  const json ranked = server::rerank_response_json(request, {0.25f, 0.75f}, "m", 9);
+  EXPECT_EQ(ranked["results"],
+            json::parse(R"([{"index": 1, "relevance_score": 0.75, "document": {"text": "the sun"}}])"));
+  EXPECT_EQ(ranked["usage"]["prompt_tokens"], 9);
+  server::RerankRequest all = request;
+  all.top_n = 0;
+  all.return_documents = false;
+  EXPECT_EQ(server::rerank_response_json(all, {0.5f, -1.0f}, "m", 9)["results"],
+            json::parse(R"([{"index": 0, "relevance_score": 0.5}, {"index": 1, "relevance_score": -1.0}])"));
+}
+
+TEST(LlamaServerApi, RankHeadScores) {
+  server::RankHead head;
+  head.d_model = 2;
+  head.n_out = 1;
+  head.out = {2.0f, -1.0f};
+  head.out_bias = {0.5f};
+  EXPECT_EQ(head.scores(std::vector<float>{1.0f, 3.0f}), std::vector<float>{-0.5f});
+  // With the dense layer: tanh(W h + b) first.
+  head.dense = {1.0f, 0.0f, 0.0f, 1.0f};
+  head.dense_bias = {0.0f, 0.0f};
+  EXPECT_FLOAT_EQ(head.scores(std::vector<float>{1.0f, 3.0f})[0],
+                  static_cast<float>(2 * std::tanh(1.0) - std::tanh(3.0) + 0.5));
 }
 
 TEST(LlamaServerApi, SlotFileNamesAndRoundTrip) {

@@ -16,9 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "generated_tiny_model.h"
 #include "json_replies.h"
 #include "raw_http.h"
+#include "server/llama_server_api.h"
+#include "server/rank_head.h"
 #include "server_process.h"
+#include "tokenizer/load_tokenizer.h"
 
 namespace tandem::testing {
 namespace {
@@ -182,7 +186,7 @@ TEST(NativeServer, InfillEmbeddingRerankAndSlots) {
   EXPECT_GT(std::fabs(std::sqrt(norm) - 1.0), 1e-3) << "embd_normalize -1 left it normalised";
 
   for (const char* path : {"/rerank", "/v1/rerank", "/v1/reranking"}) {
-    expect_error(post(client, path, {{"query", "q"}, {"documents", {"a", "b"}}, {"top_n", 1}}), 400, "cls.output",
+    expect_error(post(client, path, {{"query", "q"}, {"documents", {"a", "b"}}, {"top_n", 1}}), 400, "cannot rank",
                  path);
     EXPECT_EQ(expect_error(post(client, path, {{"query", "q"}}), 400, "'documents' is required", path)["param"],
               "documents");
@@ -252,6 +256,50 @@ TEST(NativeServer, SlotSavedAndRestoredIntoAFreshServersPrefixCache) {
   EXPECT_EQ(again["content"], reference);
   EXPECT_EQ(fresh.stop(), 0) << fresh.log();
   std::filesystem::remove_all(dir);
+}
+
+// A random model with a classification head (gen-model --rank-head 1): /rerank orders the
+// documents by the head's score of each [BOS] query [EOS] document [EOS] sequence's last hidden
+// state, which /embedding (last pooling, no normalisation) gives for the same ids.
+TEST(NativeServer, RerankScoresWithTheModelsHead) {
+  const char* const vocab = "tokenizers/llama.cpp-vocab/ggml-vocab-llama-spm.gguf";
+  TANDEM_REQUIRE_SHARED(vocab);
+  static const GeneratedTinyModel model("tandem-reranker", shared_path(vocab), "--rank-head 1");
+  ASSERT_FALSE(model.path().empty()) << "gen-model failed";
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--pooling", "last"}, 60.0, model.path())) << server.log();
+  httplib::Client client = server.client();
+  client.set_read_timeout(60, 0);
+
+  const std::vector<std::string> documents = {"the cat sat on the mat", "stocks fell", "a dog barked", "rain"};
+  const json body = {{"query", "where is the cat"}, {"documents", documents}, {"return_documents", true}};
+  const json ranked = ok_json(post(client, "/v1/rerank", body), "/v1/rerank");
+  ASSERT_EQ(ranked["results"].size(), documents.size()) << ranked;
+  for (size_t k = 1; k < documents.size(); ++k)
+    EXPECT_GE(ranked["results"][k - 1]["relevance_score"].get<double>(),
+              ranked["results"][k]["relevance_score"].get<double>());
+  for (const json& result : ranked["results"])
+    EXPECT_EQ(result["document"]["text"], documents[result["index"].get<size_t>()]);
+  json top = body;
+  top["top_n"] = 2;
+  const json best = ok_json(post(client, "/rerank", top), "/rerank top_n");
+  ASSERT_EQ(best["results"].size(), 2u);
+  EXPECT_EQ(best["results"][0]["index"], ranked["results"][0]["index"]);
+
+  // The score is the head over the last hidden state, as /embedding returns it.
+  const Tokenizer tokenizer = load_tokenizer(model.path(), "", 4096);
+  const server::RerankRequest request = server::parse_rerank(body.dump(), tokenizer, 4096, 8, true);
+  for (const json& result : ranked["results"]) {
+    const size_t i = result["index"];
+    const json hidden =
+        ok_json(post(client, "/embedding", {{"content", request.inputs[i]}, {"embd_normalize", -1}}), "/embedding");
+    const std::vector<float> h = hidden[0]["embedding"][0].get<std::vector<float>>();
+    const server::RankHead head = server::read_rank_head(model.path(), static_cast<int64_t>(h.size()));
+    ASSERT_EQ(head.n_out, 1);
+    const float score = head.scores(h)[0];
+    EXPECT_NEAR(result["relevance_score"].get<double>(), score, 1e-4 * (1.0 + std::fabs(score))) << i;
+  }
+  EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "model/model_config.h"
 #include "server/http/server_state.h"
 #include "server/http/session.h"
 
@@ -139,6 +140,9 @@ void HttpServer::attach(GenerationService* engine, ServedModel model, chat::Chat
   impl_->state.model_id = model.names.front();
   impl_->state.model_names = std::move(model.names);
   impl_->state.model_path = std::move(model.path);
+  // A reranker's head is read from its GGUF (rank_head.h); other models have none.
+  if (impl_->state.model_path.ends_with(".gguf"))
+    impl_->state.rank_head = read_rank_head(impl_->state.model_path, engine->model_config().d_model);
   impl_->state.tool_call_syntax = chat_renderer.jinja_template.empty()
                                       ? chat::default_tool_call_syntax(chat::ToolCallFormat::kHermes)
                                       : chat::detect_tool_call_syntax(chat_renderer.jinja_template);

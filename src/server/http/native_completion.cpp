@@ -1,13 +1,11 @@
 // llama-server's /completion (and /completions) and /infill on one connection (see session.h):
 // its protocol (llama_server_api.h) as a GenerationFormat, so the request is prepared, admitted,
 // generated and streamed exactly as /v1/completions is. Streams are its chunks — one per token
-// event, then the final result with "stop": true — and no [DONE]; /rerank is refused here with
-// its reason, once the body is checked.
+// event, then the final result with "stop": true — and no [DONE].
 #include <fmt/format.h>
 
 #include "server/http/generation_format.h"
 #include "server/http/session.h"
-#include "server/http/worker_job.h"
 #include "server/llama_server_api.h"
 
 namespace tandem::server {
@@ -83,24 +81,6 @@ class NativeCompletionFormat final : public GenerationFormat {
 boost::asio::awaitable<bool> Session::serve_native_completion(HttpRequest request, bool keep_alive, bool infill) {
   NativeCompletionFormat format(state_, infill);
   co_return co_await serve_generation(format, std::move(request), keep_alive);
-}
-
-boost::asio::awaitable<bool> Session::serve_rerank(HttpRequest request, bool keep_alive) {
-  const unsigned version = request.version();
-  struct Checked {
-    Refusal refusal;
-  };
-  const Checked checked = co_await on_worker([&](const std::function<bool()>& abandoned) {
-    Checked result;
-    try {
-      refuse_rerank(request.body(), abandoned);
-    } catch (...) {
-      result.refusal = refusal_for_current_exception();
-    }
-    return result;
-  });
-  if (checked.refusal.abandoned) co_return co_await answer_abandoned(version);
-  co_return co_await send(error_response(version, checked.refusal, keep_alive));
 }
 
 }  // namespace tandem::server

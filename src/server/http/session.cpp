@@ -542,8 +542,9 @@ asio::awaitable<bool> Session::serve_one() {
     case Route::NativeCompletion:
       co_return co_await serve_native_completion(std::move(request), keep_alive, /*infill=*/false);
     case Route::Infill: co_return co_await serve_native_completion(std::move(request), keep_alive, /*infill=*/true);
-    case Route::NativeEmbedding: co_return co_await serve_embeddings(std::move(request), keep_alive, /*native=*/true);
-    case Route::Rerank: co_return co_await serve_rerank(std::move(request), keep_alive);
+    case Route::NativeEmbedding:
+      co_return co_await serve_embeddings(std::move(request), keep_alive, EmbeddingShape::Native);
+    case Route::Rerank: co_return co_await serve_embeddings(std::move(request), keep_alive, EmbeddingShape::Rerank);
     case Route::Slots:
     case Route::SlotAction: co_return co_await serve_slots(std::move(request), keep_alive);
     case Route::WebPage: {
