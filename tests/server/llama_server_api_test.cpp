@@ -11,24 +11,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "aidreams_tokenizer.h"
 #include "base/error.h"
 #include "server/llama_server_api.h"
 #include "server/rank_head.h"
 #include "server/slot_file.h"
 #include "server/slot_table.h"
 #include "support/shared_data.h"
-#include "tokenizer/load_tokenizer.h"
 
 namespace tandem::testing {
 namespace {
 
 using nlohmann::json;
 using server::ApiError;
-
-const Tokenizer& aidreams_tokenizer() {
-  static const Tokenizer tokenizer = load_tokenizer(shared_path(kAidreamsGguf), "", 512);
-  return tokenizer;
-}
 
 server::NativeCompletionRequest native(const std::string& body) {
   return server::parse_native_completion(body, aidreams_tokenizer(), 512, {});
