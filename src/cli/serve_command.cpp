@@ -189,10 +189,12 @@ void add_serve_command(CLI::App& app) {
       ->add_option_function<std::string>(
           "--pooling",
           [options](const std::string& name) {
-            options->http.pooling = name == "last" ? Pooling::Last : Pooling::Mean;  // IsMember admits only these
+            // IsMember admits only these.
+            options->http.pooling = name == "last" ? Pooling::Last : name == "none" ? Pooling::Tokens : Pooling::Mean;
           },
-          "How /v1/embeddings pools a prompt's final hidden states: mean or last (default: mean)")
-      ->check(CLI::IsMember({"mean", "last"}));
+          "How /v1/embeddings pools a prompt's final hidden states: mean or last (default: mean); none: not "
+          "pooled, llama-server's /embedding answers every token's (and /v1/embeddings refuses)")
+      ->check(CLI::IsMember({"mean", "last", "none"}));
   command->add_option("--chat-template-kwargs", options->chat_template_kwargs,
                       "JSON object of extra chat-template variables for every chat request, e.g. "
                       "'{\"enable_thinking\": false}' (a request's chat_template_kwargs override them key by key)");

@@ -276,7 +276,8 @@ std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> pro
   TANDEM_CHECK_INPUT(!params.kv_export || !on_device(), "KV export: not from a device's KV pool");
   auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab, draft_cost_);  // validates sampling
   if (params.pooling != Pooling::None) {
-    sequence->pooled.assign(static_cast<size_t>(model_->config.d_model), 0.0);
+    const size_t rows = params.pooling == Pooling::Tokens ? prompt.size() : 1;  // [rows, d_model]
+    sequence->pooled.assign(rows * static_cast<size_t>(model_->config.d_model), 0.0);
     sequence->normed_row.resize(static_cast<size_t>(model_->config.d_model));
   }
   // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
@@ -620,6 +621,9 @@ void Engine::pool_rows(Sequence& sequence, int64_t first_position, std::span<con
     if (sequence.request.params.pooling == Pooling::Mean) {
       for (int64_t i = 0; i < d; ++i)
         sequence.pooled[static_cast<size_t>(i)] += sequence.normed_row[static_cast<size_t>(i)];
+    } else if (sequence.request.params.pooling == Pooling::Tokens) {
+      std::copy(sequence.normed_row.begin(), sequence.normed_row.end(),
+                sequence.pooled.begin() + static_cast<std::ptrdiff_t>(position * d));
     } else {
       std::copy(sequence.normed_row.begin(), sequence.normed_row.end(), sequence.pooled.begin());
     }

@@ -444,9 +444,17 @@ void normalize_embedding(std::vector<float>& vector, int32_t norm) {
   for (float& x : vector) x = static_cast<float>(x / sum);
 }
 
-json native_embedding_json(const std::vector<std::vector<float>>& vectors) {
+json native_embedding_json(const std::vector<std::vector<float>>& vectors, int64_t row_length) {
   json out = json::array();
-  for (size_t i = 0; i < vectors.size(); ++i) out.push_back({{"index", i}, {"embedding", json::array({vectors[i]})}});
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    const std::vector<float>& v = vectors[i];
+    const size_t n = row_length > 0 ? static_cast<size_t>(row_length) : std::max<size_t>(v.size(), 1);
+    json rows = json::array();
+    for (size_t at = 0; at < v.size(); at += n)
+      rows.push_back(std::vector<float>(v.begin() + static_cast<std::ptrdiff_t>(at),
+                                        v.begin() + static_cast<std::ptrdiff_t>(std::min(v.size(), at + n))));
+    out.push_back({{"index", i}, {"embedding", std::move(rows)}});
+  }
   return out;
 }
 

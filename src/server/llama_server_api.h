@@ -99,8 +99,9 @@ EmbeddingsRequest parse_native_embedding(std::string_view body, const Tokenizer&
                                          int32_t& normalize, const std::function<bool()>& abandoned = {});
 // Scales `vector` by its embd_normalize norm (llama.cpp's common_embd_normalize); all zeros stay.
 void normalize_embedding(std::vector<float>& vector, int32_t norm);
-// [{"index": i, "embedding": [[...]]}]: the pooled vector, as llama-server nests it.
-nlohmann::json native_embedding_json(const std::vector<std::vector<float>>& vectors);
+// [{"index": i, "embedding": [[...], ...]}]: each vector cut into rows of `row_length` (0: one
+// row, the pooled vector; d_model: per token, --pooling none), as llama-server nests them.
+nlohmann::json native_embedding_json(const std::vector<std::vector<float>>& vectors, int64_t row_length = 0);
 
 // /rerank, /reranking, /v1/rerank, /v1/reranking (llama-server's, Jina's shape): query,
 // documents, top_n (default: all), return_documents. Each document becomes one sequence,

@@ -310,6 +310,9 @@ TEST(LlamaServerApi, EmbeddingBodiesNormsAndShape) {
   const std::vector<float> p3 = normed(3);
   EXPECT_NEAR(std::pow(std::fabs(p3[0]), 3) + std::pow(std::fabs(p3[1]), 3), 1.0, 1e-6);
   EXPECT_EQ(server::native_embedding_json({{1.0f, 2.0f}}), json::parse(R"([{"index": 0, "embedding": [[1.0, 2.0]]}])"));
+  // --pooling none: every token's row.
+  EXPECT_EQ(server::native_embedding_json({{1.0f, 2.0f, 3.0f, 4.0f}}, 2),
+            json::parse(R"([{"index": 0, "embedding": [[1.0, 2.0], [3.0, 4.0]]}])"));
 }
 
 TEST(LlamaServerApi, RerankBodiesInputsAndRanking) {

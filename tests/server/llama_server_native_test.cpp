@@ -258,6 +258,34 @@ TEST(NativeServer, SlotSavedAndRestoredIntoAFreshServersPrefixCache) {
   std::filesystem::remove_all(dir);
 }
 
+// --pooling none: /embedding answers every prompt token's final-norm state, unnormalised (as
+// llama-server does), the last row equal to what --pooling last gives; /v1/embeddings refuses.
+TEST(NativeServer, EmbeddingPerTokenWithPoolingNone) {
+  TANDEM_REQUIRE_SHARED(kAidreamsGguf);
+  const std::string text = "Once upon a time";
+  std::vector<float> last;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.start({"--pooling", "last"})) << server.log();
+    httplib::Client client = server.client();
+    last = ok_json(post(client, "/embedding", {{"content", text}, {"embd_normalize", -1}}), "last")[0]["embedding"][0]
+               .get<std::vector<float>>();
+    EXPECT_EQ(server.stop(), 0) << server.log();
+  }
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--pooling", "none"})) << server.log();
+  httplib::Client client = server.client();
+  const json tokens = ok_json(post(client, "/tokenize", {{"content", text}, {"add_special", true}}), "tokenize");
+  const json rows = ok_json(post(client, "/embedding", {{"content", text}}), "none")[0]["embedding"];
+  ASSERT_EQ(rows.size(), tokens["tokens"].size()) << rows.size();
+  for (const json& row : rows) EXPECT_EQ(row.size(), 64u);
+  const std::vector<float> final_row = rows.back().get<std::vector<float>>();
+  ASSERT_EQ(final_row.size(), last.size());
+  for (size_t i = 0; i < last.size(); ++i) EXPECT_NEAR(final_row[i], last[i], 1e-4) << i;
+  expect_error(post(client, "/v1/embeddings", {{"input", text}}), 400, "--pooling none", "/v1/embeddings");
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 // A random model with a classification head (gen-model --rank-head 1): /rerank orders the
 // documents by the head's score of each [BOS] query [EOS] document [EOS] sequence's last hidden
 // state, which /embedding (last pooling, no normalisation) gives for the same ids.

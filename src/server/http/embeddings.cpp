@@ -69,9 +69,15 @@ PreparedEmbeddings prepare(const ServerState& state, const GenerationService& en
       prepared.request = parse_native_embedding(body, engine.tokenizer(), d_model, engine.context_length(), max_inputs,
                                                 reason, prepared.normalize, abandoned);
     } else {
+      if (state.config.pooling == Pooling::Tokens)
+        throw ApiError(400, "invalid_request_error",
+                       "this server runs with --pooling none (every token's state, not one vector per input): "
+                       "/v1/embeddings needs --pooling mean or last; llama-server's /embedding answers per token");
       prepared.request = parse_embeddings_request(body, engine.tokenizer(), d_model, engine.context_length(),
                                                   max_inputs, reason, abandoned);
     }
+    // llama-server's --pooling none: the states as they are.
+    if (shape == Shape::Native && state.config.pooling == Pooling::Tokens) prepared.normalize = -1;
     check_model_name(state.model_names, prepared.request.model);
   } catch (...) {
     prepared.refusal = refusal_for_current_exception();
@@ -185,8 +191,10 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
     const nlohmann::json ranked = rerank_response_json(prepared.rerank, scores, state_.model_id, prompt_tokens);
     co_return co_await send(json_response(version, ranked, keep_alive));
   }
-  if (shape == Shape::Native)
-    co_return co_await send(json_response(version, native_embedding_json(vectors), keep_alive));
+  if (shape == Shape::Native) {
+    const int64_t row_length = params.pooling == Pooling::Tokens ? engine->model_config().d_model : 0;
+    co_return co_await send(json_response(version, native_embedding_json(vectors, row_length), keep_alive));
+  }
   co_return co_await send(json_response(
       version, embeddings_response_json(vectors, prepared.request.base64, state_.model_id, prompt_tokens), keep_alive));
 }
