@@ -1,6 +1,6 @@
 # `cmake --install build --prefix P`: the public headers, libtandem.a and libtandem.so, the
 # `tandem` CLI, a CMake package (find_package(tandem) -> tandem::tandem, and with
-# COMPONENTS static tandem::tandem_static), a pkg-config file (tandem.pc) and the Python
+# COMPONENTS static tandem::tandem_static), pkg-config files (tandem.pc: shared; tandem-static.pc) and the Python
 # binding. Every installed file finds the others relative to itself, so the tree can move.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -25,8 +25,14 @@ install(FILES ${CMAKE_BINARY_DIR}/install/tandemConfig.cmake ${CMAKE_BINARY_DIR}
 # pkg-config: the prefix is found from the .pc file's own place (${pcfiledir}).
 file(RELATIVE_PATH TANDEM_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 string(REGEX REPLACE "/$" "" TANDEM_PC_TO_PREFIX "${TANDEM_PC_TO_PREFIX}")
-configure_file(${CMAKE_SOURCE_DIR}/cmake/tandem.pc.in ${CMAKE_BINARY_DIR}/install/tandem.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/install/tandem.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# tandem.pc links the shared library; tandem-static.pc libtandem.a (pkg-config --static cannot
+# switch the library file, only add private dependencies). Both list what libtandem.a uses.
+set(TANDEM_PC_REQUIRES "fmt libpcre2-8")
+set(TANDEM_PC_LIBS "-lstdc++ -lm -pthread")
+foreach(pc tandem tandem-static)
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/${pc}.pc.in ${CMAKE_BINARY_DIR}/install/${pc}.pc @ONLY)
+  install(FILES ${CMAKE_BINARY_DIR}/install/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endforeach()
 
 # The ctypes binding: `import tandem` with PYTHONPATH=P/lib/python3/dist-packages (on the
 # path already for P=/usr); it finds libtandem.so from there.

@@ -25,6 +25,7 @@ struct GenModelFlags {
   std::string rope_scaling;
   double rope_factor = 0.0;
   int64_t rope_original_context = 0;
+  int64_t rank_head = 0;
   std::string out_path;
 };
 
@@ -52,6 +53,7 @@ void run_gen_model(const GenModelFlags& flags) {
   options.rope_scaling = flags.rope_scaling;
   options.rope_factor = flags.rope_factor;
   options.rope_original_context = flags.rope_original_context;
+  options.rank_head = flags.rank_head;
   options.out_path = flags.out_path;
   // A bar redrawn with \r belongs on a terminal only; in a log file it is noise.
   if (::isatty(STDERR_FILENO))
@@ -101,6 +103,10 @@ void add_gen_model_command(CLI::App& app) {
                       "Scaling factor s for linear, yarn and llama3 (default 4); longrope's is the context / original");
   command->add_option("--rope-original-context", flags->rope_original_context,
                       "Context before scaling (default: the context / s, or the shape's for longrope)");
+  command
+      ->add_option("--rank-head", flags->rank_head,
+                   "Add a reranker's classification head: cls.output.weight/bias with this many outputs (random)")
+      ->check(CLI::Range(0, 16));
   command->add_option("-o,--output", flags->out_path, "Output GGUF path")->required();
   command->callback([flags] { run_gen_model(*flags); });
 }

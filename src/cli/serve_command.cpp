@@ -209,10 +209,12 @@ void add_serve_command(CLI::App& app) {
       ->add_option_function<std::string>(
           "--pooling",
           [options](const std::string& name) {
-            options->http.pooling = name == "last" ? Pooling::Last : Pooling::Mean;  // IsMember admits only these
+            // IsMember admits only these.
+            options->http.pooling = name == "last" ? Pooling::Last : name == "none" ? Pooling::Tokens : Pooling::Mean;
           },
-          "How /v1/embeddings pools a prompt's final hidden states: mean or last (default: mean)")
-      ->check(CLI::IsMember({"mean", "last"}));
+          "How /v1/embeddings pools a prompt's final hidden states: mean or last (default: mean); none: not "
+          "pooled, llama-server's /embedding answers every token's (and /v1/embeddings refuses)")
+      ->check(CLI::IsMember({"mean", "last", "none"}));
   command->add_option("--chat-template-kwargs", options->chat_template_kwargs,
                       "JSON object of extra chat-template variables for every chat request, e.g. "
                       "'{\"enable_thinking\": false}' (a request's chat_template_kwargs override them key by key)");
@@ -311,6 +313,9 @@ void add_serve_command(CLI::App& app) {
           "fcfs (default): waiting requests are admitted in arrival order; priority: by each request's `priority` "
           "field, lower first (vLLM's), preempting the highest value first; without it a non-zero priority is a 400")
       ->check(CLI::IsMember({"fcfs", "priority"}));
+  command->add_option("--slot-save-path", options->http.slot_save_path,
+                      "Directory /slots/{id}?action=save and restore write and read slot files in (llama-server's); "
+                      "without it those actions are a 400");
   command->add_flag("--trust-request-chat-template", options->http.trust_request_chat_template,
                     "Let a chat request bring its own Jinja `chat_template` (code the server runs, under the template "
                     "engine's limits); without it that field is a 400 (vLLM's flag)");

@@ -8,8 +8,10 @@
 
 namespace tandem {
 
-EmbeddingPool::EmbeddingPool(Pooling pooling, int64_t d_model)
-    : pooling_(pooling), pooled_(static_cast<size_t>(d_model), 0.0), normed_row_(static_cast<size_t>(d_model)) {}
+EmbeddingPool::EmbeddingPool(Pooling pooling, int64_t d_model, int64_t n_prompt)
+    : pooling_(pooling),
+      pooled_(static_cast<size_t>((pooling == Pooling::Tokens ? n_prompt : 1) * d_model), 0.0),
+      normed_row_(static_cast<size_t>(d_model)) {}
 
 void EmbeddingPool::add_rows(const Model& model, int64_t first_position, std::span<const float> residual_rows,
                              int64_t n_prompt) {
@@ -24,12 +26,14 @@ void EmbeddingPool::add_rows(const Model& model, int64_t first_position, std::sp
     if (position < pooled_positions_ || position >= n_prompt) continue;
     // Last pooling normalises only the position it keeps.
     if (last_only && position != n_prompt - 1) continue;
-    // A Mean request never reuses cached rows (Scheduler::admit), so it sees every position;
+    // A Mean or Tokens request never reuses cached rows (Scheduler::admit), so it sees every position;
     // a Last request may start past a cached prefix.
     TANDEM_ASSERT(position == pooled_positions_ || last_only);
     rmsnorm(residual_rows.data() + r * d, model.weights.output_norm.f32(), d, c.rms_norm_eps, normed_row_.data());
     if (pooling_ == Pooling::Mean) {
       for (int64_t i = 0; i < d; ++i) pooled_[static_cast<size_t>(i)] += normed_row_[static_cast<size_t>(i)];
+    } else if (pooling_ == Pooling::Tokens) {
+      std::copy(normed_row_.begin(), normed_row_.end(), pooled_.begin() + static_cast<std::ptrdiff_t>(position * d));
     } else {
       std::copy(normed_row_.begin(), normed_row_.end(), pooled_.begin());
     }

@@ -139,7 +139,8 @@ std::unique_ptr<Engine::Sequence> Engine::make_sequence(std::vector<int32_t> pro
                      "states): serve with --device cpu for /v1/embeddings");
   TANDEM_CHECK_INPUT(!params.kv_export || !on_device(), "KV export: not from a device's KV pool");
   auto sequence = std::make_unique<Sequence>(tokenizer_, params, vocab, draft_cost_);  // validates sampling
-  if (params.pooling != Pooling::None) sequence->pool = EmbeddingPool(params.pooling, model_->config.d_model);
+  if (params.pooling != Pooling::None)
+    sequence->pool = EmbeddingPool(params.pooling, model_->config.d_model, static_cast<int64_t>(prompt.size()));
   // The prompt gives the detokenizer its context (the leading-space rule); its text is not emitted.
   for (int32_t id : prompt) sequence->detokenizer.push(id);
   if (tokenizer_.vocab().eos_id >= 0 && !params.ignore_eos) sequence->end_tokens.push_back(tokenizer_.vocab().eos_id);

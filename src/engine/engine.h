@@ -115,7 +115,7 @@ class Engine final : public GenerationService {
   // reuses them like any cached prefix; it computes the rest of the prompt (at most a block)
   // itself and generates as usual, so the output equals a request computed here whole.
   uint64_t submit_imported(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event,
-                           std::shared_ptr<KvImport> kv_import);
+                           std::shared_ptr<KvImport> kv_import) override;
   // What submit() checks of a request besides max_tokens and the sampling options (which the
   // Sampler checks): throws InputError for an empty or too long prompt, ids outside the
   // vocabulary, top_logprobs above 20, an empty stop string. For callers that answer some

@@ -157,7 +157,10 @@ bool Engine::emit_token(Sequence& sequence, int32_t token, std::span<const float
   ReleasedText released =
       release_held_text(sequence.held, stops, params.include_stop_str_in_output, reason != FinishReason::None);
   event.text = std::move(released.text);
-  if (released.stopped) reason = FinishReason::StopString;
+  if (released.stopped) {
+    reason = FinishReason::StopString;
+    event.stop_string = std::move(released.stop_string);
+  }
 
   if (reason != FinishReason::None) {
     finish(sequence, RequestState::Finished, reason, event);  // emits and destroys `sequence`

@@ -6,10 +6,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "engine/kv_import.h"
 #include "engine/request.h"
 #include "kv/block_allocator.h"
 #include "kv/kv_pool_plan.h"
@@ -34,6 +37,7 @@ struct TokenLogprob {
 struct RequestEvent {
   uint64_t request_id = 0;
   std::string text;                    // text released by this token (stop strings never appear)
+  std::string stop_string;             // final event, FinishReason::StopString: the stop string matched
   std::vector<int32_t> tokens;         // the token(s) sampled for this event
   std::vector<TokenLogprob> logprobs;  // when top_logprobs >= 0, one per token
   bool finished = false;
@@ -145,6 +149,13 @@ class GenerationService {
   // Queues a request; returns its id. Thread-safe. Throws InputError for an unusable request
   // (nothing is queued then). `on_event` must not block.
   virtual uint64_t submit(std::vector<int32_t> prompt, GenerationParams params, EventCallback on_event) = 0;
+  // submit() for a prompt whose first kv_import->n_blocks() blocks' K/V come as KV block
+  // messages (kv_import.h; the Engine's, for disaggregated serving and restored server slots)
+  // instead of being computed. A service that cannot take them throws InputError.
+  virtual uint64_t submit_imported(std::vector<int32_t> /*prompt*/, GenerationParams /*params*/,
+                                   EventCallback /*on_event*/, std::shared_ptr<KvImport> /*kv_import*/) {
+    throw InputError("this server cannot import KV blocks (it serves through worker processes)");
+  }
   // Thread-safe; unknown or finished ids are ignored.
   virtual void cancel(uint64_t request_id) = 0;
   virtual void cancel_all() = 0;

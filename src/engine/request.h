@@ -34,8 +34,9 @@ const char* finish_reason_name(FinishReason reason);  // OpenAI spelling ("stop"
 // An embedding request (/v1/embeddings): the prompt's hidden states after the final norm,
 // pooled into one vector instead of sampling. Mean: the average over every prompt position
 // (such a request never reuses cached prefix blocks, whose rows it would not see); Last: the
-// last position's (a causal model's summary of the whole prompt).
-enum class Pooling { None, Mean, Last };
+// last position's (a causal model's summary of the whole prompt); Tokens: not pooled, every prompt
+// position's state in order (llama-server's --pooling none; like Mean, no cached rows).
+enum class Pooling { None, Mean, Last, Tokens };
 
 struct GenerationParams {
   SamplingParams sampling;

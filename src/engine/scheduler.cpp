@@ -43,9 +43,9 @@ void Scheduler::enqueue(Request* request, bool preempted) {
 
 bool Scheduler::admit(Request* request, int64_t first_chunk) {
   if (static_cast<int32_t>(running_.size()) >= config_.max_seqs) return false;
-  // A mean-pooled embedding needs every prompt row's hidden state: it computes all of them.
-  const int64_t cached =
-      blocks_.assign(request->blocks, request->tokens, request->params.pooling != Pooling::Mean, first_chunk);
+  // A mean-pooled or per-token embedding needs every prompt row's hidden state: it computes all of them.
+  const bool every_row = request->params.pooling == Pooling::Mean || request->params.pooling == Pooling::Tokens;
+  const int64_t cached = blocks_.assign(request->blocks, request->tokens, !every_row, first_chunk);
   if (cached < 0) return false;
   request->n_computed = cached;
   if (request->cached_prompt_tokens < 0) {

@@ -38,6 +38,7 @@ ReleasedText release_held_text(std::string& held, const std::vector<std::string>
   if (stop_at != std::string::npos) {
     released.text = held.substr(0, stop_at + (include_stop ? stop_length : 0));
     released.stopped = true;
+    released.stop_string = held.substr(stop_at, stop_length);
     held.clear();
   } else if (finishing) {
     released.text = std::move(held);

@@ -18,8 +18,9 @@ size_t stop_prefix_suffix(const std::string& text, const std::vector<std::string
 size_t find_stop(const std::string& text, const std::vector<std::string>& stops, size_t* length);
 
 struct ReleasedText {
-  std::string text;      // what the client gets now
-  bool stopped = false;  // a stop string was found: the output ends (the text stops before it)
+  std::string text;         // what the client gets now
+  bool stopped = false;     // a stop string was found: the output ends (the text stops before it)
+  std::string stop_string;  // which one, when stopped (llama-server's stopping_word)
 };
 
 // Takes what can be released out of `held`: up to a stop string found in it (and the stop

@@ -520,9 +520,12 @@ void generate_random_gguf(const GeneratorOptions& options) {
   for (const auto& [key, value] : phi3_tokens) writer.set(key, value);
 
   const DType base_type = options.q5_k_m ? DType::Q5_K : options.q4_k_m ? DType::Q4_K : options.type;
-  const std::vector<PlannedTensor> plan =
-      plan_tensors(*shape, base_type, options.q4_k_m || options.q5_k_m, options.q3_k_m, vocab_size,
-                   options.branch_scale, options.output_scale, rope);
+  std::vector<PlannedTensor> plan = plan_tensors(*shape, base_type, options.q4_k_m || options.q5_k_m, options.q3_k_m,
+                                                 vocab_size, options.branch_scale, options.output_scale, rope);
+  if (options.rank_head > 0) {
+    plan.push_back({"cls.output.weight", DType::F32, {options.rank_head, shape->d_model}, false});
+    plan.push_back({"cls.output.bias", DType::F32, {options.rank_head}, false});
+  }
   int64_t bytes_total = 0;
   for (const PlannedTensor& tensor : plan) bytes_total += GgufWriter::tensor_bytes(tensor.dtype, tensor.shape);
 

@@ -99,6 +99,9 @@ struct GeneratorOptions {
   std::string rope_scaling;
   double rope_factor = 0.0;
   int64_t rope_original_context = 0;
+  // A reranker's classification head (server/rank_head.h): cls.output.weight [rank_head,
+  // d_model] and cls.output.bias [rank_head], random F32; 0: none.
+  int64_t rank_head = 0;
   std::string out_path;
   // Called after each tensor is produced: tensors done, tensors total, bytes done, bytes total.
   std::function<void(int64_t, int64_t, int64_t, int64_t)> progress;

@@ -271,7 +271,22 @@ json error_json(std::string_view message, std::string_view type, std::string_vie
             {"code", code == ErrorCode::None ? json(nullptr) : json(error_code_name(code))}}}};
 }
 
+json stream_error_json(const RequestEvent& event) {
+  return error_json(event.error, event.error_from_request ? "invalid_request_error" : "server_error");
+}
+
 std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void note_totals(Completion& completion, const RequestEvent& event) {
+  completion.prompt_tokens = event.prompt_tokens;
+  completion.completion_tokens = event.completion_tokens;
+  completion.cached_tokens = event.cached_tokens;
+  completion.drafted_tokens = event.drafted_tokens;
+  completion.accepted_tokens = event.accepted_tokens;
+  completion.stop_string = event.stop_string;
+  completion.prefill_ms = event.prefill_ms;
+  completion.decode_ms = event.decode_ms;
+}
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens, int64_t drafted_tokens,
                 int64_t accepted_tokens) {

@@ -127,6 +127,10 @@ inline uint64_t choice_seed(uint64_t seed, int32_t index) { return seed + static
 // {"error": {"message", "type", "param", "code"}}; an empty param and ErrorCode::None are null.
 nlohmann::json error_json(std::string_view message, std::string_view type, std::string_view param = {},
                           ErrorCode code = ErrorCode::None);
+// The error object of a request that failed once its stream had started (event.error: a worker
+// failed under it, or its grammar passed a limit): the same object, param and code as the
+// error body the request gets when it is not streamed.
+nlohmann::json stream_error_json(const RequestEvent& event);
 // JSON text; ill-formed UTF-8 (a token's partial character) becomes U+FFFD instead of throwing.
 std::string dump_json(const nlohmann::json& json);
 
@@ -158,10 +162,18 @@ struct Completion {
   int64_t cached_tokens = 0;
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
+  // What llama-server's native responses also show (llama_server_api.h): the sampled token ids,
+  // the stop string that ended it, and the prompt's and the generation's milliseconds.
+  std::vector<int32_t> tokens{};
+  std::string stop_string{};
+  double prefill_ms = 0.0, decode_ms = 0.0;
   // Chat: the reply shaped from `text` (when absent, the message's content is `text`); with
   // tool calls, finish_reason is "tool_calls" where the generation stopped by itself.
   std::optional<ChatReply> reply{};
 };
+
+// A choice's final event's counts, times and stop string, into its Completion.
+void note_totals(Completion& completion, const RequestEvent& event);
 
 // OpenAI's usage object, plus "speculative": {"drafted", "accepted"} when tokens were proposed.
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,

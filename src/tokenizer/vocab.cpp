@@ -96,6 +96,17 @@ Vocab vocab_from_gguf(const GgufFile& file) {
   vocab.bos_id = special_id("tokenizer.ggml.bos_token_id", 1, "BOS");
   vocab.eos_id = special_id("tokenizer.ggml.eos_token_id", 2, "EOS");
   vocab.unk_id = special_id("tokenizer.ggml.unknown_token_id", 0, "unknown");
+  const auto fim_id = [&](const char* key, const char* what) {
+    const std::optional<int64_t> stored = file.get_int(key);
+    if (!stored) return int32_t{-1};
+    check_special_id(vocab, *stored, what, where);
+    return static_cast<int32_t>(*stored);
+  };
+  vocab.fim_pre_id = fim_id("tokenizer.ggml.fim_pre_token_id", "FIM prefix");
+  vocab.fim_suf_id = fim_id("tokenizer.ggml.fim_suf_token_id", "FIM suffix");
+  vocab.fim_mid_id = fim_id("tokenizer.ggml.fim_mid_token_id", "FIM middle");
+  vocab.fim_rep_id = fim_id("tokenizer.ggml.fim_rep_token_id", "FIM repository");
+  vocab.fim_sep_id = fim_id("tokenizer.ggml.fim_sep_token_id", "FIM file separator");
   if (vocab.types.empty()) {
     // No token_type array: infer the types llama2.c implies, so byte pieces are byte tokens
     // and the specials are never formed by merging.

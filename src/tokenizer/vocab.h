@@ -42,6 +42,9 @@ struct Vocab {
   int32_t bos_id = 1, eos_id = 2, unk_id = 0;
   bool add_bos = true;           // tokenizer.ggml.add_bos_token (default true for llama)
   bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix (default true; BPE: false)
+  // Fill-in-the-middle tokens (tokenizer.ggml.fim_{pre,suf,mid,rep,sep}_token_id); -1: not in
+  // the metadata (server/llama_server_api.h then looks for their usual spellings).
+  int32_t fim_pre_id = -1, fim_suf_id = -1, fim_mid_id = -1, fim_rep_id = -1, fim_sep_id = -1;
 
   // The pre-tokenizer: each step splits every piece the previous one produced. ByteLevelBpe
   // splits the raw text; Spm the text once spaces are "▁" (empty for SentencePiece itself).

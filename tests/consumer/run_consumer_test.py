@@ -5,8 +5,8 @@ then, with nothing but that prefix:
     -I PREFIX/include (C++17 and C++20), and tandem_c.h alone as C99 and C11 (-pedantic
     -Werror): the public headers need only the standard library;
   - builds generate.cpp with find_package(tandem) (shared and static), and generate.c with
-    pkg-config (shared, and static with --static), runs each on the aidreams model and checks
-    the ids and text against llama2.c's greedy reference;
+    pkg-config (tandem.pc: shared; tandem-static.pc: static, with and without --static), runs
+    each on the aidreams model and checks the ids and text against llama2.c's greedy reference;
   - imports the installed Python package (no TANDEM_LIBRARY) and checks it finds the
     installed libtandem.so and gives the same tokens.
 """
@@ -118,13 +118,20 @@ def main():
         run([args.cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", HERE / "generate.c", "-o", shared_c,
              *flags, f"-Wl,-rpath,{libdir}"])
         check_output("C (pkg-config)", run([shared_c, model, prompt]).stdout, reference)
-        static_flags = shlex.split(run(["pkg-config", "--static", "--cflags", "--libs", "tandem"], env=env).stdout)
-        static_flags = [str(libdir / "libtandem.a") if flag == "-ltandem" else flag for flag in static_flags]
+        # --static on tandem.pc adds the private dependencies but cannot make -ltandem pick the
+        # archive over the .so: tandem-static.pc names libtandem.a (with or without --static).
+        for static_args in (["--static"], []):
+            static_flags = shlex.split(
+                run(["pkg-config", *static_args, "--cflags", "--libs", "tandem-static"], env=env).stdout)
+            archive = (libdir / "libtandem.a").resolve()
+            check(any(Path(flag).resolve() == archive for flag in static_flags if flag.endswith("libtandem.a"))
+                  and "-ltandem" not in static_flags,
+                  f"pkg-config {static_args} tandem-static does not name libtandem.a: {static_flags}")
         static_c = temp / "generate_c_static"
         run([args.cc, "-std=c11", HERE / "generate.c", "-o", static_c, *static_flags])
         check("libtandem.so" not in run(["ldd", static_c]).stdout if shutil.which("ldd") else True,
               "the static C program loads libtandem.so")
-        check_output("C static (pkg-config --static)", run([static_c, model, prompt]).stdout, reference)
+        check_output("C static (pkg-config --static tandem-static)", run([static_c, model, prompt]).stdout, reference)
 
         # The installed Python package finds the installed library by itself.
         python_env = {k: v for k, v in os.environ.items() if k not in ("TANDEM_LIBRARY", "PYTHONPATH")}

@@ -9,23 +9,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "aidreams_tokenizer.h"
 #include "model/model.h"
 #include "npm_packages.h"
 #include "server/embeddings_api.h"
 #include "server/openai_protocol.h"
 #include "server_process.h"
-#include "tokenizer/load_tokenizer.h"
 
 namespace tandem::testing {
 namespace {
 
 using nlohmann::json;
 using server::ApiError;
-
-const Tokenizer& aidreams_tokenizer() {
-  static const Tokenizer tokenizer = load_tokenizer(shared_path(kAidreamsGguf), "", 512);
-  return tokenizer;
-}
 
 void expect_400(const std::string& body, const std::string& reason) {
   try {

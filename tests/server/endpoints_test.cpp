@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_replies.h"
 #include "server_process.h"
 
 namespace tandem::testing {
@@ -18,26 +19,7 @@ using nlohmann::json;
 
 httplib::Result post(httplib::Client& client, const std::string& path, const json& body,
                      const httplib::Headers& headers = {}) {
-  return client.Post(path.c_str(), headers, body.dump(), "application/json");
-}
-
-json ok_json(const httplib::Result& res, const std::string& what) {
-  EXPECT_TRUE(res) << what << ": no response";
-  if (!res) return {};
-  EXPECT_EQ(res->status, 200) << what << ": " << res->body;
-  return json::parse(res->body, nullptr, false);
-}
-
-// The error object of a refusal with `status`; its message must contain `reason`.
-json expect_error(const httplib::Result& res, int status, const std::string& reason, const std::string& what) {
-  EXPECT_TRUE(res) << what << ": no response";
-  if (!res) return {};
-  EXPECT_EQ(res->status, status) << what << ": " << res->body;
-  const json body = json::parse(res->body, nullptr, false);
-  EXPECT_TRUE(body.is_object() && body.contains("error")) << what << ": " << res->body;
-  if (!body.is_object() || !body.contains("error")) return {};
-  EXPECT_NE(body["error"]["message"].get<std::string>().find(reason), std::string::npos) << what << ": " << res->body;
-  return body["error"];
+  return post_json(client, path, body, headers);
 }
 
 TEST(ServerEndpoints, TokenizeDetokenizeAndApplyTemplateMatchGeneration) {

@@ -12,13 +12,14 @@
 
 class GeneratedTinyModel {
  public:
-  // Writes <temp>/<name>-<pid>.gguf; path() is empty when gen-model failed.
-  GeneratedTinyModel(const std::string& name, const std::string& vocab_path) {
+  // Writes <temp>/<name>-<pid>.gguf; path() is empty when gen-model failed. `extra`: more
+  // gen-model arguments ("--rank-head 1").
+  GeneratedTinyModel(const std::string& name, const std::string& vocab_path, const std::string& extra = "") {
     const std::string out =
         (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()) + ".gguf")).string();
     const std::string command = std::string(TANDEM_BINARY) +
                                 " gen-model --shape test-tiny --type F32 --context 4096 --vocab-from '" + vocab_path +
-                                "' -o '" + out + "' > /dev/null 2>&1";
+                                "' " + extra + " -o '" + out + "' > /dev/null 2>&1";
     if (std::system(command.c_str()) == 0) path_ = out;
   }
   ~GeneratedTinyModel() {

@@ -141,11 +141,13 @@ TEST(GrammarBombs, PastTheMatchingBudgetEndsThatRequestWithItsReason) {
   const int port = server.port();
   const std::string reason = "grammar: matching one token needed more than";
   const json fields = {{"grammar", R"(root ::= ("a"?){0,2000} "b")"}};
+  json whole_error;  // the error object of the request not streamed
   const Latency latency =
       latency_beside(port, "/v1/completions", completion_with(fields), [&](const std::optional<RawResponse>& res) {
         ASSERT_TRUE(res) << "no response";
         // The request's own doing, which a retry would repeat: 400, not 503 + Retry-After.
         EXPECT_EQ(res->status, 400) << res->body;
+        whole_error = parse(res->body).value("error", json());
         EXPECT_NE(error_message(res).find(reason), std::string::npos) << describe(res);
       });
   EXPECT_LT(latency.ratio(), kMaxLatencyRatio) << latency.describe();
@@ -161,7 +163,11 @@ TEST(GrammarBombs, PastTheMatchingBudgetEndsThatRequestWithItsReason) {
     if (!chunk.is_object()) continue;
     if (chunk.contains("error")) {
       said_why |= chunk["error"].value("message", "").find(reason) != std::string::npos;
-      EXPECT_EQ(chunk["error"].value("code", 0), 400) << event;
+      // The same object as the error body: OpenAI's clients read param and code from both.
+      EXPECT_EQ(chunk["error"]["type"], "invalid_request_error") << event;
+      ASSERT_TRUE(chunk["error"].contains("param") && chunk["error"].contains("code")) << event;
+      EXPECT_EQ(chunk["error"]["param"], whole_error["param"]) << event << " vs " << whole_error;
+      EXPECT_EQ(chunk["error"]["code"], whole_error["code"]) << event << " vs " << whole_error;
     }
     if (chunk.contains("choices"))
       for (const json& choice : chunk["choices"])

@@ -1,8 +1,10 @@
-// POST /v1/embeddings on one connection (see session.h): the body is parsed and tokenized on
-// the worker pool (embeddings_api.h), each input is admitted against --parallel + --max-queue
-// and submitted to the engine as an embedding request (GenerationParams::pooling, the
-// server's --pooling), and the final events' pooled vectors, normalised to unit length, are
-// answered in input order as one JSON body. A client that leaves cancels its inputs.
+// POST /v1/embeddings, llama-server's /embedding and /rerank on one connection (see
+// session.h): the body is parsed and tokenized on the worker pool (embeddings_api.h,
+// llama_server_api.h), each input is admitted against --parallel + --max-queue and submitted to
+// the engine as an embedding request (GenerationParams::pooling: the server's --pooling; the
+// last position for /rerank), and the final events' pooled vectors (normalised as the endpoint
+// asks, or scored by the model's head, rank_head.h) are answered in input order as one JSON
+// body. A client that leaves cancels its inputs.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -17,6 +19,7 @@
 #include "server/http/event_stream.h"
 #include "server/http/session.h"
 #include "server/http/worker_job.h"
+#include "server/llama_server_api.h"
 #include "server/model_names.h"
 #include "server/refusal.h"
 
@@ -32,13 +35,17 @@ constexpr auto kDisconnectPoll = kPeerPoll;
 // Inputs per request at most (OpenAI allows 2048).
 constexpr int64_t kMaxInputs = 2048;
 
+using Shape = Session::EmbeddingShape;
+
 struct PreparedEmbeddings {
   EmbeddingsRequest request;
+  int32_t normalize = 2;  // llama-server's embd_normalize (OpenAI's: always 2, unit length; rerank: none)
+  RerankRequest rerank;   // Shape::Rerank
   Refusal refusal;
 };
 
 PreparedEmbeddings prepare(const ServerState& state, const GenerationService& engine, const std::string& body,
-                           const std::function<bool()>& abandoned) {
+                           Shape shape, const std::function<bool()>& abandoned) {
   PreparedEmbeddings prepared;
   try {
     // Each input is a request in the engine: more than --parallel + --max-queue can never be
@@ -51,8 +58,26 @@ PreparedEmbeddings prepare(const ServerState& state, const GenerationService& en
                           "--max-queue {})",
                           capacity, engine.max_seqs(), state.config.max_queue)
             : std::string();
-    prepared.request = parse_embeddings_request(body, engine.tokenizer(), engine.model_config().d_model,
-                                                engine.context_length(), max_inputs, reason, abandoned);
+    const int64_t d_model = engine.model_config().d_model;
+    if (shape == Shape::Rerank) {
+      prepared.rerank = parse_rerank(body, engine.tokenizer(), engine.context_length(), max_inputs,
+                                     !state.rank_head.empty(), abandoned);
+      prepared.request.inputs = prepared.rerank.inputs;
+      prepared.request.model = prepared.rerank.model;
+      prepared.normalize = -1;  // the head reads the hidden state as it is
+    } else if (shape == Shape::Native) {
+      prepared.request = parse_native_embedding(body, engine.tokenizer(), d_model, engine.context_length(), max_inputs,
+                                                reason, prepared.normalize, abandoned);
+    } else {
+      if (state.config.pooling == Pooling::Tokens)
+        throw ApiError(400, "invalid_request_error",
+                       "this server runs with --pooling none (every token's state, not one vector per input): "
+                       "/v1/embeddings needs --pooling mean or last; llama-server's /embedding answers per token");
+      prepared.request = parse_embeddings_request(body, engine.tokenizer(), d_model, engine.context_length(),
+                                                  max_inputs, reason, abandoned);
+    }
+    // llama-server's --pooling none: the states as they are.
+    if (shape == Shape::Native && state.config.pooling == Pooling::Tokens) prepared.normalize = -1;
     check_model_name(state.model_names, prepared.request.model);
   } catch (...) {
     prepared.refusal = refusal_for_current_exception();
@@ -64,12 +89,13 @@ PreparedEmbeddings prepare(const ServerState& state, const GenerationService& en
 
 }  // namespace
 
-asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_alive) {
+asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_alive, EmbeddingShape shape) {
   const unsigned version = request.version();
   GenerationService* engine = state_.engine.load();
   if (engine == nullptr) co_return co_await send(loading_response(version, keep_alive));
-  const PreparedEmbeddings prepared = co_await on_worker(
-      [&](const std::function<bool()>& abandoned) { return prepare(state_, *engine, request.body(), abandoned); });
+  const PreparedEmbeddings prepared = co_await on_worker([&](const std::function<bool()>& abandoned) {
+    return prepare(state_, *engine, request.body(), shape, abandoned);
+  });
   if (prepared.refusal.abandoned) co_return co_await answer_abandoned(version);
   if (prepared.refusal.refused()) co_return co_await send(error_response(version, prepared.refusal, keep_alive));
 
@@ -97,7 +123,8 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   GenerationParams params;
   params.max_tokens = 1;
   params.sampling.temperature = 0.0f;
-  params.pooling = state_.config.pooling;
+  // A reranker's head reads the last position's state (llama.cpp's rank pooling, causal models).
+  params.pooling = shape == Shape::Rerank ? Pooling::Last : state_.config.pooling;
   for (size_t i = 0; i < inputs.size() && refusal.empty(); ++i) {
     ++counters.in_engine;
     try {
@@ -117,11 +144,7 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
   }
 
   asio::steady_timer wake(stream_.get_executor());
-  events->set_waiter(&wake);
-  struct ClearWaiter {
-    EventStream& events;
-    ~ClearWaiter() { events.set_waiter(nullptr); }
-  } clear_waiter{*events};
+  const ScopedWaiter waiter(*events, wake);
 
   std::vector<std::vector<float>> vectors(inputs.size());
   int64_t prompt_tokens = 0;
@@ -150,7 +173,7 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
       prompt_tokens += event.prompt_tokens;
       std::vector<float>& vector = vectors[index_of.at(event.request_id)];
       vector = std::move(event.embedding);
-      normalize_l2(vector);
+      normalize_embedding(vector, prepared.normalize);
     }
   }
   if (gone) co_return false;
@@ -161,6 +184,16 @@ asio::awaitable<bool> Session::serve_embeddings(HttpRequest request, bool keep_a
         error_response(version, 503, "the server is shutting down; the request was cancelled", "server_error", false);
     response.set(http::field::retry_after, "1");
     co_return co_await send(std::move(response));
+  }
+  if (shape == Shape::Rerank) {
+    std::vector<float> scores;
+    for (const std::vector<float>& vector : vectors) scores.push_back(state_.rank_head.scores(vector).front());
+    const nlohmann::json ranked = rerank_response_json(prepared.rerank, scores, state_.model_id, prompt_tokens);
+    co_return co_await send(json_response(version, ranked, keep_alive));
+  }
+  if (shape == Shape::Native) {
+    const int64_t row_length = params.pooling == Pooling::Tokens ? engine->model_config().d_model : 0;
+    co_return co_await send(json_response(version, native_embedding_json(vectors, row_length), keep_alive));
   }
   co_return co_await send(json_response(
       version, embeddings_response_json(vectors, prepared.request.base64, state_.model_id, prompt_tokens), keep_alive));

@@ -50,4 +50,17 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   boost::asio::steady_timer* waiter_ = nullptr;
 };
 
+// I/O thread: `timer` is the stream's waiter for this object's lifetime (a coroutine's wait on
+// its events), cleared before the timer goes.
+class ScopedWaiter {
+ public:
+  ScopedWaiter(EventStream& events, boost::asio::steady_timer& timer) : events_(events) { events_.set_waiter(&timer); }
+  ~ScopedWaiter() { events_.set_waiter(nullptr); }
+  ScopedWaiter(const ScopedWaiter&) = delete;
+  ScopedWaiter& operator=(const ScopedWaiter&) = delete;
+
+ private:
+  EventStream& events_;
+};
+
 }  // namespace tandem::server

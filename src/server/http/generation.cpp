@@ -27,6 +27,7 @@
 #include "server/http/session.h"
 #include "server/http/worker_job.h"
 #include "server/json_body.h"
+#include "server/llama_server_api.h"
 #include "server/model_names.h"
 #include "server/refusal.h"
 #include "server/sampling_extras.h"
@@ -182,6 +183,7 @@ void log_reply_errors(const ServerState& state, const ChatReplyShaper& shaper) {
 // One choice of a request: its own engine sequence (seed + index), sharing the prompt.
 struct Choice {
   uint64_t request_id = 0;
+  int32_t slot = -1;  // its place among --parallel (SlotTable); -1: none was idle
   bool finished = false;
   bool first = true;  // no chunk of it sent yet
   Completion completion;
@@ -217,13 +219,7 @@ class OpenAIFormat final : public GenerationFormat {
     return sse_choice_event(meta, event, deltas, first, called_tools, index);
   }
   std::string stream_error(const ResponseMeta&, const RequestEvent& event) override {
-    // An SSE error object, as OpenAI's clients read one.
-    const bool from_request = event.error_from_request;
-    const nlohmann::json error = {{"error",
-                                   {{"message", event.error},
-                                    {"type", from_request ? "invalid_request_error" : "server_error"},
-                                    {"code", from_request ? 400 : 503}}}};
-    return "data: " + error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+    return sse_data(stream_error_json(event));
   }
   std::string stream_end(const ResponseMeta& meta, const std::vector<Completion>& choices) override {
     return sse_stream_end(meta, include_usage_ ? choices_usage(meta, choices) : nlohmann::json(nullptr));
@@ -291,6 +287,15 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
   }
   auto events = std::make_shared<EventStream>(stream_.get_executor());
   std::vector<Choice> choices(static_cast<size_t>(n_choices));
+  // Every choice still in a slot when this returns (a client that left mid-stream) gives it back.
+  struct ReleaseSlots {
+    SlotTable& slots;
+    const std::vector<Choice>& choices;
+    ~ReleaseSlots() {
+      for (const Choice& choice : choices)
+        if (!choice.finished) slots.advance(choice.slot, {}, /*finished=*/true);
+    }
+  } release_slots{state_.slots, choices};
   // Choice i of a prompt samples with seed + i; each prompt's choice 0 is submitted now, all
   // prompts at once (the engine batches them). A prompt's other choices follow its choice 0's
   // first event: by then its prompt is prefilled and its full blocks are in the prefix cache,
@@ -298,16 +303,20 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
   const auto submit_choice = [&](int32_t index) -> std::string {
     GenerationParams params = api.params;
     params.sampling.seed = choice_seed(api.params.sampling.seed, index % n);
+    const std::vector<int32_t>& prompt = prepared.prompts[static_cast<size_t>(index / n)];
     ++counters.in_engine;
     try {
-      choices[static_cast<size_t>(index)].request_id =
-          engine->submit(prepared.prompts[static_cast<size_t>(index / n)], params,
-                         [events, counters = state_.counters](RequestEvent&& event) {
-                           const bool finished = event.finished;
-                           if (finished) counters->metrics.observe(event);
-                           events->push(std::move(event));
-                           if (finished) --counters->in_engine;
-                         });
+      Choice& choice = choices[static_cast<size_t>(index)];
+      choice.request_id = engine->submit(prompt, params, [events, counters = state_.counters](RequestEvent&& event) {
+        const bool finished = event.finished;
+        if (finished) counters->metrics.observe(event);
+        events->push(std::move(event));
+        if (finished) --counters->in_engine;
+      });
+      nlohmann::json settings =
+          generation_settings_json(api, std::max(0, params.top_logprobs), engine->context_length(), params.max_tokens);
+      settings["seed"] = params.sampling.seed;
+      choice.slot = state_.slots.acquire(choice.request_id, prompt, params.max_tokens, std::move(settings));
     } catch (const InputError& e) {
       --counters.in_engine;
       choices[static_cast<size_t>(index)].finished = true;
@@ -347,11 +356,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
   log_entry_.choices = n_choices;
 
   asio::steady_timer wake(stream_.get_executor());
-  events->set_waiter(&wake);
-  struct ClearWaiter {
-    EventStream& events;
-    ~ClearWaiter() { events.set_waiter(nullptr); }
-  } clear_waiter{*events};
+  const ScopedWaiter waiter(*events, wake);
 
   // HTTP/1.0 has no chunked encoding: its stream is the body up to the close.
   const bool chunked = version >= 11;
@@ -409,6 +414,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
       if (index % n == 0 && !rest_submitted[static_cast<size_t>(p)] &&
           std::find(started.begin(), started.end(), p) == started.end())
         started.push_back(p);
+      state_.slots.advance(choices[static_cast<size_t>(index)].slot, event.tokens, event.finished);
       if (event.finished) {
         choices[static_cast<size_t>(index)].finished = true;
         note_final(index, event);
@@ -437,6 +443,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
         Completion& completion = choices[static_cast<size_t>(index)].completion;
         if (completion.text.empty() && api.echo) completion.text = prepared.echo_texts[static_cast<size_t>(index / n)];
         completion.text += event.text;
+        completion.tokens.insert(completion.tokens.end(), event.tokens.begin(), event.tokens.end());
         for (TokenLogprob& lp : event.logprobs) completion.logprobs.push_back(std::move(lp));
         if (!event.finished) continue;
         completion.finish_reason = event.finish_reason;
@@ -444,11 +451,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
           failure = event.error;
           failure_from_request = failure_from_request || event.error_from_request;
         }
-        completion.prompt_tokens = event.prompt_tokens;
-        completion.completion_tokens = event.completion_tokens;
-        completion.cached_tokens = event.cached_tokens;
-        completion.drafted_tokens = event.drafted_tokens;
-        completion.accepted_tokens = event.accepted_tokens;
+        note_totals(completion, event);
       }
       if (!finished) continue;
       if (gone) co_return false;
@@ -515,11 +518,7 @@ asio::awaitable<bool> Session::serve_generation(GenerationFormat& format, HttpRe
         chunks += format.stream_error(meta, event);
       if (event.finished) {
         choice.completion.finish_reason = event.finish_reason;
-        choice.completion.prompt_tokens = event.prompt_tokens;
-        choice.completion.completion_tokens = event.completion_tokens;
-        choice.completion.cached_tokens = event.cached_tokens;
-        choice.completion.drafted_tokens = event.drafted_tokens;
-        choice.completion.accepted_tokens = event.accepted_tokens;
+        note_totals(choice.completion, event);
       }
     }
     if (finished) {

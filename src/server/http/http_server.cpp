@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "model/model_config.h"
 #include "server/http/server_state.h"
 #include "server/http/session.h"
 
@@ -139,12 +140,17 @@ void HttpServer::attach(GenerationService* engine, ServedModel model, chat::Chat
   impl_->state.model_id = model.names.front();
   impl_->state.model_names = std::move(model.names);
   impl_->state.model_path = std::move(model.path);
+  // A reranker's head is read from its GGUF (rank_head.h); other models have none.
+  if (impl_->state.model_path.ends_with(".gguf"))
+    impl_->state.rank_head = read_rank_head(impl_->state.model_path, engine->model_config().d_model);
   impl_->state.tool_call_syntax = chat_renderer.jinja_template.empty()
                                       ? chat::default_tool_call_syntax(chat::ToolCallFormat::kHermes)
                                       : chat::detect_tool_call_syntax(chat_renderer.jinja_template);
   if (impl_->state.config.tool_call_format)
     impl_->state.tool_call_syntax.format = *impl_->state.config.tool_call_format;
   impl_->state.chat_renderer = std::move(chat_renderer);
+  // The I/O thread reads the slots only once the engine is published below.
+  impl_->state.slots.resize(engine->max_seqs());
   impl_->state.engine.store(engine);  // publishes the model's names, path and chat_renderer to the I/O thread
 }
 

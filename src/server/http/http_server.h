@@ -57,6 +57,9 @@ struct ServerConfig {
   // --trust-request-chat-template: a chat request may bring its own Jinja `chat_template` (code
   // the server runs, under the Jinja engine's limits); without it that is a 400 naming the flag.
   bool trust_request_chat_template = false;
+  // --slot-save-path: the directory POST /slots/{id}?action=save|restore keeps slot files in
+  // (a bare file name each); empty: those actions are a 400 naming the flag.
+  std::string slot_save_path;
 };
 
 // The model as the API names it.

@@ -20,8 +20,10 @@
 #include "engine/generation_service.h"
 #include "server/http/http_server.h"
 #include "server/metrics.h"
+#include "server/rank_head.h"
 #include "server/request_log.h"
 #include "server/responses_store.h"
+#include "server/slot_table.h"
 
 namespace tandem::server {
 
@@ -47,6 +49,7 @@ struct ServerState {
   std::vector<std::string> model_names;             // what a request's `model` may be
   std::string model_path;
   chat::ChatRenderer chat_renderer;
+  RankHead rank_head;  // the model's classification head, if it has one (/rerank)
   // How the template's model writes tool calls and reasoning (from the template's text; the
   // built-in formats teach Hermes-style <tool_call>), for reading replies back.
   chat::ToolCallSyntax tool_call_syntax;
@@ -58,6 +61,7 @@ struct ServerState {
   std::atomic<bool> abandon_work{false};
 
   // I/O thread only.
+  SlotTable slots;  // --parallel places, sized by attach() (slot_table.h)
   bool shutting_down = false;
   std::unordered_set<Session*> sessions;
   int64_t health_only_sessions = 0;  // of `sessions`: in the reserve past --max-connections

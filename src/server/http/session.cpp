@@ -62,7 +62,13 @@ enum class Route {
   Responses,
   StoredResponse,  // /v1/responses/{id}: GET, DELETE
   Embeddings,
-  WebPage,  // the chat page's files: /, /chat.css, /chat.js
+  NativeCompletion,  // llama-server's /completion, /completions
+  Infill,
+  NativeEmbedding,  // llama-server's /embedding, /embeddings
+  Rerank,           // /rerank, /reranking, /v1/rerank, /v1/reranking
+  Slots,            // GET /slots
+  SlotAction,       // POST /slots/{id}?action=save|restore|erase
+  WebPage,          // the chat page's files: /, /chat.css, /chat.js
   NotFound
 };
 
@@ -84,13 +90,22 @@ Route route_of(std::string_view target) {
   if (target.size() > kStoredResponsePrefix.size() && target.starts_with(kStoredResponsePrefix))
     return Route::StoredResponse;
   if (target == "/v1/embeddings") return Route::Embeddings;
+  if (target == "/completion" || target == "/completions") return Route::NativeCompletion;
+  if (target == "/infill") return Route::Infill;
+  if (target == "/embedding" || target == "/embeddings") return Route::NativeEmbedding;
+  if (target == "/rerank" || target == "/reranking" || target == "/v1/rerank" || target == "/v1/reranking")
+    return Route::Rerank;
+  if (target == "/slots") return Route::Slots;
+  if (target.starts_with("/slots/")) return Route::SlotAction;
   if (find_web_asset(target) != nullptr) return Route::WebPage;
   return Route::NotFound;
 }
 
 bool is_post(Route route) {
   return route == Route::Completions || route == Route::Chat || route == Route::Responses || route == Route::Tokenize ||
-         route == Route::Detokenize || route == Route::ApplyTemplate || route == Route::Embeddings;
+         route == Route::Detokenize || route == Route::ApplyTemplate || route == Route::Embeddings ||
+         route == Route::NativeCompletion || route == Route::Infill || route == Route::NativeEmbedding ||
+         route == Route::Rerank || route == Route::SlotAction;
 }
 
 bool method_allowed(Route route, http::verb method) {
@@ -526,6 +541,14 @@ asio::awaitable<bool> Session::serve_one() {
     case Route::Responses: co_return co_await serve_responses(std::move(request), keep_alive);
     case Route::StoredResponse: co_return co_await send(stored_response(request, keep_alive));
     case Route::Embeddings: co_return co_await serve_embeddings(std::move(request), keep_alive);
+    case Route::NativeCompletion:
+      co_return co_await serve_native_completion(std::move(request), keep_alive, /*infill=*/false);
+    case Route::Infill: co_return co_await serve_native_completion(std::move(request), keep_alive, /*infill=*/true);
+    case Route::NativeEmbedding:
+      co_return co_await serve_embeddings(std::move(request), keep_alive, EmbeddingShape::Native);
+    case Route::Rerank: co_return co_await serve_embeddings(std::move(request), keep_alive, EmbeddingShape::Rerank);
+    case Route::Slots:
+    case Route::SlotAction: co_return co_await serve_slots(std::move(request), keep_alive);
     case Route::WebPage: {
       const WebAsset* asset = find_web_asset(request.target());
       HttpResponse response{http::status::ok, version};

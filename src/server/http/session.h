@@ -36,6 +36,10 @@ using HttpResponse = http::response<http::string_body>;
 class Session {
  public:
   enum class TextUtility { Tokenize, Detokenize, ApplyTemplate };
+  // What an embedding request's body and answer look like: /v1/embeddings (OpenAI's),
+  // llama-server's /embedding, or /rerank (its inputs pooled as the last position and scored by
+  // the model's classification head).
+  enum class EmbeddingShape { OpenAI, Native, Rerank };
 
   // `health_only`: a connection past --max-connections, in the reserve kept for probes: it
   // may ask for /health, once; anything else is the 503 refuse() answers.
@@ -66,8 +70,14 @@ class Session {
   // /tokenize, /detokenize, /apply-template (text_utilities.cpp): the body is read on the
   // worker pool, as a prompt is.
   boost::asio::awaitable<bool> serve_text_utility(TextUtility utility, HttpRequest request, bool keep_alive);
-  // /v1/embeddings (embeddings.cpp): every input an embedding request in the engine.
-  boost::asio::awaitable<bool> serve_embeddings(HttpRequest request, bool keep_alive);
+  // /v1/embeddings, /embedding and /rerank (embeddings.cpp): every input an embedding request in
+  // the engine.
+  boost::asio::awaitable<bool> serve_embeddings(HttpRequest request, bool keep_alive,
+                                                EmbeddingShape shape = EmbeddingShape::OpenAI);
+  // llama-server's /completion and /infill (native_completion.cpp) over serve_generation.
+  boost::asio::awaitable<bool> serve_native_completion(HttpRequest request, bool keep_alive, bool infill);
+  // GET /slots and POST /slots/{id}?action=save|restore|erase (slots.cpp).
+  boost::asio::awaitable<bool> serve_slots(HttpRequest request, bool keep_alive);
   // Runs `work` on the worker pool, watching the client meanwhile (every kPeerPoll, peer_left):
   // `work` is passed `abandoned`, which turns true once nobody waits for its answer (the client
   // left, or the server is shutting down), and should then stop early. Waits for it to return
