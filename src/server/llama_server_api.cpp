@@ -31,10 +31,11 @@ int32_t prompt_token_id(const RequestJson& id, const std::string& where) {
 }
 
 // One prompt: a string (tokenized by the generation path), or an array of token ids and strings
-// (tokenized here; BOS before a leading string, as llama-server adds it).
+// (tokenized here; BOS before a leading string, as llama-server adds it). Control tokens written
+// in the text are matched whole, as llama-server's /completion parses them.
 PromptInput one_prompt(const RequestJson& item, const Tokenizer& tokenizer, int64_t context_length,
                        const std::string& where) {
-  if (item.is_string()) return {.text = item.get<std::string>(), .ids = {}};
+  if (item.is_string()) return {.text = item.get<std::string>(), .ids = {}, .parse_special = true};
   if (!item.is_array() || item.empty())
     bad(fmt::format("'{}' must be a string or a non-empty array of token ids and strings, not {}", where, shown(item)),
         ErrorCode::InvalidType);
@@ -52,7 +53,7 @@ PromptInput one_prompt(const RequestJson& item, const Tokenizer& tokenizer, int6
   if (bos) prompt.ids.push_back(tokenizer.vocab().bos_id);
   for (const RequestJson& part : item) {
     if (part.is_string()) {
-      const std::vector<int32_t> ids = tokenizer.encode(part.get_ref<const std::string&>(), false);
+      const std::vector<int32_t> ids = tokenizer.encode(part.get_ref<const std::string&>(), false, /*parse_special=*/true);
       prompt.ids.insert(prompt.ids.end(), ids.begin(), ids.end());
     } else {
       prompt.ids.push_back(prompt_token_id(part, where));

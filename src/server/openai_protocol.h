@@ -67,6 +67,9 @@ struct ToolChoice {
 struct PromptInput {
   std::string text;
   std::vector<int32_t> ids;
+  // Control tokens written in the text ("<|im_start|>") are matched whole, as llama-server's
+  // /completion tokenizes; OpenAI's /v1/completions keeps them plain text.
+  bool parse_special = false;
 };
 
 struct ApiRequest {

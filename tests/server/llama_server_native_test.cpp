@@ -131,6 +131,35 @@ TEST(NativeServer, CompletionWholeStreamedAndAsV1Completions) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// llama-server's /completion matches control tokens written in the prompt ("</s>" is the EOS
+// token there); OpenAI's /v1/completions keeps them as text, as Tandem always has. The prompt
+// token counts show which: one token for the tag, or the several of its characters.
+TEST(NativeServer, CompletionParsesControlTokensInThePromptText) {
+  TANDEM_REQUIRE_SHARED(kAidreamsGguf);
+  ServerProcess server;
+  ASSERT_TRUE(server.start({"--parallel", "2"})) << server.log();
+  httplib::Client client = server.client();
+  const auto evaluated = [&](const json& prompt) {
+    json body = greedy("", 1);
+    body["prompt"] = prompt;
+    const json reply = ok_json(post(client, "/completion", body), "/completion");
+    return reply["tokens_evaluated"].get<int>();
+  };
+  const auto v1_prompt_tokens = [&](const std::string& prompt) {
+    const json reply =
+        ok_json(post(client, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}}),
+                "/v1/completions");
+    return reply["usage"]["prompt_tokens"].get<int>();
+  };
+  const int plain = evaluated("Once upon a time");
+  // The tag adds exactly one token on /completion, in a string prompt and in a mixed one.
+  EXPECT_EQ(evaluated("Once upon a time</s>"), plain + 1);
+  EXPECT_EQ(evaluated(json::array({"Once upon a time</s>"})), plain + 1);
+  // /v1/completions spells it out: more than one token.
+  EXPECT_GT(v1_prompt_tokens("Once upon a time</s>"), v1_prompt_tokens("Once upon a time") + 1);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 TEST(NativeServer, LimitsKeyAndMalformedBodiesOnEveryNativePath) {
   TANDEM_REQUIRE_SHARED(kAidreamsGguf);
   ServerProcess server;

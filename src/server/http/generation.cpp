@@ -160,7 +160,7 @@ PreparedRequest prepare(const ServerState& state, const GenerationService& engin
       for (const PromptInput& prompt : api.prompts) {
         if (abandoned()) throw BodyAbandoned();
         prepared.prompts.push_back(
-            prompt.ids.empty() ? tokenizer.encode(prompt.text, bos, /*parse_special=*/false, checkpoint) : prompt.ids);
+            prompt.ids.empty() ? tokenizer.encode(prompt.text, bos, prompt.parse_special, checkpoint) : prompt.ids);
         truncate_prompt(prepared.prompts.back(), api.truncate_prompt_tokens, engine.context_length());
         check_prompt_tokens(prepared.prompts.back(), vocab, engine.context_length(), "prompt",
                             prepared.prompts.size() - 1, count);
