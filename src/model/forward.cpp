@@ -114,13 +114,33 @@ void Forward::set_profiler(Profiler* profiler) {
 }
 
 std::span<const float> Forward::run_stage(const Batch& batch, std::span<const float> hidden_in, KvCache& cache) {
-  const ModelConfig& c = model_->config;
-  const ModelWeights& w = model_->weights;
   const LayerRange layers = model_->held_layers();
   const int64_t n_tokens = batch.n_tokens();
   TANDEM_ASSERT(cache.n_layers() == layers.size());
   ProfileStep profile_step(profiler_, n_tokens == batch.n_sequences() ? Phase::Decode : Phase::Prefill, n_tokens);
   ProfileOp setup_op(profiler_, OpRole::Setup, -1, [] { return OpCost{}; });
+  check_batch(batch, hidden_in);
+  map_slots(batch, cache);
+  last_n_tokens_ = n_tokens;
+  setup_op.end();
+  embed(batch, hidden_in);
+  rope_angles_of(batch);
+  // Under tensor parallelism a rank holds a slice of every layer (forward pass's partial sums).
+  TANDEM_ASSERT(!model_->tensor_slice || partial_sums_ != nullptr);
+  for (int64_t l = layers.first; l < layers.end; ++l) {
+    attention_block(batch, cache, l);
+    ffn_block(l, n_tokens);
+    if (observer_)
+      observer_(l, std::span<const float>(hidden_.data(), static_cast<size_t>(n_tokens * model_->config.d_model)));
+  }
+  // A stage without the head hands every token's hidden state on.
+  if (!model_->holds_head()) return {hidden_.data(), static_cast<size_t>(n_tokens * model_->config.d_model)};
+  return output_logits(batch);
+}
+
+void Forward::check_batch(const Batch& batch, std::span<const float> hidden_in) const {
+  const ModelConfig& c = model_->config;
+  const int64_t n_tokens = batch.n_tokens();
   TANDEM_CHECK_INPUT(n_tokens > 0 && n_tokens <= max_batch_tokens_, "batch of {} tokens (allowed 1..{})", n_tokens,
                      max_batch_tokens_);
   TANDEM_ASSERT(static_cast<int64_t>(batch.positions.size()) == n_tokens &&
@@ -136,18 +156,20 @@ std::span<const float> Forward::run_stage(const Batch& batch, std::span<const fl
                        batch.n_sequences());
   }
   const int64_t d = c.d_model;
-  const bool embeds = model_->holds_embedding();
-  if (embeds)
+  if (model_->holds_embedding())
     TANDEM_CHECK_INPUT(hidden_in.empty(), "the first pipeline stage takes token ids, not {} hidden-state floats",
                        hidden_in.size());
   else
     TANDEM_CHECK_INPUT(static_cast<int64_t>(hidden_in.size()) == n_tokens * d,
                        "pipeline stage from layer {} takes the hidden states of {} tokens x {} floats, got {} floats",
-                       layers.first, n_tokens, d, hidden_in.size());
-  map_slots(batch, cache);
-  last_n_tokens_ = n_tokens;
-  setup_op.end();
+                       model_->held_layers().first, n_tokens, d, hidden_in.size());
+}
 
+void Forward::embed(const Batch& batch, std::span<const float> hidden_in) {
+  const ModelConfig& c = model_->config;
+  const ModelWeights& w = model_->weights;
+  const int64_t n_tokens = batch.n_tokens(), d = c.d_model;
+  const bool embeds = model_->holds_embedding();
   // A later stage's input (the previous stage's hidden states) is copied in where the first
   // embeds: the profiler shows it as this op.
   ProfileOp embedding_op(profiler_, OpRole::Embedding, -1, [&] {
@@ -167,8 +189,11 @@ std::span<const float> Forward::run_stage(const Batch& batch, std::span<const fl
       for (int64_t i = 0; i < d; ++i) hidden_[t * d + i] *= embedding_scale;
     }
   }
-  embedding_op.end();
-  const int64_t half_rope = c.rope_dims / 2;
+}
+
+void Forward::rope_angles_of(const Batch& batch) {
+  const ModelConfig& c = model_->config;
+  const int64_t n_tokens = batch.n_tokens(), half_rope = c.rope_dims / 2;
   ProfileOp angles_op(profiler_, OpRole::Setup, -1, [] { return OpCost{}; });
   for (int64_t t = 0; t < n_tokens; ++t)
     rope_rotation_.angles(batch.positions[t], rope_cos_.data() + t * half_rope, rope_sin_.data() + t * half_rope);
@@ -177,112 +202,121 @@ std::span<const float> Forward::run_stage(const Batch& batch, std::span<const fl
     for (int64_t t = 0; t < n_tokens; ++t)
       rope_angles(batch.positions[t], c.rope_dims, c.rope_freq_base_local, nullptr,
                   rope_cos_local_.data() + t * half_rope, rope_sin_local_.data() + t * half_rope);
-  angles_op.end();
+}
 
+void Forward::norm_rows(OpRole role, int32_t layer, const float* weight, const float* in, float* out, int64_t rows) {
+  const ModelConfig& c = model_->config;
+  const int64_t d = c.d_model;
   const RmsnormFn rmsnorm = kernel_table().rmsnorm;
-  auto norm_rows = [&](OpRole role, int32_t layer, const float* weight, const float* in, float* out, int64_t rows) {
-    ProfileOp op(profiler_, role, layer, [&] { return elementwise_cost(rows * d + d, rows * d, 4 * rows * d); });
-    pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
-      for (int64_t t = begin; t < end; ++t) rmsnorm(in + t * d, weight, d, c.rms_norm_eps, out + t * d);
-    });
-  };
-  // rows [n_tokens, bias.n_elements()] += bias, when the model has that bias.
-  auto add_bias_rows = [&](int32_t layer, const TensorView& bias, float* rows, int64_t n_rows) {
-    if (bias.data == nullptr) return;
-    const int64_t width = bias.n_elements();
-    ProfileOp op(profiler_, OpRole::Bias, layer,
-                 [&] { return elementwise_cost(n_rows * width + width, n_rows * width, n_rows * width); });
-    const float* b = bias.f32();
-    for (int64_t t = 0; t < n_rows; ++t)
-      for (int64_t i = 0; i < width; ++i) rows[t * width + i] += b[i];
-  };
-  // Every head of rows [n_tokens, n_heads * head_dim] RMSNormed on its own, in place (Qwen3).
-  auto norm_heads = [&](int32_t layer, const TensorView& weight, float* rows, int64_t n_heads) {
-    if (weight.data == nullptr) return;
-    const int64_t width = n_heads * c.head_dim, n_rows = n_tokens * n_heads;
-    ProfileOp op(profiler_, OpRole::QkNorm, layer, [&] {
-      return elementwise_cost(n_tokens * width + c.head_dim, n_tokens * width, 4 * n_tokens * width);
-    });
-    const float* w = weight.f32();
-    pool_.parallel_for(n_rows, [&](int64_t begin, int64_t end, int) {
-      for (int64_t r = begin; r < end; ++r)
-        rmsnorm(rows + r * c.head_dim, w, c.head_dim, c.rms_norm_eps, rows + r * c.head_dim);
-    });
-  };
-  auto add_into_hidden = [&](OpRole role, int32_t layer, const float* delta) {
-    ProfileOp op(profiler_, role, layer,
-                 [&] { return elementwise_cost(2 * n_tokens * d, n_tokens * d, n_tokens * d); });
-    for (int64_t i = 0; i < n_tokens * d; ++i) hidden_[i] += delta[i];
-  };
-  // A matmul timed as the op of `role` in `layer`.
-  auto project = [&](OpRole role, int32_t layer, const TensorView& weight, const float* x, int64_t rows, float* out) {
-    ProfileOp op(profiler_, role, layer, [&] {
-      return matmul_cost(weight.dtype, weight.n_bytes(), weight.n_rows(), weight.row_length(), rows);
-    });
-    matmul(weight, x, rows, out, pool_, matmul_scratch_);
-  };
+  ProfileOp op(profiler_, role, layer, [&] { return elementwise_cost(rows * d + d, rows * d, 4 * rows * d); });
+  pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) rmsnorm(in + t * d, weight, d, c.rms_norm_eps, out + t * d);
+  });
+}
 
-  // Under tensor parallelism normed_ then holds this rank's share of a row-parallel product,
-  // [n_tokens, d_model]: every rank gets the sum over all ranks.
-  TANDEM_ASSERT(!model_->tensor_slice || partial_sums_ != nullptr);
-  auto sum_partials = [&] {
-    if (model_->tensor_slice)
-      partial_sums_->all_reduce(std::span<float>(normed_.data(), static_cast<size_t>(n_tokens * d)));
-  };
+void Forward::add_bias_rows(int32_t layer, const TensorView& bias, float* rows, int64_t n_rows) {
+  if (bias.data == nullptr) return;
+  const int64_t width = bias.n_elements();
+  ProfileOp op(profiler_, OpRole::Bias, layer,
+               [&] { return elementwise_cost(n_rows * width + width, n_rows * width, n_rows * width); });
+  const float* b = bias.f32();
+  for (int64_t t = 0; t < n_rows; ++t)
+    for (int64_t i = 0; i < width; ++i) rows[t * width + i] += b[i];
+}
 
-  for (int64_t l = layers.first; l < layers.end; ++l) {
-    const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
-    const auto li = static_cast<int32_t>(l);
-    norm_rows(OpRole::AttnNorm, li, layer.attn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
-    project(OpRole::Wq, li, layer.wq, normed_.data(), n_tokens, q_.data());
-    project(OpRole::Wk, li, layer.wk, normed_.data(), n_tokens, k_.data());
-    project(OpRole::Wv, li, layer.wv, normed_.data(), n_tokens, v_.data());
-    add_bias_rows(li, layer.bq, q_.data(), n_tokens);  // Qwen2; no-op for Llama
-    add_bias_rows(li, layer.bk, k_.data(), n_tokens);
-    add_bias_rows(li, layer.bv, v_.data(), n_tokens);
-    norm_heads(li, layer.q_norm, q_.data(), c.n_heads);  // Qwen3; no-op otherwise
-    norm_heads(li, layer.k_norm, k_.data(), c.n_kv_heads);
-    attention(batch, cache, l);
-    // Wo's output goes to normed_, free once Q, K and V are computed.
-    project(OpRole::Wo, li, layer.wo, attn_out_.data(), n_tokens, normed_.data());
-    sum_partials();  // a tensor-parallel rank's Wo saw its heads only; bias and norm after the sum
-    add_bias_rows(li, layer.bo, normed_.data(), n_tokens);  // gpt-oss; no-op otherwise
-    if (c.gemma_blocks)
-      norm_rows(OpRole::AttnNorm, li, layer.post_attn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
-    add_into_hidden(OpRole::AttnResidual, li, normed_.data());
+void Forward::norm_heads(int32_t layer, const TensorView& weight, float* rows, int64_t n_tokens, int64_t n_heads) {
+  if (weight.data == nullptr) return;
+  const ModelConfig& c = model_->config;
+  const int64_t width = n_heads * c.head_dim, n_rows = n_tokens * n_heads;
+  ProfileOp op(profiler_, OpRole::QkNorm, layer,
+               [&] { return elementwise_cost(n_tokens * width + c.head_dim, n_tokens * width, 4 * n_tokens * width); });
+  const RmsnormFn rmsnorm = kernel_table().rmsnorm;
+  const float* w = weight.f32();
+  pool_.parallel_for(n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r)
+      rmsnorm(rows + r * c.head_dim, w, c.head_dim, c.rms_norm_eps, rows + r * c.head_dim);
+  });
+}
 
-    norm_rows(OpRole::FfnNorm, li, layer.ffn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
-    // The FFN in chunks of tokens: its d_ff-wide buffers are the largest scratch, and each
-    // token's FFN is independent of the others'.
-    for (int64_t first = 0; first < n_tokens; first += kFfnChunkTokens) {
-      const int64_t rows = std::min(kFfnChunkTokens, n_tokens - first);
-      float* chunk_in = normed_.data() + first * d;
-      if (c.has_experts()) {
-        experts_ffn(l, chunk_in, rows);
-        continue;
-      }
-      project(OpRole::Gate, li, layer.w_gate, chunk_in, rows, gate_.data());
-      project(OpRole::Up, li, layer.w_up, chunk_in, rows, up_.data());
-      ProfileOp swiglu_op(profiler_, OpRole::Swiglu, li,
-                          [&] { return elementwise_cost(2 * rows * c.d_ff, rows * c.d_ff, 5 * rows * c.d_ff); });
-      const auto activation = c.gemma_blocks ? geglu_row : swiglu_row;
-      pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
-        for (int64_t t = begin; t < end; ++t)
-          activation(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
-      });
-      swiglu_op.end();
-      // Into the chunk's own rows of normed_, which gate/up have consumed.
-      project(OpRole::Down, li, layer.w_down, gate_.data(), rows, chunk_in);
+void Forward::add_into_hidden(OpRole role, int32_t layer, const float* delta, int64_t n_tokens) {
+  const int64_t d = model_->config.d_model;
+  ProfileOp op(profiler_, role, layer, [&] { return elementwise_cost(2 * n_tokens * d, n_tokens * d, n_tokens * d); });
+  for (int64_t i = 0; i < n_tokens * d; ++i) hidden_[i] += delta[i];
+}
+
+void Forward::project(OpRole role, int32_t layer, const TensorView& weight, const float* x, int64_t rows, float* out) {
+  ProfileOp op(profiler_, role, layer,
+               [&] { return matmul_cost(weight.dtype, weight.n_bytes(), weight.n_rows(), weight.row_length(), rows); });
+  matmul(weight, x, rows, out, pool_, matmul_scratch_);
+}
+
+void Forward::sum_partials(int64_t n_tokens) {
+  if (model_->tensor_slice)
+    partial_sums_->all_reduce(std::span<float>(normed_.data(), static_cast<size_t>(n_tokens * model_->config.d_model)));
+}
+
+void Forward::attention_block(const Batch& batch, KvCache& cache, int64_t l) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& layer = model_->weights.layers[static_cast<size_t>(l)];
+  const auto li = static_cast<int32_t>(l);
+  const int64_t n_tokens = batch.n_tokens();
+  norm_rows(OpRole::AttnNorm, li, layer.attn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
+  project(OpRole::Wq, li, layer.wq, normed_.data(), n_tokens, q_.data());
+  project(OpRole::Wk, li, layer.wk, normed_.data(), n_tokens, k_.data());
+  project(OpRole::Wv, li, layer.wv, normed_.data(), n_tokens, v_.data());
+  add_bias_rows(li, layer.bq, q_.data(), n_tokens);  // Qwen2; no-op for Llama
+  add_bias_rows(li, layer.bk, k_.data(), n_tokens);
+  add_bias_rows(li, layer.bv, v_.data(), n_tokens);
+  norm_heads(li, layer.q_norm, q_.data(), n_tokens, c.n_heads);  // Qwen3; no-op otherwise
+  norm_heads(li, layer.k_norm, k_.data(), n_tokens, c.n_kv_heads);
+  attention(batch, cache, l);
+  // Wo's output goes to normed_, free once Q, K and V are computed.
+  project(OpRole::Wo, li, layer.wo, attn_out_.data(), n_tokens, normed_.data());
+  sum_partials(n_tokens);  // a tensor-parallel rank's Wo saw its heads only; bias and norm after the sum
+  add_bias_rows(li, layer.bo, normed_.data(), n_tokens);  // gpt-oss; no-op otherwise
+  if (c.gemma_blocks)
+    norm_rows(OpRole::AttnNorm, li, layer.post_attn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
+  add_into_hidden(OpRole::AttnResidual, li, normed_.data(), n_tokens);
+}
+
+void Forward::ffn_block(int64_t l, int64_t n_tokens) {
+  const ModelConfig& c = model_->config;
+  const LayerWeights& layer = model_->weights.layers[static_cast<size_t>(l)];
+  const auto li = static_cast<int32_t>(l);
+  const int64_t d = c.d_model;
+  norm_rows(OpRole::FfnNorm, li, layer.ffn_norm.f32(), hidden_.data(), normed_.data(), n_tokens);
+  // The FFN in chunks of tokens: its d_ff-wide buffers are the largest scratch, and each
+  // token's FFN is independent of the others'.
+  for (int64_t first = 0; first < n_tokens; first += kFfnChunkTokens) {
+    const int64_t rows = std::min(kFfnChunkTokens, n_tokens - first);
+    float* chunk_in = normed_.data() + first * d;
+    if (c.has_experts()) {
+      experts_ffn(l, chunk_in, rows);
+      continue;
     }
-    sum_partials();  // a tensor-parallel rank's down projection saw its FFN columns only
-    if (c.gemma_blocks)
-      norm_rows(OpRole::FfnNorm, li, layer.post_ffn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
-    add_into_hidden(OpRole::FfnResidual, li, normed_.data());
-    if (observer_) observer_(l, std::span<const float>(hidden_.data(), static_cast<size_t>(n_tokens * d)));
+    project(OpRole::Gate, li, layer.w_gate, chunk_in, rows, gate_.data());
+    project(OpRole::Up, li, layer.w_up, chunk_in, rows, up_.data());
+    ProfileOp swiglu_op(profiler_, OpRole::Swiglu, li,
+                        [&] { return elementwise_cost(2 * rows * c.d_ff, rows * c.d_ff, 5 * rows * c.d_ff); });
+    const auto activation = c.gemma_blocks ? geglu_row : swiglu_row;
+    pool_.parallel_for(rows, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t)
+        activation(gate_.data() + t * c.d_ff, up_.data() + t * c.d_ff, c.d_ff, gate_.data() + t * c.d_ff);
+    });
+    swiglu_op.end();
+    // Into the chunk's own rows of normed_, which gate/up have consumed.
+    project(OpRole::Down, li, layer.w_down, gate_.data(), rows, chunk_in);
   }
+  sum_partials(n_tokens);  // a tensor-parallel rank's down projection saw its FFN columns only
+  if (c.gemma_blocks)
+    norm_rows(OpRole::FfnNorm, li, layer.post_ffn_norm.f32(), normed_.data(), normed_.data(), n_tokens);
+  add_into_hidden(OpRole::FfnResidual, li, normed_.data(), n_tokens);
+}
 
-  // A stage without the head hands every token's hidden state on.
-  if (!model_->holds_head()) return {hidden_.data(), static_cast<size_t>(n_tokens * d)};
+std::span<const float> Forward::output_logits(const Batch& batch) {
+  const ModelConfig& c = model_->config;
+  const ModelWeights& w = model_->weights;
+  const int64_t n_tokens = batch.n_tokens(), d = c.d_model;
   // Only the rows that want logits go through the final norm and the output head.
   int64_t n_wanted = 0;
   for (int64_t t = 0; t < n_tokens; ++t) n_wanted += batch.wants_logits[t] ? 1 : 0;

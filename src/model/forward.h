@@ -79,6 +79,26 @@ class Forward {
   // chunk, from cache for the models this size matters for.
   static constexpr int64_t kFfnChunkTokens = 128;
 
+  // run_stage's steps, in order: the batch checked (InputError), embedded (or a later stage's
+  // hidden states copied in), the RoPE angles of its positions, then per layer the attention
+  // block and the FFN block (each adds into hidden_), and the logits of the rows that want them.
+  void check_batch(const Batch& batch, std::span<const float> hidden_in) const;
+  void embed(const Batch& batch, std::span<const float> hidden_in);
+  void rope_angles_of(const Batch& batch);
+  void attention_block(const Batch& batch, KvCache& cache, int64_t layer);
+  void ffn_block(int64_t layer, int64_t n_tokens);
+  std::span<const float> output_logits(const Batch& batch);
+  // The layers' operations, each timed as the profiler's op of `role` in `layer`: RMSNorm of
+  // rows [rows, d_model]; rows [n_rows, width] += bias (when the model has it); every head of
+  // rows [n_tokens, n_heads * head_dim] RMSNormed in place (Qwen3's Q/K norms); hidden_ +=
+  // delta; a matmul; and, under tensor parallelism, normed_ [n_tokens, d_model] (this rank's
+  // share of a row-parallel product) summed over every rank.
+  void norm_rows(OpRole role, int32_t layer, const float* weight, const float* in, float* out, int64_t rows);
+  void add_bias_rows(int32_t layer, const TensorView& bias, float* rows, int64_t n_rows);
+  void norm_heads(int32_t layer, const TensorView& weight, float* rows, int64_t n_tokens, int64_t n_heads);
+  void add_into_hidden(OpRole role, int32_t layer, const float* delta, int64_t n_tokens);
+  void project(OpRole role, int32_t layer, const TensorView& weight, const float* x, int64_t rows, float* out);
+  void sum_partials(int64_t n_tokens);
   void map_slots(const Batch& batch, const KvCache& cache);
   void attention(const Batch& batch, KvCache& cache, int64_t layer);
   // A mixture-of-experts FFN over rows [n_rows, d_model] of normed_, in place (forward_experts.cpp).
