@@ -22,8 +22,8 @@ namespace tandem {
 KvCache make_private_kv_pool(const ModelConfig& config, int64_t n_tokens, const KvTypes& types);
 
 // Feeds `tokens` (positions 0, 1, ...) through `forward` over the whole of `cache`,
-// batch_tokens at a time (at most the forward's max_batch_tokens); the rows with wants_logits(position) set get logits, and
-// on_logits(start, end, rows) sees each piece's rows [n wanted in start..end-1, vocab].
+// batch_tokens at a time (at most the forward's max_batch_tokens); the rows with wants_logits(position) set get logits,
+// and on_logits(start, end, rows) sees each piece's rows [n wanted in start..end-1, vocab].
 void feed_private_sequence(Forward& forward, KvCache& cache, std::span<const int32_t> tokens, int64_t batch_tokens,
                            const std::function<bool(int64_t)>& wants_logits,
                            const std::function<void(int64_t, int64_t, std::span<const float>)>& on_logits);

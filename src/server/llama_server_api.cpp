@@ -53,7 +53,8 @@ PromptInput one_prompt(const RequestJson& item, const Tokenizer& tokenizer, int6
   if (bos) prompt.ids.push_back(tokenizer.vocab().bos_id);
   for (const RequestJson& part : item) {
     if (part.is_string()) {
-      const std::vector<int32_t> ids = tokenizer.encode(part.get_ref<const std::string&>(), false, /*parse_special=*/true);
+      const std::vector<int32_t> ids =
+          tokenizer.encode(part.get_ref<const std::string&>(), false, /*parse_special=*/true);
       prompt.ids.insert(prompt.ids.end(), ids.begin(), ids.end());
     } else {
       prompt.ids.push_back(prompt_token_id(part, where));
