@@ -378,12 +378,31 @@ void Forward::map_slots(const Batch& batch, const KvCache& cache) {
 
 void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   const ModelConfig& c = model_->config;
+  rope_and_store_kv(batch, cache, layer);
+  const int64_t n_blocks = plan_attention_blocks(batch, c.layer_window(layer));
+  const std::vector<int64_t>& block_starts = attention_block_starts_;
+  ProfileOp attention_op(profiler_, OpRole::Attention, static_cast<int32_t>(layer), [&] {
+    // Positions relative to each token's window: what the kernel reads.
+    return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * cache.n_layers()),
+                          kernel_table());
+  });
+  const int64_t partial_queries = plan_attention_items(n_blocks);
+  // gpt-oss: the sink logits of the query heads, [n_heads]; a KV head's group is contiguous.
+  const TensorView& sink_view = model_->weights.layers[static_cast<size_t>(layer)].sinks;
+  const float* sinks = sink_view.data != nullptr ? sink_view.f32() : nullptr;
+  run_attention_items(batch, cache, layer, sinks);
+  if (partial_queries > 0) fold_attention_partials(sinks);
+}
+
+// RoPE on Q and K (Q scaled where the model's query scale is not the kernel's), then every
+// token's K/V into its cache slot (in the cache's types), before any token attends: a prefill
+// token must see the K/V of the earlier tokens of the same batch.
+void Forward::rope_and_store_kv(const Batch& batch, KvCache& cache, int64_t layer) {
+  const ModelConfig& c = model_->config;
   const int64_t n_tokens = batch.n_tokens();
   const int64_t kv_width = c.kv_width(), head_dim = c.head_dim, half_rope = c.rope_dims / 2;
   // A stage's cache holds its layers only, from its first on.
   const int64_t cache_layer = layer - model_->held_layers().first;
-  const KvRows keys = cache.keys(cache_layer);
-  const KvRows values = cache.values(cache_layer);
   const int64_t window = c.layer_window(layer);
   const bool local_rope = window > 0 && c.rope_freq_base_local > 0.0f;
   const float* cos_tables = local_rope ? rope_cos_local_.data() : rope_cos_.data();
@@ -391,9 +410,6 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   // A query scale other than the kernel's 1/sqrt(head_dim) (query_pre_attn_scalar) goes into Q.
   const float query_scale =
       c.attention_scale > 0.0f ? c.attention_scale * std::sqrt(static_cast<float>(head_dim)) : 1.0f;
-
-  // RoPE on Q and K, then every token's K/V into its cache slot (in the cache's types), before
-  // any token attends: a prefill token must see the K/V of the earlier tokens of the same batch.
   const RopeFn rope = kernel_table().rope;
   const auto li = static_cast<int32_t>(layer);
   ProfileOp rope_op(profiler_, OpRole::Rope, li, [&] {
@@ -421,15 +437,17 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
     cache.store(cache_layer, slot, k_.data() + t * kv_width, v_.data() + t * kv_width);
   }
   rope_op.end();
+}
 
+// The batch's tokens as attention blocks (attention_block_starts_, the block count returned,
+// then n_tokens as the end) and each token's position relative to its window
+// (attention_positions_).
+int64_t Forward::plan_attention_blocks(const Batch& batch, int64_t window) {
+  const int64_t n_tokens = batch.n_tokens();
   // Consecutive tokens of one sequence (a prefill chunk) go in blocks of up to
   // kTokensPerBlock through attention_tokens, which shares each K/V row loaded among them;
   // decode tokens of different sequences are blocks of one. One work item per (block, KV
-  // head): the query heads sharing that KV head go together. A block's cost grows with its
-  // positions and the pool hands out contiguous ranges, so items visit blocks first, last,
-  // second, second-to-last, ...: every range gets its share of long and short contexts (in
-  // order, a prompt's second half costs three times its first).
-  const int64_t group = c.n_heads / c.n_kv_heads;
+  // head): the query heads sharing that KV head go together (plan_attention_items).
   // row_kernels_bench BM_attention_prefill_tokens, 512 tokens, one query per token (MHA):
   // blocks of 8 tokens run 2.2x as fast as 1, of 16 2.4x; with 8 queries per token (GQA) 1.2x.
   // At long prompts the block is also how often a KV head's history is read again (a block
@@ -454,15 +472,19 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
   }
   const int64_t n_blocks = static_cast<int64_t>(block_starts.size());
   block_starts.push_back(n_tokens);
+  return n_blocks;
+}
+
+// The work items (attention_items_): one per (block, KV head), and for a decode token that
+// sees more than one segment (kAttentionSegment) one per (segment, KV head); returns the count
+// of partial results (query heads x segments of the split tokens), whose buffers it sizes.
+// Items visit blocks first, last, second, second-to-last, ...: a block's cost grows with its
+// positions and the pool hands out contiguous ranges, so every range gets its share of long
+// and short contexts (in order, a prompt's second half costs three times its first).
+int64_t Forward::plan_attention_items(int64_t n_blocks) {
+  const ModelConfig& c = model_->config;
+  const std::vector<int64_t>& block_starts = attention_block_starts_;
   auto block_of = [n_blocks](int64_t i) { return i % 2 == 0 ? i / 2 : n_blocks - 1 - i / 2; };
-  ProfileOp attention_op(profiler_, OpRole::Attention, li, [&] {
-    // Positions relative to each token's window: what the kernel reads.
-    return attention_cost(block_starts, attention_positions_, c, cache.bytes_per_token() / (2 * cache.n_layers()),
-                          kernel_table());
-  });
-  // gpt-oss: the sink logits of the query heads, [n_heads]; a KV head's group is contiguous.
-  const TensorView& sink_view = model_->weights.layers[static_cast<size_t>(layer)].sinks;
-  const float* sinks = sink_view.data != nullptr ? sink_view.f32() : nullptr;
   // A decode token (a block of one) that sees more than one segment (kAttentionSegment) is
   // split: one work item per (segment, KV head), each leaving its partial result, then one per
   // KV head folding them in segment order. A long context is then shared by every thread even
@@ -482,8 +504,21 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
         items.push_back({block, kv_head, split ? segment : -1, split ? partial_queries + segment * c.n_heads : -1});
     if (split) partial_queries += n_segments * c.n_heads;
   }
-  partial_accs_.resize(static_cast<size_t>(partial_queries * head_dim));
+  partial_accs_.resize(static_cast<size_t>(partial_queries * c.head_dim));
   partials_.resize(static_cast<size_t>(partial_queries));
+  return partial_queries;
+}
+
+// Every item on the pool: a block of tokens through attention_tokens, or one segment of a
+// split decode token into its partial result.
+void Forward::run_attention_items(const Batch& batch, KvCache& cache, int64_t layer, const float* sinks) {
+  const ModelConfig& c = model_->config;
+  const int64_t head_dim = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const int64_t cache_layer = layer - model_->held_layers().first;
+  const KvRows keys = cache.keys(cache_layer);
+  const KvRows values = cache.values(cache_layer);
+  const std::vector<int64_t>& block_starts = attention_block_starts_;
+  const std::vector<AttentionItem>& items = attention_items_;
   pool_.parallel_for(static_cast<int64_t>(items.size()), [&](int64_t begin, int64_t end, int thread) {
     float* scratch = scores_.data() + thread * attention_scratch_floats(group);
     for (int64_t i = begin; i < end; ++i) {
@@ -510,7 +545,15 @@ void Forward::attention(const Batch& batch, KvCache& cache, int64_t layer) {
                               partials_.data() + partial);
     }
   });
-  if (partial_queries == 0) return;
+}
+
+// The split tokens' partial results folded per KV head in segment order (the bits prefill
+// gives the same token, for any thread count).
+void Forward::fold_attention_partials(const float* sinks) {
+  const ModelConfig& c = model_->config;
+  const int64_t head_dim = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const std::vector<int64_t>& block_starts = attention_block_starts_;
+  const std::vector<AttentionItem>& items = attention_items_;
   // The fold: the split tokens' items come in (KV head, segment) order, segment 0 first.
   pool_.parallel_for(static_cast<int64_t>(items.size()), [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {

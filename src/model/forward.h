@@ -100,7 +100,13 @@ class Forward {
   void project(OpRole role, int32_t layer, const TensorView& weight, const float* x, int64_t rows, float* out);
   void sum_partials(int64_t n_tokens);
   void map_slots(const Batch& batch, const KvCache& cache);
+  // A layer's attention: attn_out_ from q_/k_/v_ (forward.cpp says how, step by step).
   void attention(const Batch& batch, KvCache& cache, int64_t layer);
+  void rope_and_store_kv(const Batch& batch, KvCache& cache, int64_t layer);
+  int64_t plan_attention_blocks(const Batch& batch, int64_t window);
+  int64_t plan_attention_items(int64_t n_blocks);
+  void run_attention_items(const Batch& batch, KvCache& cache, int64_t layer, const float* sinks);
+  void fold_attention_partials(const float* sinks);
   // A mixture-of-experts FFN over rows [n_rows, d_model] of normed_, in place (forward_experts.cpp).
   void experts_ffn(int64_t layer, float* rows, int64_t n_rows);
 
